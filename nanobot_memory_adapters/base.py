@@ -1,0 +1,290 @@
+"""Shared plumbing for adapters: the read-only gate, timing, traces and error wrapping.
+
+Subclasses implement only the native parts (``_record``, ``_retrieve``, ``_reset``,
+``_health``); everything that must behave the same for every provider lives here once.
+Third-party adapters may use it, but the contract is the Protocol in ``contract.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    AdapterMode,
+    BackendHealth,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    ModeReceipt,
+    ProviderInfo,
+    ResetReceipt,
+    RetrievedItem,
+    RetrieveRequest,
+    RetrieveResult,
+    Trace,
+    WriteReceipt,
+    capabilities_of,
+)
+from nanobot_memory_adapters.formatting import RenderedContext, render_context
+from nanobot_memory_adapters.tracing import TraceSink, new_trace_id, redact
+
+T = TypeVar("T")
+
+
+@dataclass
+class NativeRetrieval:
+    """What a backend returned, before formatting."""
+
+    items: list[RetrievedItem]
+    raw: Any
+    native_operation: str
+    native_request: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    representation_version: str | None = None
+    last_derived_at: datetime | None = None
+
+
+@dataclass
+class NativeWrite:
+    status: str
+    native_ids: list[str]
+    native_operation: str
+    native_request: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NativeHealth:
+    status: str
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+_RETRYABLE = (ConnectionError, TimeoutError, asyncio.TimeoutError, httpx.TransportError)
+
+
+def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
+    """The backend's own error, kept raw, and whether retrying later could succeed."""
+    raw: dict[str, Any] = {
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc)[:4000],
+    }
+    retryable = isinstance(exc, _RETRYABLE)
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) or getattr(exc, "status_code", None)
+    if status is not None:
+        raw["status_code"] = status
+        try:
+            raw["body"] = response.text[:4000] if response is not None else None
+        except Exception:  # a streamed or closed body
+            raw["body"] = None
+        retryable = retryable or int(status) >= 500 or int(status) == 429
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and cause is not exc:
+        raw["cause"] = f"{type(cause).__qualname__}: {str(cause)[:1000]}"
+        retryable = retryable or isinstance(cause, _RETRYABLE)
+    return redact(raw), retryable
+
+
+class BaseAdapter:
+    """Implements the contract's shared behaviour; subclasses supply the native calls."""
+
+    info: ProviderInfo
+
+    def __init__(self, *, info: ProviderInfo, trace_sink: TraceSink | None = None) -> None:
+        self.info = info
+        self.backend_name = info.name
+        self.trace_sink = trace_sink
+        self._mode = AdapterMode(read_only=False, reason="default")
+
+    # -- mode ------------------------------------------------------------------------
+    @property
+    def mode(self) -> AdapterMode:
+        return self._mode
+
+    async def set_mode(self, mode: AdapterMode) -> ModeReceipt:
+        previous, self._mode = self._mode, mode
+        trace = self._trace("set_mode", status="read_only" if mode.read_only else "read_write")
+        self._emit(trace)
+        return ModeReceipt(mode=mode, previous=previous, trace=trace)
+
+    # -- tracing ---------------------------------------------------------------------
+    def _trace(self, operation: str, **fields: Any) -> Trace:
+        fields.setdefault("consistency", self.info.consistency_model)
+        if "native_request" in fields:
+            fields["native_request"] = redact(fields["native_request"])
+        return Trace(
+            trace_id=new_trace_id(),
+            backend_name=self.backend_name,
+            condition_kind=self.info.condition_kind,
+            operation=operation,
+            **fields,
+        )
+
+    def _emit(self, trace: Trace) -> None:
+        if self.trace_sink is not None:
+            self.trace_sink.emit(trace)
+
+    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run a native call; any failure becomes an AdapterError with raw diagnostics."""
+        try:
+            return await fn()
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raw, retryable = native_diagnostics(exc)
+            raise AdapterError(
+                f"{type(exc).__name__}: {str(exc)[:500]}",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw=raw,
+                retryable=retryable,
+            ) from exc
+
+    # -- contract --------------------------------------------------------------------
+    async def setup_scope(self, scope: MemoryScope) -> None:
+        await self._call("setup_scope", lambda: self._setup(scope))
+
+    async def record_event(self, event: MemoryEvent) -> WriteReceipt:
+        if self._mode.read_only:
+            trace = self._trace(
+                "record_event",
+                scope=event.scope().key,
+                event_id=event.event_id,
+                status="skipped_read_only",
+                latency_ms=0.0,
+            )
+            self._emit(trace)
+            return WriteReceipt(status="skipped_read_only", event_id=event.event_id, trace=trace)
+        started = time.perf_counter()
+        native = await self._call("record_event", lambda: self._record(event))
+        latency = (time.perf_counter() - started) * 1000
+        trace = self._trace(
+            "record_event",
+            native_operation=native.native_operation,
+            native_request=native.native_request,
+            scope=event.scope().key,
+            event_id=event.event_id,
+            native_ids=native.native_ids,
+            latency_ms=latency,
+            status=native.status,
+            warnings=native.warnings,
+        )
+        self._emit(trace)
+        return WriteReceipt(
+            status=native.status,  # type: ignore[arg-type]
+            event_id=event.event_id,
+            native_ids=native.native_ids,
+            latency_ms=latency,
+            trace=trace,
+        )
+
+    async def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
+        started = time.perf_counter()
+        native = await self._call("retrieve", lambda: self._retrieve(request))
+        latency = (time.perf_counter() - started) * 1000
+        rendered = self.render(request.scope, native.items, request.budget)
+        times = [t for i in native.items for t in (i.created_at or i.valid_at,) if t]
+        scores = [i.score for i in native.items if i.score is not None]
+        warnings = list(native.warnings)
+        if rendered.shortfall_tokens:
+            warnings.append(f"context is {rendered.shortfall_tokens} tokens short of min_tokens")
+        trace = self._trace(
+            "retrieve",
+            native_operation=native.native_operation,
+            native_request=native.native_request,
+            scope=request.scope.key,
+            native_ids=[i.native_id for i in native.items if i.native_id],
+            latency_ms=latency,
+            token_count=rendered.token_count,
+            budget_max_tokens=request.budget.max_tokens,
+            budget_shortfall_tokens=rendered.shortfall_tokens,
+            retrieved_count=len(native.items),
+            context_item_count=rendered.included,
+            top_score=max(scores) if scores else None,
+            oldest_retrieved_at=min(times) if times else None,
+            newest_retrieved_at=max(times) if times else None,
+            representation_version=native.representation_version,
+            last_derived_at=native.last_derived_at,
+            warnings=warnings,
+        )
+        self._emit(trace)
+        return RetrieveResult(
+            items=native.items, raw=native.raw, formatted_context=rendered.text, trace=trace
+        )
+
+    def render(
+        self, scope: MemoryScope | str, items: list[RetrievedItem], budget: ContextBudget
+    ) -> RenderedContext:
+        """Format items with this provider's label; subclasses may pass their own line style."""
+        key = scope.key if isinstance(scope, MemoryScope) else scope
+        return render_context(backend=self.backend_name, scope=key, items=items, budget=budget)
+
+    def format_context(self, result: RetrieveResult, budget: ContextBudget | None = None) -> str:
+        budget = budget or ContextBudget(max_tokens=result.trace.budget_max_tokens or 2000)
+        return self.render(result.trace.scope or "", result.items, budget).text
+
+    async def reset_scope(self, scope: MemoryScope) -> ResetReceipt:
+        if self._mode.read_only:
+            # Test sessions never reset memory: refuse rather than obey a stray call.
+            trace = self._trace("reset_scope", scope=scope.key, status="refused_read_only")
+            self._emit(trace)
+            return ResetReceipt(status="refused_read_only", scope=scope.key, trace=trace)
+        started = time.perf_counter()
+        detail = await self._call("reset_scope", lambda: self._reset(scope))
+        trace = self._trace(
+            "reset_scope",
+            scope=scope.key,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            status="reset",
+        )
+        self._emit(trace)
+        return ResetReceipt(status="reset", scope=scope.key, detail=detail, trace=trace)
+
+    async def health(self) -> BackendHealth:
+        started = time.perf_counter()
+        try:
+            native = await self._health()
+        except Exception as exc:  # health never raises: it reports
+            raw, _ = native_diagnostics(exc)
+            native = NativeHealth(status="unavailable", details={"error": raw})
+        return BackendHealth(
+            status=native.status,  # type: ignore[arg-type]
+            backend_name=self.backend_name,
+            condition_kind=self.info.condition_kind,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            consistency_model=self.info.consistency_model,
+            native_memory_types=list(self.info.native_memory_types) or None,
+            native_ingest_modes=list(self.info.native_ingest_modes) or None,
+            capabilities=capabilities_of(self),
+            read_only=self._mode.read_only,
+            details=redact(native.details),
+            warnings=native.warnings,
+        )
+
+    async def aclose(self) -> None:
+        """Release native clients and locks. Safe to call twice."""
+
+    # -- native parts (override) ------------------------------------------------------
+    async def _setup(self, scope: MemoryScope) -> None:
+        return None
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        raise NotImplementedError
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        raise NotImplementedError
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        raise NotImplementedError
+
+    async def _health(self) -> NativeHealth:
+        return NativeHealth(status="ok")

@@ -1,0 +1,161 @@
+"""full_history: every prior transcript of the scope, newest that fit, shown oldest first.
+
+The control that asks "what if we just kept everything?". It ignores the query: under a
+budget it keeps the most recent turns that fit and presents them chronologically.
+Transcripts live in a SQLite file so a run survives restarts; ``event_id`` makes
+re-recording idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.contract import (
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    RetrievedItem,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.formatting import frame_tokens, item_line
+from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tracing import TraceSink
+
+INFO = ProviderInfo(
+    name="full_history",
+    condition_kind="control",
+    consistency_model="immediate",
+    stores_events=True,
+    tag_mapping="metadata",
+    item_fields=("native_id", "created_at", "source"),
+    native_ingest_modes=("transcript",),
+    description="Prior transcripts packed chronologically into the budget (query ignored).",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    scope TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    transcript TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    PRIMARY KEY (scope, event_id)
+);
+CREATE INDEX IF NOT EXISTS events_scope_ts ON events (scope, ts);
+"""
+
+
+class FullHistoryConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = None  # default: <data_dir>/full_history.sqlite3
+
+
+class FullHistory(BaseAdapter):
+    config_model = FullHistoryConfig
+
+    def __init__(self, path: str | Path, *, trace_sink: TraceSink | None = None) -> None:
+        super().__init__(info=INFO, trace_sink=trace_sink)
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    @classmethod
+    def from_config(cls, config: FullHistoryConfig, env: ProviderEnv) -> FullHistory:
+        path = Path(config.path).expanduser() if config.path else env.data_dir / "full_history.sqlite3"
+        return cls(path, trace_sink=env.trace_sink)
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False)
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            db = self._conn()
+            rows = db.execute(sql, args).fetchall()
+            db.commit()
+            return rows
+
+    async def _setup(self, scope: MemoryScope) -> None:
+        await asyncio.to_thread(self._conn)
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        await asyncio.to_thread(
+            self._run,
+            "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?)",
+            (
+                event.scope().key,
+                event.event_id,
+                event.session_id,
+                event.turn_id,
+                event.timestamp.isoformat(),
+                event.transcript(),
+                json.dumps(event.tags()),
+            ),
+        )
+        return NativeWrite(
+            status="committed", native_ids=[event.event_id], native_operation="sqlite.insert"
+        )
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        rows = await asyncio.to_thread(
+            self._run,
+            "SELECT event_id, session_id, turn_id, ts, transcript, tags FROM events "
+            "WHERE scope = ? ORDER BY ts DESC, rowid DESC",
+            (request.scope.key,),
+        )
+        # Newest first until the budget is spent, then back to chronological order.
+        room = request.budget.max_tokens - frame_tokens(self.backend_name, request.scope.key)
+        picked: list[RetrievedItem] = []
+        for event_id, session_id, turn_id, ts, transcript, tags in rows:
+            item = RetrievedItem(
+                native_id=event_id,
+                text=transcript,
+                native_type="transcript",
+                created_at=datetime.fromisoformat(ts),
+                source=f"session={session_id} turn={turn_id}",
+                metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
+            )
+            cost = count_tokens("\n" + item_line(item))
+            if cost > room or (
+                request.budget.max_items and len(picked) >= request.budget.max_items
+            ):
+                break
+            room -= cost
+            picked.append(item)
+        picked.reverse()
+        return NativeRetrieval(
+            items=picked,
+            raw={"total_events": len(rows), "packed": len(picked)},
+            native_operation="sqlite.select_recent",
+            native_request={"max_tokens": request.budget.max_tokens},
+        )
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        await asyncio.to_thread(self._run, "DELETE FROM events WHERE scope = ?", (scope.key,))
+        return "all transcripts of the scope deleted"
+
+    async def _health(self) -> NativeHealth:
+        rows = await asyncio.to_thread(self._run, "SELECT count(*) FROM events")
+        return NativeHealth(status="ok", details={"path": str(self.path), "events": rows[0][0]})
+
+    async def aclose(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

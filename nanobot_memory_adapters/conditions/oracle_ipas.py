@@ -1,0 +1,106 @@
+"""oracle_ipas: a fixed, structured ground-truth preference provider (the ceiling).
+
+Preferences are configuration, keyed by persona; scenario/context/attribute select them
+exactly (a hard filter), which is what "oracle" means. Nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.contract import (
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    RetrievedItem,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.tracing import TraceSink
+
+INFO = ProviderInfo(
+    name="oracle_ipas",
+    condition_kind="control",
+    consistency_model="immediate",
+    stores_events=False,
+    tag_mapping="filter",
+    item_fields=("native_id",),
+    description="Ground-truth preferences selected exactly by scenario/context/attribute.",
+)
+
+
+class Preference(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attribute: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+    context: str | None = None
+    scenario: str | None = None
+
+
+class OracleConfig(BaseModel):
+    """``preferences``: {persona_id: [Preference...]}, inline or from ``preferences_file``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preferences: dict[str, list[Preference]] = {}
+    preferences_file: str | None = None
+
+    @model_validator(mode="after")
+    def _load_file(self) -> OracleConfig:
+        if self.preferences_file:
+            path = Path(self.preferences_file).expanduser()
+            if not path.is_file():
+                raise ValueError(f"preferences_file {str(path)!r} does not exist")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            loaded = {k: [Preference.model_validate(p) for p in v] for k, v in data.items()}
+            object.__setattr__(self, "preferences", {**loaded, **self.preferences})
+        return self
+
+
+class OracleIPAS(BaseAdapter):
+    config_model = OracleConfig
+
+    def __init__(
+        self, preferences: dict[str, list[Preference]], *, trace_sink: TraceSink | None = None
+    ) -> None:
+        super().__init__(info=INFO, trace_sink=trace_sink)
+        self.preferences = preferences
+
+    @classmethod
+    def from_config(cls, config: OracleConfig, env: ProviderEnv) -> OracleIPAS:
+        return cls(config.preferences, trace_sink=env.trace_sink)
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        return NativeWrite(status="ignored", native_ids=[], native_operation="none")
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        persona = request.scope.persona_id
+        wanted = request.tags()
+        items = []
+        for index, pref in enumerate(self.preferences.get(persona, [])):
+            fields = pref.model_dump()
+            # A preference without a tag applies everywhere; a tagged one only where it matches.
+            if any(fields.get(k) not in (None, v) for k, v in wanted.items()):
+                continue
+            items.append(
+                RetrievedItem(
+                    native_id=f"{persona}:{index}",
+                    text=f"{pref.attribute}: {pref.value}",
+                    native_type="preference",
+                    metadata={k: v for k, v in fields.items() if v is not None},
+                )
+            )
+        return NativeRetrieval(
+            items=items,
+            raw={"persona": persona, "filter": wanted},
+            native_operation="oracle.lookup",
+            native_request={"filter": wanted},
+        )
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        return "oracle_ipas has no writable state; preferences are configuration"

@@ -1,0 +1,142 @@
+"""The memory config: exactly one provider (``backend`` XOR ``condition``) plus its block.
+
+Every mistake becomes a ``ConfigError`` naming the key and the fix, in one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from nanobot_memory_adapters.contract import ContextBudget
+from nanobot_memory_adapters.scope import ScopeTemplates
+
+
+class ConfigError(ValueError):
+    """A config problem, with the offending key and how to fix it."""
+
+    def __init__(self, key: str, problem: str, fix: str | None = None) -> None:
+        self.key = key
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{key}: {problem}" + (f" — {fix}" if fix else ""))
+
+
+class BudgetConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int = Field(default=2000, gt=0)
+    min_tokens: int | None = Field(default=None, ge=0)
+    max_items: int | None = Field(default=None, gt=0)
+
+    def to_budget(self) -> ContextBudget:
+        return ContextBudget(
+            max_tokens=self.max_tokens, min_tokens=self.min_tokens, max_items=self.max_items
+        )
+
+
+class MemoryConfig(BaseModel):
+    """Top-level memory settings; provider blocks sit beside them under their own names."""
+
+    model_config = ConfigDict(extra="allow")
+
+    enabled: bool = True
+    backend: str | None = None
+    condition: str | None = None
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    scope: ScopeTemplates = Field(default_factory=ScopeTemplates)
+    data_dir: str | None = Field(
+        default=None, description="Where embedded stores, the outbox and traces live."
+    )
+    trace_file: str | None = None
+    readiness_timeout_s: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> MemoryConfig:
+        if self.backend and self.condition:
+            raise ValueError(
+                "both 'backend' and 'condition' are set; keep exactly one of them"
+            )
+        if not self.backend and not self.condition:
+            raise ValueError("neither 'backend' nor 'condition' is set; set exactly one")
+        return self
+
+    @property
+    def provider_name(self) -> str:
+        return (self.backend or self.condition) or ""
+
+    def provider_block(self) -> dict[str, Any]:
+        extra = self.model_extra or {}
+        block = extra.get(self.provider_name, {})
+        if not isinstance(block, dict):
+            raise ConfigError(
+                f"memory.{self.provider_name}", "must be an object", "use {\"key\": value, ...}"
+            )
+        return block
+
+    def resolved_data_dir(self) -> Path:
+        if self.data_dir:
+            return Path(self.data_dir).expanduser()
+        env = os.environ.get("NANOBOT_MEMORY_HOME")
+        return Path(env).expanduser() if env else Path.home() / ".nanobot" / "memory-adapters"
+
+
+def read_config_source(source: dict[str, Any] | str | Path) -> dict[str, Any]:
+    """A memory config from a dict or a JSON file; a file may wrap it in ``{"memory": ...}``."""
+    if isinstance(source, dict):
+        data = source
+    else:
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise ConfigError(str(path), "file not found", "pass the path of a JSON config file")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
+            ) from None
+    if isinstance(data, dict) and isinstance(data.get("memory"), dict):
+        data = data["memory"]
+    if not isinstance(data, dict):
+        raise ConfigError("memory", "must be a JSON object", 'e.g. {"condition": "no_memory"}')
+    return data
+
+
+def parse_memory_config(data: dict[str, Any], known_providers: list[str]) -> MemoryConfig:
+    """Validate ``data``; unknown keys and provider names are reported with suggestions."""
+    try:
+        config = MemoryConfig.model_validate(data)
+    except ValidationError as exc:
+        raise validation_to_config_error(exc, prefix="memory") from None
+    for key in config.model_extra or {}:
+        if key not in known_providers:
+            raise ConfigError(
+                f"memory.{key}",
+                "unknown setting",
+                _suggest(key, [*MemoryConfig.model_fields, *known_providers]),
+            )
+    return config
+
+
+def validation_to_config_error(exc: ValidationError, prefix: str) -> ConfigError:
+    error = exc.errors()[0]
+    loc = ".".join(str(p) for p in error["loc"])
+    key = f"{prefix}.{loc}" if loc else prefix
+    msg = error["msg"].removeprefix("Value error, ")
+    fix = None
+    if error["type"] == "extra_forbidden":
+        msg, fix = "unknown setting", "remove it or check the spelling"
+    elif error["type"] in ("greater_than", "greater_than_equal"):
+        fix = "use a positive number"
+    return ConfigError(key, msg, fix)
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"{hint}valid: {', '.join(sorted(set(choices)))}"

@@ -1,0 +1,375 @@
+"""The adapter contract: the one thing nanobot, the harness and every backend agree on.
+
+Everything here is backend-neutral. Native payloads travel inside ``raw`` fields untouched;
+fields a backend cannot supply stay ``None`` and are never invented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nanobot_memory_adapters.events import MemoryEvent, Message
+from nanobot_memory_adapters.scope import MemoryScope, ScopeId
+
+__all__ = [
+    "AdapterError",
+    "AdapterMode",
+    "BackendHealth",
+    "ConditionKind",
+    "ConsistencyModel",
+    "ContextBudget",
+    "FeedbackRequest",
+    "MemoryAdapter",
+    "MemoryEvent",
+    "MemoryScope",
+    "Message",
+    "ModeReceipt",
+    "ProviderInfo",
+    "Readiness",
+    "ResetReceipt",
+    "RetrieveRequest",
+    "RetrieveResult",
+    "RetrievedItem",
+    "SupportsBulkIngest",
+    "SupportsFeedback",
+    "SupportsNativeMutation",
+    "SupportsNativeQuery",
+    "SupportsProvenance",
+    "SupportsReadiness",
+    "TagMapping",
+    "Trace",
+    "WriteReceipt",
+    "capabilities_of",
+    "utcnow",
+]
+
+ConsistencyModel = Literal["immediate", "eventual", "async_derived"]
+ConditionKind = Literal["architecture", "control"]
+# How scenario/context/attribute reach the backend: a hard filter, semantic query text,
+# stored metadata only (returned, not used to select), or not at all.
+TagMapping = Literal["filter", "semantic", "metadata", "none"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ContextBudget(BaseModel):
+    """The same budget for every provider in a comparison."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int = Field(gt=0, description="Hard cap on the formatted context's tokens.")
+    min_tokens: int | None = Field(default=None, ge=0)
+    max_items: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> ContextBudget:
+        if self.min_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(
+                f"min_tokens ({self.min_tokens}) is above max_tokens ({self.max_tokens}); "
+                "lower min_tokens or raise max_tokens"
+            )
+        return self
+
+    def top_k(self, tokens_per_item: int = 60, ceiling: int = 100) -> int:
+        """How many native results to ask for: ``max_items`` or what the tokens can hold."""
+        if self.max_items is not None:
+            return self.max_items
+        return max(1, min(ceiling, self.max_tokens // max(1, tokens_per_item)))
+
+
+class RetrieveRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    query: str
+    scope: MemoryScope
+    session_id: ScopeId | None = None
+    budget: ContextBudget
+    scenario: str | None = None
+    context: str | None = None
+    attribute: str | None = None
+    filters: dict[str, Any] = Field(default_factory=dict)
+
+    def tags(self) -> dict[str, str]:
+        return {
+            k: v
+            for k, v in (
+                ("scenario", self.scenario),
+                ("context", self.context),
+                ("attribute", self.attribute),
+            )
+            if v
+        }
+
+
+class Trace(BaseModel):
+    """What happened in one native operation. Unknown fields are null, never guessed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trace_id: str
+    at: datetime = Field(default_factory=utcnow)
+    backend_name: str
+    condition_kind: ConditionKind
+    operation: str
+    native_operation: str | None = None
+    scope: str | None = None
+    event_id: str | None = None
+    native_ids: list[str] = Field(default_factory=list)
+    native_request: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Non-secret native arguments that matter for fairness (top_k, tokens...).",
+    )
+    latency_ms: float | None = None
+    consistency: ConsistencyModel | None = None
+    token_count: int | None = None
+    budget_max_tokens: int | None = None
+    budget_shortfall_tokens: int | None = None
+    retrieved_count: int | None = None
+    context_item_count: int | None = Field(
+        default=None, description="How many retrieved items fit into the formatted context."
+    )
+    top_score: float | None = None
+    oldest_retrieved_at: datetime | None = None
+    newest_retrieved_at: datetime | None = None
+    representation_version: str | None = None
+    last_derived_at: datetime | None = None
+    status: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class RetrievedItem(BaseModel):
+    """One native result, with its provenance kept as the backend gave it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    native_id: str | None = None
+    text: str
+    native_type: str | None = None
+    group: str | None = Field(default=None, description="Native result group (MemOS text_mem...)")
+    score: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    valid_at: datetime | None = None
+    invalid_at: datetime | None = None
+    expired_at: datetime | None = None
+    source: str | None = Field(default=None, description="Provenance: episode, session, message")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    raw: dict[str, Any] = Field(default_factory=dict, description="The native record, untouched.")
+
+
+class RetrieveResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[RetrievedItem] = Field(default_factory=list)
+    raw: Any = None
+    formatted_context: str = ""
+    trace: Trace
+
+
+class WriteReceipt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # "ignored": the provider stores nothing by design (no_memory, static_profile, oracle).
+    status: Literal["committed", "queued", "pending", "skipped_read_only", "ignored"]
+    event_id: str | None = None
+    native_ids: list[str] = Field(default_factory=list)
+    latency_ms: float | None = None
+    trace: Trace
+
+
+class AdapterMode(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    read_only: bool
+    reason: str = Field(min_length=1)
+
+
+class ModeReceipt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: AdapterMode
+    previous: AdapterMode | None = None
+    trace: Trace | None = None
+
+
+class ResetReceipt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["reset", "refused_read_only", "nothing_to_reset"]
+    scope: str
+    detail: str | None = Field(default=None, description="What the backend keeps after reset.")
+    trace: Trace
+
+
+class Readiness(BaseModel):
+    """Whether what was written can be read yet. ``pending`` on timeout, never a false green."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ready", "pending", "unknown"]
+    pending_count: int | None = None
+    waited_ms: float | None = None
+    detail: str | None = None
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scope: MemoryScope
+    session_id: ScopeId | None = None
+    feedback: str = Field(min_length=1)
+    native_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProviderInfo(BaseModel):
+    """Static facts about a provider that callers and the contract suite rely on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    condition_kind: ConditionKind
+    consistency_model: ConsistencyModel
+    stores_events: bool = Field(
+        description="True when recorded events can come back from retrieve (False for "
+        "no_memory, static_profile, oracle_ipas)."
+    )
+    tag_mapping: TagMapping = "none"
+    item_fields: tuple[str, ...] = Field(
+        default=(),
+        description="RetrievedItem fields this provider always fills (e.g. score, created_at).",
+    )
+    native_memory_types: tuple[str, ...] = ()
+    native_ingest_modes: tuple[str, ...] = ()
+    requires_llm: bool = False
+    description: str = ""
+
+
+class BackendHealth(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["ok", "degraded", "unavailable"]
+    backend_name: str
+    condition_kind: ConditionKind
+    latency_ms: float | None = None
+    consistency_model: ConsistencyModel
+    native_memory_types: list[str] | None = None
+    native_ingest_modes: list[str] | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    read_only: bool = False
+    details: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class AdapterError(Exception):
+    """The one error type adapters raise; ``raw`` keeps the backend's own diagnostics.
+
+    ``retryable`` is True when the backend was unreachable or overloaded, so a caller
+    (the outbox) should keep the write and try again later.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend_name: str,
+        operation: str,
+        raw: dict[str, Any] | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.backend_name = backend_name
+        self.operation = operation
+        self.raw = raw or {}
+        self.retryable = retryable
+
+    def __str__(self) -> str:
+        return f"[{self.backend_name}.{self.operation}] {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "backend_name": self.backend_name,
+            "operation": self.operation,
+            "retryable": self.retryable,
+            "raw": self.raw,
+        }
+
+
+@runtime_checkable
+class MemoryAdapter(Protocol):
+    """The minimal contract every backend and condition implements."""
+
+    backend_name: str
+    info: ProviderInfo
+
+    async def setup_scope(self, scope: MemoryScope) -> None: ...
+    async def set_mode(self, mode: AdapterMode) -> ModeReceipt: ...
+    async def record_event(self, event: MemoryEvent) -> WriteReceipt: ...
+    async def retrieve(self, request: RetrieveRequest) -> RetrieveResult: ...
+    def format_context(self, result: RetrieveResult, budget: ContextBudget | None = None) -> str:
+        ...
+    async def reset_scope(self, scope: MemoryScope) -> ResetReceipt: ...
+    async def health(self) -> BackendHealth: ...
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class SupportsFeedback(Protocol):
+    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt: ...
+
+
+@runtime_checkable
+class SupportsBulkIngest(Protocol):
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]: ...
+
+
+@runtime_checkable
+class SupportsReadiness(Protocol):
+    async def readiness(self, scope: MemoryScope) -> Readiness: ...
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness: ...
+
+
+@runtime_checkable
+class SupportsNativeMutation(Protocol):
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SupportsProvenance(Protocol):
+    async def provenance(
+        self, scope: MemoryScope, native_id: str | None = None, **query: Any
+    ) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class SupportsNativeQuery(Protocol):
+    """Diagnostics only (an extra LLM call or raw query); never used in the agent loop."""
+
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]: ...
+
+
+_CAPABILITIES: dict[str, type] = {
+    "feedback": SupportsFeedback,
+    "bulk_ingest": SupportsBulkIngest,
+    "readiness": SupportsReadiness,
+    "native_mutation": SupportsNativeMutation,
+    "provenance": SupportsProvenance,
+    "native_query": SupportsNativeQuery,
+}
+
+
+def capabilities_of(adapter: object) -> list[str]:
+    """The optional capabilities an adapter declares, discovered by isinstance."""
+    return [name for name, proto in _CAPABILITIES.items() if isinstance(adapter, proto)]

@@ -1,0 +1,160 @@
+"""The one ``<memory-context>`` section every provider renders into.
+
+Budget enforcement lives here (one shared tokenizer), but only as the last guard: the
+budget is also passed into each backend's native retrieval. Memory text is data, so it
+is XML-escaped and can neither close the section nor open a forged one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+
+from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
+from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
+
+SECTION_TAG = "memory-context"
+# A partially fitting item is truncated only if at least this many tokens remain for it.
+_MIN_TRUNCATED_ITEM_TOKENS = 12
+
+
+def escape_text(text: str) -> str:
+    """Escape memory text so no tag (ours or a forged one) survives."""
+    return escape(text, quote=False)
+
+
+def _attr(value: str) -> str:
+    return escape(value, quote=True)
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="minutes") if value else None
+
+
+def item_label(item: RetrievedItem) -> str:
+    """Source labels kept next to the text: id, type, score and the times the backend gave."""
+    parts: list[str] = []
+    if item.native_type:
+        parts.append(f"type={item.native_type}")
+    if item.score is not None:
+        parts.append(f"score={item.score:.3f}")
+    if item.created_at:
+        parts.append(f"created={_time(item.created_at)}")
+    if item.updated_at and item.updated_at != item.created_at:
+        parts.append(f"updated={_time(item.updated_at)}")
+    if item.valid_at or item.invalid_at:
+        parts.append(f"valid={_time(item.valid_at) or '?'}..{_time(item.invalid_at) or 'now'}")
+    if item.expired_at:
+        parts.append(f"expired={_time(item.expired_at)}")
+    if item.source:
+        parts.append(f"source={item.source}")
+    if item.native_id:
+        parts.append(f"id={item.native_id}")
+    return "[" + "; ".join(parts) + "]" if parts else ""
+
+
+def item_line(item: RetrievedItem) -> str:
+    label = item_label(item)
+    text = " ".join(item.text.split()) if "\n" not in item.text.strip() else item.text.strip()
+    return f"- {escape_text(label)} {escape_text(text)}" if label else f"- {escape_text(text)}"
+
+
+def frame_tokens(backend: str, scope: str) -> int:
+    """Tokens the section's opening and closing tags take."""
+    return count_tokens(_head(backend, scope) + "\n" + f"</{SECTION_TAG}>")
+
+
+def _head(backend: str, scope: str) -> str:
+    return f'<{SECTION_TAG} backend="{_attr(backend)}" scope="{_attr(scope)}">'
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    text: str
+    token_count: int
+    included: int
+    dropped: int
+    shortfall_tokens: int | None
+
+
+def render_context(
+    *,
+    backend: str,
+    scope: str,
+    items: Sequence[RetrievedItem],
+    budget: ContextBudget,
+    line: Callable[[RetrievedItem], str] = item_line,
+    group_title: Callable[[str, Sequence[RetrievedItem]], str] | None = None,
+) -> RenderedContext:
+    """Pack ``items`` (already in the backend's order) into one section within the budget.
+
+    Items with a ``group`` are kept under their native group heading, in the order the
+    groups first appear. Returns an empty text when there is nothing to show or when not
+    even the section's frame fits the budget.
+    """
+    head = _head(backend, scope)
+    tail = f"</{SECTION_TAG}>"
+    limit = budget.max_tokens
+    if budget.max_items is not None:
+        items = list(items)[: budget.max_items]
+    if not items or count_tokens(head + "\n" + tail) > limit:
+        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
+
+    groups: dict[str | None, list[RetrievedItem]] = {}
+    for item in items:
+        groups.setdefault(item.group, []).append(item)
+    titled = len(groups) > 1 or next(iter(groups)) is not None
+
+    lines: list[str] = [head]
+    used = count_tokens(head + "\n" + tail)
+    included = 0
+    full = False
+    for group, members in groups.items():
+        if full:
+            break
+        if titled:
+            title = (group_title or _default_group_title)(group or "ungrouped", members)
+            cost = count_tokens("\n" + title)
+            if used + cost > limit:
+                break
+            lines.append(title)
+            used += cost
+        for item in members:
+            text = line(item)
+            cost = count_tokens("\n" + text)
+            if used + cost <= limit:
+                lines.append(text)
+                used += cost
+                included += 1
+                continue
+            room = limit - used - 1
+            if room >= _MIN_TRUNCATED_ITEM_TOKENS:
+                lines.append(truncate_to_tokens(text, room))
+                included += 1
+            full = True
+            break
+    lines.append(tail)
+    text = "\n".join(lines)
+    # Tokenization of the joined text can differ slightly from the sum of its parts.
+    while count_tokens(text) > limit and len(lines) > 2:
+        lines.pop(-2)
+        included = max(0, included - 1)
+        text = "\n".join(lines)
+    if included == 0:
+        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
+    tokens = count_tokens(text)
+    return RenderedContext(text, tokens, included, len(items) - included, _shortfall(budget, tokens))
+
+
+def _default_group_title(group: str, members: Sequence[RetrievedItem]) -> str:
+    types = sorted({m.native_type for m in members if m.native_type})
+    suffix = f" ({', '.join(types)})" if types else ""
+    return f"## {escape_text(group)}{escape_text(suffix)}"
+
+
+def _shortfall(budget: ContextBudget, tokens: int) -> int | None:
+    if budget.min_tokens is None or tokens >= budget.min_tokens:
+        return None
+    return budget.min_tokens - tokens

@@ -1,0 +1,86 @@
+"""Scope ids: who and which run a memory belongs to, and the ids a backend must never see.
+
+Several backends treat some ids as wildcards (mem0 treats ``"*"`` as match-all), so an id
+that reaches a backend must be a plain, non-empty token. Validation happens here, once,
+before any adapter builds a native request.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# Characters that some backend query languages read as patterns or separators.
+_WILDCARD_CHARS = re.compile(r"[*?%\x00]")
+
+
+def check_scope_id(value: str, *, field: str = "id") -> str:
+    """Return ``value`` if it is safe to send to a backend as an id, else raise ValueError."""
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string")
+    if not value.strip():
+        raise ValueError(f"{field} is empty; give a non-empty id such as 'alice'")
+    if value != value.strip():
+        raise ValueError(f"{field} {value!r} has leading/trailing whitespace; strip it")
+    if _WILDCARD_CHARS.search(value):
+        raise ValueError(
+            f"{field} {value!r} contains a wildcard character (* ? % or NUL) that a backend "
+            "could read as match-all; use a plain id"
+        )
+    if len(value) > 200:
+        raise ValueError(f"{field} is longer than 200 characters; use a shorter id")
+    return value
+
+
+def _scope_id(value: str) -> str:
+    return check_scope_id(value)
+
+
+ScopeId = Annotated[str, AfterValidator(_scope_id)]
+
+
+class MemoryScope(BaseModel):
+    """The isolation unit: one persona's memory within one run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: ScopeId
+    persona_id: ScopeId
+    backend_namespace: ScopeId | None = None
+    agent_id: ScopeId | None = None
+
+    @property
+    def key(self) -> str:
+        """A stable, readable key for logs, traces and the formatted section."""
+        parts = [self.run_id, self.persona_id]
+        if self.backend_namespace:
+            parts.insert(0, self.backend_namespace)
+        return "/".join(parts)
+
+
+class ScopeTemplates(BaseModel):
+    """How nanobot identities map to scope ids (``{channel}``, ``{sender_id}``, ``{chat_id}``...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(default="default", description="Template for the run id.")
+    persona_id: str = Field(
+        default="{channel}-{sender_id}", description="Template for the user/persona id."
+    )
+    agent_id: str = Field(default="nanobot", description="Template for the assistant id.")
+    session_id: str = Field(default="{session_key}", description="Template for the session id.")
+
+    def render(self, name: str, values: dict[str, str]) -> str:
+        template: str = getattr(self, name)
+        try:
+            rendered = template.format(**values)
+        except KeyError as exc:
+            raise ValueError(
+                f"scope.{name} template {template!r} uses unknown field {exc}; "
+                f"available: {', '.join(sorted(values))}"
+            ) from None
+        # Ids must survive every backend: replace characters some treat as separators.
+        rendered = re.sub(r"[^A-Za-z0-9_.@:-]+", "_", rendered).strip("_") or "anonymous"
+        return check_scope_id(rendered, field=f"scope.{name}")

