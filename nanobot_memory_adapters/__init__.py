@@ -15,10 +15,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from nanobot_memory_adapters.config import ConfigError, MemoryConfig  # noqa: E402
-from nanobot_memory_adapters.contract import *  # noqa: E402,F403
-from nanobot_memory_adapters.contract import __all__ as _contract_all  # noqa: E402
-from nanobot_memory_adapters.registry import (  # noqa: E402
+from nanobot_memory_adapters.config import ConfigError, MemoryConfig
+from nanobot_memory_adapters.contract import *  # noqa: F403
+from nanobot_memory_adapters.contract import __all__ as _contract_all
+from nanobot_memory_adapters.registry import (
     available_providers,
     load_provider,
 )

@@ -145,7 +145,9 @@ def render_context(
     if included == 0:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
     tokens = count_tokens(text)
-    return RenderedContext(text, tokens, included, len(items) - included, _shortfall(budget, tokens))
+    return RenderedContext(
+        text, tokens, included, len(items) - included, _shortfall(budget, tokens)
+    )
 
 
 def _default_group_title(group: str, members: Sequence[RetrievedItem]) -> str:

@@ -40,7 +40,14 @@ class ProviderEnv:
 
 
 class ProviderFactory(Protocol):
-    """A provider class: validates its block with ``config_model`` and builds itself."""
+    """A provider class: validates its block with ``config_model`` and builds itself.
+
+    Optional class attributes used by ``nanobot-memory conformance``:
+    ``no_native_backend`` (a reason string, for providers with no native layer to fail)
+    and ``failing_variant(block) -> adapter`` (an instance whose native backend fails,
+    e.g. pointed at an unreachable URL). Without either, item 7 runs the provider on a
+    data dir that cannot exist.
+    """
 
     config_model: ClassVar[type[BaseModel]]
 

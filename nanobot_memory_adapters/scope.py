@@ -61,7 +61,7 @@ class MemoryScope(BaseModel):
 
 
 class ScopeTemplates(BaseModel):
-    """How nanobot identities map to scope ids (``{channel}``, ``{sender_id}``, ``{chat_id}``...)."""
+    """How nanobot identities map to scope ids (``{channel}``, ``{sender_id}``...)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -9,9 +9,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.llm_double import LLMDouble  # noqa: E402
+from tests.llm_double import LLMDouble
 
 
 @pytest.fixture(scope="session")

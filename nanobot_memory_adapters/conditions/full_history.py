@@ -73,7 +73,9 @@ class FullHistory(BaseAdapter):
 
     @classmethod
     def from_config(cls, config: FullHistoryConfig, env: ProviderEnv) -> FullHistory:
-        path = Path(config.path).expanduser() if config.path else env.data_dir / "full_history.sqlite3"
+        path = (
+            Path(config.path).expanduser() if config.path else env.data_dir / "full_history.sqlite3"
+        )
         return cls(path, trace_sink=env.trace_sink)
 
     def _conn(self) -> sqlite3.Connection:

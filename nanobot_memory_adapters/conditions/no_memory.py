@@ -24,6 +24,7 @@ class NoMemoryConfig(BaseModel):
 
 class NoMemory(BaseAdapter):
     config_model = NoMemoryConfig
+    no_native_backend = "no_memory has no native store"
 
     def __init__(self, *, trace_sink: TraceSink | None = None) -> None:
         super().__init__(info=INFO, trace_sink=trace_sink)

@@ -64,6 +64,7 @@ class OracleConfig(BaseModel):
 
 class OracleIPAS(BaseAdapter):
     config_model = OracleConfig
+    no_native_backend = "oracle_ipas is configuration only"
 
     def __init__(
         self, preferences: dict[str, list[Preference]], *, trace_sink: TraceSink | None = None

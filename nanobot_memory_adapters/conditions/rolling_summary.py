@@ -132,6 +132,7 @@ class RollingSummary(BaseAdapter):
         return "MEMORY.md emptied and history.jsonl removed for this scope's workspace"
 
     async def _health(self) -> NativeHealth:
+        await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
         return NativeHealth(
             status="degraded",
             details={"workspace_root": str(self.root)},

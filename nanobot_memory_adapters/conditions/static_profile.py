@@ -48,6 +48,7 @@ class StaticProfileConfig(BaseModel):
 
 class StaticProfile(BaseAdapter):
     config_model = StaticProfileConfig
+    no_native_backend = "static_profile is configuration only"
 
     def __init__(
         self,

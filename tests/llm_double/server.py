@@ -42,9 +42,7 @@ class ChatRequest:
             if m.get("role") == role:
                 content = m.get("content")
                 if isinstance(content, list):
-                    content = "\n".join(
-                        c.get("text", "") for c in content if isinstance(c, dict)
-                    )
+                    content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
                 parts.append(content or "")
         return "\n".join(parts)
 
@@ -165,7 +163,9 @@ class LLMDouble:
 
     def chat_requests(self) -> list[ChatRequest]:
         with self._lock:
-            return [ChatRequest(r["body"]) for r in self.requests if r["path"].endswith("completions")]
+            return [
+                ChatRequest(r["body"]) for r in self.requests if r["path"].endswith("completions")
+            ]
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> LLMDouble:
@@ -213,8 +213,12 @@ class LLMDouble:
             for i, t in enumerate(inputs or [])
         ]
         return JSONResponse(
-            {"object": "list", "data": data, "model": body.get("model", "double"),
-             "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", "double"),
+                "usage": {"prompt_tokens": 0, "total_tokens": 0},
+            }
         )
 
     def _dim_for(self, model: str) -> int:
@@ -247,9 +251,14 @@ class LLMDouble:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": tc.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
-                 "function": {"name": tc["name"],
-                              "arguments": json.dumps(tc.get("arguments", {}))}}
+                {
+                    "id": tc.get("id") or f"call_{uuid.uuid4().hex[:8]}",
+                    "type": "function",
+                    "function": {
+                        "name": tc["name"],
+                        "arguments": json.dumps(tc.get("arguments", {})),
+                    },
+                }
                 for tc in reply.tool_calls
             ]
         return message
@@ -280,8 +289,11 @@ class LLMDouble:
         }
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-            data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                    **extra}
+            data = {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
             return f"data: {json.dumps(data)}\n\n"
 
         yield chunk({"role": "assistant", "content": ""})

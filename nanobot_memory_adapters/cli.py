@@ -1,0 +1,241 @@
+"""The ``nanobot-memory`` command: health, conformance, version (+ harness and MemOS rooms)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nanobot_memory_adapters.config import ConfigError
+
+app = typer.Typer(
+    name="nanobot-memory",
+    help="Replaceable long-term memory for nanobot: check, compare and benchmark providers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="Memory config JSON (or nanobot-style file with a 'memory' key)."
+    ),
+]
+BackendOpt = Annotated[
+    str | None, typer.Option("--backend", help="A backend with its built-in defaults.")
+]
+ConditionOpt = Annotated[
+    str | None, typer.Option("--condition", help="A control condition with its built-in defaults.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Where embedded stores live (default: from config)."),
+]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def memory_config_source(
+    config: Path | None, backend: str | None, condition: str | None
+) -> dict[str, Any] | Path:
+    """``--config`` or exactly one of ``--backend``/``--condition`` (built-in defaults)."""
+    given = [x for x in (config, backend, condition) if x]
+    if len(given) != 1:
+        raise fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
+    if config:
+        return config
+    return {"backend": backend} if backend else {"condition": condition}
+
+
+def load(source: dict[str, Any] | Path, data_dir: Path | None) -> Any:
+    from nanobot_memory_adapters.registry import load_provider
+
+    try:
+        return load_provider(source, data_dir=data_dir)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
+def version() -> None:
+    """Print the versions of this package, nanobot and installed backend SDKs."""
+    from nanobot_memory_adapters.versions import installed_versions
+
+    for name, ver in installed_versions().items():
+        console.print(f"{name} {ver}")
+
+
+@app.command()
+def health(
+    config: ConfigOpt = None,
+    backend: BackendOpt = None,
+    condition: ConditionOpt = None,
+    data_dir: DataDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the provider and report its health; exits 1 unless status is ok or degraded."""
+    source = memory_config_source(config, backend, condition)
+
+    async def run() -> Any:
+        adapter = load(source, data_dir)
+        try:
+            return await adapter.health()
+        finally:
+            await adapter.aclose()
+
+    result = asyncio.run(run())
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        table = Table(title=f"health: {result.backend_name}", show_header=False)
+        for key, value in result.model_dump().items():
+            table.add_row(
+                key, json.dumps(value, default=str) if not isinstance(value, str) else value
+            )
+        console.print(table)
+    if result.status == "unavailable":
+        raise typer.Exit(1)
+
+
+@app.command()
+def conformance(
+    config: ConfigOpt = None,
+    backend: BackendOpt = None,
+    condition: ConditionOpt = None,
+    data_dir: DataDirOpt = None,
+    items: Annotated[
+        str | None, typer.Option(help="Comma-separated item numbers (default: all).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the contract suite (DESIGN §9 items 1-11) against a provider; non-zero on failure.
+
+    Without --data-dir, embedded stores live in a temporary directory that is removed
+    afterwards, so a conformance run never touches your real memory.
+    """
+    from nanobot_memory_adapters.testing import SuiteTarget, run_contract_suite
+
+    source = memory_config_source(config, backend, condition)
+    wanted = [int(x) for x in items.split(",")] if items else None
+    tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="nanobot-memory-conformance-")
+    base = data_dir or Path(tmp.name)  # type: ignore[union-attr]
+    load(source, base)  # fail fast on config errors, before any item runs
+
+    async def make() -> Any:
+        return load(source, base)
+
+    no_native, failing_factory = _failing_variant(source)
+
+    async def make_failing() -> Any:
+        if failing_factory is not None:
+            return failing_factory()
+        # Embedded stores cannot live under a regular file: a real native failure.
+        blocker = base / "conformance-blocked"
+        blocker.write_text("this file stands where a directory is expected\n")
+        return load(source, blocker / "store")
+
+    async def run() -> Any:
+        probe = load(source, base)
+        try:
+            state = await probe.health()
+        finally:
+            await probe.aclose()
+        if state.status == "unavailable":
+            detail = state.details.get("error", {}).get("message") or state.details
+            raise fail(f"{state.backend_name} is unavailable: {detail}", 1)
+        target = SuiteTarget(
+            make=make,
+            make_failing=None if no_native else make_failing,
+            no_native_backend=no_native,
+            readiness_timeout_s=float(getattr(probe, "readiness_timeout_s", 60.0)),
+        )
+        with console.status("running contract items...") as status:
+
+            def progress(r: Any) -> None:
+                status.update(f"item {r.item}: {r.status}")
+
+            return await run_contract_suite(target, wanted, on_result=progress)
+
+    try:
+        report = asyncio.run(run())
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "provider": report.provider,
+                    "ok": report.ok,
+                    "items": [r.__dict__ for r in report.results],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        table = Table(title=f"contract suite: {report.provider}")
+        for col in ("item", "check", "result", "detail"):
+            table.add_column(col)
+        for r in report.results:
+            colour = {"passed": "green", "failed": "red"}.get(r.status, "yellow")
+            table.add_row(str(r.item), r.title, f"[{colour}]{r.status}[/{colour}]", r.detail[:120])
+        console.print(table)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:
+    """How item 7 gets a failing backend: the provider's own recipe, or a blocked store."""
+    from nanobot_memory_adapters.registry import provider_class, resolve_config
+
+    config, spec = resolve_config(source)
+    cls = provider_class(spec)
+    no_native = getattr(cls, "no_native_backend", None)
+    recipe = getattr(cls, "failing_variant", None)
+    if recipe is None:
+        return no_native, None
+    block = cls.config_model.model_validate(config.provider_block())
+    return no_native, lambda: recipe(block)
+
+
+def _mount_optional_rooms() -> None:
+    """Harness and MemOS commands live in their own rooms; mount them when present."""
+    try:
+        from nanobot_memory_adapters.harness.cli import register as register_harness
+    except ImportError:
+        pass
+    else:
+        register_harness(app)
+    try:
+        from nanobot_memory_adapters.memos_server import memos_app
+    except ImportError:
+        pass
+    else:
+        app.add_typer(
+            memos_app, name="memos-server", help="Provision and run a local MemOS server."
+        )
+
+
+_mount_optional_rooms()
+
+
+def main() -> None:  # pragma: no cover
+    try:
+        app()
+    except ConfigError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)

@@ -1,0 +1,462 @@
+"""The contract checks (DESIGN §9, items 1-11), runnable from pytest or the CLI.
+
+Each check gets a fresh adapter from the target's ``make`` and its own run id, so items
+never see each other's data. A check returns normally when the item passes and raises
+``ItemFailed`` (with what it saw) when it does not.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    AdapterMode,
+    ContextBudget,
+    MemoryAdapter,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+    RetrieveResult,
+    SupportsBulkIngest,
+    SupportsFeedback,
+    SupportsReadiness,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.formatting import SECTION_TAG
+from nanobot_memory_adapters.tokens import count_tokens
+
+AdapterMaker = Callable[[], Awaitable[MemoryAdapter]]
+
+
+@dataclass
+class SuiteTarget:
+    """What a provider under test supplies.
+
+    - ``make``: a fresh adapter on the provider's store (called once per item; it may
+      share the underlying store with earlier adapters — items use distinct run ids).
+    - ``make_failing``: an adapter whose native backend fails (unreachable server,
+      unusable store) for item 7. Leave it None only with ``no_native_backend`` set,
+      for providers that have no native layer to fail.
+    """
+
+    make: AdapterMaker
+    make_failing: AdapterMaker | None = None
+    no_native_backend: str | None = None
+    readiness_timeout_s: float = 30.0
+    run_prefix: str = "conformance"
+
+
+class ItemFailed(AssertionError):
+    pass
+
+
+@dataclass
+class ItemResult:
+    item: int
+    name: str
+    title: str
+    status: Literal["passed", "failed", "not_applicable"]
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class SuiteReport:
+    provider: str
+    results: list[ItemResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status != "failed" for r in self.results)
+
+
+class NotApplicable(Exception):
+    pass
+
+
+# -- helpers ------------------------------------------------------------------------
+
+_T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+class _Ctx:
+    def __init__(self, target: SuiteTarget, adapter: MemoryAdapter) -> None:
+        self.target = target
+        self.adapter = adapter
+        self.run_id = f"{target.run_prefix}-{uuid.uuid4().hex[:10]}"
+        self._turn = 0
+
+    @property
+    def stores(self) -> bool:
+        return self.adapter.info.stores_events
+
+    def scope(self, persona: str = "alice", run_id: str | None = None) -> MemoryScope:
+        return MemoryScope(run_id=run_id or self.run_id, persona_id=persona, agent_id="nanobot")
+
+    def event(
+        self,
+        scope: MemoryScope,
+        user: str,
+        assistant: str = "Noted.",
+        **tags: str,
+    ) -> MemoryEvent:
+        self._turn += 1
+        return MemoryEvent(
+            event_id=f"{scope.run_id}-{scope.persona_id}-{self._turn}",
+            run_id=scope.run_id,
+            user_id=scope.persona_id,
+            agent_id=scope.agent_id or "nanobot",
+            session_id=f"{scope.persona_id}-s1",
+            turn_id=str(self._turn),
+            timestamp=_T0 + timedelta(minutes=self._turn),
+            messages=[
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": assistant},
+            ],
+            metadata={"suite": "contract"},
+            **tags,
+        )
+
+    async def record(self, event: MemoryEvent) -> WriteReceipt:
+        return await self.adapter.record_event(event)
+
+    async def ready(self, scope: MemoryScope) -> None:
+        if isinstance(self.adapter, SupportsReadiness):
+            state = await self.adapter.wait_until_ready(scope, self.target.readiness_timeout_s)
+            if state.status == "pending":
+                raise ItemFailed(
+                    f"still pending after {self.target.readiness_timeout_s}s: {state.detail}"
+                )
+
+    async def retrieve(
+        self, scope: MemoryScope, query: str, max_tokens: int = 1500, **tags: str
+    ) -> RetrieveResult:
+        return await self.adapter.retrieve(
+            RetrieveRequest(
+                query=query,
+                scope=scope,
+                session_id=f"{scope.persona_id}-s1",
+                budget=ContextBudget(max_tokens=max_tokens),
+                **tags,
+            )
+        )
+
+
+def _has(result: RetrieveResult, word: str) -> bool:
+    return word.lower() in result.formatted_context.lower()
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ItemFailed(message)
+
+
+_WRITE_OK = {"committed", "queued", "pending"}
+
+
+# -- the items -----------------------------------------------------------------------
+
+async def item_1_record_receipt(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    event = ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal.")
+    receipt = await ctx.record(event)
+    allowed = _WRITE_OK if ctx.stores else _WRITE_OK | {"ignored"}
+    _expect(receipt.status in allowed, f"status {receipt.status!r} not in {sorted(allowed)}")
+    _expect(receipt.event_id == event.event_id, "receipt does not name the event")
+    _expect(receipt.trace.backend_name == ctx.adapter.backend_name, "trace lacks backend name")
+    _expect(receipt.trace.operation == "record_event", "trace operation is not record_event")
+    return f"status={receipt.status} native_ids={receipt.native_ids[:3]}"
+
+
+async def item_2_retrieve_after_readiness(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.record(ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal."))
+    await ctx.ready(scope)
+    result = await ctx.retrieve(scope, "Where do I live and what is my axolotl called?")
+    found = _has(result, "zanzibar") or _has(result, "quetzal")
+    if ctx.stores:
+        _expect(found, f"recorded fact not retrieved; context was {result.formatted_context!r}")
+        return f"{result.trace.retrieved_count} items, {result.trace.token_count} tokens"
+    _expect(not found, "a provider that stores nothing returned the recorded text")
+    return "provider stores nothing by design; recorded text correctly absent"
+
+
+async def item_3_scope_isolation(ctx: _Ctx) -> str:
+    a, b = ctx.scope("alice"), ctx.scope("bob")
+    c = ctx.scope("alice", run_id=f"{ctx.run_id}-other")
+    for s in (a, b, c):
+        await ctx.adapter.setup_scope(s)
+    await ctx.record(ctx.event(a, "I live in Reykjavik and I collect brass telescopes."))
+    await ctx.record(ctx.event(b, "I live in Montevideo and I collect porcelain owls."))
+    for s in (a, b):
+        await ctx.ready(s)
+    query = "Where do I live and what do I collect?"
+    leaks = []
+    if _has(await ctx.retrieve(b, query), "reykjavik"):
+        leaks.append("bob (same run) saw alice's fact")
+    if _has(await ctx.retrieve(c, query), "reykjavik"):
+        leaks.append("alice in another run saw this run's fact")
+    if _has(await ctx.retrieve(a, query), "montevideo"):
+        leaks.append("alice saw bob's fact")
+    _expect(not leaks, "; ".join(leaks))
+    if ctx.stores:
+        _expect(_has(await ctx.retrieve(a, query), "reykjavik"), "alice lost her own fact")
+    return "no cross-scope results (same run, other persona; same persona, other run)"
+
+
+async def item_4_read_only_writes_nothing(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    try:
+        receipt = await ctx.record(ctx.event(scope, "I live in Timbuktu and I play the oboe."))
+    finally:
+        await ctx.adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+    _expect(receipt.status == "skipped_read_only", f"read-only write returned {receipt.status}")
+    await ctx.ready(scope)
+    result = await ctx.retrieve(scope, "Where do I live and what instrument do I play?")
+    _expect(not _has(result, "timbuktu"), "a read-only write became retrievable")
+    return "read-only write skipped and not retrievable"
+
+
+async def item_5_budget(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    for place in ("Lisbon", "Kyoto", "Nairobi", "Quito"):
+        await ctx.record(
+            ctx.event(scope, f"Last spring I visited {place} and loved the food markets there.")
+        )
+    await ctx.ready(scope)
+    small = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=60)
+    tokens = count_tokens(small.formatted_context)
+    _expect(tokens <= 60, f"formatted context has {tokens} tokens, budget 60")
+    _expect(small.trace.budget_max_tokens == 60, "trace does not record the budget")
+    _expect(small.trace.token_count == tokens, "trace token_count differs from the context")
+    big = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=1500)
+    ctx_text = big.formatted_context
+    if ctx.stores or big.items:
+        _expect(bool(ctx_text), "nothing retrieved with a large budget")
+        head = f'<{SECTION_TAG} backend="{ctx.adapter.backend_name}"'
+        _expect(ctx_text.startswith(head), f"context does not start with {head!r}")
+        _expect(ctx_text.count(f"<{SECTION_TAG} ") == 1, "more than one section")
+    if ctx.adapter.info.condition_kind == "architecture":
+        _expect(
+            bool(big.trace.native_request),
+            "architecture did not record how the budget went into its native retrieval",
+        )
+    return f"small={tokens} tokens; native budget args={big.trace.native_request}"
+
+
+async def item_6_reset_scoped(ctx: _Ctx) -> str:
+    a, b = ctx.scope("alice"), ctx.scope("bob")
+    for s in (a, b):
+        await ctx.adapter.setup_scope(s)
+    await ctx.record(ctx.event(a, "I live in Valparaiso and I bake sourdough."))
+    await ctx.record(ctx.event(b, "I live in Tromso and I knit sweaters."))
+    for s in (a, b):
+        await ctx.ready(s)
+    receipt = await ctx.adapter.reset_scope(a)
+    _expect(receipt.status == "reset", f"reset returned {receipt.status}")
+    await ctx.ready(a)
+    query = "Where do I live and what is my hobby?"
+    _expect(not _has(await ctx.retrieve(a, query), "valparaiso"), "reset scope still has data")
+    if ctx.stores:
+        _expect(_has(await ctx.retrieve(b, query), "tromso"), "reset removed another scope's data")
+    return f"reset detail: {receipt.detail}"
+
+
+async def item_7_native_errors(ctx: _Ctx) -> str:
+    target = ctx.target
+    if target.make_failing is None:
+        if target.no_native_backend:
+            raise NotApplicable(target.no_native_backend)
+        raise ItemFailed("no make_failing supplied: give a target whose backend fails")
+    failing = await target.make_failing()
+    try:
+        scope = ctx.scope()
+        errors: list[AdapterError] = []
+        for call in (
+            lambda: failing.setup_scope(scope),
+            lambda: failing.record_event(ctx.event(scope, "I live in Oslo.")),
+            lambda: failing.retrieve(
+                RetrieveRequest(query="where", scope=scope, budget=ContextBudget(max_tokens=200))
+            ),
+        ):
+            try:
+                await call()
+            except AdapterError as exc:
+                errors.append(exc)
+            except Exception as exc:
+                raise ItemFailed(f"raised {type(exc).__name__} instead of AdapterError") from exc
+        _expect(bool(errors), "no operation failed on the failing target")
+        for exc in errors:
+            _expect(bool(exc.raw), f"AdapterError from {exc.operation} has no raw diagnostics")
+            _expect(exc.backend_name == failing.backend_name, "AdapterError lacks backend name")
+        health = await failing.health()
+        _expect(health.status != "ok", "health reports ok for a failing backend")
+        return f"{len(errors)} AdapterErrors, e.g. {errors[0].raw.get('type')}"
+    finally:
+        await failing.aclose()
+
+
+async def item_8_raw_provenance(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.record(ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal."))
+    await ctx.ready(scope)
+    result = await ctx.retrieve(scope, "Where do I live?")
+    if not result.items:
+        _expect(not ctx.stores, "no items to inspect")
+        return "no items by design"
+    required = ctx.adapter.info.item_fields
+    for item in result.items:
+        _expect(bool(item.native_id or item.raw), "an item has neither native id nor raw record")
+        missing = [f for f in required if getattr(item, f) in (None, "", {})]
+        _expect(not missing, f"declared item fields missing: {missing}")
+    _expect(result.raw is not None, "raw native payload dropped")
+    return f"items keep {', '.join(required) or 'native ids'}"
+
+
+async def item_9_tags(ctx: _Ctx) -> str:
+    mapping = ctx.adapter.info.tag_mapping
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.record(ctx.event(scope, "At work I use the Falcon dashboard.", context="work"))
+    await ctx.record(ctx.event(scope, "At home I use the Heron dashboard.", context="personal"))
+    await ctx.ready(scope)
+    result = await ctx.retrieve(scope, "Which dashboard do I use?", context="work")
+    if not ctx.stores:
+        return f"mapping={mapping}; provider stores nothing"
+    if mapping == "filter":
+        _expect(_has(result, "falcon"), "work item missing under context=work filter")
+        _expect(not _has(result, "heron"), "context=work filter returned the personal item")
+    elif mapping == "semantic":
+        _expect(_has(result, "falcon"), "work item missing under a semantic context hint")
+    elif mapping == "metadata":
+        contexts = {i.metadata.get("context") for i in result.items}
+        _expect("work" in contexts, f"context not kept in item metadata (saw {contexts})")
+    return f"mapping={mapping}"
+
+
+async def item_10_no_reset_in_test_session(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.record(ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal."))
+    await ctx.ready(scope)
+    await ctx.adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    try:
+        receipt = await ctx.adapter.reset_scope(scope)
+    finally:
+        await ctx.adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+    _expect(receipt.status == "refused_read_only", f"reset in a test session: {receipt.status}")
+    if ctx.stores:
+        result = await ctx.retrieve(scope, "Where do I live?")
+        _expect(_has(result, "zanzibar"), "memory lost after a refused reset")
+    return "reset refused while read-only; memory intact"
+
+
+async def item_11_gate_every_write(ctx: _Ctx) -> str:
+    scope = ctx.scope()
+    await ctx.adapter.setup_scope(scope)
+    await ctx.record(ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal."))
+    await ctx.ready(scope)
+    query = "Where do I live?"
+    before = (await ctx.retrieve(scope, query)).formatted_context
+    await ctx.adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    checked = ["record_event"]
+    try:
+        receipts = [await ctx.record(ctx.event(scope, "Actually I moved to Ulaanbaatar."))]
+        if isinstance(ctx.adapter, SupportsBulkIngest):
+            checked.append("record_events")
+            receipts += await ctx.adapter.record_events(
+                [ctx.event(scope, "I now live in Ulaanbaatar for good.")]
+            )
+        if isinstance(ctx.adapter, SupportsFeedback):
+            from nanobot_memory_adapters.contract import FeedbackRequest
+
+            checked.append("apply_feedback")
+            receipts.append(
+                await ctx.adapter.apply_feedback(
+                    FeedbackRequest(scope=scope, feedback="I moved to Ulaanbaatar.")
+                )
+            )
+    finally:
+        await ctx.adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+    bad = [r.status for r in receipts if r.status != "skipped_read_only"]
+    _expect(not bad, f"writes during read-only returned {bad}")
+    await ctx.ready(scope)
+    after = (await ctx.retrieve(scope, query)).formatted_context
+    _expect(not _has_text(after, "ulaanbaatar"), "a gated write became retrievable")
+    _expect(before == after, "context changed during read-only")
+    return f"gated: {', '.join(checked)}"
+
+
+def _has_text(text: str, word: str) -> bool:
+    return word.lower() in text.lower()
+
+
+ITEMS: list[tuple[int, str, str, Callable[[_Ctx], Awaitable[str]]]] = [
+    (1, "record_receipt", "record_event accepts a turn and returns a receipt",
+     item_1_record_receipt),
+    (2, "retrieve_after_readiness", "retrieve finds it after the readiness wait",
+     item_2_retrieve_after_readiness),
+    (3, "scope_isolation", "scope A data never appears in scope B", item_3_scope_isolation),
+    (4, "read_only", "read-only sessions write nothing retrievable",
+     item_4_read_only_writes_nothing),
+    (5, "budget", "budget goes into native retrieval; context carries the backend label",
+     item_5_budget),
+    (6, "reset_scoped", "reset clears only the configured scope", item_6_reset_scoped),
+    (7, "native_errors", "native errors become AdapterError with raw diagnostics",
+     item_7_native_errors),
+    (8, "raw_provenance", "raw results keep ids/scores/timestamps/type/provenance",
+     item_8_raw_provenance),
+    (9, "tags", "scenario/context/attribute follow the declared mapping", item_9_tags),
+    (10, "no_reset_in_test_session", "test sessions never reset memory",
+     item_10_no_reset_in_test_session),
+    (11, "gate_every_write", "every write path obeys the read-only gate",
+     item_11_gate_every_write),
+]
+
+
+async def run_item(number: int, target: SuiteTarget) -> ItemResult:
+    _, name, title, check = ITEMS[number - 1]
+    started = time.perf_counter()
+    adapter = await target.make()
+    try:
+        detail = await check(_Ctx(target, adapter))
+        status: Literal["passed", "failed", "not_applicable"] = "passed"
+    except NotApplicable as exc:
+        status, detail = "not_applicable", str(exc)
+    except ItemFailed as exc:
+        status, detail = "failed", str(exc)
+    except AdapterError as exc:
+        status, detail = "failed", f"unexpected {exc} raw={exc.raw}"
+    finally:
+        await adapter.aclose()
+    return ItemResult(number, name, title, status, detail, time.perf_counter() - started)
+
+
+async def run_contract_suite(
+    target: SuiteTarget, items: list[int] | None = None,
+    on_result: Callable[[ItemResult], None] | None = None,
+) -> SuiteReport:
+    probe = await target.make()
+    name = probe.backend_name
+    await probe.aclose()
+    report = SuiteReport(provider=name)
+    for number, *_ in ITEMS:
+        if items and number not in items:
+            continue
+        result = await run_item(number, target)
+        report.results.append(result)
+        if on_result:
+            on_result(result)
+    return report

@@ -1,0 +1,72 @@
+"""The reusable contract suite on every built-in condition."""
+
+from __future__ import annotations
+
+import pytest
+
+from nanobot_memory_adapters.conditions.full_history import FullHistory
+from nanobot_memory_adapters.conditions.no_memory import NoMemory
+from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
+from nanobot_memory_adapters.conditions.rolling_summary import RollingSummary
+from nanobot_memory_adapters.conditions.static_profile import StaticProfile
+from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
+
+
+def _blocked_path(tmp_path):
+    """A path whose parent is a regular file: any store under it fails natively."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    return blocker / "store"
+
+
+class TestNoMemory(ContractSuite):
+    @pytest.fixture
+    def contract_target(self):
+        async def make():
+            return NoMemory()
+
+        return SuiteTarget(make=make, no_native_backend="no_memory has no native store")
+
+
+class TestFullHistory(ContractSuite):
+    @pytest.fixture
+    def contract_target(self, tmp_path):
+        async def make():
+            return FullHistory(tmp_path / "history.sqlite3")
+
+        async def make_failing():
+            return FullHistory(_blocked_path(tmp_path) / "history.sqlite3")
+
+        return SuiteTarget(make=make, make_failing=make_failing)
+
+
+class TestRollingSummary(ContractSuite):
+    @pytest.fixture
+    def contract_target(self, tmp_path):
+        async def make():
+            return RollingSummary(tmp_path / "rolling")
+
+        async def make_failing():
+            return RollingSummary(_blocked_path(tmp_path))
+
+        return SuiteTarget(make=make, make_failing=make_failing)
+
+
+class TestStaticProfile(ContractSuite):
+    @pytest.fixture
+    def contract_target(self):
+        async def make():
+            return StaticProfile("Prefers short answers; vegetarian.")
+
+        return SuiteTarget(make=make, no_native_backend="static_profile is configuration only")
+
+
+class TestOracleIPAS(ContractSuite):
+    @pytest.fixture
+    def contract_target(self):
+        prefs = {"alice": [Preference(attribute="diet", value="vegetarian", context="personal")]}
+
+        async def make():
+            return OracleIPAS(prefs)
+
+        return SuiteTarget(make=make, no_native_backend="oracle_ipas is configuration only")

@@ -1,0 +1,142 @@
+"""Config errors name the key and the fix; the registry finds built-ins and plugins."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from pydantic import ValidationError
+
+import nanobot_memory_adapters as nma
+from nanobot_memory_adapters import registry
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.scope import MemoryScope
+
+
+def test_unknown_name_lists_valid_names_and_suggests():
+    with pytest.raises(ConfigError) as err:
+        nma.load_provider({"condition": "full_histroy"})
+    msg = str(err.value)
+    assert msg.startswith("memory.condition: unknown condition 'full_histroy'")
+    assert "did you mean 'full_history'" in msg and "no_memory" in msg
+
+
+def test_backend_and_condition_together_is_rejected():
+    with pytest.raises(ConfigError, match="keep exactly one"):
+        nma.load_provider({"backend": "mem0", "condition": "no_memory"})
+
+
+def test_neither_is_rejected():
+    with pytest.raises(ConfigError, match="set exactly one"):
+        nma.load_provider({})
+
+
+def test_negative_budget_names_the_key():
+    with pytest.raises(ConfigError) as err:
+        nma.load_provider({"condition": "no_memory", "budget": {"max_tokens": -5}})
+    assert str(err.value).startswith("memory.budget.max_tokens:")
+    assert "positive" in str(err.value)
+
+
+def test_condition_name_used_as_backend():
+    with pytest.raises(ConfigError, match='use "condition": "no_memory"'):
+        nma.load_provider({"backend": "no_memory"})
+
+
+def test_unknown_top_level_key_and_unknown_provider_key():
+    with pytest.raises(ConfigError, match=r"memory\.bugdet: unknown setting — did you mean"):
+        nma.load_provider({"condition": "no_memory", "bugdet": {}})
+    with pytest.raises(ConfigError, match=r"memory\.full_history\.pth: unknown setting"):
+        nma.load_provider({"condition": "full_history", "full_history": {"pth": "x"}})
+
+
+def test_file_source_with_nanobot_style_wrapper(tmp_path):
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps({"memory": {"condition": "full_history"}}))
+    adapter = nma.load_provider(path, data_dir=tmp_path)
+    assert adapter.backend_name == "full_history"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
+        nma.load_provider(bad)
+
+
+def test_missing_extra_names_the_extra(monkeypatch):
+    spec = registry.ProviderSpec("ghost", "backend", "no_such_module_xyz:Adapter", "ghost")
+    with pytest.raises(ConfigError) as err:
+        registry.provider_class(spec)
+    assert "pip install 'nanobot-memory-adapters[ghost]'" in str(err.value)
+
+
+def test_entry_point_plugins_are_discovered(monkeypatch):
+    class FakeEP:
+        name = "acme"
+        value = "nanobot_memory_adapters.conditions.no_memory:NoMemory"
+        dist = None
+
+    real = registry.entry_points
+    monkeypatch.setattr(
+        registry,
+        "entry_points",
+        lambda group: [FakeEP()] if group == registry.ENTRY_POINT_GROUP else real(group=group),
+    )
+    specs = registry.available_providers()
+    assert specs["acme"].kind == "backend" and specs["acme"].origin == "?"
+    assert nma.load_provider({"backend": "acme"}).backend_name == "no_memory"
+
+
+def test_backends_are_imported_lazily():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nanobot_memory_adapters as n; n.load_provider({'condition': 'no_memory'});"
+        "print(any(m.startswith(('mem0', 'graphiti_core', 'honcho')) for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("timestamp", datetime(2024, 1, 1), "timestamp is naive"),
+        ("messages", [], "messages is empty"),
+        ("messages", [{"role": "robot", "content": "x"}], "role"),
+        ("user_id", "*", "wildcard"),
+        ("user_id", "  ", "user_id is empty"),
+        ("run_id", "", "run_id is empty"),
+    ],
+)
+def test_event_validation_names_the_field(field, value, needle):
+    from datetime import UTC
+
+    data = dict(
+        event_id="e",
+        run_id="r",
+        user_id="u",
+        agent_id="a",
+        session_id="s",
+        turn_id="1",
+        timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    data[field] = value
+    with pytest.raises(ValidationError) as err:
+        nma.MemoryEvent(**data)
+    assert field in str(err.value) and needle.split()[0] in str(err.value)
+
+
+def test_scope_rejects_wildcards():
+    with pytest.raises(ValidationError, match="wildcard"):
+        MemoryScope(run_id="r", persona_id="al*ce")
+    with pytest.raises(ValidationError, match="persona_id"):
+        MemoryScope(run_id="r", persona_id="")
+
+
+def test_budget_validation():
+    with pytest.raises(ValidationError, match="min_tokens"):
+        nma.ContextBudget(max_tokens=10, min_tokens=20)
+    assert nma.ContextBudget(max_tokens=600).top_k() == 10
+    assert nma.ContextBudget(max_tokens=600, max_items=3).top_k() == 3

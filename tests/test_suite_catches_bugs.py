@@ -1,0 +1,133 @@
+"""The contract suite must fail on adapters that break the contract (it is not a rubber stamp)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from nanobot_memory_adapters.base import NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.conditions.full_history import FullHistory
+from nanobot_memory_adapters.contract import (
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.testing import SuiteTarget, run_item
+
+
+def event(run: str, persona: str, text: str, n: int = 1) -> MemoryEvent:
+    return MemoryEvent(
+        event_id=f"{run}-{persona}-{n}",
+        run_id=run,
+        user_id=persona,
+        agent_id="bot",
+        session_id="s",
+        turn_id=str(n),
+        timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        messages=[{"role": "user", "content": text}],
+    )
+
+
+def request(run: str, persona: str, query: str, max_tokens: int = 500) -> RetrieveRequest:
+    return RetrieveRequest(
+        query=query,
+        scope=MemoryScope(run_id=run, persona_id=persona),
+        budget=ContextBudget(max_tokens=max_tokens),
+    )
+
+
+class IgnoresReadOnly(FullHistory):
+    async def record_event(self, event: MemoryEvent) -> WriteReceipt:
+        native = await self._record(event)
+        return WriteReceipt(
+            status="committed",
+            event_id=event.event_id,
+            trace=self._trace("record_event", status=native.status),
+        )
+
+
+class LeaksAcrossScopes(FullHistory):
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        rows = self._run("SELECT event_id, transcript FROM events")
+        from nanobot_memory_adapters.contract import RetrievedItem
+
+        return NativeRetrieval(
+            items=[RetrievedItem(native_id=i, text=t) for i, t in rows],
+            raw=rows,
+            native_operation="leak",
+        )
+
+
+class ResetsEverything(FullHistory):
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        self._run("DELETE FROM events")
+        return "deleted all"
+
+
+class LosesWrites(FullHistory):
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        return NativeWrite(status="committed", native_ids=[], native_operation="drop")
+
+
+class RaisesRawErrors(FullHistory):
+    async def retrieve(self, request: RetrieveRequest):  # type: ignore[override]
+        raise RuntimeError("backend exploded")
+
+    async def record_event(self, event: MemoryEvent):  # type: ignore[override]
+        raise RuntimeError("backend exploded")
+
+    async def setup_scope(self, scope: MemoryScope) -> None:
+        raise RuntimeError("backend exploded")
+
+
+class BudgetBlind(FullHistory):
+    """Packs and renders as if the budget were unlimited."""
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        huge = request.model_copy(update={"budget": ContextBudget(max_tokens=100_000)})
+        return await super()._retrieve(huge)
+
+    def render(self, scope, items, budget):  # type: ignore[override]
+        return super().render(scope, items, ContextBudget(max_tokens=100_000))
+
+
+@pytest.mark.parametrize(
+    ("cls", "item"),
+    [
+        (IgnoresReadOnly, 4),
+        (IgnoresReadOnly, 11),
+        (LeaksAcrossScopes, 3),
+        (ResetsEverything, 6),
+        (LosesWrites, 2),
+        (BudgetBlind, 5),
+    ],
+)
+async def test_suite_fails_a_broken_adapter(tmp_path, cls, item):
+    async def make():
+        return cls(tmp_path / "h.sqlite3")
+
+    result = await run_item(item, SuiteTarget(make=make, make_failing=make))
+    assert result.status == "failed", result
+
+
+async def test_item_7_fails_when_errors_are_not_wrapped(tmp_path):
+    async def make():
+        return FullHistory(tmp_path / "h.sqlite3")
+
+    async def make_failing():
+        return RaisesRawErrors(tmp_path / "h2.sqlite3")
+
+    result = await run_item(7, SuiteTarget(make=make, make_failing=make_failing))
+    assert result.status == "failed" and "instead of AdapterError" in result.detail
+
+
+async def test_item_7_requires_a_failing_target_or_a_reason(tmp_path):
+    async def make():
+        return FullHistory(tmp_path / "h.sqlite3")
+
+    assert (await run_item(7, SuiteTarget(make=make))).status == "failed"
+    na = await run_item(7, SuiteTarget(make=make, no_native_backend="none"))
+    assert na.status == "not_applicable"

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import asyncio
+
+from nanobot_memory_adapters.conditions.full_history import FullHistory
+from nanobot_memory_adapters.tracing import JsonlTraceWriter, read_traces, redact
+
+
+def test_redact_strips_secrets_but_keeps_budgets():
+    data = {
+        "api_key": "sk-123",
+        "llm": {"apiKey": "x", "token_count": 5, "max_tokens": 9},
+        "headers": {"Authorization": "Bearer y"},
+        "access_token": "t",
+    }
+    out = redact(data)
+    assert out["api_key"] == "***" and out["llm"]["apiKey"] == "***"
+    assert out["headers"]["Authorization"] == "***" and out["access_token"] == "***"
+    assert out["llm"]["token_count"] == 5 and out["llm"]["max_tokens"] == 9
+
+
+def test_every_operation_is_traced_to_jsonl(tmp_path):
+    from tests.test_suite_catches_bugs import event, request
+
+    sink = JsonlTraceWriter(tmp_path / "traces.jsonl")
+    adapter = FullHistory(tmp_path / "h.sqlite3", trace_sink=sink)
+
+    async def run():
+        await adapter.record_event(event("r", "alice", "I like tea"))
+        await adapter.retrieve(request("r", "alice", "tea"))
+        await adapter.aclose()
+
+    asyncio.run(run())
+    traces = [r["trace"] for r in read_traces(tmp_path / "traces.jsonl")]
+    assert [t["operation"] for t in traces] == ["record_event", "retrieve"]
+    assert traces[1]["token_count"] > 0 and traces[1]["condition_kind"] == "control"
