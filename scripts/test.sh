@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
 . scripts/env.sh
 . .venv/bin/activate
-ruff check nanobot_memory_adapters tests benchmarks
+ruff check .
 python -m pytest "$@"
