@@ -40,11 +40,13 @@ def _norm(value: Any, ws: str) -> Any:
     if isinstance(value, list):
         return [_norm(v, ws) for v in value]
     if isinstance(value, str):
-        if NANOID.match(value) and value != ws:
+        if ws in value:
+            return value.replace(ws, "<ws>")
+        if NANOID.match(value):
             return "<id>"
         if ISO.match(value) and not value.startswith(FIXED_DATE_PREFIX):
             return "<ts>"
-        return value.replace(ws, "<ws>")
+        return value
     return value
 
 
@@ -74,7 +76,12 @@ class Probe:
     def call(self, step: str, method: str, path: str, *, body: Any = None,
              params: Any = None, emit: bool = True) -> httpx.Response:
         path = path.replace("{W}", self.ws)
-        r = self.client.request(method, path, json=body, params=params)
+        try:
+            r = self.client.request(method, path, json=body, params=params)
+        except httpx.TransportError as exc:
+            if emit:
+                self.emit(step, status="transport_error", body=type(exc).__name__)
+            return httpx.Response(599, json={"transport_error": type(exc).__name__})
         try:
             payload: Any = r.json()
         except ValueError:
@@ -147,6 +154,8 @@ class Probe:
         self.emit("queue.after_done", body=_norm(q, self.ws))
         self.call("queue.observer_filter", "GET", f"{W}/queue/status",
                   params={"session_id": "s1", "observer_id": "user-1"})
+        self.call("queue.sender_user", "GET", f"{W}/queue/status",
+                  params={"session_id": "s1", "sender_id": "user-1"})
         self.call("queue.sender_assistant", "GET", f"{W}/queue/status",
                   params={"session_id": "s1", "sender_id": "assistant-1"})
         self.call("queue.missing_session", "GET", f"{W}/queue/status",
@@ -208,6 +217,8 @@ class Probe:
                   params={"page": 2, "size": 1})
         self.call("messages.list.size_0", "POST", f"{W}/sessions/s1/messages/list",
                   params={"page": 1, "size": 0})
+        self.call("peer.sessions", "POST", f"{W}/peers/user-1/sessions")
+        self.call("peer.sessions.missing_peer", "POST", f"{W}/peers/nobody/sessions")
         self.call("sessions.list", "POST", f"{W}/sessions/list", params={"page": 1, "size": 50})
         self.call("peers.list", "POST", f"{W}/peers/list", params={"page": 1, "size": 50})
         # --- no-work configurations ------------------------------------------------------
@@ -251,7 +262,7 @@ class Probe:
                       f"{W}/peers/user-1/representation", body={})
             self.call("session.delete.recreated", "DELETE", f"{W}/sessions/s1")
         self.call("ws.delete", "DELETE", W)
-        self.call("ws.delete.missing", "DELETE", "/v3/workspaces/nows-" + self.ws)
+        self.call("ws.delete.missing", "DELETE", "/v3/workspaces/never-" + self.ws)
         start = time.monotonic()
         while time.monotonic() - start < 30:
             r = self.client.post(f"/v3/workspaces/{self.ws}/peers/list")
@@ -261,8 +272,11 @@ class Probe:
         self.emit("timing:workspace_gone", bucket=_bucket(time.monotonic() - start))
         self.call("ws.after_delete.peers_list", "POST", f"{W}/peers/list")
         self.call("ws.after_delete.create", "POST", "/v3/workspaces", body={"id": self.ws})
+        self.call("ws.after_delete.add_messages", "POST", f"{W}/sessions/s9/messages",
+                  body={"messages": [{"peer_id": "user-1", "content": "fresh start"}]})
         self.call("ws.after_delete.representation", "POST", f"{W}/peers/user-1/representation",
                   body={})
+        self.call("ws.after_delete.cleanup.session", "DELETE", f"{W}/sessions/s9", emit=False)
         self.call("ws.after_delete.cleanup", "DELETE", W, emit=False)
         self.call("route.unknown", "GET", "/v3/nothing-here")
         self.call("health", "GET", "/health")
