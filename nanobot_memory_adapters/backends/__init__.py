@@ -1,0 +1,1 @@
+"""Built-in memory backends, one module each; imported lazily by the registry."""

