@@ -7,7 +7,7 @@ import pytest
 from nanobot_memory_adapters.conditions.full_history import FullHistory
 from nanobot_memory_adapters.conditions.no_memory import NoMemory
 from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
-from nanobot_memory_adapters.conditions.rolling_summary import RollingSummary
+from nanobot_memory_adapters.conditions.rolling_summary import DreamLLM, RollingSummary
 from nanobot_memory_adapters.conditions.static_profile import StaticProfile
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
@@ -50,6 +50,22 @@ class TestRollingSummary(ContractSuite):
             return RollingSummary(_blocked_path(tmp_path))
 
         return SuiteTarget(make=make, make_failing=make_failing)
+
+
+class TestRollingSummaryWithDream(ContractSuite):
+    """nanobot's own Dream (a real AgentLoop) consolidates the journal; LLM = the double."""
+
+    @pytest.fixture
+    def contract_target(self, tmp_path, llm_double):
+        llm = DreamLLM(base_url=llm_double.base_url)
+
+        async def make():
+            return RollingSummary(tmp_path / "rolling", llm=llm)
+
+        async def make_failing():
+            return RollingSummary(_blocked_path(tmp_path), llm=llm)
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=60)
 
 
 class TestStaticProfile(ContractSuite):

@@ -4,8 +4,11 @@ Each scope gets a nanobot workspace; turns go into nanobot's ``history.jsonl`` j
 through nanobot's own ``MemoryStore`` (the same bounded raw checkpoint nanobot writes when
 it archives without a summary), and retrieve returns exactly what nanobot would put in its
 system prompt: ``MEMORY.md``. Only nanobot's Dream (an LLM pass) turns the journal into
-MEMORY.md, so without an LLM this control stores turns but shows none of them back, and
-says so in ``health`` — it never gets extra context the real backends do not get.
+MEMORY.md. With ``llm`` configured, ``wait_until_ready`` runs nanobot's own Dream on the
+scope's workspace — a real nanobot ``AgentLoop`` with nanobot's Dream prompt and tools,
+driven the way nanobot's gateway cron job drives it — until the journal is consolidated.
+Without an LLM this control stores turns but shows none of them back, and says so in
+``health``: it never gets extra context the real backends do not get.
 
 Inside a live nanobot (the plugin), this condition means "leave nanobot's memory alone":
 MEMORY.md, history.jsonl and Dream run exactly as without the plugin.
@@ -14,17 +17,21 @@ MEMORY.md, history.jsonl and Dream run exactly as without the plugin.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
+    AdapterError,
     MemoryEvent,
     MemoryScope,
     ProviderInfo,
+    Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
@@ -41,12 +48,25 @@ INFO = ProviderInfo(
     native_ingest_modes=("history.jsonl",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
 )
+DREAM_INFO = INFO.model_copy(update={"stores_events": True, "requires_llm": True})
+
+
+class DreamLLM(BaseModel):
+    """The OpenAI-compatible endpoint nanobot's Dream runs on (nanobot's `custom` provider)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str
+    api_key: str = Field(default="not-needed", repr=False)
+    model: str = "gpt-4o-mini"
 
 
 class RollingSummaryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workspace_root: str | None = None  # default: <data_dir>/rolling_summary
+    llm: DreamLLM | None = None
+    dream_batches_max: int = Field(default=50, gt=0, description="Dream runs per readiness wait")
 
 
 def _memory_store(workspace: Path) -> Any:
@@ -58,10 +78,20 @@ def _memory_store(workspace: Path) -> Any:
 class RollingSummary(BaseAdapter):
     config_model = RollingSummaryConfig
 
-    def __init__(self, root: str | Path, *, trace_sink: TraceSink | None = None) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        llm: DreamLLM | None = None,
+        dream_batches_max: int = 50,
+        trace_sink: TraceSink | None = None,
+    ) -> None:
+        super().__init__(info=DREAM_INFO if llm else INFO, trace_sink=trace_sink)
         self.root = Path(root)
+        self.llm = llm
+        self.dream_batches_max = dream_batches_max
         self._stores: dict[str, Any] = {}
+        self._loops: dict[str, Any] = {}
 
     @classmethod
     def from_config(cls, config: RollingSummaryConfig, env: ProviderEnv) -> RollingSummary:
@@ -70,7 +100,12 @@ class RollingSummary(BaseAdapter):
             if config.workspace_root
             else env.data_dir / "rolling_summary"
         )
-        return cls(root, trace_sink=env.trace_sink)
+        return cls(
+            root,
+            llm=config.llm,
+            dream_batches_max=config.dream_batches_max,
+            trace_sink=env.trace_sink,
+        )
 
     def workspace(self, scope: MemoryScope) -> Path:
         digest = hashlib.sha256(scope.key.encode()).hexdigest()[:16]
@@ -79,8 +114,97 @@ class RollingSummary(BaseAdapter):
     def store(self, scope: MemoryScope) -> Any:
         key = scope.key
         if key not in self._stores:
-            self._stores[key] = _memory_store(self.workspace(scope))
+            if self.llm is not None:
+                # Dream edits files through the loop's own store: share it.
+                self._stores[key] = self._dream_loop(scope).context.memory
+            else:
+                self._stores[key] = _memory_store(self.workspace(scope))
         return self._stores[key]
+
+    def _dream_loop(self, scope: MemoryScope) -> Any:
+        """A real nanobot AgentLoop on the scope's workspace, used only to run Dream."""
+        key = scope.key
+        if key not in self._loops:
+            from nanobot.agent.loop import AgentLoop
+            from nanobot.agent.tools.registry import ToolRegistry
+            from nanobot.config.schema import Config
+
+            assert self.llm is not None
+            config = Config.model_validate(
+                {
+                    "providers": {
+                        "custom": {"apiKey": self.llm.api_key, "apiBase": self.llm.base_url}
+                    },
+                    "agents": {
+                        "defaults": {
+                            "workspace": str(self.workspace(scope)),
+                            "model": self.llm.model,
+                            "provider": "custom",
+                        }
+                    },
+                }
+            )
+            self._loops[key] = AgentLoop.from_config(config, tool_registry=ToolRegistry())
+        return self._loops[key]
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        store = self.store(scope)
+        pending = await asyncio.to_thread(
+            lambda: len(store.read_unprocessed_history(store.get_last_dream_cursor()))
+        )
+        if self.llm is None:
+            return Readiness(
+                status="unknown",
+                pending_count=pending,
+                detail="no LLM configured: nanobot's Dream never consolidates the journal",
+            )
+        return Readiness(status="ready" if pending == 0 else "pending", pending_count=pending)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        """Run nanobot's Dream until the journal is consolidated (or time runs out)."""
+        if self.llm is None or self._mode.read_only:
+            # A test session must not trigger consolidation writes.
+            return await self.readiness(scope)
+        started = time.perf_counter()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._dream_until_done(scope), timeout=timeout_s)
+        state = await self.readiness(scope)
+        state.waited_ms = (time.perf_counter() - started) * 1000
+        return state
+
+    async def _dream_until_done(self, scope: MemoryScope) -> None:
+        from nanobot.agent.memory import MemoryStore
+
+        loop = self._dream_loop(scope)
+        store = loop.context.memory
+
+        async def silent(*_args: Any, **_kwargs: Any) -> None:
+            return None
+
+        for _ in range(self.dream_batches_max):
+            built = store.build_dream_prompt()
+            if built is None:
+                break
+            prompt, last_cursor = built
+            response = await loop.process_direct(
+                prompt,
+                session_key=MemoryStore.dream_session_key(),
+                ephemeral=True,
+                tools=store.build_dream_tools(),
+                on_progress=silent,
+                runtime=loop.dream_runtime(),
+            )
+            if not MemoryStore.dream_run_completed(response):
+                raise AdapterError(
+                    "nanobot Dream did not complete: "
+                    + MemoryStore.dream_incompletion_reason(response),
+                    backend_name=self.backend_name,
+                    operation="wait_until_ready",
+                    raw={"response": str(getattr(response, "content", response))[:2000]},
+                    retryable=True,
+                )
+            store.set_last_dream_cursor(last_cursor)
+        store.compact_history()
 
     async def _setup(self, scope: MemoryScope) -> None:
         await asyncio.to_thread(self.store, scope)
@@ -133,6 +257,11 @@ class RollingSummary(BaseAdapter):
 
     async def _health(self) -> NativeHealth:
         await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
+        if self.llm is not None:
+            return NativeHealth(
+                status="ok",
+                details={"workspace_root": str(self.root), "dream_llm": self.llm.base_url},
+            )
         return NativeHealth(
             status="degraded",
             details={"workspace_root": str(self.root)},
@@ -141,3 +270,9 @@ class RollingSummary(BaseAdapter):
                 "consolidated into MEMORY.md, so retrieve returns only what MEMORY.md already holds"
             ],
         )
+
+    async def aclose(self) -> None:
+        loops, self._loops = self._loops, {}
+        self._stores.clear()
+        for loop in loops.values():
+            await loop.aclose()

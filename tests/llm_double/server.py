@@ -120,16 +120,22 @@ def embed_text(text: str, dim: int) -> list[float]:
 
 
 def load_handlers() -> list[Handler]:
-    """Every ``HANDLERS`` list in ``tests/llm_double/handlers/*`` (alphabetical), generic last."""
+    """Every ``HANDLERS`` list in ``tests/llm_double/handlers/*``.
+
+    Order: by the module's ``PRIORITY`` (default 50; lower first — for handlers keyed on a
+    unique marker), then by module name; ``generic`` always last.
+    """
     from tests.llm_double import handlers as pkg
 
-    found: list[Handler] = []
-    generic: list[Handler] = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+    modules = []
+    for info in pkgutil.iter_modules(pkg.__path__):
         module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        target = generic if info.name == "generic" else found
-        target.extend(getattr(module, "HANDLERS", []))
-    return found + generic
+        rank = 10_000 if info.name == "generic" else getattr(module, "PRIORITY", 50)
+        modules.append((rank, info.name, module))
+    found: list[Handler] = []
+    for _, _, module in sorted(modules, key=lambda m: (m[0], m[1])):
+        found.extend(getattr(module, "HANDLERS", []))
+    return found
 
 
 @dataclass
