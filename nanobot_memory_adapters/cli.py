@@ -24,6 +24,19 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
+
+@app.callback()
+def _configure_logging(
+    log_level: Annotated[
+        str, typer.Option("--log-level", envvar="NANOBOT_MEMORY_LOG_LEVEL", help="loguru level")
+    ] = "WARNING",
+) -> None:
+    """Backends (and nanobot) log at DEBUG through loguru; keep the CLI's output readable."""
+    from loguru import logger
+
+    logger.remove()
+    logger.add(sys.stderr, level=log_level.upper())
+
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -239,3 +252,7 @@ def main() -> None:  # pragma: no cover
     except ConfigError as exc:
         err_console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+
+
+if __name__ == "__main__":  # python -m nanobot_memory_adapters.cli
+    main()

@@ -1,0 +1,61 @@
+"""The `nanobot-memory` command as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_memory_adapters.cli", *args],
+        capture_output=True, text=True, timeout=600, cwd=cwd,
+    )
+
+
+def test_conformance_full_history_json_reports_every_item_passed():
+    out = run("conformance", "--condition", "full_history", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["provider"] == "full_history" and report["ok"] is True
+    assert [i["item"] for i in report["items"]] == list(range(1, 12))
+    assert {i["status"] for i in report["items"]} == {"passed"}
+
+
+def test_health_no_memory_json_is_ok():
+    out = run("health", "--condition", "no_memory", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "ok"
+
+
+def test_version_lists_nanobot():
+    out = run("version")
+    assert out.returncode == 0 and "nanobot-ai 0.3" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "key", "fix"),
+    [
+        ({"condition": "no_memoryy"}, "memory.condition", "did you mean 'no_memory'"),
+        ({"backend": "mem0", "condition": "no_memory"}, "memory", "keep exactly one"),
+        ({"condition": "no_memory", "budget": {"max_tokens": -1}},
+         "memory.budget.max_tokens", "positive"),
+    ],
+)
+def test_bad_config_exits_non_zero_with_one_line(tmp_path, config, key, fix):
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps({"memory": config}))
+    for command in ("health", "conformance"):
+        out = run(command, "--config", str(path))
+        assert out.returncode != 0
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, out.stderr
+        assert key in lines[0] and fix in lines[0]
+
+
+def test_exactly_one_provider_option():
+    out = run("health", "--condition", "no_memory", "--backend", "mem0")
+    assert out.returncode != 0 and "exactly one" in out.stderr
