@@ -63,7 +63,8 @@ def _norm_validation(body: Any) -> Any:
 
 
 class Probe:
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, reuse_wait_s: float = 30.0) -> None:
+        self.reuse_wait_s = reuse_wait_s
         self.client = httpx.Client(base_url=base_url.rstrip("/"), timeout=60.0)
         self.ws = "probe-" + uuid.uuid4().hex[:10]
         self.lines: list[str] = []
@@ -249,7 +250,7 @@ class Probe:
         self.call("session.delete.s3", "DELETE", f"{W}/sessions/s3")
         # Representation outlives the deleted sessions? (session deletion is async)
         start = time.monotonic()
-        while time.monotonic() - start < 30:
+        while time.monotonic() - start < self.reuse_wait_s:
             r = self.client.post(f"/v3/workspaces/{self.ws}/sessions", json={"id": "s1"})
             if r.status_code != 404:
                 break

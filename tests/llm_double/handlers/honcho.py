@@ -43,7 +43,7 @@ def deriver(req: ChatRequest) -> ChatReply | None:
 
 def summarizer(req: ChatRequest) -> ChatReply | None:
     text = req.all_text
-    if req.response_format or req.tools and "summar" not in text.lower():
+    if req.response_format or (req.tools and "summar" not in text.lower()):
         return None
     if "summar" not in text.lower() or "conversation" not in text.lower():
         return None

@@ -1,0 +1,703 @@
+"""Honcho v3 (honcho-ai 2.7.0 SDK, async through ``.aio``) behind the adapter contract.
+
+The adapter only maps ids, builds native requests, formats results and manages
+lifecycle; extraction, retrieval and reasoning are Honcho's (its deriver, its
+``session.context``). Measured server behaviour it relies on is in docs/honcho.md.
+
+Mapping (names must match ``^[a-zA-Z0-9_-]+$``, so ids are escaped, see ``native_name``):
+
+    run (+ backend_namespace)  -> workspace
+    persona                    -> user peer       ``user__<persona>``
+    agent                      -> assistant peer  ``agent__<agent>`` (distinct, observe_me
+                                                  configurable, default False)
+    session                    -> session         ``s__<persona>__<session>[__r<epoch>]``
+    turn time                  -> message created_at
+    ids / scenario / context / attribute -> message metadata (returned, not a filter)
+
+Reset deletes the persona's sessions (the server then removes their messages and the
+conclusions derived from them, asynchronously) and bumps a reset epoch stored in the
+user peer's metadata, because the server keeps answering 404 for a deleted session
+name for minutes (its in-process cache); later events go to fresh session names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from nanobot_memory_adapters.base import (
+    BaseAdapter,
+    NativeHealth,
+    NativeRetrieval,
+    NativeWrite,
+)
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    Readiness,
+    RetrievedItem,
+    RetrieveRequest,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_line
+from nanobot_memory_adapters.formatting import render_context as _render_context
+from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tracing import TraceSink
+
+try:  # the optional extra
+    from honcho import Honcho
+    from honcho.api_types import MessageCreateParams, PeerConfig, SessionPeerConfig
+    from honcho.http.exceptions import HonchoError
+    from honcho.peer import Peer
+    from honcho.session import Session
+except ImportError as exc:  # pragma: no cover - exercised by the registry's error path
+    raise ImportError(
+        "the Honcho backend needs honcho-ai: pip install 'nanobot-memory-adapters[honcho]'",
+        name=exc.name,
+    ) from exc
+
+BACKEND = "honcho"
+EPOCH_KEY = "nma_reset_epoch"
+MAX_BATCH = 100  # server limit for add_messages (1..100, else 422)
+PET_WARNING = (
+    "pet_observability=weak: Honcho's context exposes no representation version or "
+    "derivation time; observation timestamps are the source messages' times"
+)
+
+INFO = ProviderInfo(
+    name=BACKEND,
+    condition_kind="architecture",
+    consistency_model="async_derived",
+    stores_events=True,
+    tag_mapping="metadata",
+    item_fields=("native_type", "source"),
+    native_memory_types=("peer_representation", "peer_card", "session_summary", "message"),
+    native_ingest_modes=("session.add_messages",),
+    requires_llm=True,
+    description="Honcho v3: peers, sessions and the deriver's peer representations; "
+    "session.context(summary, tokens, peer_target, search_query) is the one read.",
+)
+
+_SAFE = re.compile(r"[A-Za-z0-9-]")
+
+
+def native_name(value: str) -> str:
+    """An id in Honcho's name alphabet, injectively: ``-``/alphanumerics kept, every other
+    character (``_`` included) becomes ``_xx`` (``_uxxxx`` beyond Latin-1). ``__`` therefore
+    never occurs inside an escaped id and can separate the parts of a composite name."""
+    out = []
+    for ch in value:
+        if _SAFE.fullmatch(ch):
+            out.append(ch)
+        elif ord(ch) < 256:
+            out.append(f"_{ord(ch):02x}")
+        else:
+            out.append(f"_u{ord(ch):04x}" if ord(ch) < 0x10000 else f"_U{ord(ch):08x}")
+    return "".join(out)
+
+
+class HonchoConfig(BaseModel):
+    """``memory.honcho`` block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        default=None,
+        description="Honcho server URL. Falls back to HONCHO_URL; never the SDK's cloud "
+        "default unless you configure it here.",
+    )
+    api_key: str | None = Field(default=None, description="Falls back to HONCHO_API_KEY.")
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    search_top_k: int | None = Field(
+        default=None, ge=1, le=100,
+        description="Conclusions retrieved by semantic search; default derives from the "
+        "budget (ContextBudget.top_k), capped at 100.",
+    )
+    include_summary: bool = True
+    observe_assistant: bool = Field(
+        default=False,
+        description="Let Honcho derive a representation of the assistant peer too "
+        "(extra LLM work; never read by retrieve).",
+    )
+    readiness_poll_s: float = Field(default=0.5, gt=0)
+    readiness_settle_s: float = Field(
+        default=2.0, ge=0,
+        description="After a write, an empty queue counts as done only once work was "
+        "seen or this long has passed (the server enqueues after its response).",
+    )
+
+
+@dataclass
+class _ScopeState:
+    workspace: str
+    user_peer: str
+    assistant_peer: str
+    epoch: int
+    sessions: set[str] = field(default_factory=set)  # native sessions known to exist
+
+
+@dataclass
+class _Dirty:
+    last_write: float
+    seen_work: bool = False
+    deleted_sessions: set[str] = field(default_factory=set)
+
+
+class HonchoAdapter(BaseAdapter):
+    config_model: ClassVar[type[BaseModel]] = HonchoConfig
+
+    def __init__(
+        self,
+        config: HonchoConfig,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        trace_sink: TraceSink | None = None,
+    ) -> None:
+        super().__init__(info=INFO, trace_sink=trace_sink)
+        self.config = config
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self._clients: dict[str, Honcho] = {}
+        self._scopes: dict[str, _ScopeState] = {}
+        self._dirty: dict[str, _Dirty] = {}
+        # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
+        # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
+        self.readiness_timeout_s = 90.0
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config: HonchoConfig, env: ProviderEnv) -> HonchoAdapter:
+        base_url = config.base_url or os.environ.get("HONCHO_URL")
+        if not base_url:
+            raise ConfigError(
+                "memory.honcho.base_url",
+                "no Honcho server URL (the SDK would default to the production cloud)",
+                'set "base_url" (e.g. "http://127.0.0.1:8000") or the HONCHO_URL variable',
+            )
+        if not re.match(r"^https?://", base_url):
+            raise ConfigError("memory.honcho.base_url", f"{base_url!r} is not an http(s) URL",
+                              'use e.g. "http://127.0.0.1:8000"')
+        api_key = config.api_key or os.environ.get("HONCHO_API_KEY")
+        return cls(config, base_url=base_url, api_key=api_key, trace_sink=env.trace_sink)
+
+    @classmethod
+    def failing_variant(cls, block: HonchoConfig | dict[str, Any] | None = None) -> HonchoAdapter:
+        """The same adapter pointed at a port where nothing listens (contract item 7)."""
+        config = HonchoConfig.model_validate(
+            block.model_dump() if isinstance(block, HonchoConfig) else (block or {})
+        ).model_copy(update={"max_retries": 0, "timeout_s": 5.0})
+        return cls(config, base_url="http://127.0.0.1:9")
+
+    # -- ids ----------------------------------------------------------------------------------
+    @staticmethod
+    def workspace_name(scope: MemoryScope) -> str:
+        run = native_name(scope.run_id)
+        return f"{native_name(scope.backend_namespace)}__{run}" if scope.backend_namespace else run
+
+    @staticmethod
+    def user_peer_name(scope: MemoryScope) -> str:
+        return f"user__{native_name(scope.persona_id)}"
+
+    @staticmethod
+    def assistant_peer_name(scope: MemoryScope) -> str:
+        return f"agent__{native_name(scope.agent_id or 'nanobot')}"
+
+    @staticmethod
+    def session_name(scope: MemoryScope, session_id: str, epoch: int) -> str:
+        name = f"s__{native_name(scope.persona_id)}__{native_name(session_id)}"
+        return f"{name}__r{epoch}" if epoch else name
+
+    # -- native plumbing ------------------------------------------------------------------------
+    def _client(self, workspace: str) -> Honcho:
+        client = self._clients.get(workspace)
+        if client is None:
+            client = Honcho(
+                base_url=self.base_url,
+                api_key=self.api_key,
+                workspace_id=workspace,
+                timeout=self.config.timeout_s,
+                max_retries=self.config.max_retries,
+            )
+            self._clients[workspace] = client
+        return client
+
+    async def _call(self, operation: str, fn):  # type: ignore[no-untyped-def,override]
+        """Native failures become AdapterError naming the server URL and keeping the body."""
+        try:
+            return await fn()
+        except AdapterError:
+            raise
+        except HonchoError as exc:
+            status = getattr(exc, "status", 0) or None
+            raw = {
+                "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "message": exc.message,
+                "status_code": status,
+                "code": exc.code,
+                "body": exc.body,
+                "base_url": self.base_url,
+            }
+            retryable = exc.code in ("connection_error", "timeout") or bool(
+                status and (status >= 500 or status == 429)
+            )
+            where = (
+                f"Honcho at {self.base_url} is unreachable"
+                if exc.code in ("connection_error", "timeout")
+                else f"Honcho at {self.base_url} answered {status}"
+            )
+            raise AdapterError(
+                f"{where}: {exc.message}", backend_name=self.backend_name,
+                operation=operation, raw=raw, retryable=retryable,
+            ) from exc
+        except (httpx.TransportError, OSError) as exc:
+            raise AdapterError(
+                f"Honcho at {self.base_url} is unreachable: {exc}",
+                backend_name=self.backend_name, operation=operation,
+                raw={"type": type(exc).__qualname__, "message": str(exc),
+                     "base_url": self.base_url}, retryable=True,
+            ) from exc
+        except Exception as exc:
+            error = exc
+            return await super()._call(operation, lambda: _reraise(error))
+
+    async def _scope_state(self, scope: MemoryScope) -> _ScopeState:
+        state = self._scopes.get(scope.key)
+        if state is not None:
+            return state
+        workspace = self.workspace_name(scope)
+        aio = self._client(workspace).aio
+        user = await aio.peer(self.user_peer_name(scope))  # get-or-create (201/200)
+        await aio.peer(
+            self.assistant_peer_name(scope),
+            configuration=PeerConfig(observe_me=self.config.observe_assistant),
+        )
+        epoch = int((user.metadata or {}).get(EPOCH_KEY, 0) or 0)
+        state = _ScopeState(workspace, user.id, self.assistant_peer_name(scope), epoch)
+        self._scopes[scope.key] = state
+        return state
+
+    async def _ensure_session(self, scope: MemoryScope, state: _ScopeState,
+                              session_id: str) -> Session:
+        name = self.session_name(scope, session_id, state.epoch)
+        client = self._client(state.workspace)
+        if name in state.sessions:
+            return Session(name, client)
+        session = await client.aio.session(
+            name,
+            metadata={"nma": {"run_id": scope.run_id, "persona_id": scope.persona_id,
+                              "session_id": session_id, "reset_epoch": state.epoch}},
+            peers=[
+                (state.user_peer, SessionPeerConfig()),
+                (state.assistant_peer, SessionPeerConfig(observe_others=False)),
+            ],
+        )
+        state.sessions.add(name)
+        return session
+
+    # -- contract: setup / write ----------------------------------------------------------------
+    async def _setup(self, scope: MemoryScope) -> None:
+        await self._scope_state(scope)
+
+    def _to_messages(self, state: _ScopeState, event: MemoryEvent
+                     ) -> tuple[list[MessageCreateParams], int]:
+        base: dict[str, Any] = {
+            "event_id": event.event_id, "turn_id": event.turn_id, "run_id": event.run_id,
+            "user_id": event.user_id, "agent_id": event.agent_id,
+            "session_id": event.session_id, **event.tags(),
+        }
+        if event.metadata:
+            base["event_metadata"] = event.metadata
+        out: list[MessageCreateParams] = []
+        skipped = 0
+        for index, m in enumerate(event.messages):
+            if m.role == "system":  # instructions, not conversation: not memory
+                skipped += 1
+                continue
+            peer = state.user_peer if m.role == "user" else state.assistant_peer
+            meta = {**base, "role": m.role, "index": index}
+            if m.name:
+                meta["name"] = m.name
+            if m.tool_call_id:
+                meta["tool_call_id"] = m.tool_call_id
+            out.append(MessageCreateParams(content=m.content, peer_id=peer, metadata=meta,
+                                           created_at=event.timestamp))
+        return out, skipped
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        scope = event.scope()
+        state = await self._scope_state(scope)
+        session = await self._ensure_session(scope, state, event.session_id)
+        messages, skipped = self._to_messages(state, event)
+        ids: list[str] = []
+        for start in range(0, len(messages), MAX_BATCH):
+            created = await session.aio.add_messages(messages[start:start + MAX_BATCH])
+            ids += [m.id for m in created]
+        self._mark_dirty(scope.key)
+        warnings = [f"skipped {skipped} system message(s)"] if skipped else []
+        return NativeWrite(
+            status="queued" if ids else "committed",
+            native_ids=ids,
+            native_operation="session.add_messages",
+            native_request={"workspace": state.workspace, "session": session.id,
+                            "messages": len(messages), "batches": -(-len(messages) // MAX_BATCH)},
+            warnings=warnings,
+        )
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        """Bulk ingest: one add_messages call per (scope, session) and 100 messages."""
+        if self.mode.read_only:
+            return [await self.record_event(e) for e in events]
+        started = time.perf_counter()
+        groups: dict[tuple[str, str], list[MemoryEvent]] = {}
+        for e in events:
+            groups.setdefault((e.scope().key, e.session_id), []).append(e)
+        receipts: dict[str, WriteReceipt] = {}
+        for (_, session_id), group in groups.items():
+            scope = group[0].scope()
+
+            async def send(scope=scope, session_id=session_id, group=group):  # type: ignore[no-untyped-def]
+                state = await self._scope_state(scope)
+                session = await self._ensure_session(scope, state, session_id)
+                flat: list[tuple[str, MessageCreateParams]] = []
+                for e in group:
+                    msgs, _ = self._to_messages(state, e)
+                    flat += [(e.event_id, m) for m in msgs]
+                ids: dict[str, list[str]] = {e.event_id: [] for e in group}
+                for start in range(0, len(flat), MAX_BATCH):
+                    chunk = flat[start:start + MAX_BATCH]
+                    created = await session.aio.add_messages([m for _, m in chunk])
+                    for (event_id, _), msg in zip(chunk, created, strict=True):
+                        ids[event_id].append(msg.id)
+                self._mark_dirty(scope.key)
+                return state, session, ids
+
+            state, session, ids = await self._call("record_events", send)
+            for e in group:
+                trace = self._trace(
+                    "record_event", native_operation="session.add_messages(bulk)",
+                    native_request={"workspace": state.workspace, "session": session.id,
+                                    "events": len(group)},
+                    scope=scope.key, event_id=e.event_id, native_ids=ids[e.event_id],
+                    latency_ms=(time.perf_counter() - started) * 1000, status="queued",
+                )
+                self._emit(trace)
+                receipts[e.event_id] = WriteReceipt(
+                    status="queued", event_id=e.event_id, native_ids=ids[e.event_id],
+                    latency_ms=trace.latency_ms, trace=trace)
+        return [receipts[e.event_id] for e in events]
+
+    # -- contract: read --------------------------------------------------------------------------
+    def _top_k(self, budget: ContextBudget) -> int:
+        return self.config.search_top_k or min(100, budget.top_k())
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        scope = request.scope
+        state = await self._scope_state(scope)
+        client = self._client(state.workspace)
+        top_k = self._top_k(request.budget)
+        query = request.query.strip() or None
+        items: list[RetrievedItem] = []
+        warnings = [PET_WARNING]
+        if request.session_id is None:
+            # No session: the peer's own context (representation + card), same budget rules.
+            peer = Peer(state.user_peer, client)
+            ctx = await peer.aio.context(search_query=query, search_top_k=top_k if query else None)
+            raw: dict[str, Any] = ctx.model_dump(mode="json")
+            items += self._representation_items(state, ctx.representation, ctx.peer_card)
+            native_op = "peer.context"
+            native_request = {"peer": state.user_peer, "search_top_k": top_k,
+                              "search_query": bool(query),
+                              "budget_enforced_by": "formatter (peer.context has no tokens)"}
+        else:
+            name = self.session_name(scope, request.session_id, state.epoch)
+            session = Session(name, client)  # no get-or-create: context on a missing session is 200
+            ctx = await session.aio.context(
+                summary=self.config.include_summary,
+                tokens=request.budget.max_tokens,
+                peer_target=state.user_peer,
+                search_query=query,
+                search_top_k=top_k if query else None,
+            )
+            raw = {
+                "session_id": ctx.session_id,
+                "summary": _summary_json(ctx.summary),
+                "peer_representation": ctx.peer_representation,
+                "peer_card": ctx.peer_card,
+                "messages": [_message_json(m) for m in ctx.messages],
+            }
+            items += self._representation_items(state, ctx.peer_representation, ctx.peer_card)
+            if ctx.summary is not None:
+                items.append(RetrievedItem(
+                    native_id=ctx.summary.message_id, text=ctx.summary.content,
+                    native_type=f"session_summary.{ctx.summary.summary_type}",
+                    group="summary", created_at=_dt(ctx.summary.created_at),
+                    source=f"session={name} up_to_message={ctx.summary.message_id}",
+                    metadata={"token_count": ctx.summary.token_count},
+                    raw=raw["summary"] or {},
+                ))
+            for m in ctx.messages:
+                meta = dict(m.metadata or {})
+                role = meta.get("role") or ("user" if m.peer_id == state.user_peer else "assistant")
+                items.append(RetrievedItem(
+                    native_id=m.id, text=f"{role}: {m.content}", native_type="message",
+                    group="messages", created_at=m.created_at,
+                    source=f"session={m.session_id} peer={m.peer_id}",
+                    metadata=meta, raw=_message_json(m),
+                ))
+            native_op = "session.context"
+            native_request = {"session": name, "tokens": request.budget.max_tokens,
+                              "summary": self.config.include_summary,
+                              "peer_target": state.user_peer, "search_query": bool(query),
+                              "search_top_k": top_k if query else None}
+        return NativeRetrieval(items=items, raw=raw, native_operation=native_op,
+                               native_request=native_request, warnings=warnings)
+
+    @staticmethod
+    def _representation_items(state: _ScopeState, representation: str | None,
+                              card: list[str] | None) -> list[RetrievedItem]:
+        items = []
+        if representation and representation.strip():
+            items.append(RetrievedItem(
+                text=representation.strip(), native_type="peer_representation",
+                group="representation", source=f"peer={state.user_peer}",
+                metadata={"observer": state.user_peer, "observed": state.user_peer},
+                raw={"peer_representation": representation},
+            ))
+        if card:
+            items.append(RetrievedItem(
+                text="\n".join(card), native_type="peer_card", group="peer_card",
+                source=f"peer={state.user_peer}", raw={"peer_card": card},
+            ))
+        return items
+
+    def render(self, scope: MemoryScope | str, items: list[RetrievedItem],
+               budget: ContextBudget) -> RenderedContext:
+        """Representation, card and summary first; then the NEWEST messages that still fit,
+        shown oldest first. The server already bounded messages by ``tokens`` (after the
+        representation's share); this is the shared tokenizer's final guard."""
+        key = scope.key if isinstance(scope, MemoryScope) else scope
+        fixed = [i for i in items if i.group != "messages"]
+        messages = [i for i in items if i.group == "messages"]
+        room = budget.max_tokens - frame_tokens(self.backend_name, key)
+        for group in {i.group for i in items}:
+            room -= count_tokens(f"\n## {group}")
+        for i in fixed:
+            room -= count_tokens("\n" + item_line(i))
+        kept: list[RetrievedItem] = []
+        for m in reversed(messages):
+            cost = count_tokens("\n" + item_line(m))
+            if cost > room:
+                break
+            room -= cost
+            kept.append(m)
+        chosen = fixed + list(reversed(kept))
+        if budget.max_items is not None:
+            chosen = chosen[: budget.max_items]
+        return _render_context(backend=self.backend_name, scope=key, items=chosen,
+                               budget=budget, group_title=_group_title)
+
+    # -- readiness -----------------------------------------------------------------------------
+    def _mark_dirty(self, key: str) -> None:
+        dirty = self._dirty.setdefault(key, _Dirty(last_write=time.monotonic()))
+        dirty.last_write = time.monotonic()
+        dirty.seen_work = False
+
+    async def _probe(self, scope: MemoryScope) -> tuple[int, int, set[str]]:
+        state = await self._scope_state(scope)
+        aio = self._client(state.workspace).aio
+        senders = [state.user_peer] + ([state.assistant_peer] if self.config.observe_assistant
+                                       else [])
+        busy = total = 0
+        for sender in senders:
+            # sender_id (payload "observed") is the filter the server honours for
+            # representation work; observer_id matches nothing for it (docs/honcho.md).
+            q = await aio.queue_status(sender=sender)
+            busy += q.pending_work_units + q.in_progress_work_units
+            total += q.total_work_units
+        dirty = self._dirty.get(scope.key)
+        still_deleting: set[str] = set()
+        if dirty and dirty.deleted_sessions:
+            alive = await self._peer_sessions(state)
+            still_deleting = {s for s in dirty.deleted_sessions if s in alive}
+            dirty.deleted_sessions = still_deleting
+        return busy, total, still_deleting
+
+    async def _peer_sessions(self, state: _ScopeState) -> dict[str, bool]:
+        peer = Peer(state.user_peer, self._client(state.workspace))
+        page = await peer.aio.sessions(size=100)
+        return {s.id: bool(s.is_active) async for s in page}
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        started = time.perf_counter()
+        busy, _, deleting = await self._call("readiness", lambda: self._probe(scope))
+        dirty = self._dirty.get(scope.key)
+        if busy:
+            if dirty:
+                dirty.seen_work = True
+            status, detail = "pending", f"{busy} Honcho work unit(s) pending or in progress"
+        elif deleting:
+            status, detail = "pending", f"{len(deleting)} deleted session(s) not yet removed"
+        elif dirty and not dirty.seen_work and (
+            time.monotonic() - dirty.last_write < self.config.readiness_settle_s
+        ):
+            status, detail = "pending", "write just accepted; the server enqueues after replying"
+        else:
+            status, detail = "ready", "queue drained for this persona"
+        return Readiness(status=status, pending_count=busy + len(deleting),
+                         waited_ms=(time.perf_counter() - started) * 1000, detail=detail)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        started = time.perf_counter()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = await self.readiness(scope)
+            if state.status == "ready" or time.monotonic() >= deadline:
+                waited = (time.perf_counter() - started) * 1000
+                detail = state.detail if state.status == "ready" else (
+                    f"timed out after {timeout_s}s: {state.detail}")
+                return state.model_copy(update={"waited_ms": waited, "detail": detail})
+            await asyncio.sleep(min(self.config.readiness_poll_s,
+                                    max(0.0, deadline - time.monotonic())))
+
+    # -- reset / health / diagnostics ----------------------------------------------------------
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        state = await self._scope_state(scope)
+        client = self._client(state.workspace)
+        sessions = await self._peer_sessions(state)
+        deleted: set[str] = set()
+        for name, active in sessions.items():
+            if not name.startswith(f"s__{native_name(scope.persona_id)}__"):
+                continue  # a session of this peer that this adapter did not create
+            if active:
+                try:
+                    await Session(name, client).aio.delete()  # 202, removal is async
+                except HonchoError as exc:
+                    if getattr(exc, "status", None) != 404:
+                        raise
+            deleted.add(name)
+        user = Peer(state.user_peer, client)
+        metadata = dict(await user.aio.get_metadata() or {})
+        state.epoch = int(metadata.get(EPOCH_KEY, 0) or 0) + 1
+        metadata[EPOCH_KEY] = state.epoch
+        await user.aio.set_metadata(metadata)
+        state.sessions.clear()
+        dirty = self._dirty.setdefault(scope.key, _Dirty(last_write=time.monotonic()))
+        dirty.deleted_sessions |= deleted
+        return (
+            f"deleted {len(deleted)} session(s) of {state.user_peer} in workspace "
+            f"{state.workspace}; Honcho removes their messages and the conclusions derived "
+            "from them asynchronously (wait_until_ready waits for it). Kept: the workspace "
+            "(shared by the run's other personas), the user and assistant peers with their "
+            "metadata (reset epoch now "
+            f"{state.epoch}), any peer card, and conclusions not tied to a deleted session "
+            "(e.g. from dreams)."
+        )
+
+    async def _health(self) -> NativeHealth:
+        async with httpx.AsyncClient(timeout=min(5.0, self.config.timeout_s)) as http:
+            try:
+                r = await http.get(f"{self.base_url}/health")
+            except httpx.TransportError as exc:
+                message = f"Honcho at {self.base_url} is unreachable ({type(exc).__name__}: {exc})"
+                return NativeHealth(
+                    status="unavailable",
+                    details={"base_url": self.base_url,
+                             "error": {"message": message, "type": type(exc).__qualname__}},
+                    warnings=[message],
+                )
+        details = {"base_url": self.base_url, "health_status": r.status_code,
+                   "search_top_k": self.config.search_top_k,
+                   "include_summary": self.config.include_summary,
+                   "observe_assistant": self.config.observe_assistant}
+        if r.status_code != 200:
+            return NativeHealth(status="degraded", details=details,
+                                warnings=[f"/health answered {r.status_code}"])
+        return NativeHealth(status="ok", details=details, warnings=[PET_WARNING])
+
+    async def native_query(self, scope: MemoryScope, query: str, **options: Any
+                           ) -> dict[str, Any]:
+        """Diagnostics only: Honcho's dialectic (``peer.chat``, an extra LLM call)."""
+
+        async def run() -> dict[str, Any]:
+            state = await self._scope_state(scope)
+            peer = Peer(state.user_peer, self._client(state.workspace))
+            session = options.get("session_id")
+            answer = await peer.aio.chat(
+                query,
+                session=self.session_name(scope, session, state.epoch) if session else None,
+                reasoning_level=options.get("reasoning_level"),
+            )
+            return {"native_operation": "peer.chat", "peer": state.user_peer,
+                    "answer": answer if isinstance(answer, str | None) else str(answer)}
+
+        return await self._call("native_query", run)
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            built = getattr(client, "_async_http_built", None)
+            if built is not None:
+                with contextlib.suppress(Exception):
+                    await built[1].close()
+            sync = getattr(client, "_http", None)
+            inner = getattr(sync, "_client", None)
+            if inner is not None:
+                inner.close()
+
+
+async def _reraise(exc: Exception) -> Any:
+    raise exc
+
+
+def _dt(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def _message_json(m: Any) -> dict[str, Any]:
+    return {"id": m.id, "content": m.content, "peer_id": m.peer_id, "session_id": m.session_id,
+            "workspace_id": m.workspace_id, "metadata": m.metadata,
+            "created_at": m.created_at.isoformat() if m.created_at else None,
+            "token_count": m.token_count}
+
+
+def _summary_json(s: Any) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"content": s.content, "message_id": s.message_id, "summary_type": s.summary_type,
+            "created_at": s.created_at, "token_count": s.token_count}
+
+
+_GROUP_TITLES = {
+    "representation": "## Honcho peer representation (derived; prose as Honcho wrote it)",
+    "peer_card": "## Honcho peer card",
+    "summary": "## Session summary",
+    "messages": "## Recent session messages",
+}
+
+
+def _group_title(group: str, members: Sequence[RetrievedItem]) -> str:
+    return _GROUP_TITLES.get(group, f"## {group}")
