@@ -1,0 +1,89 @@
+"""Resume an interrupted bench run.
+
+The unit of work is one provider x conversation (a timeline in a fresh scope). After each
+finished unit the checkpoint stores its results and the length of ``traces.jsonl``; on
+resume, traces written by an unfinished unit are cut off and that unit starts over (its
+scope is reset first, outside any test session), so a resumed run writes the same
+results and the same traces as an uninterrupted one.
+
+The checkpoint belongs to one manifest: resuming with different settings is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHECKPOINT_FILE = "checkpoint.json"
+
+
+class CheckpointMismatch(RuntimeError):
+    pass
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    manifest_sha256: str
+    units: dict[str, dict[str, Any]] = field(default_factory=dict)
+    traces_bytes: int = 0
+    complete: bool = False
+
+    @staticmethod
+    def key(provider: str, conversation: str) -> str:
+        return f"{provider}::{conversation}"
+
+    def done(self, provider: str, conversation: str) -> dict[str, Any] | None:
+        return self.units.get(self.key(provider, conversation))
+
+    def save_unit(self, unit: dict[str, Any], traces_bytes: int) -> None:
+        self.units[self.key(unit["provider"], unit["conversation"])] = unit
+        self.traces_bytes = traces_bytes
+        self.save()
+
+    def save(self) -> None:
+        data = {
+            "manifest_sha256": self.manifest_sha256,
+            "traces_bytes": self.traces_bytes,
+            "complete": self.complete,
+            "units": self.units,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def open_checkpoint(out: Path, manifest_sha256: str, traces: Path) -> Checkpoint:
+    """Load the checkpoint in ``out`` (or start one) and cut ``traces`` back to it."""
+    path = out / CHECKPOINT_FILE
+    if not path.exists():
+        traces.unlink(missing_ok=True)
+        cp = Checkpoint(path, manifest_sha256)
+        cp.save()
+        return cp
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("manifest_sha256") != manifest_sha256:
+        raise CheckpointMismatch(
+            f"{out} holds a run with different settings (manifest "
+            f"{str(data.get('manifest_sha256'))[:12]} vs {manifest_sha256[:12]}); "
+            "pass --fresh to start over or choose another --out"
+        )
+    cp = Checkpoint(
+        path,
+        manifest_sha256,
+        units=data.get("units", {}),
+        traces_bytes=int(data.get("traces_bytes", 0)),
+        complete=bool(data.get("complete", False)),
+    )
+    if traces.exists() and traces.stat().st_size > cp.traces_bytes:
+        with traces.open("r+b") as f:
+            f.truncate(cp.traces_bytes)
+    elif not traces.exists() and cp.traces_bytes:
+        raise CheckpointMismatch(
+            f"{traces} is missing but the checkpoint expects {cp.traces_bytes} bytes of it; "
+            "pass --fresh to start over"
+        )
+    return cp

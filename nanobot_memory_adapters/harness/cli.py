@@ -1,0 +1,477 @@
+"""``nanobot-memory swap | bench | demo`` (mounted by the main CLI through ``register``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
+DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
+DEMO_PROVIDERS = ("no_memory", "full_history", "simple_rag")
+_STATUS_STYLE = {
+    "passed": "green",
+    "not_applicable": "cyan",
+    "pending": "yellow",
+    "skipped": "dim",
+    "failed": "red",
+}
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _source(config: Path | None, backend: str | None, condition: str | None) -> Any:
+    given = [x for x in (config, backend, condition) if x]
+    if len(given) != 1:
+        raise _fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
+    if config:
+        return config
+    return {"backend": backend} if backend else {"condition": condition}
+
+
+def _default_dataset() -> Path:
+    return Path(os.environ.get(DATASET_ENV) or DEFAULT_DATASET)
+
+
+# -- swap ----------------------------------------------------------------------------------
+
+
+def _swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
+    from nanobot_memory_adapters.config import ConfigError
+    from nanobot_memory_adapters.registry import resolve_config
+
+    try:
+        config, spec = resolve_config(source)
+    except ConfigError:
+        return None  # the instantiate gate reports it
+    base = data_dir or config.resolved_data_dir()
+    return Path(base) / "manifests" / f"swap-{spec.name}.json"
+
+
+def swap_command(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Memory config JSON.")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="A backend (built-in defaults).")
+    ] = None,
+    condition: Annotated[
+        str | None, typer.Option("--condition", help="A control condition.")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Where embedded stores live.")
+    ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest", help="Where to store the run manifest (default: <data-dir>/manifests/)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the smoke facts and run id.")] = 0,
+    readiness_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--readiness-timeout", help="Seconds to wait for async backends (default: config)."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """DESIGN §8 swap flow: health, setup, capabilities, isolation and write/read smoke,
+    readiness gate, manifest. Exit 0 when every gate is green, 1 when one fails, 3 when
+    the readiness gate is still pending; the failed gate is named."""
+    from nanobot_memory_adapters.harness.swap import run_swap
+
+    source = _source(config, backend, condition)
+    path = manifest or _swap_manifest_path(source, data_dir)
+
+    def live(gate: Any) -> None:
+        if not as_json:
+            style = _STATUS_STYLE.get(gate.status, "white")
+            console.print(
+                f"  [{style}]{gate.status:>14}[/{style}]  {gate.name}: {gate.detail[:110]}",
+                highlight=False,
+            )
+
+    report = asyncio.run(
+        run_swap(
+            source,
+            data_dir=data_dir,
+            seed=seed,
+            readiness_timeout_s=readiness_timeout,
+            manifest_path=path,
+            on_gate=live,
+        )
+    )
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    elif report.manifest_path:
+        console.print(f"manifest: {report.manifest_path}")
+    gate = report.failed_gate
+    if gate is not None:
+        err_console.print(
+            f"[red]swap stopped at gate '{gate.name}'[/red] ({gate.status}): {gate.detail}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(report.exit_code)
+
+
+# -- bench ---------------------------------------------------------------------------------
+
+
+class RichProgress:
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def start(self, provider: str, total: int) -> None:
+        self.tasks[provider] = self.progress.add_task(provider, total=total, note="")
+
+    def advance(self, provider: str, steps: int, note: str) -> None:
+        self.progress.update(self.tasks[provider], advance=steps, note=note)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<14}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sessions"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=err_console,
+        transient=False,
+    )
+
+
+def comparison_table(results: dict[str, Any], title: str) -> Table:
+    from nanobot_memory_adapters.harness.report import comparison_rows
+
+    rows = comparison_rows(results)
+    cats = sorted({c for r in rows for c in r["by_category"]}, key=int)
+    table = Table(title=title)
+    for col in (
+        "provider",
+        "kind",
+        "asks",
+        "turn recall",
+        "session recall",
+        *[f"cat {c}" for c in cats],
+        "tokens mean/max",
+        "retrieve p50/p95 ms",
+        "record p50 ms",
+        "ingest s",
+        "failures",
+    ):
+        table.add_column(col, justify="left" if col in ("provider", "kind") else "right")
+
+    def f(v: Any, d: int = 3) -> str:
+        return "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+
+    for r in rows:
+        over = f" [red]({r['over_budget']} over)[/red]" if r["over_budget"] else ""
+        table.add_row(
+            r["provider"],
+            r["kind"],
+            str(r["asks"]),
+            f(r["turn_recall"]),
+            f(r["session_recall"]),
+            *[f(r["by_category"].get(c)) for c in cats],
+            f"{f(r['tokens_mean'], 0)}/{f(r['tokens_max'])}{over}",
+            f"{f(r['retrieve_p50'], 1)}/{f(r['retrieve_p95'], 1)}",
+            f(r["record_p50"], 1),
+            f(r["ingest_s"], 1),
+            str(r["failures"]),
+        )
+    return table
+
+
+def _judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
+    if not base_url:
+        return None
+    from nanobot_memory_adapters.harness.judge import LLMEndpoint, llm_judge_setup
+
+    if not model:
+        raise _fail("--llm-model is required with --llm-base-url")
+    return llm_judge_setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
+
+
+def _provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise _fail(f"--provider-config {path}: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise _fail('--provider-config must be a JSON object {"provider": {block...}}')
+    return data
+
+
+def _check_names(names: list[str]) -> None:
+    from nanobot_memory_adapters.config import _suggest
+    from nanobot_memory_adapters.registry import available_providers
+
+    specs = available_providers()
+    for n in names:
+        if n not in specs:
+            raise _fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
+
+
+def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
+    from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+    from nanobot_memory_adapters.harness.timeline import run_bench
+
+    started = time.perf_counter()
+    try:
+        if quiet:
+            outcome = asyncio.run(run_bench(cfg))
+        else:
+            with _progress() as progress:
+                outcome = asyncio.run(run_bench(cfg, RichProgress(progress)))
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: rerun the same command to resume "
+            f"from {cfg.out / 'checkpoint.json'}"
+        )
+        raise typer.Exit(130) from None
+    except CheckpointMismatch as exc:
+        raise _fail(str(exc)) from None
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    outcome.wall_s = time.perf_counter() - started
+    return outcome
+
+
+def _print_outcome(outcome: Any, title: str) -> None:
+    console.print(comparison_table(outcome.results, title))
+    for s in outcome.skipped:
+        console.print(
+            f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False, soft_wrap=True
+        )
+    console.print(
+        f"wall time {outcome.wall_s:.1f}s"
+        + (f" ({outcome.resumed_units} units from the checkpoint)" if outcome.resumed_units else "")
+        + f" · manifest {outcome.manifest['manifest_sha256'][:12]}"
+        + f" · metrics {outcome.results['metrics_sha256'][:12]}"
+    )
+    console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json report.html")
+
+
+def bench_command(
+    dataset: Annotated[
+        Path | None,
+        typer.Option(help=f"LoCoMo-format JSON (default: ${DATASET_ENV} or {DEFAULT_DATASET})."),
+    ] = None,
+    conversations: Annotated[
+        str | None, typer.Option(help="Comma-separated sample ids (default: all).")
+    ] = None,
+    providers: Annotated[str, typer.Option(help="Comma-separated providers.")] = ",".join(
+        DEMO_PROVIDERS
+    ),
+    budget_tokens: Annotated[
+        int, typer.Option(help="The same context budget for every provider.")
+    ] = 2000,
+    out: Annotated[Path, typer.Option(help="Output directory (also holds the checkpoint).")] = Path(
+        "bench-out/run"
+    ),
+    test_points: Annotated[
+        str, typer.Option(help="every | last | every:N | session numbers like 5,10,19.")
+    ] = "every",
+    provider_config: Annotated[
+        Path | None,
+        typer.Option(
+            help='JSON {"provider": {block}}; a block also opts a provider that needs an LLM in.'
+        ),
+    ] = None,
+    run_id: Annotated[str, typer.Option(help="Run id of the bench scopes.")] = "locomo",
+    seed: Annotated[int, typer.Option()] = 0,
+    readiness_timeout: Annotated[float, typer.Option(help="Seconds per readiness wait.")] = 120.0,
+    fresh: Annotated[
+        bool, typer.Option(help="Discard a previous run in --out instead of resuming.")
+    ] = False,
+    llm_base_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible endpoint for optional answer generation + LLM judge."),
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option()] = None,
+    llm_api_key_env: Annotated[
+        str, typer.Option(help="Env var holding the API key.")
+    ] = "OPENAI_API_KEY",
+    verify: Annotated[
+        bool, typer.Option(help="Recompute recall from traces.jsonl and compare.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
+) -> None:
+    """Replay LoCoMo conversations into each provider and test recall over time, at one
+    token budget. Writes manifest.json, traces.jsonl, results.json and report.html;
+    an interrupted run resumes when the same command is run again."""
+    from nanobot_memory_adapters.harness.timeline import BenchConfig
+
+    names = [p.strip() for p in providers.split(",") if p.strip()]
+    _check_names(names)
+    cfg = BenchConfig(
+        dataset=dataset or _default_dataset(),
+        out=out,
+        providers=names,
+        conversations=[c.strip() for c in conversations.split(",")] if conversations else None,
+        budget_tokens=budget_tokens,
+        test_points=test_points,
+        run_id=run_id,
+        seed=seed,
+        readiness_timeout_s=readiness_timeout,
+        provider_configs=_provider_configs(provider_config),
+        fresh=fresh,
+        judge=_judge_setup(llm_base_url, llm_model, llm_api_key_env),
+    )
+    outcome = run_bench_cli(cfg, quiet=as_json)
+    if as_json:
+        print(json.dumps(outcome.results, indent=2))
+    else:
+        _print_outcome(outcome, f"LoCoMo evidence recall at {budget_tokens} tokens")
+    if verify:
+        _verify(outcome)
+
+
+def _verify(outcome: Any) -> None:
+    from nanobot_memory_adapters.harness.metrics import recompute_from_traces
+
+    again = recompute_from_traces(outcome.out / "traces.jsonl")
+    bad = [
+        n
+        for n, m in outcome.results["providers"].items()
+        if again.get(n, {}).get("overall") != m["recall"]["overall"]
+    ]
+    if bad:
+        raise _fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
+    err_console.print("[green]verified[/green]: recall recomputed from traces.jsonl matches")
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+async def _probe_others(skip: set[str]) -> list[dict[str, str]]:
+    """Why each other registered provider is not in the demo (built in a throwaway dir)."""
+    from nanobot_memory_adapters.harness.manifest import provider_source
+    from nanobot_memory_adapters.registry import available_providers, load_provider
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="nanobot-memory-probe-") as tmp:
+        for name in available_providers():
+            if name in skip:
+                continue
+            adapter = None
+            try:
+                adapter = load_provider(provider_source(name), data_dir=Path(tmp) / name)
+                if adapter.info.requires_llm:
+                    reason = "needs an LLM (extraction/derivation); configure one to include it"
+                else:
+                    health = await asyncio.wait_for(adapter.health(), timeout=10)
+                    if health.status == "unavailable":
+                        err = health.details.get("error", {})
+                        msg = err.get("message") if isinstance(err, dict) else err
+                        reason = f"unavailable: {str(msg or health.details)[:140]}"
+                    else:
+                        reason = f"not in the demo set (try: bench --providers {name})"
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {str(exc)[:160]}"
+            finally:
+                if adapter is not None:
+                    with contextlib.suppress(Exception):
+                        await adapter.aclose()
+            out.append({"name": name, "reason": reason})
+    return out
+
+
+def demo_command(
+    dataset: Annotated[
+        Path | None,
+        typer.Option(help=f"LoCoMo-format JSON (default: ${DATASET_ENV} or {DEFAULT_DATASET})."),
+    ] = None,
+    conversation: Annotated[str, typer.Option(help="One sample id.")] = "conv-26",
+    budget_tokens: Annotated[int, typer.Option()] = 2000,
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("bench-out/demo"),
+    resume: Annotated[
+        bool, typer.Option(help="Resume a previous demo instead of starting fresh.")
+    ] = False,
+    probe: Annotated[
+        bool, typer.Option(help="Say why the other providers are not in the demo.")
+    ] = True,
+) -> None:
+    """The main job on embedded defaults, no LLM: the swap flow for no_memory, full_history
+    and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
+    at one budget, and the comparison table."""
+    from nanobot_memory_adapters.harness.manifest import provider_source
+    from nanobot_memory_adapters.harness.swap import run_swap
+    from nanobot_memory_adapters.harness.timeline import BenchConfig, clear_outputs
+
+    started = time.perf_counter()
+    data = dataset or _default_dataset()
+    if not data.is_file():
+        raise _fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
+    if not resume:
+        clear_outputs(out)
+    console.rule("1. swap flow (DESIGN §8) for each provider")
+    ready: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for name in DEMO_PROVIDERS:
+        swap_dir = out / "swap" / name
+        report = asyncio.run(
+            run_swap(
+                provider_source(name), data_dir=swap_dir, manifest_path=swap_dir / "manifest.json"
+            )
+        )
+        gates = " ".join(
+            f"[{_STATUS_STYLE.get(g.status, 'white')}]{g.name}[/]" for g in report.gates
+        )
+        console.print(f"{name:>13}: {gates}", highlight=False)
+        gate = report.failed_gate
+        if gate is None:
+            ready.append(name)
+        else:
+            skipped.append(
+                {
+                    "name": name,
+                    "reason": f"swap gate '{gate.name}' {gate.status}: {gate.detail[:200]}",
+                }
+            )
+    console.rule(f"2. LoCoMo timeline on {conversation} at {budget_tokens} tokens")
+    cfg = BenchConfig(
+        dataset=data,
+        out=out,
+        providers=ready,
+        conversations=[conversation],
+        budget_tokens=budget_tokens,
+    )
+    outcome = run_bench_cli(cfg)
+    outcome.skipped = skipped + outcome.skipped
+    if probe:
+        outcome.skipped += asyncio.run(_probe_others(set(DEMO_PROVIDERS)))
+    outcome.wall_s = time.perf_counter() - started
+    console.rule("3. comparison")
+    _print_outcome(
+        outcome, f"{conversation}: evidence recall at {budget_tokens} tokens (judge-free)"
+    )
+    console.print(f"open {out / 'report.html'} for the plots")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("swap")(swap_command)
+    app.command("bench")(bench_command)
+    app.command("demo")(demo_command)
