@@ -1,0 +1,443 @@
+"""Graphiti adapter: the contract suite plus Graphiti-specific checks, all on real
+graphiti-core + embedded Kuzu + the bundled MiniLM, with the deterministic LLM double
+answering Graphiti's structured prompts over HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
+
+from nanobot_memory_adapters.backends.graphiti import (
+    GraphitiAdapter,
+    GraphitiConfig,
+    GraphitiTripletAdapter,
+    _SharedKuzu,
+    group_id_for,
+)
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    AdapterMode,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+    SupportsBulkIngest,
+    SupportsNativeMutation,
+    SupportsProvenance,
+    SupportsReadiness,
+    capabilities_of,
+)
+from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
+
+T1 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+T2 = T1 + timedelta(days=30)
+
+
+def _config(double, **extra) -> dict:
+    block = {"llm": {"base_url": double.base_url, "model": "double-chat"}, **extra}
+    return {"backend": "graphiti", "graphiti": block}
+
+
+def _load(double, data_dir, **extra) -> GraphitiAdapter:
+    adapter = load_provider(_config(double, **extra), data_dir=data_dir)
+    assert isinstance(adapter, GraphitiAdapter)
+    return adapter
+
+
+def _event(scope: MemoryScope, turn: int, text: str, at: datetime, **tags) -> MemoryEvent:
+    return MemoryEvent(
+        event_id=f"{scope.run_id}-{scope.persona_id}-{turn}",
+        run_id=scope.run_id,
+        user_id=scope.persona_id,
+        agent_id="nanobot",
+        session_id="s1",
+        turn_id=str(turn),
+        timestamp=at,
+        messages=[
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": "Noted."},
+        ],
+        **tags,
+    )
+
+
+def _request(scope: MemoryScope, query: str, max_tokens: int = 800, **kw) -> RetrieveRequest:
+    return RetrieveRequest(
+        query=query, scope=scope, budget=ContextBudget(max_tokens=max_tokens), **kw
+    )
+
+
+@pytest.fixture
+async def adapter(llm_double, data_dir):
+    adapter = _load(llm_double, data_dir)
+    yield adapter
+    await adapter.aclose()
+
+
+# -- the contract suite ------------------------------------------------------------------
+
+
+class TestGraphitiContract(ContractSuite):
+    """Real Graphiti on embedded Kuzu; the LLM is the double."""
+
+    @pytest.fixture
+    def contract_target(self, tmp_path, llm_double):
+        async def make():
+            return _load(llm_double, tmp_path / "data")
+
+        async def make_failing():
+            blocker = tmp_path / "not-a-directory"
+            blocker.write_text("x")
+            return _load(llm_double, blocker / "store")
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
+
+
+# -- configuration -----------------------------------------------------------------------
+
+
+def test_without_llm_fails_fast_and_says_how(data_dir):
+    with pytest.raises(ConfigError) as info:
+        load_provider({"backend": "graphiti"}, data_dir=data_dir)
+    message = str(info.value)
+    assert "Graphiti needs an LLM" in message
+    assert "memory.graphiti.llm.base_url" in message
+
+
+def test_cross_encoder_recipe_needs_a_cross_encoder(llm_double, data_dir):
+    with pytest.raises(ConfigError) as info:
+        _load(llm_double, data_dir, search={"recipe": "edge_hybrid_cross_encoder"})
+    assert "cross_encoder.provider" in str(info.value)
+
+
+def test_unknown_keys_are_rejected(llm_double, data_dir):
+    with pytest.raises(ConfigError):
+        _load(llm_double, data_dir, databse={"provider": "kuzu"})
+
+
+def test_capabilities_and_info(adapter):
+    assert capabilities_of(adapter) == ["bulk_ingest", "provenance"]
+    assert isinstance(adapter, SupportsBulkIngest | SupportsProvenance)
+    assert not isinstance(adapter, SupportsReadiness)
+    assert not isinstance(adapter, SupportsNativeMutation)
+    info = adapter.info
+    assert info.condition_kind == "architecture"
+    assert info.consistency_model == "immediate"
+    assert info.tag_mapping == "semantic"
+    assert info.native_ingest_modes == ("message",)
+    assert info.requires_llm
+
+
+def test_fact_triples_and_custom_types_only_when_configured(llm_double, data_dir):
+    adapter = _load(
+        llm_double,
+        data_dir,
+        ingest={
+            "fact_triples": True,
+            "entity_types": {"Person": "A human being."},
+            "edge_types": {"LIVES_IN": "Where a person lives."},
+        },
+    )
+    assert isinstance(adapter, GraphitiTripletAdapter)
+    assert isinstance(adapter, SupportsNativeMutation)
+    assert adapter.info.native_ingest_modes == (
+        "message", "fact_triple", "custom_entity_types", "custom_edge_types"
+    )
+
+
+def test_group_ids_follow_graphiti_rules_and_never_collide():
+    scopes = [
+        MemoryScope(run_id="run-1", persona_id="alice"),
+        MemoryScope(run_id="run_1", persona_id="alice"),
+        MemoryScope(run_id="run.1", persona_id="alice"),
+        MemoryScope(run_id="run", persona_id="1__alice"),
+        MemoryScope(run_id="run-1", persona_id="alice", backend_namespace="ns"),
+        MemoryScope(run_id="ns__run-1", persona_id="alice"),
+        MemoryScope(run_id="rün", persona_id="al:ice@x"),
+    ]
+    groups = [group_id_for(s) for s in scopes]
+    assert groups[0] == "run-1__alice"  # run prefix + persona suffix, readable
+    assert len(set(groups)) == len(groups)
+    import re
+
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+", g) for g in groups)
+
+
+# -- writes map onto add_episode exactly -------------------------------------------------
+
+
+async def test_episode_mapping(adapter):
+    scope = MemoryScope(run_id="map", persona_id="alice", agent_id="nanobot")
+    receipt = await adapter.record_event(
+        _event(scope, 1, "I live in Paris.", T1, scenario="relocation", context="personal")
+    )
+    assert receipt.status == "committed"
+    assert receipt.trace.native_operation == "graphiti.add_episode"
+    request = receipt.trace.native_request
+    assert request["name"] == "s1:1"
+    assert request["group_id"] == "map__alice"
+    assert request["source"] == "message"
+    assert request["reference_time"] == T1.isoformat()
+    assert "context=personal" in request["source_description"]
+    assert "scenario=relocation" in request["source_description"]
+    fact_id = receipt.native_ids[1]
+    sources = await adapter.provenance(scope, fact_id)
+    [episode] = sources["episodes"]
+    assert episode["content"] == "alice: I live in Paris.\nnanobot: Noted."
+    assert episode["name"] == "s1:1"
+    assert datetime.fromisoformat(episode["reference_time"]) == T1
+    assert sources["fact"]["fact"] == "alice lives in Paris"
+
+
+# -- temporal facts ----------------------------------------------------------------------
+
+
+async def test_paris_then_berlin_keeps_temporal_metadata(adapter):
+    scope = MemoryScope(run_id="temporal", persona_id="alice")
+    await adapter.record_event(_event(scope, 1, "I live in Paris.", T1))
+    await adapter.record_event(_event(scope, 2, "I moved to Berlin.", T2))
+
+    everything = await adapter.retrieve(_request(scope, "Where does alice live?"))
+    by_city = {("Paris" if "Paris" in i.text else "Berlin"): i for i in everything.items}
+    paris, berlin = by_city["Paris"], by_city["Berlin"]
+    assert paris.valid_at == T1
+    assert paris.invalid_at == T2  # Graphiti invalidated it at the later reference time
+    assert paris.expired_at is not None
+    assert berlin.valid_at == T2 and berlin.invalid_at is None
+    assert "valid=2024-01-01T09:00+00:00..2024-01-31T09:00+00:00" in everything.formatted_context
+    assert paris.score is not None and paris.source and paris.native_id
+    assert paris.raw["uuid"] == paris.native_id
+
+    current = await adapter.retrieve(
+        _request(scope, "Where does alice live?", filters={"current_facts_only": True})
+    )
+    assert [i.text for i in current.items] == ["alice moved to Berlin"]
+    assert current.trace.native_request["current_facts_only"] is True
+
+    mid = T1 + timedelta(days=10)
+    then = await adapter.retrieve(
+        _request(scope, "Where does alice live?", filters={"as_of": mid.isoformat()})
+    )
+    assert [i.text for i in then.items] == ["alice lives in Paris"]
+
+    changed = await adapter.provenance(
+        scope, invalidated_from=T1 + timedelta(days=1), invalidated_to=T2
+    )
+    assert [f["fact"] for f in changed["facts"]] == ["alice lives in Paris"]
+    assert datetime.fromisoformat(changed["facts"][0]["invalid_at"]) == T2
+    none = await adapter.provenance(scope, invalidated_to=T1)
+    assert none["facts"] == []
+    with pytest.raises(AdapterError):
+        await adapter.provenance(scope, since="yesterday")
+
+
+async def test_current_facts_only_by_config(llm_double, data_dir):
+    adapter = _load(llm_double, data_dir, search={"current_facts_only": True})
+    try:
+        scope = MemoryScope(run_id="cfg", persona_id="alice")
+        await adapter.record_event(_event(scope, 1, "I work at Acme Corp.", T1))
+        await adapter.record_event(_event(scope, 2, "I joined Globex.", T2))
+        result = await adapter.retrieve(_request(scope, "Where does alice work?"))
+        assert [i.text for i in result.items] == ["alice joined Globex"]
+    finally:
+        await adapter.aclose()
+
+
+# -- isolation, reset, reopen ------------------------------------------------------------
+
+
+async def test_two_groups_isolated_and_reset_is_scoped(adapter):
+    a = MemoryScope(run_id="iso", persona_id="alice")
+    b = MemoryScope(run_id="iso", persona_id="bob")
+    await adapter.record_event(_event(a, 1, "I live in Lisbon.", T1))
+    await adapter.record_event(_event(b, 1, "I live in Oslo.", T1))
+    query = "Where do they live? Lisbon Oslo"
+    seen_a = await adapter.retrieve(_request(a, query))
+    seen_b = await adapter.retrieve(_request(b, query))
+    assert [i.text for i in seen_a.items] == ["alice lives in Lisbon"]
+    assert [i.text for i in seen_b.items] == ["bob lives in Oslo"]
+    assert seen_a.trace.native_request["group_ids"] == ["iso__alice"]
+
+    receipt = await adapter.reset_scope(a)
+    assert receipt.status == "reset" and "iso__alice" in (receipt.detail or "")
+    assert (await adapter.retrieve(_request(a, query))).items == []
+    assert [i.text for i in (await adapter.retrieve(_request(b, query))).items] == [
+        "bob lives in Oslo"
+    ]
+    # A reset scope takes new memories again.
+    await adapter.record_event(_event(a, 2, "I live in Porto.", T2))
+    assert [i.text for i in (await adapter.retrieve(_request(a, query))).items] == [
+        "alice lives in Porto"
+    ]
+
+
+async def test_reopening_the_same_kuzu_directory(llm_double, data_dir):
+    scope = MemoryScope(run_id="reopen", persona_id="alice")
+    first = _load(llm_double, data_dir)
+    await first.record_event(_event(scope, 1, "I live in Paris.", T1))
+    path = str(first.kuzu_path.resolve())
+    await first.aclose()
+    assert path not in _SharedKuzu._open  # the database was really closed
+
+    second = _load(llm_double, data_dir)
+    try:
+        # Indexes already exist on reopen; writing and searching still work.
+        await second.record_event(_event(scope, 2, "I moved to Berlin.", T2))
+        result = await second.retrieve(_request(scope, "Where does alice live?"))
+        texts = sorted(i.text for i in result.items)
+        assert texts == ["alice lives in Paris", "alice moved to Berlin"]
+        paris = next(i for i in result.items if "Paris" in i.text)
+        assert paris.invalid_at == T2  # invalidation works across the reopen
+    finally:
+        await second.aclose()
+
+
+async def test_two_adapters_share_one_database(llm_double, data_dir):
+    one, two = _load(llm_double, data_dir), _load(llm_double, data_dir)
+    try:
+        scope = MemoryScope(run_id="share", persona_id="alice")
+        await one.record_event(_event(scope, 1, "I live in Quito.", T1))
+        assert [i.text for i in (await two.retrieve(_request(scope, "Quito?"))).items] == [
+            "alice lives in Quito"
+        ]
+        await one.aclose()
+        assert (await two.health()).status == "ok"
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+# -- search config, budget, formatting ---------------------------------------------------
+
+
+async def test_search_uses_a_copied_recipe_and_budget_limit(adapter):
+    before = EDGE_HYBRID_SEARCH_RRF.limit
+    scope = MemoryScope(run_id="budget", persona_id="alice")
+    await adapter.record_event(_event(scope, 1, "I live in Paris.", T1))
+    result = await adapter.retrieve(
+        RetrieveRequest(query="Paris", scope=scope, budget=ContextBudget(max_tokens=900,
+                                                                          max_items=3))
+    )
+    assert result.trace.native_request["limit"] == 3
+    result = await adapter.retrieve(_request(scope, "Paris", max_tokens=400))
+    assert result.trace.native_request["limit"] == 400 // 80
+    assert EDGE_HYBRID_SEARCH_RRF.limit == before
+    assert result.formatted_context.startswith('<memory-context backend="graphiti"')
+
+
+async def test_tags_go_into_the_query_text(adapter):
+    scope = MemoryScope(run_id="tags", persona_id="alice")
+    await adapter.record_event(_event(scope, 1, "At work I use the Falcon dashboard.", T1,
+                                      context="work"))
+    result = await adapter.retrieve(_request(scope, "Which dashboard?", context="work"))
+    assert result.trace.native_request["query_tags"] == {"context": "work"}
+    assert any("Falcon" in i.text for i in result.items)
+
+
+async def test_unknown_filter_is_reported_not_silently_used(adapter):
+    scope = MemoryScope(run_id="filters", persona_id="alice")
+    result = await adapter.retrieve(_request(scope, "anything", filters={"colour": "red"}))
+    assert any("colour" in w for w in result.trace.warnings)
+
+
+async def test_cross_encoder_recipe_with_offline_reranker(llm_double, data_dir):
+    adapter = _load(
+        llm_double,
+        data_dir,
+        search={"recipe": "edge_hybrid_cross_encoder"},
+        cross_encoder={"provider": "openai"},
+    )
+    try:
+        scope = MemoryScope(run_id="rerank", persona_id="alice")
+        await adapter.record_event(_event(scope, 1, "I live in Paris.", T1))
+        await adapter.record_event(_event(scope, 2, "I like green tea.", T1))
+        result = await adapter.retrieve(_request(scope, "green tea"))
+        assert result.items[0].text == "alice likes green tea"
+        assert result.items[0].score is not None and result.items[0].score > 0.5
+    finally:
+        await adapter.aclose()
+
+
+# -- bulk ingest, read-only, triplets, errors ---------------------------------------------
+
+
+async def test_bulk_ingest_per_scope(adapter):
+    a = MemoryScope(run_id="bulk", persona_id="alice")
+    b = MemoryScope(run_id="bulk", persona_id="bob")
+    events = [
+        _event(a, 1, "I live in Paris.", T1),
+        _event(b, 1, "I live in Rome.", T1),
+        _event(a, 2, "I like jazz.", T2),
+    ]
+    receipts = await adapter.record_events(events)
+    assert [r.event_id for r in receipts] == [e.event_id for e in events]
+    assert all(r.status == "committed" for r in receipts)
+    assert receipts[0].trace.native_operation == "graphiti.add_episode_bulk"
+    texts = sorted(i.text for i in (await adapter.retrieve(_request(a, "Paris jazz"))).items)
+    assert texts == ["alice likes jazz", "alice lives in Paris"]
+    assert [i.text for i in (await adapter.retrieve(_request(b, "Paris Rome"))).items] == [
+        "bob lives in Rome"
+    ]
+
+
+async def test_read_only_gates_bulk_and_triplets(llm_double, data_dir):
+    adapter = _load(llm_double, data_dir, ingest={"fact_triples": True})
+    try:
+        scope = MemoryScope(run_id="ro", persona_id="alice")
+        await adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
+        receipts = await adapter.record_events([_event(scope, 1, "I live in Paris.", T1)])
+        assert [r.status for r in receipts] == ["skipped_read_only"]
+        out = await adapter.native_mutation(
+            scope, "add_triplet",
+            {"source": "alice", "target": "Paris", "relation": "LIVES_IN",
+             "fact": "alice lives in Paris"},
+        )
+        assert out["status"] == "skipped_read_only"
+        await adapter.set_mode(AdapterMode(read_only=False, reason="done"))
+        assert (await adapter.retrieve(_request(scope, "Paris"))).items == []
+    finally:
+        await adapter.aclose()
+
+
+async def test_fact_triple_via_native_mutation(llm_double, data_dir):
+    adapter = _load(llm_double, data_dir, ingest={"fact_triples": True})
+    try:
+        scope = MemoryScope(run_id="triple", persona_id="alice")
+        out = await adapter.native_mutation(
+            scope, "add_triplet",
+            {"source": "alice", "target": "Vienna", "relation": "LIVES_IN",
+             "fact": "alice lives in Vienna", "valid_at": T1.isoformat()},
+        )
+        assert out["status"] == "committed"
+        [item] = (await adapter.retrieve(_request(scope, "Vienna"))).items
+        assert item.text == "alice lives in Vienna" and item.valid_at == T1
+        other = MemoryScope(run_id="triple", persona_id="bob")
+        assert (await adapter.retrieve(_request(other, "Vienna"))).items == []
+        with pytest.raises(AdapterError):
+            await adapter.native_mutation(scope, "delete_everything", {})
+    finally:
+        await adapter.aclose()
+
+
+async def test_unreachable_llm_is_a_retryable_adapter_error(data_dir):
+    config = GraphitiConfig.model_validate(
+        {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0}}
+    )
+    adapter = GraphitiAdapter(config, data_dir=data_dir)
+    try:
+        scope = MemoryScope(run_id="down", persona_id="alice")
+        with pytest.raises(AdapterError) as info:
+            await adapter.record_event(_event(scope, 1, "I live in Paris.", T1))
+        assert info.value.retryable
+        assert info.value.raw["type"]
+        health = await adapter.health()
+        assert health.status == "degraded"
+        assert any("unreachable" in w for w in health.warnings)
+        # Reads do not need the LLM.
+        assert (await adapter.retrieve(_request(scope, "Paris"))).items == []
+    finally:
+        await adapter.aclose()
