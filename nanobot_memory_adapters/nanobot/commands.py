@@ -1,0 +1,78 @@
+"""``/memory-mode`` and ``/memory-health``: handlers, router installation, /help specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loguru import logger
+
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
+
+HELP_SPECS: list[dict[str, Any]] = [
+    {
+        "command": "/memory-mode",
+        "title": "Memory mode",
+        "description": "Show the memory provider, mode and scope; switch provider or "
+        "read-only.",
+        "icon": "brain",
+        "arg_hint": "[read-only on|off | <provider>]",
+        "accepts_args": True,
+    },
+    {
+        "command": "/memory-health",
+        "title": "Memory health",
+        "description": "Memory backend health, capabilities, outbox depth, last error, "
+        "latency.",
+        "icon": "activity",
+    },
+]
+
+USAGE = (
+    "usage: /memory-mode                  show provider, mode and this chat's scope\n"
+    "       /memory-mode read-only on|off stop/resume saving turns to memory\n"
+    "       /memory-mode <provider>       switch provider (saved to memory.json)"
+)
+
+
+def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
+    """Registers both commands on a CommandRouter (and hides the carrier tool)."""
+
+    async def memory_mode(ctx: Any) -> Any:
+        args = (ctx.args or "").strip()
+        try:
+            if not args:
+                text = plugin.mode_report(ctx)
+            else:
+                words = args.split()
+                if words[0].lower() in ("read-only", "readonly", "ro") and len(words) == 2 \
+                        and words[1].lower() in ("on", "off"):
+                    text = await plugin.set_read_only(words[1].lower() == "on")
+                elif len(words) == 1:
+                    text = await plugin.switch_provider(words[0])
+                else:
+                    text = USAGE
+        except Exception as exc:  # a command must answer, not crash the turn
+            logger.exception("{}: /memory-mode failed", seams.LOG_PREFIX)
+            text = f"/memory-mode failed: {exc}"
+        return seams.outbound(ctx, text)
+
+    async def memory_health(ctx: Any) -> Any:
+        try:
+            text = await plugin.health_report(ctx)
+        except Exception as exc:
+            logger.exception("{}: /memory-health failed", seams.LOG_PREFIX)
+            text = f"/memory-health failed: {exc}"
+        return seams.outbound(ctx, text)
+
+    def install(router: Any) -> None:
+        router.exact("/memory-mode", memory_mode)
+        router.prefix("/memory-mode ", memory_mode)
+        router.exact("/memory-health", memory_health)
+        if tool_name is not None:
+            # The tool is only the entry point's carrier; keep it out of the LLM's tool list.
+            tools = getattr(plugin.loop, "tools", None)
+            if tools is not None and tools.get(tool_name) is not None:
+                tools.unregister(tool_name)
+
+    return install

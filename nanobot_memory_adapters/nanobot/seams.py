@@ -1,0 +1,328 @@
+"""Every touch of nanobot internals the plugin needs, in one place, behind a version check.
+
+nanobot 0.3.x has no memory-plugin API. The public seams it does have are used directly
+elsewhere in this package: the ``nanobot.tools`` entry point (``Tool`` / ``ToolContext``),
+``Tool.runtime_context_provider``, ``current_request_context()``,
+``bus.subscribe(handler, SessionTurnPersisted)``, ``ctx.sessions``,
+``CommandRouter.exact/prefix`` and ``AgentLoop.schedule_background``.
+
+What is *not* public lives here, and only here:
+
+- reaching the ``AgentLoop`` from a ``ToolContext`` (``runtime_control``'s private target);
+- replacing ``loop.context.memory`` (the ``MemoryStore`` whose ``read_memory()`` the
+  system prompt reads) with a view that serves the plugin's cached ``<memory-context>``;
+- registering slash commands: ``AgentLoop.__init__`` builds its ``CommandRouter`` *after*
+  loading tools, so the plugin wraps the ``register_builtin_commands`` name the loop module
+  calls, and appends its two specs to ``BUILTIN_COMMAND_SPECS`` so ``/help`` lists them;
+- reading a turn's start time from its ``turn_id`` and the ``_command`` / hidden-history
+  markers on session messages;
+- finding the active config directory from the session store's location.
+
+``check_compatibility()`` verifies the version (0.3.x) and the shape of each of these
+before anything is touched; on any mismatch the plugin logs one line saying so and stays
+disabled, so a nanobot upgrade degrades to "plugin disabled", never to a crash or to
+silently wrong memory. When upstream lands an official memory seam (open PR #5570 adds a
+``MemoryBackend``), this module is the one to rewrite.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+SUPPORTED_SERIES = "0.3."
+LOG_PREFIX = "nanobot-memory-adapters"
+COMMAND_MARKER = "_command"  # session messages produced by slash commands
+HIDDEN_MARKER_FALLBACK = "_hidden_history"  # summary checkpoints (not user speech)
+
+_compat_cache: tuple[bool, str] | None = None
+_compat_lock = threading.Lock()
+
+
+def nanobot_version() -> str:
+    try:
+        return version("nanobot-ai")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _shape_problems() -> list[str]:
+    """What this module relies on and the installed nanobot no longer has."""
+    problems: list[str] = []
+    try:
+        from nanobot.agent import loop as loop_mod
+        from nanobot.agent.context import ContextBuilder
+        from nanobot.agent.memory import MemoryStore
+        from nanobot.agent.tools import runtime_control
+        from nanobot.agent.tools.context import current_request_context  # noqa: F401
+        from nanobot.bus.runtime_events import SessionTurnPersisted  # noqa: F401
+        from nanobot.command import builtin
+        from nanobot.command.router import CommandRouter
+        from nanobot.runtime_context import public_history_message  # noqa: F401
+    except ImportError as exc:
+        return [f"import failed: {exc}"]
+    if not callable(getattr(loop_mod, "register_builtin_commands", None)):
+        problems.append("nanobot.agent.loop.register_builtin_commands is gone")
+    if not hasattr(loop_mod.AgentLoop, "schedule_background"):
+        problems.append("AgentLoop.schedule_background is gone")
+    try:
+        init_src = inspect.getsource(loop_mod.AgentLoop.__init__)
+        if "register_builtin_commands(self.commands)" not in init_src:
+            problems.append("AgentLoop.__init__ no longer calls register_builtin_commands")
+    except (OSError, TypeError):
+        pass  # no source available: rely on the attribute checks
+    try:
+        prompt_src = inspect.getsource(ContextBuilder.build_system_prompt)
+        if "self.memory.read_memory()" not in prompt_src:
+            problems.append("ContextBuilder.build_system_prompt no longer reads self.memory")
+    except (OSError, TypeError):
+        pass
+    if not callable(getattr(MemoryStore, "read_memory", None)):
+        problems.append("MemoryStore.read_memory is gone")
+    if not hasattr(runtime_control, "AgentRuntimeControl"):
+        problems.append("AgentRuntimeControl is gone")
+    if not isinstance(getattr(builtin, "BUILTIN_COMMAND_SPECS", None), tuple):
+        problems.append("BUILTIN_COMMAND_SPECS is not a tuple")
+    if not hasattr(builtin, "BuiltinCommandSpec"):
+        problems.append("BuiltinCommandSpec is gone")
+    for name in ("exact", "prefix"):
+        if not callable(getattr(CommandRouter, name, None)):
+            problems.append(f"CommandRouter.{name} is gone")
+    return problems
+
+
+def check_compatibility() -> tuple[bool, str]:
+    """(ok, reason). Logged once per process when not ok."""
+    global _compat_cache
+    with _compat_lock:
+        if _compat_cache is not None:
+            return _compat_cache
+        found = nanobot_version()
+        if not found.startswith(SUPPORTED_SERIES):
+            result = (False, f"nanobot-ai {found} is not supported (this plugin needs 0.3.x)")
+        else:
+            problems = _shape_problems()
+            result = (
+                (False, f"nanobot-ai {found} changed shape: " + "; ".join(problems))
+                if problems
+                else (True, f"nanobot-ai {found}")
+            )
+        if not result[0]:
+            logger.error(
+                "{}: plugin disabled — {}. nanobot runs with its own memory; "
+                "upgrade nanobot-memory-adapters or pin nanobot-ai<0.4.",
+                LOG_PREFIX,
+                result[1],
+            )
+        _compat_cache = result
+        return result
+
+
+# -- the AgentLoop ------------------------------------------------------------------------
+def agent_loop_of(ctx: Any) -> Any | None:
+    """The AgentLoop that is loading this tool (``ToolContext`` only carries a control facade)."""
+    from nanobot.agent.loop import AgentLoop
+
+    control = getattr(ctx, "runtime_control", None)
+    target = getattr(control, "_AgentRuntimeControl__target", None)
+    return target if isinstance(target, AgentLoop) else None
+
+
+def schedule_background(loop: Any, coro: Any) -> None:
+    """Tracked by nanobot and awaited by ``AgentLoop.aclose()`` (so ``agent -m`` flushes)."""
+    loop.schedule_background(coro)
+
+
+# -- system-prompt memory -------------------------------------------------------------------
+class MemoryView:
+    """Stands in for ``loop.context.memory``: ``read_memory()`` asks the plugin first.
+
+    ``text_for_prompt()`` returns ``None`` to mean "nanobot's own MEMORY.md" (plugin
+    disabled, passthrough condition, outside a turn, Dream sessions). Everything else
+    (Dream prompts, history, git, cursors) goes to the real ``MemoryStore``.
+    """
+
+    def __init__(self, store: Any, text_for_prompt: Callable[[], str | None]) -> None:
+        object.__setattr__(self, "_store", store)
+        object.__setattr__(self, "_text_for_prompt", text_for_prompt)
+
+    @property
+    def wrapped_store(self) -> Any:
+        return self._store
+
+    def read_memory(self) -> str:
+        try:
+            text = self._text_for_prompt()
+        except Exception:  # never break prompt building
+            logger.exception("{}: memory view failed; using MEMORY.md", LOG_PREFIX)
+            text = None
+        return self._store.read_memory() if text is None else text
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._store, name, value)
+
+
+def install_memory_view(loop: Any, text_for_prompt: Callable[[], str | None]) -> MemoryView:
+    """Put a MemoryView in front of the ContextBuilder's store (idempotent).
+
+    The consolidator and archiver keep their own reference to the real store, and Dream
+    reaches the real store through the view, so nanobot's own housekeeping is unchanged.
+    """
+    current = loop.context.memory
+    if isinstance(current, MemoryView):
+        return current
+    view = MemoryView(current, text_for_prompt)
+    loop.context.memory = view
+    return view
+
+
+def current_session_key() -> str | None:
+    from nanobot.agent.tools.context import current_request_context
+
+    ctx = current_request_context()
+    return ctx.session_key if ctx is not None else None
+
+
+# -- slash commands ---------------------------------------------------------------------------
+CommandInstaller = Callable[[Any], None]  # receives the CommandRouter
+_pending: dict[int, list[tuple[weakref.ref[Any], CommandInstaller]]] = {}
+_pending_lock = threading.Lock()
+_hook_installed = False
+_specs_added: set[str] = set()
+
+
+def _install_register_hook() -> None:
+    global _hook_installed
+    if _hook_installed:
+        return
+    from nanobot.agent import loop as loop_mod
+
+    original = loop_mod.register_builtin_commands
+
+    def register_builtin_commands(router: Any) -> None:
+        original(router)
+        with _pending_lock:
+            waiting = _pending.pop(threading.get_ident(), [])
+        for loop_ref, installer in waiting:
+            agent_loop = loop_ref()
+            if agent_loop is not None and getattr(agent_loop, "commands", None) is router:
+                installer(router)
+            elif agent_loop is not None:  # not this loop's router: keep waiting
+                with _pending_lock:
+                    _pending.setdefault(threading.get_ident(), []).append((loop_ref, installer))
+
+    register_builtin_commands.__wrapped__ = original  # type: ignore[attr-defined]
+    loop_mod.register_builtin_commands = register_builtin_commands
+    _hook_installed = True
+
+
+def register_commands(loop: Any, installer: CommandInstaller) -> None:
+    """Install commands on ``loop.commands`` now if it exists, else when the loop builds it."""
+    router = getattr(loop, "commands", None)
+    if router is not None:
+        installer(router)
+        return
+    with _pending_lock:
+        _install_register_hook()
+        _pending.setdefault(threading.get_ident(), []).append((weakref.ref(loop), installer))
+
+
+def add_help_specs(specs: list[dict[str, Any]]) -> None:
+    """Append command specs to nanobot's /help (and WebUI palette) list, once."""
+    from nanobot.command import builtin
+
+    new = []
+    for spec in specs:
+        if spec["command"] in _specs_added or any(
+            s.command == spec["command"] for s in builtin.BUILTIN_COMMAND_SPECS
+        ):
+            continue
+        new.append(builtin.BuiltinCommandSpec(**spec))
+        _specs_added.add(spec["command"])
+    if new:
+        builtin.BUILTIN_COMMAND_SPECS = (*builtin.BUILTIN_COMMAND_SPECS, *new)
+
+
+def outbound(ctx: Any, content: str) -> Any:
+    from nanobot.bus.events import OutboundMessage
+
+    return OutboundMessage(
+        channel=ctx.msg.channel,
+        chat_id=ctx.msg.chat_id,
+        content=content,
+        metadata={**dict(ctx.msg.metadata or {}), "render_as": "text"},
+    )
+
+
+# -- sessions and turns ---------------------------------------------------------------------
+def config_dir_of(sessions: Any) -> Path | None:
+    """The directory of the active config file (so ``-c`` is followed).
+
+    nanobot keeps sessions in ``<config dir>/sessions/<workspace id>/``, both for the CLI
+    (``-c``) and for ``Nanobot.from_config(path)``.
+    """
+    sessions_dir = getattr(sessions, "sessions_dir", None)
+    if sessions_dir is None:
+        return None
+    path = Path(sessions_dir)
+    if path.parent.name == "sessions":
+        return path.parent.parent
+    return None
+
+
+def default_config_dir() -> Path:
+    from nanobot.config.loader import get_config_path
+
+    return get_config_path().expanduser().parent
+
+
+def session_of(sessions: Any, key: str) -> Any | None:
+    if sessions is None:
+        return None
+    session = sessions.get_cached(key) if hasattr(sessions, "get_cached") else None
+    return session if session is not None else sessions.get_or_create(key)
+
+
+def session_persists(sessions: Any, key: str) -> bool:
+    session = sessions.get_cached(key) if hasattr(sessions, "get_cached") else None
+    policy = getattr(session, "policy", None)
+    return bool(getattr(policy, "persist", True))
+
+
+def turn_started_at(turn_id: str) -> datetime | None:
+    """nanobot 0.3.5 turn ids are ``"<session key>:<time.time_ns()>"``."""
+    _, _, tail = turn_id.rpartition(":")
+    if not tail.isdigit() or len(tail) < 16:
+        return None
+    return datetime.fromtimestamp(int(tail) / 1e9)  # naive local, like message timestamps
+
+
+def hidden_marker() -> str:
+    try:
+        from nanobot.session.history_visibility import HIDDEN_HISTORY_META
+
+        return HIDDEN_HISTORY_META
+    except ImportError:
+        return HIDDEN_MARKER_FALLBACK
+
+
+def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The message without runtime-context blocks (memory or otherwise) appended to it."""
+    from nanobot.runtime_context import public_history_message
+
+    return public_history_message(message)
+
+
+def is_internal_message(message: Mapping[str, Any]) -> bool:
+    return bool(message.get(COMMAND_MARKER) or message.get(hidden_marker()))

@@ -1,0 +1,220 @@
+"""Where the plugin's config lives and what it holds.
+
+nanobot 0.3.5 cannot hold the memory settings in ``config.json`` cleanly:
+
+- an unknown top-level key (``"memory": {...}``) makes nanobot refuse to start
+  ("Unknown setting" ConfigLoadError);
+- ``agents.defaults.memory`` and ``tools.memory`` are silently dropped on load and erased
+  by nanobot's own ``save_config`` (onboard, WebUI settings);
+- ``channels`` keeps extra keys, but that namespace belongs to chat channels.
+
+So the settings live in a sibling file, ``memory.json``, next to the active config file
+(``~/.nanobot/memory.json`` by default; next to the file given with ``-c`` otherwise).
+nanobot never reads or rewrites it. ``NANOBOT_MEMORY_CONFIG`` overrides the path.
+
+File shape (a bare memory block without the ``"memory"`` wrapper is also accepted)::
+
+    {
+      "memory": {"backend": "mem0", "budget": {"max_tokens": 1500}, "mem0": {...}},
+      "nanobot": {"recall_timeout_s": 5}
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nanobot_memory_adapters.config import (
+    ConfigError,
+    MemoryConfig,
+    validation_to_config_error,
+)
+
+FILE_NAME = "memory.json"
+ENV_PATH = "NANOBOT_MEMORY_CONFIG"
+DATA_DIR_NAME = "memory-adapters"
+_TOP_LEVEL = ("memory", "nanobot")
+# Fields the templates may use besides string request attributes.
+TEMPLATE_FIELDS = ("channel", "chat_id", "sender_id", "session_key")
+
+
+class PluginSettings(BaseModel):
+    """The plugin's own knobs (how it drives the provider inside nanobot)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recall_timeout_s: float = Field(
+        default=5.0, gt=0, description="Longest a turn waits for retrieval before going on."
+    )
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="Longest the first turn waits for the provider to "
+        "start (e.g. loading a local embedding model)."
+    )
+    write_timeout_s: float = Field(default=60.0, gt=0, description="Per record_event call.")
+    health_timeout_s: float = Field(default=10.0, gt=0)
+    retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")
+    retry_max_s: float = Field(default=60.0, gt=0, description="Longest outbox retry delay.")
+    read_only: bool = Field(
+        default=False, description="Start in read-only mode (/memory-mode read-only on|off)."
+    )
+    include_tool_messages: bool = Field(
+        default=False, description="Also record tool results of a turn (default: user and "
+        "assistant text only)."
+    )
+    install_skill: bool = Field(
+        default=True, description="Keep the memory-context skill in the workspace's skills/."
+    )
+    keep_delivered: int = Field(
+        default=10000, ge=0, description="Delivered outbox rows kept for idempotency."
+    )
+
+
+@dataclass
+class LoadedSettings:
+    path: Path
+    exists: bool
+    memory: MemoryConfig | None
+    plugin: PluginSettings
+    raw: dict[str, Any]
+    error: str | None = None  # why the plugin is disabled, when it is
+
+    @property
+    def configured(self) -> bool:
+        return self.exists and self.memory is not None and self.error is None
+
+
+def settings_path(config_dir: Path) -> Path:
+    env = os.environ.get(ENV_PATH)
+    return Path(env).expanduser() if env else config_dir / FILE_NAME
+
+
+def data_dir_for(settings: LoadedSettings) -> Path:
+    """``memory.data_dir`` (relative to memory.json) or ``<config dir>/memory-adapters``."""
+    base = settings.path.parent
+    if settings.memory is not None and settings.memory.data_dir:
+        path = Path(settings.memory.data_dir).expanduser()
+        return path if path.is_absolute() else base / path
+    return base / DATA_DIR_NAME
+
+
+def split_file(data: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(memory block, plugin block) from the file's JSON."""
+    if not isinstance(data, dict):
+        raise ConfigError("memory.json", "must be a JSON object", '{"memory": {...}}')
+    if "memory" in data:
+        unknown = [k for k in data if k not in _TOP_LEVEL]
+        if unknown:
+            raise ConfigError(
+                f"memory.json: {unknown[0]}", "unknown top-level key",
+                "allowed: " + ", ".join(_TOP_LEVEL),
+            )
+        memory, plugin = data["memory"], data.get("nanobot", {})
+    else:
+        memory = {k: v for k, v in data.items() if k != "nanobot"}
+        plugin = data.get("nanobot", {})
+    if not isinstance(memory, dict):
+        raise ConfigError("memory", "must be a JSON object", '{"condition": "no_memory"}')
+    if not isinstance(plugin, dict):
+        raise ConfigError("nanobot", "must be a JSON object", '{"recall_timeout_s": 5}')
+    return memory, plugin
+
+
+def check_templates(memory: MemoryConfig) -> None:
+    """Parse every scope template so a typo fails at load, not mid-conversation.
+
+    Fields are ``channel``, ``chat_id``, ``sender_id``, ``session_key`` or the name of a
+    string request attribute (``Nanobot.run(..., attributes={"persona": "p1"})``).
+    """
+    for name in ("run_id", "persona_id", "agent_id", "session_id"):
+        template = getattr(memory.scope, name)
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        except ValueError as exc:
+            raise ConfigError(f"memory.scope.{name}", f"bad template {template!r}: {exc}") from None
+        for field in fields:
+            if not field.isidentifier():
+                raise ConfigError(
+                    f"memory.scope.{name}",
+                    f"template field {{{field}}} is not a plain name",
+                    "use " + ", ".join(f"{{{f}}}" for f in TEMPLATE_FIELDS)
+                    + " or a request attribute name",
+                )
+
+
+def load_settings(path: Path) -> LoadedSettings:
+    """Read and validate; never raises — a problem becomes ``error`` (plugin disabled)."""
+    if not path.exists():
+        return LoadedSettings(path, False, None, PluginSettings(), {})
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        error = ConfigError(
+            str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
+        )
+        return LoadedSettings(path, True, None, PluginSettings(), {}, error=str(error))
+    except OSError as exc:
+        error = ConfigError(str(path), f"cannot be read ({exc.strerror or exc})")
+        return LoadedSettings(path, True, None, PluginSettings(), {}, error=str(error))
+    return parse_settings(path, raw)
+
+
+def parse_settings(path: Path, raw: Any) -> LoadedSettings:
+    """Validate the file's JSON; a problem becomes ``error``."""
+    from nanobot_memory_adapters.registry import resolve_config
+
+    keep = raw if isinstance(raw, dict) else {}
+    try:
+        memory_block, plugin_block = split_file(raw)
+        try:
+            plugin = PluginSettings.model_validate(plugin_block)
+        except ValidationError as exc:
+            raise validation_to_config_error(exc, prefix="nanobot") from None
+        memory, _spec = resolve_config(memory_block)
+        check_templates(memory)
+    except ConfigError as exc:
+        return LoadedSettings(path, True, None, PluginSettings(), keep, error=str(exc))
+    return LoadedSettings(path, True, memory, plugin, keep)
+
+
+def write_settings(path: Path, raw: dict[str, Any]) -> None:
+    """Atomic write (temp file + replace) so a crash never leaves a truncated file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".memory-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(raw, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def with_provider(raw: dict[str, Any], name: str, kind: str) -> dict[str, Any]:
+    """A copy of the file's JSON with ``name`` as the one active provider."""
+    data = json.loads(json.dumps(raw)) if raw else {}
+    wrapped = "memory" in data
+    block = data["memory"] if wrapped else data
+    block.pop("backend", None)
+    block.pop("condition", None)
+    block[kind] = name
+    return data if wrapped else block
+
+
+def with_plugin_option(raw: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    data = json.loads(json.dumps(raw)) if raw else {}
+    if "memory" not in data:  # normalise to the wrapped form when adding plugin options
+        plugin = data.pop("nanobot", {})
+        data = {"memory": data, "nanobot": plugin}
+    data.setdefault("nanobot", {})[key] = value
+    return data

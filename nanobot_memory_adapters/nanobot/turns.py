@@ -1,0 +1,161 @@
+"""A persisted nanobot turn -> one ``MemoryEvent``.
+
+The turn's messages are the session messages written since the turn started (all the
+user's messages of the turn, including ones injected while it ran, and the assistant's
+replies). Slash-command exchanges and summary checkpoints are nanobot's own, not user
+speech, and are left out; runtime-context blocks appended to user messages (the memory
+context itself, skill hints, quotes) are stripped so memory never re-ingests memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from nanobot_memory_adapters.config import MemoryConfig
+from nanobot_memory_adapters.events import MemoryEvent, Message
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.scope import MemoryScope
+
+_TAG_KEYS = ("scenario", "context", "attribute")
+
+
+def identity_values(
+    *, channel: str, chat_id: str, sender_id: str | None, session_key: str,
+    attributes: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    values = {k: v for k, v in (attributes or {}).items() if isinstance(v, str) and v}
+    values.update(
+        channel=channel or "unknown",
+        chat_id=chat_id or "unknown",
+        sender_id=sender_id or "unknown",
+        session_key=session_key,
+    )
+    return values
+
+
+def scope_for(memory: MemoryConfig, values: dict[str, str]) -> tuple[MemoryScope, str]:
+    """(scope, session id) for a request or a turn. Raises ValueError on a bad template."""
+    scope = MemoryScope(
+        run_id=memory.scope.render("run_id", values),
+        persona_id=memory.scope.render("persona_id", values),
+        agent_id=memory.scope.render("agent_id", values),
+    )
+    return scope, memory.scope.render("session_id", values)
+
+
+def tags_from(attributes: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k: v for k in _TAG_KEYS if isinstance(v := (attributes or {}).get(k), str) and v}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "text":
+                parts.append(str(block.get("text") or ""))
+            elif isinstance(block, Mapping) and block.get("type") in ("image_url", "image"):
+                parts.append("[image]")
+        return "\n".join(p for p in parts if p)
+    return "" if content is None else str(content)
+
+
+def _parse_ts(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def turn_messages(
+    messages: Sequence[Mapping[str, Any]], turn_id: str, *, include_tools: bool = False
+) -> list[Mapping[str, Any]]:
+    """The messages this turn added to the session."""
+    started = seams.turn_started_at(turn_id)
+    picked: list[Mapping[str, Any]] = []
+    if started is not None:
+        for message in reversed(messages):
+            ts = _parse_ts(message.get("timestamp"))
+            if ts is None or ts.tzinfo is not None or ts < started:
+                break
+            picked.append(message)
+        picked.reverse()
+    if not picked:  # unknown turn-id shape: walk back to the turn's user message
+        for message in reversed(messages):
+            picked.append(message)
+            if message.get("role") == "user" and not seams.is_internal_message(message):
+                break
+        picked.reverse()
+    roles = {"user", "assistant", "tool"} if include_tools else {"user", "assistant"}
+    return [m for m in picked if m.get("role") in roles and not seams.is_internal_message(m)]
+
+
+def build_event(
+    *,
+    memory: MemoryConfig,
+    messages: Sequence[Mapping[str, Any]],
+    turn_id: str,
+    channel: str,
+    chat_id: str,
+    sender_id: str | None,
+    session_key: str,
+    attributes: Mapping[str, Any] | None = None,
+    include_tools: bool = False,
+) -> MemoryEvent | None:
+    """The turn as a MemoryEvent, or None when it holds no user speech (commands, etc.)."""
+    chosen = turn_messages(messages, turn_id, include_tools=include_tools)
+    out: list[Message] = []
+    first_ts: datetime | None = None
+    tools_used: list[str] = []
+    for raw in chosen:
+        message = seams.public_message(raw)
+        role = message.get("role")
+        for call in message.get("tool_calls") or []:
+            name = (call.get("function") or {}).get("name") if isinstance(call, Mapping) else None
+            if name:
+                tools_used.append(str(name))
+        text = _text(message.get("content")).strip()
+        if not text:
+            continue
+        if role == "tool":
+            out.append(Message(role="tool", content=text,
+                               tool_call_id=message.get("tool_call_id") or None,
+                               name=message.get("name") or None))
+        else:
+            out.append(Message(role=role, content=text))  # type: ignore[arg-type]
+        if first_ts is None:
+            first_ts = _parse_ts(message.get("timestamp"))
+    if not any(m.role == "user" for m in out):
+        return None
+    values = identity_values(channel=channel, chat_id=chat_id, sender_id=sender_id,
+                             session_key=session_key, attributes=attributes)
+    scope, session_id = scope_for(memory, values)
+    when = (first_ts.astimezone() if first_ts and first_ts.tzinfo is None else first_ts) \
+        or datetime.now(UTC)
+    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
+    tags = tags_from(attributes)
+    return MemoryEvent(
+        event_id=f"nb-{digest}",
+        run_id=scope.run_id,
+        user_id=scope.persona_id,
+        agent_id=scope.agent_id or "nanobot",
+        session_id=session_id,
+        turn_id=turn_id,
+        timestamp=when.astimezone(UTC),
+        messages=out,
+        metadata={
+            "source": "nanobot",
+            "channel": channel,
+            "chat_id": chat_id,
+            "sender_id": sender_id,
+            "session_key": session_key,
+            **({"tools_used": sorted(set(tools_used))} if tools_used else {}),
+        },
+        **tags,
+    )
