@@ -1,0 +1,271 @@
+"""Benchmark the mem0 adapter on LoCoMo conv-26 (419 turns): ingest, retrieve, overhead.
+
+    python benchmarks/bench_mem0.py [--data PATH] [--sample conv-26] [--rounds 3]
+                                    [--infer-double] [--json out.json]
+
+- Ingest: every turn of the conversation becomes one ``MemoryEvent`` (speaker_a is the
+  user, speaker_b the assistant, each message named by its speaker; time from the
+  session's date) written with ``record_event`` (one mem0 ``add`` each), and again with
+  ``record_events`` (mem0's multi-message add, one call per session chunk) into a
+  second run. Reports turns/s.
+- Retrieve: each LoCoMo question of the sample is one query; latency p50/p95 of
+  ``adapter.retrieve`` (native search + formatting + trace).
+- Overhead: for each query, ``AsyncMemory.search`` is also called directly with the
+  arguments the adapter builds (``adapter.search_arguments``) on the same store and the
+  same AsyncMemory instance, alternating which goes first. Result ids and order must be
+  identical; the p50 overhead must stay under 5%.
+
+Default mode is mem0 without an LLM (infer=False, the embedded default that reports as
+``simple_rag``). ``--infer-double`` also measures ingest with infer=True against the
+deterministic LLM double from ``tests/llm_double`` (instant answers, so the figure is
+the mem0 + adapter pipeline cost, not an LLM's). Not a timed test: run it by hand.
+The data file is read in place, never copied into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from nanobot_memory_adapters.backends.mem0 import LLMSettings, Mem0Adapter, Mem0Config  # noqa: E402
+from nanobot_memory_adapters.contract import (  # noqa: E402
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+)
+
+DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm) on (\d{1,2}) (\w+),? (\d{4})", re.I)
+
+
+def parse_locomo_time(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> an aware datetime (UTC; LoCoMo gives no zone)."""
+    m = _DATE.search(text)
+    if not m:
+        raise ValueError(f"unrecognised LoCoMo date {text!r}")
+    hour, minute, ampm, day, month, year = m.groups()
+    h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    parsed = datetime.strptime(f"{day} {month} {year}", "%d %B %Y")
+    return parsed.replace(hour=h, minute=int(minute), tzinfo=UTC)
+
+
+def load_sample(path: Path, sample_id: str) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for sample in data:
+        if sample.get("sample_id") == sample_id:
+            return sample
+    raise SystemExit(f"{sample_id} not in {path}")
+
+
+def sessions(sample: dict[str, Any]) -> list[tuple[int, datetime, list[dict[str, Any]]]]:
+    conv = sample["conversation"]
+    out = []
+    for key, turns in conv.items():
+        m = re.fullmatch(r"session_(\d+)", key)
+        if m and isinstance(turns, list) and turns:
+            n = int(m.group(1))
+            out.append((n, parse_locomo_time(conv[f"session_{n}_date_time"]), turns))
+    return sorted(out, key=lambda s: s[0])
+
+
+def events_for(sample: dict[str, Any], scope: MemoryScope) -> list[list[MemoryEvent]]:
+    """One event per turn, grouped by session."""
+    speaker_a = sample["conversation"]["speaker_a"]
+    grouped = []
+    for n, start, turns in sessions(sample):
+        group = []
+        for i, turn in enumerate(turns):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            role = "user" if turn["speaker"] == speaker_a else "assistant"
+            group.append(MemoryEvent(
+                event_id=f"{sample['sample_id']}-{turn['dia_id']}".replace(":", "_"),
+                run_id=scope.run_id,
+                user_id=scope.persona_id,
+                agent_id=scope.agent_id or "nanobot",
+                session_id=f"session_{n}",
+                turn_id=turn["dia_id"],
+                timestamp=start + timedelta(seconds=30 * i),
+                messages=[{"role": role, "content": text, "name": turn["speaker"]}],
+            ))
+        grouped.append(group)
+    return grouped
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+async def ingest(adapter: Mem0Adapter, grouped: list[list[MemoryEvent]], bulk: bool) -> float:
+    started = time.perf_counter()
+    for group in grouped:
+        if bulk:
+            await adapter.record_events(group)
+        else:
+            for event in group:
+                await adapter.record_event(event)
+    return time.perf_counter() - started
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    sample = load_sample(args.data, args.sample)
+    speaker = re.sub(r"\W+", "_", sample["conversation"]["speaker_a"].lower())
+    questions = [q["question"] for q in sample["qa"] if q.get("question")]
+    report: dict[str, Any] = {"sample": args.sample, "questions": len(questions)}
+    tmp = tempfile.TemporaryDirectory(prefix="bench-mem0-")
+    data_dir = Path(args.data_dir or tmp.name)
+    adapter = Mem0Adapter(data_dir)
+    try:
+        scope = MemoryScope(run_id="bench-single", persona_id=speaker, agent_id="nanobot")
+        bulk_scope = MemoryScope(run_id="bench-bulk", persona_id=speaker, agent_id="nanobot")
+        await adapter.setup_scope(scope)  # loads the embedder: not part of the timing
+        grouped = events_for(sample, scope)
+        turns = sum(len(g) for g in grouped)
+        report["turns"] = turns
+        seconds = await ingest(adapter, grouped, bulk=False)
+        report["ingest_record_event"] = {"seconds": seconds, "turns_per_s": turns / seconds}
+        seconds = await ingest(adapter, events_for(sample, bulk_scope), bulk=True)
+        report["ingest_record_events"] = {"seconds": seconds, "turns_per_s": turns / seconds}
+
+        memory = await adapter._native()
+        budget = ContextBudget(max_tokens=args.max_tokens)
+        requests = [
+            RetrieveRequest(query=q, scope=scope, session_id="bench", budget=budget)
+            for q in questions
+        ]
+        for request in requests[:5]:  # warm-up
+            await adapter.retrieve(request)
+        adapter_ms: list[float] = []
+        direct_ms: list[float] = []
+        format_ms: list[float] = []
+        mismatches: list[str] = []
+        for round_no in range(args.rounds):
+            for i, request in enumerate(requests):
+                query, kwargs = adapter.search_arguments(request)
+
+                async def via_adapter(request=request):
+                    t = time.perf_counter()
+                    result = await adapter.retrieve(request)
+                    adapter_ms.append((time.perf_counter() - t) * 1000)
+                    # The shared formatter's share of that call, timed on the same items.
+                    t = time.perf_counter()
+                    adapter.render(request.scope, result.items, request.budget)
+                    format_ms.append((time.perf_counter() - t) * 1000)
+                    return [item.native_id for item in result.items]
+
+                async def direct(query=query, kwargs=kwargs):
+                    t = time.perf_counter()
+                    raw = await memory.search(query, **kwargs)
+                    direct_ms.append((time.perf_counter() - t) * 1000)
+                    return [r["id"] for r in raw["results"]]
+
+                if (i + round_no) % 2:
+                    ids_a, ids_d = await via_adapter(), await direct()
+                else:
+                    ids_d, ids_a = await direct(), await via_adapter()
+                if ids_a != ids_d:
+                    mismatches.append(request.query)
+        a50, d50 = statistics.median(adapter_ms), statistics.median(direct_ms)
+        unformatted = statistics.median(a - f for a, f in zip(adapter_ms, format_ms, strict=True))
+        # Paired: the two calls of one query run back to back, so machine load hits both.
+        paired = statistics.median(a - d for a, d in zip(adapter_ms, direct_ms, strict=True))
+        report["retrieve"] = {
+            "top_k": adapter.search_arguments(requests[0])[1]["top_k"],
+            "samples": len(adapter_ms),
+            "adapter_p50_ms": a50,
+            "adapter_p95_ms": pct(adapter_ms, 0.95),
+            "direct_p50_ms": d50,
+            "direct_p95_ms": pct(direct_ms, 0.95),
+            "p50_overhead_pct": (a50 - d50) / d50 * 100,
+            "paired_p50_overhead_ms": paired,
+            "paired_p50_overhead_pct": paired / d50 * 100,
+            "format_p50_ms": statistics.median(format_ms),
+            "p50_overhead_excluding_format_pct": (unformatted - d50) / d50 * 100,
+            "ids_and_order_identical": not mismatches,
+            "mismatched_queries": mismatches[:5],
+        }
+
+        if args.infer_double:
+            report["ingest_infer_double"] = await bench_infer(sample, speaker, data_dir)
+    finally:
+        await adapter.aclose()
+        tmp.cleanup()
+    return report
+
+
+async def bench_infer(sample: dict[str, Any], speaker: str, data_dir: Path) -> dict[str, Any]:
+    from tests.llm_double import LLMDouble
+
+    out: dict[str, Any] = {}
+    with LLMDouble() as double:
+        config = Mem0Config(llm=LLMSettings(base_url=double.base_url, model="double"))
+        adapter = Mem0Adapter(data_dir / "infer", config)
+        try:
+            for bulk in (False, True):
+                scope = MemoryScope(run_id=f"bench-infer-{int(bulk)}", persona_id=speaker,
+                                    agent_id="nanobot")
+                await adapter.setup_scope(scope)
+                grouped = events_for(sample, scope)
+                turns = sum(len(g) for g in grouped)
+                calls = len(double.chat_requests())
+                seconds = await ingest(adapter, grouped, bulk=bulk)
+                name = "record_events" if bulk else "record_event"
+                out[name] = {"seconds": seconds, "turns_per_s": turns / seconds,
+                             "llm_calls": len(double.chat_requests()) - calls}
+        finally:
+            await adapter.aclose()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help="LoCoMo JSON (default: ../shared/data/locomo/locomo7.json "
+                             "relative to the repository root)")
+    parser.add_argument("--sample", default="conv-26")
+    parser.add_argument("--rounds", type=int, default=3, help="retrieval rounds over all questions")
+    parser.add_argument("--max-tokens", type=int, default=2000,
+                        help="context budget per retrieve (top_k = max_tokens // 60)")
+    parser.add_argument("--data-dir", help="keep the store here instead of a temp dir")
+    parser.add_argument("--infer-double", action="store_true",
+                        help="also ingest with infer=True against the LLM test double")
+    parser.add_argument("--json", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    if not args.data.exists():
+        raise SystemExit(f"LoCoMo data not found at {args.data}; pass --data PATH")
+    report = asyncio.run(bench(args))
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    r = report["retrieve"]
+    ok = r["ids_and_order_identical"] and r["p50_overhead_pct"] < 5.0
+    print(f"\n{'PASS' if ok else 'FAIL'}: ids/order identical={r['ids_and_order_identical']}, "
+          f"p50 overhead {r['p50_overhead_pct']:.2f}% (limit 5%)")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
