@@ -441,3 +441,37 @@ async def test_unreachable_llm_is_a_retryable_adapter_error(data_dir):
         assert (await adapter.retrieve(_request(scope, "Paris"))).items == []
     finally:
         await adapter.aclose()
+
+
+async def test_neo4j_is_selectable_by_config(llm_double, data_dir):
+    """Neo4j/FalkorDB are documented and wired but not run in CI: check the plumbing."""
+    from graphiti_core.driver.neo4j_driver import Neo4jDriver
+
+    adapter = _load(
+        llm_double,
+        data_dir,
+        database={"provider": "neo4j", "uri": "bolt://127.0.0.1:7687", "user": "neo4j",
+                  "password": "secret", "database": "memory"},
+    )
+    assert adapter.info.description.endswith("neo4j.")
+    driver = await adapter._driver()
+    try:
+        assert isinstance(driver, Neo4jDriver)
+        assert driver._database == "memory"
+    finally:
+        await driver.close()
+    with pytest.raises(ConfigError) as info:
+        _load(llm_double, data_dir, database={"provider": "neo4j"})
+    assert "database.uri" in str(info.value)
+
+
+async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
+    """Documented upstream behaviour: identical wording hits Graphiti's exact-text fast
+    path, which returns the old (invalidated) edge and invalidates nothing."""
+    scope = MemoryScope(run_id="restate", persona_id="alice")
+    for turn, text in enumerate(["I live in Paris.", "I moved to Berlin.", "I live in Paris."]):
+        await adapter.record_event(_event(scope, turn, text, T1 + timedelta(days=turn)))
+    current = await adapter.retrieve(
+        _request(scope, "Where does alice live?", filters={"current_facts_only": True})
+    )
+    assert [i.text for i in current.items] == ["alice moved to Berlin"]

@@ -14,8 +14,8 @@ response model's class name). Every answer is derived from the prompt's own sect
 - Any other first-person statement ``<speaker> <verb> <object...>`` becomes a fact about
   the speaker with the verb as its relation (not exclusive). Questions are skipped.
 - Contradiction (EdgeDuplicate): the NEW FACT and an older fact parse to the same subject
-  and the same exclusive family with a different object. Duplicate: same subject, family
-  and object.
+  and the same exclusive family with a different object. Duplicate: the same fact text
+  (so "lives in Kyoto" after an invalidated "moved to Kyoto" is a new, current fact).
 - Times: ``valid_at`` is the episode's own timestamp (or REFERENCE_TIME); no ``invalid_at``
   is ever made up.
 
@@ -437,13 +437,30 @@ def node_resolutions(req: ChatRequest) -> ChatReply | None:
     return json_reply({"entity_resolutions": resolutions}, f"{NAME}.NodeResolutions")
 
 
+def node_duplicate(req: ChatRequest) -> ChatReply | None:
+    """NodeDuplicate (single-entity dedupe): same rule as NodeResolutions."""
+    text = req.user
+    entity = json_section(text, "NEW ENTITY") or {}
+    existing = json_section(text, "EXISTING ENTITIES") or []
+    name = str(entity.get("name", "")) if isinstance(entity, dict) else str(entity)
+    match = next(
+        (e.get("candidate_id") for e in existing
+         if isinstance(e, dict) and _norm(e.get("name", "")) == _norm(name)),
+        -1,
+    )
+    return json_reply(
+        {"id": 0, "name": name, "duplicate_candidate_id": match if isinstance(match, int) else -1},
+        f"{NAME}.NodeDuplicate",
+    )
+
+
 def _fact_list(text: str, tag: str) -> list[dict[str, Any]]:
     value = json_section(text, tag)
     return [f for f in value or [] if isinstance(f, dict) and "idx" in f]
 
 
 def edge_duplicate(req: ChatRequest) -> ChatReply | None:
-    """EdgeDuplicate: same claim -> duplicate; same subject and exclusive family with a
+    """EdgeDuplicate: same fact text -> duplicate; same subject and exclusive family with a
     different object -> contradicted."""
     text = req.user
     existing = _fact_list(text, "EXISTING FACTS")
@@ -462,10 +479,7 @@ def edge_duplicate(req: ChatRequest) -> ChatReply | None:
         old = parse_sentence(old_text, [], None)
         if new is None or old is None or old.key() != new.key():
             continue
-        if _norm(old.object) == _norm(new.object):
-            if is_existing:
-                duplicates.append(fact["idx"])
-        elif new.exclusive:
+        if new.exclusive and _norm(old.object) != _norm(new.object):
             contradicted.append(fact["idx"])
     return json_reply(
         {"duplicate_facts": duplicates, "contradicted_facts": contradicted},
@@ -564,6 +578,7 @@ _BY_SCHEMA = {
     "ExtractedEdges": extracted_edges,
     "CombinedExtraction": combined_extraction,
     "NodeResolutions": node_resolutions,
+    "NodeDuplicate": node_duplicate,
     "EdgeDuplicate": edge_duplicate,
     "EdgeTimestamps": edge_timestamps,
     "BatchEdgeTimestamps": batch_edge_timestamps,
