@@ -4,6 +4,7 @@ fidelity against a transcript recorded from a real Honcho server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -196,6 +197,30 @@ async def test_retrieve_uses_native_budget_and_formats_representation_as_prose(s
         assert any("pet_observability=weak" in w for w in result.trace.warnings)
         tiny = await adapter.retrieve(_request(scope, "What do I eat?", tokens=80))
         assert count_tokens(tiny.formatted_context) <= 80
+    finally:
+        await adapter.aclose()
+
+
+async def test_session_summary_after_twenty_messages(honcho):
+    """Double only: the real server writes the summary at once, but its API process serves
+    the session from an in-process cache (default, no Redis) for up to 300 s, so the
+    summary shows up in session.context minutes later (measured; docs/honcho.md)."""
+    adapter = _adapter(honcho.base_url)
+    try:
+        scope = _scope()
+        for n in range(1, 11):  # 10 turns = 20 messages: Honcho writes a short summary
+            await adapter.record_event(_event(scope, f"Day {n}: I practised the violin.", n=n))
+        assert (await adapter.wait_until_ready(scope, 20)).status == "ready"
+        await asyncio.sleep(0.5)  # readiness covers representation work, not summaries
+        result = await adapter.retrieve(_request(scope, "What do I practise?", tokens=2000))
+        summaries = [i for i in result.items if i.group == "summary"]
+        assert len(summaries) == 1, [i.native_type for i in result.items]
+        summary = summaries[0]
+        assert summary.native_type == "session_summary.short" and summary.native_id
+        assert "violin" in summary.text and "Session summary" in result.formatted_context
+        # Messages resume AT the message the summary covers up to (inclusive, as measured).
+        tail = [i for i in result.items if i.group == "messages"]
+        assert [i.native_id for i in tail] == [summary.native_id]
     finally:
         await adapter.aclose()
 

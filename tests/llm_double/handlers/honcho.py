@@ -5,11 +5,12 @@
   ``YYYY-MM-DD HH:MM:SS peer: text``. Answer: ``{"explicit": [{"content": ...}]}`` with
   one observation per message of the target peer, ``"<peer> said: <text>"`` (derived from
   the request only; the real server prefixes each with the message's timestamp itself).
-- Summarizer: a plain prompt asking for a summary of a conversation: a deterministic
-  digest that quotes the first words of every line it was given.
-- Dialectic (``peer.chat``): any other plain prompt mentioning a representation: quote
-  its observations back. The real server also sends tools; this double answers without
-  calling them.
+- Summarizer: the server's summary prompt ("You are a system that summarizes parts of a
+  conversation", text in ``<conversation>``) or the double's: a deterministic digest
+  that quotes the first words of every line it was given.
+- Dialectic (``peer.chat``) of the Honcho double (a ``<representation>`` block): quote
+  its observations back. The real server's dialectic (tools, no such block) falls through
+  to the generic plain-chat handler.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from tests.llm_double.server import ChatReply, ChatRequest, json_reply
 
 _TARGET = re.compile(r"Target peer:\s*\n\s*(\S+)")
 _MESSAGES = re.compile(r"<messages>\n(.*?)\n?</messages>", re.S)
+# The real server's summary prompts and the Honcho double's: nothing else says these.
+_SUMMARY_MARKERS = (
+    "You are a system that summarizes parts of a conversation",
+    "Summarize the following conversation concisely.",
+)
 _LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (\S+?): (.*)$")
 
 
@@ -43,9 +49,9 @@ def deriver(req: ChatRequest) -> ChatReply | None:
 
 def summarizer(req: ChatRequest) -> ChatReply | None:
     text = req.all_text
-    if req.response_format or (req.tools and "summar" not in text.lower()):
+    if req.response_format or "<conversation>" not in text:
         return None
-    if "summar" not in text.lower() or "conversation" not in text.lower():
+    if not any(marker in text for marker in _SUMMARY_MARKERS):
         return None
     inner = re.search(r"<conversation>\n(.*?)\n?</conversation>", text, re.S)
     lines = (inner.group(1) if inner else text).splitlines()
