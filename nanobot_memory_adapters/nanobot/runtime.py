@@ -164,7 +164,7 @@ class MemoryPlugin:
             self.status, self.provider = "unconfigured", ""
             self.reason = (f"no {s.path.name} at {s.path}; nanobot's own memory (MEMORY.md) "
                            "is in use")
-            logger.info("{}: {}", LOG, self.reason)
+            logger.debug("{}: {}", LOG, self.reason)
         elif s.error or s.memory is None:
             self._disable(s.error or "memory config could not be read")
         elif not s.memory.enabled:
@@ -175,7 +175,7 @@ class MemoryPlugin:
             self.status, self.provider = "passthrough", PASSTHROUGH
             self.reason = ("rolling_summary: nanobot's own MEMORY.md, history.jsonl and Dream "
                            "are in charge; the plugin is passive")
-            logger.info("{}: {}", LOG, self.reason)
+            logger.debug("{}: {}", LOG, self.reason)
         else:
             problem = self._check_block(s)
             if problem:
@@ -184,7 +184,7 @@ class MemoryPlugin:
                 self.status, self.provider = "active", s.memory.provider_name
                 self.reason = ""
                 self.data_dir = data_dir_for(s)
-                logger.info("{}: memory provider '{}' selected (config {}, data {})",
+                logger.debug("{}: memory provider '{}' selected (config {}, data {})",
                             LOG, self.provider, s.path, self.data_dir)
         self._sync_skill()
 
@@ -240,7 +240,7 @@ class MemoryPlugin:
 
     async def _ensure_adapter(self) -> bool:
         """The provider is built once, in a task a timed-out caller cannot cancel."""
-        if self.status != "active":
+        if self.status != "active" or self._closed:
             return False
         if self.adapter is not None:
             return True
@@ -277,7 +277,7 @@ class MemoryPlugin:
             await adapter.set_mode(AdapterMode(read_only=True, reason="nanobot read-only"))
         self.adapter = adapter
         self._scopes_ready = set()
-        logger.info("{}: memory provider '{}' ready", LOG, provider)
+        logger.debug("{}: memory provider '{}' ready", LOG, provider)
         # Events left by an earlier process (or an outage) go out now.
         self._schedule_drain()
         return True
@@ -389,7 +389,7 @@ class MemoryPlugin:
                 query=query, scope=scope, session_id=session_id,
                 budget=memory.budget.to_budget(), **tags_from(attributes),
             )
-            await self._wait_for_own_writes(session_key, self.settings.plugin.recall_timeout_s)
+            await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
             started = time.perf_counter()
             try:
                 result = await asyncio.wait_for(
@@ -485,6 +485,8 @@ class MemoryPlugin:
         self._schedule_drain()
 
     def _schedule_drain(self) -> None:
+        if self._closed:
+            return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -492,6 +494,8 @@ class MemoryPlugin:
         seams.schedule_background(self.loop, self._drain())
 
     def _schedule_retry(self) -> None:
+        if self._closed:
+            return
         if self._retry_task is not None and not self._retry_task.done():
             return
         delay = self._retry_delay
@@ -507,7 +511,7 @@ class MemoryPlugin:
 
     async def _drain(self) -> None:
         """Deliver pending events in order until the outbox is empty or the backend fails."""
-        if self.status != "active" or self.read_only:
+        if self.status != "active" or self.read_only or self._closed:
             return
         drain_lock = self._lock()
         async with drain_lock:
@@ -527,7 +531,8 @@ class MemoryPlugin:
                     if not rows:
                         break
                     for row in rows:
-                        if self.read_only or self.provider != provider or self.adapter is None:
+                        if (self.read_only or self.provider != provider or self.adapter is None
+                                or self._closed):
                             return
                         if not await self._deliver(row):
                             self._schedule_retry()
@@ -580,7 +585,7 @@ class MemoryPlugin:
 
     async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
         """Let this session's just-queued turns land first, when the backend is healthy."""
-        if (not self._unsettled.get(session_key) or self.read_only
+        if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.read_only
                 or self.writes_failing_since is not None):
             return
         condition = self._condition()
@@ -600,7 +605,7 @@ class MemoryPlugin:
                 self.writes_failing_since = time.time()
             await asyncio.to_thread(self.outbox.mark_retry, row.seq, error)
             logger.warning("{}: '{}' did not accept event {} ({}); kept in the outbox, "
-                           "retrying in {:.0f}s", LOG, self.provider, row.event_id, exc,
+                           "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
                            self._retry_delay)
             return False
         await asyncio.to_thread(self.outbox.mark_failed, row.seq, error)

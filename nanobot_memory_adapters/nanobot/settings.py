@@ -58,6 +58,11 @@ class PluginSettings(BaseModel):
         default=120.0, gt=0, description="Longest the first turn waits for the provider to "
         "start (e.g. loading a local embedding model)."
     )
+    read_your_writes_s: float = Field(
+        default=0.0, ge=0, description="Before retrieving, wait up to this long for the "
+        "session's previous turns to reach the backend (0: never; the reply path then "
+        "never waits on a write)."
+    )
     write_timeout_s: float = Field(default=60.0, gt=0, description="Per record_event call.")
     health_timeout_s: float = Field(default=10.0, gt=0)
     retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")

@@ -1,0 +1,56 @@
+"""``nanobot agent -c CONFIG -m TEXT`` as a subprocess: the installed entry point, the
+``-c`` directory's memory.json, and the outbox flushed before the process exits."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.nanobot.conftest import agent_request
+
+
+def reply_of(proc) -> str:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.split("🐈 nanobot", 1)[-1].strip()
+
+
+async def test_cli_agent_runs_with_the_plugin(home, llm_double):
+    home.write_memory({"memory": {"condition": "full_history"}})
+    first = reply_of(home.cli("I keep bees on my roof."))
+    assert "You said: I keep bees on my roof." in first
+
+    health = reply_of(home.cli("/memory-health"))
+    # the previous process delivered its turn before exiting (nanobot drains background tasks)
+    assert "memory: full_history — ok" in health
+    assert "outbox: 0 pending, 0 failed, 1 delivered" in health
+
+    second = reply_of(home.cli("What do I keep on my roof?"))
+    assert "memory sections: full_history:default/cli-user." in second
+    req = agent_request(llm_double, "What do I keep on my roof?")
+    assert "I keep bees on my roof." in req.system
+
+    help_text = reply_of(home.cli("/help"))
+    assert "/memory-mode [read-only on|off | <provider>]" in help_text
+    assert "/memory-health" in help_text
+
+
+async def test_cli_with_a_broken_memory_config_still_answers(home):
+    home.write_memory('{"memory": {"backend": "mem0", "mem0": {"embedding_dims": "lots"}}}')
+    proc = home.cli("Are you there?")
+    assert "You said: Are you there?" in reply_of(proc)
+    assert "memory disabled — memory.mem0.embedding_dims" in proc.stderr  # the log says why
+    health = reply_of(home.cli("/memory-health"))
+    assert health.startswith("memory: disabled — memory.mem0.embedding_dims")
+    assert "nanobot is running with its own memory" in health
+
+
+async def test_cli_memory_mode_mem0_persists_to_the_next_process(home):
+    pytest.importorskip("mem0")
+    home.write_memory({"memory": {"condition": "no_memory"}})
+    switched = reply_of(home.cli("/memory-mode mem0"))
+    assert "memory provider is now 'mem0'" in switched
+    assert home.read_memory()["memory"] == {"backend": "mem0"}
+    shown = reply_of(home.cli("/memory-mode"))
+    assert "memory provider: mem0 (backend)" in shown
+    reply_of(home.cli("My dog is called Rex."))
+    answer = reply_of(home.cli("What is my dog called?"))
+    assert "default/cli-user" in answer  # a mem0 section for this CLI user reached the LLM

@@ -1,0 +1,221 @@
+"""Units of the plugin: outbox, turn extraction, settings, the seam guard, the skill copy."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from nanobot_memory_adapters.config import MemoryConfig
+from nanobot_memory_adapters.events import MemoryEvent, Message
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.settings import (
+    load_settings,
+    settings_path,
+    with_plugin_option,
+    with_provider,
+)
+from nanobot_memory_adapters.nanobot.skill import SKILL_TEXT, install_skill, remove_skill
+from nanobot_memory_adapters.nanobot.turns import build_event, turn_messages
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def event(i: int, **kw) -> MemoryEvent:
+    return MemoryEvent(
+        event_id=f"e{i}", run_id="r", user_id="u", agent_id="a", session_id="s",
+        turn_id=f"t{i}", timestamp=datetime.now(UTC),
+        messages=[Message(role="user", content=f"turn {i}")], **kw,
+    )
+
+
+def test_outbox_keeps_order_and_is_idempotent_by_event_id(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite3")
+    assert [box.enqueue("p", event(i), "k") for i in (1, 2, 3)] == [True, True, True]
+    assert box.enqueue("p", event(2), "k") is False  # same event_id: no second row
+    assert box.enqueue("other", event(2), "k") is True  # per provider
+    assert [r.event_id for r in box.pending("p")] == ["e1", "e2", "e3"]
+    first = box.pending("p")[0]
+    box.mark_retry(first.seq, "down")
+    assert box.pending("p")[0].event_id == "e1"  # a retry keeps its place
+    box.mark_delivered(first.seq, status="committed", native_ids=["n1"], latency_ms=1.0)
+    box.mark_failed(box.pending("p")[0].seq, "rejected")
+    assert box.enqueue("p", event(1), "k") is False  # delivered ids stay known
+    stats = box.stats("p")
+    assert (stats.pending, stats.failed, stats.delivered, stats.pending_other_providers) == (
+        1, 1, 1, 1)
+    assert stats.last_error == "rejected"
+    assert box.requeue_failed("p") == 1
+    box.close()
+    reopened = Outbox(tmp_path / "o.sqlite3")  # durable across processes
+    assert [r.event_id for r in reopened.pending("p")] == ["e2", "e3"]
+    assert reopened.pending("p")[0].event().messages[0].content == "turn 2"
+
+
+def test_outbox_drain_lock_admits_one_drainer(tmp_path):
+    a, b = Outbox(tmp_path / "o.sqlite3"), Outbox(tmp_path / "o.sqlite3")
+    with a.drain_lock() as first, b.drain_lock() as second:
+        assert first and not second
+    with b.drain_lock() as again:
+        assert again
+
+
+def test_outbox_prunes_old_delivered_rows(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite3", keep_delivered=2)
+    for i in range(5):
+        box.enqueue("p", event(i), "k")
+        row = box.pending("p")[0]
+        box.mark_delivered(row.seq, status="committed", native_ids=[], latency_ms=None)
+    assert [r["event_id"] for r in box.rows()] == ["e3", "e4"]
+
+
+def _ts(offset_s: float) -> str:
+    return (datetime.now() + timedelta(seconds=offset_s)).isoformat()
+
+
+def test_turn_messages_take_the_whole_turn_and_skip_commands():
+    turn_id = f"telegram:a:{time.time_ns()}"
+    messages = [
+        {"role": "user", "content": "old turn", "timestamp": _ts(-60)},
+        {"role": "assistant", "content": "old reply", "timestamp": _ts(-59)},
+        {"role": "user", "content": "/memory-health", "_command": True, "timestamp": _ts(-50)},
+        {"role": "assistant", "content": "memory: ok", "_command": True, "timestamp": _ts(-50)},
+        {"role": "user", "content": "first part", "timestamp": _ts(1)},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}],
+         "timestamp": _ts(2)},
+        {"role": "tool", "tool_call_id": "c1", "name": "grep", "content": "hits",
+         "timestamp": _ts(2)},
+        {"role": "user", "content": "injected second part", "timestamp": _ts(3)},
+        {"role": "assistant", "content": "final answer", "timestamp": _ts(4)},
+    ]
+    picked = [m["content"] for m in turn_messages(messages, turn_id)]
+    assert picked == ["first part", None, "injected second part", "final answer"]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    ev = build_event(memory=memory, messages=messages, turn_id=turn_id, channel="telegram",
+                     chat_id="a", sender_id="a", session_key="telegram:a",
+                     attributes={"scenario": "travel", "persona": "p1"})
+    assert [(m.role, m.content) for m in ev.messages] == [
+        ("user", "first part"), ("user", "injected second part"), ("assistant", "final answer")]
+    assert ev.metadata["tools_used"] == ["grep"] and ev.scenario == "travel"
+    assert ev.user_id == "telegram-a" and ev.timestamp.tzinfo is not None
+    # an unknown turn-id shape falls back to "since the last user message"
+    assert [m["content"] for m in turn_messages(messages, "opaque")] == [
+        "injected second part", "final answer"]
+    # a command-only turn is not an event
+    command_turn = f"telegram:a:{time.time_ns()}"
+    cmd = [{"role": "user", "content": "/help", "_command": True, "timestamp": _ts(1)},
+           {"role": "assistant", "content": "...", "_command": True, "timestamp": _ts(1)}]
+    assert build_event(memory=memory, messages=cmd, turn_id=command_turn, channel="t",
+                       chat_id="a", sender_id="a", session_key="t:a") is None
+
+
+def test_runtime_context_is_stripped_from_recorded_user_messages():
+    from nanobot.runtime_context import RuntimeContextBlock, append_runtime_context
+
+    text, marker = append_runtime_context(
+        "hello", [RuntimeContextBlock(source="x", content="<memory-context>old</memory-context>")])
+    turn_id = f"c:d:{time.time_ns()}"
+    messages = [{"role": "user", "content": text, "_runtime_context": marker,
+                 "timestamp": _ts(1)},
+                {"role": "assistant", "content": "hi", "timestamp": _ts(2)}]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    ev = build_event(memory=memory, messages=messages, turn_id=turn_id, channel="c",
+                     chat_id="d", sender_id="d", session_key="c:d")
+    assert ev.messages[0].content == "hello"
+
+
+def test_templates_with_unknown_attributes_fail_the_turn_not_the_load(tmp_path):
+    path = tmp_path / "memory.json"
+    path.write_text(json.dumps({"memory": {"condition": "full_history",
+                                           "scope": {"persona_id": "{persona}"}}}))
+    loaded = load_settings(path)
+    assert loaded.error is None
+    memory = loaded.memory
+    turn_id = f"c:d:{time.time_ns()}"
+    msgs = [{"role": "user", "content": "x", "timestamp": _ts(1)}]
+    with pytest.raises(ValueError, match="unknown field"):
+        build_event(memory=memory, messages=msgs, turn_id=turn_id, channel="c", chat_id="d",
+                    sender_id="d", session_key="c:d")
+    ev = build_event(memory=memory, messages=msgs, turn_id=turn_id, channel="c", chat_id="d",
+                     sender_id="d", session_key="c:d", attributes={"persona": "p7"})
+    assert ev.user_id == "p7"
+
+
+def test_settings_file_shapes_and_edits(tmp_path, monkeypatch):
+    path = tmp_path / "memory.json"
+    assert settings_path(tmp_path) == path
+    monkeypatch.setenv("NANOBOT_MEMORY_CONFIG", str(tmp_path / "elsewhere.json"))
+    assert settings_path(tmp_path) == tmp_path / "elsewhere.json"
+    path.write_text(json.dumps({"condition": "no_memory", "nanobot": {"recall_timeout_s": 2}}))
+    loaded = load_settings(path)
+    assert loaded.memory.provider_name == "no_memory" and loaded.plugin.recall_timeout_s == 2
+    path.write_text(json.dumps({"memory": {"condition": "no_memory"}, "extra": 1}))
+    assert "unknown top-level key" in load_settings(path).error
+    path.write_text(json.dumps({"memory": {"condition": "no_memory"},
+                                "nanobot": {"recall_timeout": 2}}))
+    assert "nanobot.recall_timeout" in load_settings(path).error
+    raw = {"memory": {"condition": "no_memory", "budget": {"max_tokens": 9}}}
+    assert with_provider(raw, "mem0", "backend") == {
+        "memory": {"budget": {"max_tokens": 9}, "backend": "mem0"}}
+    assert with_plugin_option({"condition": "x"}, "read_only", True) == {
+        "memory": {"condition": "x"}, "nanobot": {"read_only": True}}
+
+
+def test_skill_copy_matches_the_repository_skill(tmp_path):
+    assert (REPO / "skills" / "memory-context" / "SKILL.md").read_text() == SKILL_TEXT
+    assert install_skill(tmp_path) and not install_skill(tmp_path)
+    path = tmp_path / "skills" / "memory-context" / "SKILL.md"
+    assert remove_skill(tmp_path) and not path.exists()
+    path.parent.mkdir(parents=True)
+    path.write_text("---\nname: memory-context\ndescription: mine\n---\nuser's own\n")
+    assert not install_skill(tmp_path) and not remove_skill(tmp_path)  # never touch theirs
+    from nanobot.agent.skills import SkillsLoader
+
+    path.unlink()
+    install_skill(tmp_path)
+    loader = SkillsLoader(tmp_path)
+    assert "memory-context" in loader.get_always_skills()
+
+
+def test_incompatible_nanobot_means_plugin_disabled(monkeypatch, tmp_path):
+    from nanobot.agent.tools.context import ToolContext
+
+    from nanobot_memory_adapters.nanobot.tool import MemoryPluginTool
+
+    monkeypatch.setattr(seams, "_compat_cache", None)
+    monkeypatch.setattr(seams, "nanobot_version", lambda: "0.4.0")
+    ok, reason = seams.check_compatibility()
+    assert not ok and "0.4.0 is not supported" in reason
+    assert MemoryPluginTool.enabled(ToolContext(config=None, workspace=str(tmp_path))) is False
+    monkeypatch.setattr(seams, "_compat_cache", None)
+    monkeypatch.setattr(seams, "nanobot_version", lambda: "0.3.5")
+    monkeypatch.setattr(seams, "_shape_problems", lambda: ["AgentLoop.schedule_background is gone"])
+    ok, reason = seams.check_compatibility()
+    assert not ok and "changed shape" in reason
+    monkeypatch.setattr(seams, "_compat_cache", None)
+
+
+def test_installed_nanobot_passes_the_shape_check():
+    assert seams._shape_problems() == []
+    assert seams.nanobot_version().startswith("0.3.")
+
+
+async def test_incompatible_nanobot_runs_untouched(home, monkeypatch):
+    from nanobot.agent.memory import MemoryStore
+
+    from nanobot_memory_adapters.nanobot import plugin_for
+    from tests.nanobot.conftest import say
+
+    home.write_memory({"memory": {"condition": "full_history"}})
+    monkeypatch.setattr(seams, "_compat_cache", (False, "nanobot-ai 9.9 is not supported"))
+    loop = home.loop()
+    assert plugin_for(loop) is None
+    assert type(loop.context.memory) is MemoryStore
+    assert "You said: still fine" in await say(loop, "nia", "still fine")
+    assert "Unknown command" in await say(loop, "nia", "/memory-health")
+    monkeypatch.setattr(seams, "_compat_cache", None)
