@@ -285,3 +285,55 @@ async def test_unconfigured_plugin_is_passive(home):
     await say(loop, "max", "I play the cello.")
     assert await plugin.flush() == 0
     assert len(plugin.outbox.rows("full_history")) == 1
+
+
+async def test_sdk_nanobot_from_config_picks_up_the_plugin(home):
+    from nanobot import Nanobot
+
+    home.write_memory(FULL_HISTORY)
+    bot = Nanobot.from_config(home.config_path)
+    home.loops.append(bot._loop)
+    plugin = plugin_for(bot._loop)
+    assert plugin.status == "active" and plugin.settings.path == home.memory_path
+    result = await bot.run("I sail on Sundays.", session_key="sdk:olga", sender_id="olga")
+    assert "You said: I sail on Sundays." in result.content
+    await plugin.flush()
+    [row] = plugin.outbox.rows()
+    assert json.loads(row["payload"])["user_id"] == "cli-olga"  # channel "cli", sender "olga"
+    # outside a turn the SDK's memory client still reads nanobot's own MEMORY.md
+    assert bot.memory.read() == loop_store(bot._loop).read_memory()
+
+
+def loop_store(loop):
+    return loop.context.memory.wrapped_store
+
+
+async def test_dream_keeps_working_on_nanobots_files_while_a_provider_is_active(
+    home, llm_double
+):
+    """Dream sessions see MEMORY.md (not the provider's context) and are never recorded."""
+    from nanobot.agent.memory import MemoryStore
+
+    home.write_memory(FULL_HISTORY)
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    await say(loop, "pia", "I restore old radios.")
+    await plugin.flush()
+    store = loop.context.memory
+    session = loop.sessions.get_or_create("telegram:pia")
+    store.raw_archive(session.messages, session_key="telegram:pia")
+    prompt, _cursor = store.build_dream_prompt()
+    resp = await loop.process_direct(prompt, session_key=MemoryStore.dream_session_key(),
+                                     ephemeral=True, tools=store.build_dream_tools())
+    assert MemoryStore.dream_run_completed(resp)
+    assert "I restore old radios." in loop_store(loop).read_memory()  # Dream wrote MEMORY.md
+    dreams = [r for r in llm_double.chat_requests() if "You are running Dream." in r.user]
+    dream_request = dreams[-1]
+    assert 'backend="full_history"' not in dream_request.system  # no provider context
+    await plugin.flush()
+    assert len(plugin.outbox.rows()) == 1  # only pia's turn; Dream's run is not memory
+    # ...and the normal session's prompt shows the provider's context, not MEMORY.md
+    await say(loop, "pia", "What is my hobby?")
+    memory = long_term_memory(agent_request(llm_double, "What is my hobby?"))
+    assert memory.startswith('<memory-context backend="full_history"')
+    assert "- I restore old radios." not in memory  # MEMORY.md's bullet is not shown

@@ -1,0 +1,234 @@
+"""Benchmark the per-turn latency the nanobot plugin adds, with mem0 as the provider.
+
+    python benchmarks/bench_plugin.py [--turns 60] [--users 3] [--gap-ms 0] [--rounds 2]
+                                      [--modes mem0,simple_rag] [--json out.json]
+
+A real nanobot ``AgentLoop`` (built as ``nanobot agent -c`` builds it) answers
+``--turns`` user turns from ``--users`` users (each in their own chat), its LLM being the
+deterministic HTTP double from ``tests/llm_double`` (answers in about a millisecond, so
+the figures are nanobot + plugin cost, not a model's).
+
+For each mode the same conversation runs ``2 x --rounds`` times, in fresh homes,
+alternating (baseline, plugin, baseline, plugin, ...) so load changes on the machine hit
+both alike; turns of all rounds are pooled:
+
+- ``baseline``: nanobot without the plugin (the ``nanobot.tools`` entry points are
+  hidden from nanobot's ToolLoader);
+- ``plugin``: nanobot with the plugin on mem0 — ``mem0`` is mem0 with extraction
+  (``add(infer=True)``; its LLM is a second double), ``simple_rag`` is mem0 with
+  ``infer=False``. Both use local Qdrant and the bundled MiniLM embedder.
+
+Reported per mode: the reply latency (``process_direct`` wall time) p50/p95 of both runs
+and their difference (what a user waits extra, including CPU contention from background
+writes), and the plugin's own timings: recall (retrieve from mem0 on the reply path),
+enqueue (local SQLite outbox append on the reply path), their per-turn sum (the plugin's
+work on the reply path) and record (mem0 write, in the background — not on the reply
+path). The first
+turn (mem0 loading its embedder) is reported separately as the cold start and excluded.
+Turns follow each other with ``--gap-ms`` between them (0 = back to back, the worst
+case for background writes competing with the next turn). Not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+FACTS = [
+    "I live in Lisbon near the river.", "I work as a data engineer.",
+    "I have a dog named Pixel.", "My sister is a pilot.", "I am vegetarian.",
+    "I play the violin on weekends.", "I am learning Japanese.",
+    "I drink green tea every morning.", "I ride my bike to work.",
+    "I am allergic to shellfish.", "My favourite author is Ursula Le Guin.",
+    "I run a small book club.",
+]
+QUESTIONS = [
+    "Where do I live?", "What is my job?", "What is my dog called?",
+    "What should I cook for dinner tonight?", "Which hobby do I have?",
+    "What language am I learning?", "What do I drink in the morning?",
+    "How do I get to work?", "Any food I must avoid?", "Who is my favourite author?",
+]
+
+
+def conversation(turns: int, users: int) -> list[tuple[str, str]]:
+    out = []
+    for i in range(turns):
+        who = f"user{i % users}"
+        k = i // users
+        text = FACTS[k % len(FACTS)] if k % 2 == 0 else QUESTIONS[k % len(QUESTIONS)]
+        out.append((who, f"{text} (turn {i})"))
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95),
+            "mean": statistics.fmean(values) if values else float("nan")}
+
+
+async def run_once(
+    *, mode: str, plugin: bool, turns: list[tuple[str, str]], gap_s: float,
+    chat_url: str, mem0_url: str,
+) -> dict[str, Any]:
+    from nanobot.agent.loop import AgentLoop
+    from nanobot.agent.tools.loader import ToolLoader
+    from nanobot.agent.tools.registry import ToolRegistry
+    from nanobot.config.loader import load_config
+
+    from nanobot_memory_adapters.nanobot import plugin_for
+
+    root = Path(tempfile.mkdtemp(prefix=f"bench-plugin-{mode}-"))
+    try:
+        (root / "config.json").write_text(json.dumps({
+            "agents": {"defaults": {"workspace": str(root / "workspace"), "model": "double",
+                                    "provider": "custom"}},
+            "providers": {"custom": {"apiKey": "bench", "apiBase": chat_url}},
+        }))
+        block: dict[str, Any] = {}
+        if mode == "mem0":
+            block = {"llm": {"base_url": mem0_url, "model": "double", "api_key": "bench"}}
+        (root / "memory.json").write_text(json.dumps({
+            "memory": {"backend": "mem0", "budget": {"max_tokens": 800}, "mem0": block}}))
+        original = ToolLoader._discover_plugins
+        if not plugin:
+            ToolLoader._discover_plugins = lambda self: {}  # type: ignore[method-assign]
+        try:
+            loop = AgentLoop.from_config(load_config(root / "config.json"),
+                                         tool_registry=ToolRegistry())
+        finally:
+            ToolLoader._discover_plugins = original  # type: ignore[method-assign]
+        memory_plugin = plugin_for(loop) if plugin else None
+        latencies: list[float] = []
+        cold = None
+        for i, (who, text) in enumerate(turns):
+            started = time.perf_counter()
+            await loop.process_direct(text, session_key=f"bench:{who}", channel="bench",
+                                      chat_id=who, sender_id=who)
+            elapsed = (time.perf_counter() - started) * 1000
+            if i == 0:
+                cold = elapsed
+                if memory_plugin is not None:  # let the cold start settle before timing
+                    await memory_plugin.flush(timeout_s=300)
+            else:
+                latencies.append(elapsed)
+            if gap_s:
+                await asyncio.sleep(gap_s)
+        result: dict[str, Any] = {"reply_list": latencies, "cold_start_ms": cold}
+        if memory_plugin is not None:
+            pending = await memory_plugin.flush(timeout_s=300)
+            stats = memory_plugin.outbox.stats(memory_plugin.provider)
+            recall = list(memory_plugin.retrieve_stats.samples)[1:]
+            enqueue = list(memory_plugin.enqueue_stats.samples)[1:]
+            result.update(
+                path_ms=[a + b for a, b in zip(recall, enqueue, strict=False)],
+                recall_list=recall, enqueue_list=enqueue,
+                record_list=list(memory_plugin.record_stats.samples)[1:],
+                enqueue_ms=summary(list(memory_plugin.enqueue_stats.samples)),
+                record_ms=summary(list(memory_plugin.record_stats.samples)),
+                outbox={"pending": pending, "delivered": stats.delivered,
+                        "failed": stats.failed},
+                backend=memory_plugin.adapter.backend_name if memory_plugin.adapter else None,
+            )
+        await loop.aclose()
+        if memory_plugin is not None:
+            await memory_plugin.aclose()
+        return result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--users", type=int, default=3)
+    parser.add_argument("--gap-ms", type=float, default=0.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--modes", default="mem0,simple_rag")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    from loguru import logger
+
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")
+    from tests.llm_double import LLMDouble
+
+    turns = conversation(args.turns + 1, args.users)
+    report: dict[str, Any] = {"turns": args.turns, "users": args.users, "gap_ms": args.gap_ms,
+                              "rounds": args.rounds, "cpus": os.cpu_count(),
+                              "loadavg_start": os.getloadavg(), "modes": {}}
+    with LLMDouble() as chat, LLMDouble() as mem0_llm:
+        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+            runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "plugin": []}
+            for _ in range(args.rounds):
+                for kind in ("baseline", "plugin"):
+                    runs[kind].append(await run_once(
+                        mode=mode, plugin=kind == "plugin", turns=turns,
+                        gap_s=args.gap_ms / 1000, chat_url=chat.base_url,
+                        mem0_url=mem0_llm.base_url))
+
+            def pooled(kind: str, key: str, runs: dict[str, Any] = runs) -> list[float]:
+                return [v for run in runs[kind] for v in run.get(key, [])]
+
+            b = summary(pooled("baseline", "reply_list"))
+            p = summary(pooled("plugin", "reply_list"))
+            added = {k: p[k] - b[k] for k in ("p50", "p95", "mean")}
+            parts = {key: summary(pooled("plugin", f"{key}_list"))
+                     for key in ("recall", "enqueue", "record")}
+            parts["path"] = summary(pooled("plugin", "path_ms"))
+            last = runs["plugin"][-1]
+            report["modes"][mode] = {
+                "baseline_reply_ms": b, "plugin_reply_ms": p, "added_reply_ms": added,
+                "plugin_parts_ms": parts, "backend": last.get("backend"),
+                "cold_start_ms": {"plugin": [r["cold_start_ms"] for r in runs["plugin"]],
+                                  "baseline": [r["cold_start_ms"] for r in runs["baseline"]]},
+                "outbox": [r["outbox"] for r in runs["plugin"]],
+            }
+            print(f"\n== {mode} (backend label: {last.get('backend')}), {args.turns} turns x "
+                  f"{args.rounds} rounds, {args.users} users, gap {args.gap_ms:.0f} ms")
+            print(f"reply latency without plugin : p50 {b['p50']:7.1f} ms  p95 {b['p95']:7.1f} ms")
+            print(f"reply latency with plugin    : p50 {p['p50']:7.1f} ms  p95 {p['p95']:7.1f} ms")
+            print(f"difference                   : p50 {added['p50']:7.1f} ms  "
+                  f"p95 {added['p95']:7.1f} ms")
+            for key, label in (("path", "plugin work on reply path"),
+                               ("recall", "  recall (retrieve)"),
+                               ("enqueue", "  outbox append"),
+                               ("record", "mem0 write (background)")):
+                s_ = parts[key]
+                print(f"{label:29}: p50 {s_['p50']:7.1f} ms  p95 {s_['p95']:7.1f} ms "
+                      f"(n={s_['n']})")
+            cold = report["modes"][mode]["cold_start_ms"]
+            print(f"cold start (first turn)      : plugin {[round(c) for c in cold['plugin']]} ms, "
+                  f"baseline {[round(c) for c in cold['baseline']]} ms")
+            print(f"outbox after flush           : {report['modes'][mode]['outbox']}")
+    report["loadavg_end"] = os.getloadavg()
+    print(f"\nload average start {report['loadavg_start']}, end {report['loadavg_end']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
