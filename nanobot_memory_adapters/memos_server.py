@@ -434,6 +434,35 @@ from memos.mem_cube.navie import NaiveMemCube as _NaiveMemCube
 if not hasattr(_NaiveMemCube, "pref_mem"):
     _NaiveMemCube.pref_mem = None
 
+# 6. MemOS's Redis auto-initialization falls back to localhost:6379 and finally spawns
+#    `redis-server --port 6379` on every interface. Only the launcher's Redis is used here.
+from memos.mem_scheduler.webservice_modules import redis_service as _redis_service
+
+
+def _auto_initialize_redis(self):
+    self._redis_conn = None
+    if os.environ.get("NBM_MEMOS_REDIS") != "1":
+        return False
+    import redis
+
+    host = os.environ["MEMSCHEDULER_REDIS_HOST"]
+    port = int(os.environ["MEMSCHEDULER_REDIS_PORT"])
+    db = int(os.environ.get("MEMSCHEDULER_REDIS_DB", "0"))
+    conn = redis.Redis(host=host, port=port, db=db, decode_responses=True)
+    try:
+        if not conn.ping():
+            return False
+    except Exception:
+        return False
+    self._redis_conn = conn
+    self.redis_host, self.redis_port, self.redis_db = host, port, db
+    self.redis_password = None
+    self.socket_timeout = self.socket_connect_timeout = None
+    return True
+
+
+_redis_service.RedisSchedulerModule.auto_initialize_redis = _auto_initialize_redis
+
 import uvicorn
 
 uvicorn.run(
@@ -625,6 +654,7 @@ def _server_env(settings: MemosServerSettings, home: Path, py: Path, pg: dict[st
     if redis:
         env.update(
             {
+                "NBM_MEMOS_REDIS": "1",
                 "MEMSCHEDULER_USE_REDIS_QUEUE": "true",
                 "MEMOS_ENABLE_REDIS": "true",
                 "MEMSCHEDULER_REDIS_HOST": "127.0.0.1",
@@ -636,7 +666,7 @@ def _server_env(settings: MemosServerSettings, home: Path, py: Path, pg: dict[st
             }
         )
     else:
-        env["MEMSCHEDULER_USE_REDIS_QUEUE"] = "false"
+        env.update({"NBM_MEMOS_REDIS": "0", "MEMSCHEDULER_USE_REDIS_QUEUE": "false"})
     return env
 
 
@@ -752,6 +782,7 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
             "chonkie-tokenizer:gpt2->word",
             "pgvector-text->float-list",
             "naive-mem-cube:pref_mem=None",
+            "redis:launcher-only(no localhost:6379 fallback, no redis-server spawn)",
         ]
         if not settings.embed_base_url:
             patches.append("embedder:sentence_transformer(local MiniLM)")
