@@ -434,7 +434,7 @@ async def test_native_mutation_and_provenance_stay_in_scope(raw_adapter):
 
 async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
     a = Mem0Adapter(data_dir)
-    b = SimpleRagAdapter(data_dir, )
+    b = SimpleRagAdapter(data_dir)
     c = Mem0Adapter(data_dir, Mem0Config(collection_name="other"))
     scope = _scope(_run())
     await a.setup_scope(scope)
@@ -457,6 +457,25 @@ async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
     from qdrant_client import QdrantClient
 
     QdrantClient(path=key).close()
+
+
+async def test_concurrent_writes_and_searches_on_a_shared_client(data_dir):
+    import asyncio
+
+    a, b = Mem0Adapter(data_dir), SimpleRagAdapter(data_dir)
+    try:
+        scopes = [_scope(_run(), f"p{i}") for i in range(4)]
+        writes = [x.record_event(_event(s, f"I keep {n} goldfish."))
+                  for s in scopes for n in ("two", "five") for x in (a, b)]
+        reads = [a.retrieve(_request(s, "How many goldfish?")) for s in scopes]
+        await asyncio.gather(*writes, *reads)
+        await asyncio.gather(*(a.reset_scope(s) for s in scopes[:2]))
+        for i, s in enumerate(scopes):
+            listed = (await b.provenance(s))["memories"]
+            assert len(listed) == (0 if i < 2 else 8), (i, listed)
+    finally:
+        await a.aclose()
+        await b.aclose()
 
 
 def test_capabilities_declared(data_dir):
