@@ -50,6 +50,12 @@ from tests.llm_double.handlers import memos as memos_handlers
 from tests.llm_double.server import LLMDouble, load_handlers
 
 REPO = Path(__file__).resolve().parents[2]
+# MemOS reports scheduler task status only with its Redis queue (Debian redis-server).
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None,
+    reason="redis-server is not installed (apt-get install redis-server): MemOS cannot "
+    "report async task status, so async readiness is 'unknown'",
+)
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 READY_S = 90.0
 
@@ -128,6 +134,7 @@ def _run() -> str:
 
 # -- the contract suite ----------------------------------------------------------------
 
+@needs_redis
 class TestMemOSContract(ContractSuite):
     """Default config: async adds (MemOS's default), fast search, tags as info.* filter."""
 
@@ -164,6 +171,7 @@ class TestMemOSSyncFineContract(ContractSuite):
 
 # -- MemOS-specific --------------------------------------------------------------------
 
+@needs_redis
 async def test_async_add_becomes_retrievable_after_readiness(memos_server):
     adapter = MemOSAdapter(_config(memos_server))
     try:
@@ -214,6 +222,7 @@ async def test_groups_and_native_labels_survive(memos_server):
         await adapter.aclose()
 
 
+@needs_redis
 async def test_tags_are_a_hard_search_filter(memos_server):
     adapter = MemOSAdapter(_config(memos_server))
     try:
@@ -313,6 +322,7 @@ async def test_feedback_capability(memos_server):
         await feedback.aclose()
 
 
+@needs_redis
 async def test_registry_builds_memos_from_config(memos_server, tmp_path):
     adapter = load_provider(
         {"backend": "memos", "memos": {"base_url": memos_server["url"], "feedback": True}},
