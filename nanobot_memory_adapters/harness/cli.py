@@ -22,6 +22,13 @@ err_console = Console(stderr=True)
 DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
 DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
 DEMO_PROVIDERS = ("no_memory", "full_history", "simple_rag")
+_MARK = {
+    "passed": "✓",
+    "not_applicable": "(n/a)",
+    "pending": "(PENDING)",
+    "skipped": "(skipped)",
+    "failed": "(FAILED)",
+}
 _STATUS_STYLE = {
     "passed": "green",
     "not_applicable": "cyan",
@@ -175,7 +182,7 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
         *[f"cat {c}" for c in cats],
         "tokens mean/max",
         "retrieve p50/p95 ms",
-        "record p50 ms",
+        "record ms/event",
         "ingest s",
         "failures",
     ):
@@ -260,7 +267,9 @@ def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
 
 
 def _print_outcome(outcome: Any, title: str) -> None:
-    console.print(comparison_table(outcome.results, title))
+    # A pipe or log file gets the full table instead of an 80-column squeeze.
+    wide = console if console.is_terminal else Console(width=200)
+    wide.print(comparison_table(outcome.results, title))
     for s in outcome.skipped:
         console.print(
             f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False, soft_wrap=True
@@ -314,6 +323,10 @@ def bench_command(
     llm_api_key_env: Annotated[
         str, typer.Option(help="Env var holding the API key.")
     ] = "OPENAI_API_KEY",
+    deterministic_ids: Annotated[
+        bool,
+        typer.Option(help="Seed uuid4 per unit so backends' random ids repeat (see docs)."),
+    ] = True,
     verify: Annotated[
         bool, typer.Option(help="Recompute recall from traces.jsonl and compare.")
     ] = False,
@@ -338,6 +351,7 @@ def bench_command(
         readiness_timeout_s=readiness_timeout,
         provider_configs=_provider_configs(provider_config),
         fresh=fresh,
+        deterministic_ids=deterministic_ids,
         judge=_judge_setup(llm_base_url, llm_model, llm_api_key_env),
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
@@ -379,18 +393,26 @@ async def _probe_others(skip: set[str]) -> list[dict[str, str]]:
             adapter = None
             try:
                 adapter = load_provider(provider_source(name), data_dir=Path(tmp) / name)
-                if adapter.info.requires_llm:
+                info = adapter.info
+                if info.requires_llm:
                     reason = "needs an LLM (extraction/derivation); configure one to include it"
+                elif info.name != name:
+                    reason = (
+                        f"without an LLM it runs as '{info.name}' (see that row); configure an "
+                        f"LLM in its block to run {name} itself"
+                    )
                 else:
-                    health = await asyncio.wait_for(adapter.health(), timeout=10)
+                    health = await asyncio.wait_for(adapter.health(), timeout=15)
                     if health.status == "unavailable":
                         err = health.details.get("error", {})
                         msg = err.get("message") if isinstance(err, dict) else err
                         reason = f"unavailable: {str(msg or health.details)[:140]}"
+                    elif health.status == "degraded" and health.warnings:
+                        reason = f"degraded without an LLM: {health.warnings[0][:160]}"
                     else:
                         reason = f"not in the demo set (try: bench --providers {name})"
             except Exception as exc:
-                reason = f"{type(exc).__name__}: {str(exc)[:160]}"
+                reason = f"{type(exc).__name__}: {str(exc)[:240]}"
             finally:
                 if adapter is not None:
                     with contextlib.suppress(Exception):
@@ -438,7 +460,8 @@ def demo_command(
             )
         )
         gates = " ".join(
-            f"[{_STATUS_STYLE.get(g.status, 'white')}]{g.name}[/]" for g in report.gates
+            f"[{_STATUS_STYLE.get(g.status, 'white')}]{g.name}{_MARK.get(g.status, '?')}[/]"
+            for g in report.gates
         )
         console.print(f"{name:>13}: {gates}", highlight=False)
         gate = report.failed_gate

@@ -26,6 +26,7 @@ import random
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -96,6 +97,7 @@ class BenchConfig:
     provider_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     gate_probe: bool = True
     fresh: bool = False
+    deterministic_ids: bool = True
     judge: JudgeSetup | None = None
     sessions: list[BehaviouralSession] = field(default_factory=list)
 
@@ -135,6 +137,39 @@ def resolve_test_points(spec: str, sessions: Sequence[int]) -> list[int]:
     if not points:
         raise ValueError(f"test points {spec!r} name no session of {numbers}")
     return points
+
+
+# -- repeatable ids -------------------------------------------------------------------------
+
+
+class SeededIds:
+    """Seeds ``uuid.uuid4`` while a bench runs, re-seeded per unit.
+
+    Some backends name what they store with ``uuid4`` (mem0 does) and show that id in the
+    formatted context, as DESIGN §6 asks. A uuid costs 20 to 33 tokens, so random ids
+    change how much fits in the budget and the same command would not give the same
+    metrics. Per-unit seeds keep a resumed run identical to an uninterrupted one. Ids stay
+    unique within a run; turn it off (``deterministic_ids=False``) for a shared server
+    that must never see an id twice.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._rng = random.Random(seed)
+        self._real: Any = None
+
+    def reseed(self, key: str) -> None:
+        self._rng.seed(f"{self.seed}:{key}")
+
+    def _uuid4(self) -> uuid.UUID:
+        return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+    def __enter__(self) -> SeededIds:
+        self._real, uuid.uuid4 = uuid.uuid4, self._uuid4
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        uuid.uuid4 = self._real
 
 
 # -- traces ------------------------------------------------------------------------------
@@ -230,6 +265,12 @@ async def prepare_provider(
         return None, (
             "needs an LLM (ProviderInfo.requires_llm); configure one in its block "
             "via --provider-config to include it"
+        )
+    if adapter.info.name != name:
+        await adapter.aclose()
+        return None, (
+            f"runs as '{adapter.info.name}' with this config (e.g. no LLM configured); "
+            f"benchmark '{adapter.info.name}' under its own name or configure {name} fully"
         )
     health = await adapter.health()
     if health.status == "unavailable":
@@ -557,8 +598,15 @@ class UnitRunner:
             await self._judge(q, context)
 
     async def _gate_probe(
-        self, event_id: str, session_id: str, messages: Sequence[Message], last_ts: Any, label: str
+        self,
+        event_id: str,
+        session_id: str,
+        messages: Sequence[Message],
+        last_ts: Any,
+        label: str,
+        counter: str = "gate_probes",
     ) -> WriteReceipt | None:
+        """Offer a test-session turn to record_event; only ``skipped_read_only`` is right."""
         event = MemoryEvent(
             event_id=f"locomo-probe-{event_id}",
             run_id=self.scope.run_id,
@@ -570,7 +618,7 @@ class UnitRunner:
             messages=list(messages),
             metadata={"harness": "gate_probe", "about": label},
         )
-        self.unit["gate_probes"] += 1
+        self.unit[counter] = self.unit.get(counter, 0) + 1
         with self.sink.capture() as held:
             try:
                 receipt: WriteReceipt | None = await self.adapter.record_event(event)
@@ -631,6 +679,7 @@ class UnitRunner:
                 messages,
                 last_ts,
                 session.name,
+                counter="behavioural_writes",
             )
             if receipt is None:
                 raise RuntimeError("record_event failed during a behavioural session")
@@ -719,6 +768,7 @@ def build_manifest(
             "turn_event": "one event per turn; speaker_a -> user, speaker_b -> assistant "
             "(name = speaker); image turns append '[shares a photo: caption]'",
             "gate_probe": cfg.gate_probe,
+            "deterministic_ids": cfg.deterministic_ids,
             "readiness_timeout_s": cfg.readiness_timeout_s,
         },
         "seed": cfg.seed,
@@ -733,6 +783,15 @@ def build_manifest(
 
 
 async def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> BenchOutcome:
+    """Run (or resume) a bench; see the module docstring."""
+    ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
+    with ids or contextlib.nullcontext():
+        return await _run_bench(cfg, progress, ids)
+
+
+async def _run_bench(
+    cfg: BenchConfig, progress: Progress | None, ids: SeededIds | None
+) -> BenchOutcome:
     random.seed(cfg.seed)
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.fresh:
@@ -775,6 +834,8 @@ async def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> Bench
                             p.name, len(conv.sessions), f"{conv.sample_id} (checkpoint)"
                         )
                     continue
+                if ids is not None:
+                    ids.reseed(f"{p.name}/{conv.sample_id}")
                 unit = await UnitRunner(p, conv, points[conv.sample_id], cfg, progress).run()
                 cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
 

@@ -1,0 +1,155 @@
+"""Test-only providers for the harness: each breaks one thing the swap flow or the
+timeline must catch, or exercises a capability path (bulk ingest, readiness)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.contract import (
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    Readiness,
+    RetrievedItem,
+    RetrieveRequest,
+    WriteReceipt,
+)
+
+
+class Empty(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Store(BaseAdapter):
+    """Keeps every turn per scope; retrieve returns them all, newest first."""
+
+    config_model = Empty
+    NAME = "fake_store"
+    CONSISTENCY = "immediate"
+    REQUIRES_LLM = False
+
+    def __init__(self) -> None:
+        super().__init__(
+            info=ProviderInfo(
+                name=self.NAME,
+                condition_kind="architecture",
+                consistency_model=self.CONSISTENCY,
+                stores_events=True,
+                requires_llm=self.REQUIRES_LLM,
+            )
+        )
+        self.rows: dict[str, list[MemoryEvent]] = {}
+
+    @classmethod
+    def from_config(cls, config, env):  # type: ignore[no-untyped-def]
+        return cls()
+
+    def _key(self, scope: MemoryScope) -> str:
+        return scope.key
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        rows = self.rows.setdefault(self._key(event.scope()), [])
+        if event.event_id not in {e.event_id for e in rows}:
+            rows.append(event)
+        return NativeWrite("committed", [event.event_id], "list.append")
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        rows = self.rows.get(self._key(request.scope), [])
+        items = [RetrievedItem(native_id=e.event_id, text=e.transcript()) for e in reversed(rows)]
+        return NativeRetrieval(
+            items,
+            {"n": len(rows)},
+            "list.scan",
+            native_request={"max_tokens": request.budget.max_tokens},
+        )
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        self.rows.pop(self._key(scope), None)
+        return "dropped"
+
+
+class LeakyAdapter(_Store):
+    """Ignores the scope: every persona and run sees every write (isolation must fail)."""
+
+    NAME = "leaky"
+
+    def _key(self, scope: MemoryScope) -> str:
+        return "everyone"
+
+
+class DownAdapter(_Store):
+    NAME = "down"
+
+    async def _health(self) -> NativeHealth:
+        return NativeHealth("unavailable", {"error": {"message": "connection refused"}})
+
+
+class GateLeakAdapter(_Store):
+    """Writes even while read-only (the read-only gate must catch it)."""
+
+    NAME = "gate_leak"
+
+    async def record_event(self, event: MemoryEvent) -> WriteReceipt:
+        saved, self._mode = self._mode, self._mode.model_copy(update={"read_only": False})
+        try:
+            return await super().record_event(event)
+        finally:
+            self._mode = saved
+
+
+class NeedsLLMAdapter(_Store):
+    NAME = "needs_llm"
+    REQUIRES_LLM = True
+
+
+class BulkReadyAdapter(_Store):
+    """Declares bulk ingest and readiness; writes become visible only after a wait."""
+
+    NAME = "bulk_ready"
+    CONSISTENCY = "eventual"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: dict[str, list[MemoryEvent]] = {}
+        self.bulk_calls = 0
+        self.waits = 0
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        self.pending.setdefault(self._key(event.scope()), []).append(event)
+        return NativeWrite("queued", [event.event_id], "queue.put")
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        self.bulk_calls += 1
+        return [await self.record_event(e) for e in events]
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        n = len(self.pending.get(self._key(scope), []))
+        return Readiness(status="ready" if n == 0 else "pending", pending_count=n)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        self.waits += 1
+        for event in self.pending.pop(self._key(scope), []):
+            await _Store._record(self, event)
+        return Readiness(status="ready", pending_count=0, waited_ms=0.0)
+
+
+class PendingAdapter(BulkReadyAdapter):
+    """Never finishes deriving: the readiness gate must say pending, never green."""
+
+    NAME = "never_ready"
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return Readiness(status="pending", pending_count=1, detail="still deriving")
+
+
+FAKES = {
+    "leaky": LeakyAdapter,
+    "down": DownAdapter,
+    "gate_leak": GateLeakAdapter,
+    "needs_llm": NeedsLLMAdapter,
+    "bulk_ready": BulkReadyAdapter,
+    "never_ready": PendingAdapter,
+}

@@ -1,0 +1,262 @@
+"""`nanobot-memory bench`: the timeline driver, its outputs, determinism and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nanobot_memory_adapters.cli import app
+from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+from nanobot_memory_adapters.harness.metrics import (
+    metrics_sha256,
+    recompute_from_traces,
+    strip_timing,
+)
+from nanobot_memory_adapters.harness.timeline import BenchConfig, SeededIds, run_bench
+from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tracing import read_traces
+from tests.harness.conftest import LOCOMO7, mem0_installed
+
+OUTPUTS = ("manifest.json", "traces.jsonl", "results.json", "report.html")
+
+
+def config(dataset: Path, out: Path, providers: list[str], **kw) -> BenchConfig:
+    kw.setdefault("budget_tokens", 160)
+    return BenchConfig(dataset=dataset, out=out, providers=providers, **kw)
+
+
+def assert_recall_recomputes(out: Path, results: dict) -> None:
+    again = recompute_from_traces(out / "traces.jsonl")
+    for name, m in results["providers"].items():
+        assert again[name] == m["recall"], name
+
+
+def assert_within_budget(out: Path, results: dict) -> None:
+    budget = results["budget_tokens"]
+    for rec in read_traces(out / "traces.jsonl"):
+        if rec.get("kind") == "ask":
+            assert rec["context_tokens"] <= budget
+            if "context" in rec:
+                assert count_tokens(rec["context"]) == rec["context_tokens"] <= budget
+    for m in results["providers"].values():
+        assert m["context_tokens"]["over_budget"] == 0
+        assert (m["context_tokens"]["max"] or 0) <= budget
+
+
+async def test_bench_writes_everything_and_recall_recomputes_from_traces(
+    locomo_file, tmp_path, fake_providers
+):
+    out = tmp_path / "run"
+    outcome = await run_bench(
+        config(locomo_file, out, ["no_memory", "full_history", "bulk_ready", "needs_llm", "down"])
+    )
+    for name in OUTPUTS:
+        assert (out / name).is_file(), name
+    results = json.loads((out / "results.json").read_text())
+    assert results == outcome.results
+    assert list(results["providers"]) == ["no_memory", "full_history", "bulk_ready"]
+    skipped = {s["name"]: s["reason"] for s in results["skipped"]}
+    assert "needs an LLM" in skipped["needs_llm"] and "unavailable" in skipped["down"]
+
+    fh, nm, bulk = (results["providers"][n] for n in ("full_history", "no_memory", "bulk_ready"))
+    assert nm["recall"]["overall"]["turn"] == 0.0
+    assert fh["recall"]["overall"]["turn"] > 0.0
+    assert bulk["recall"]["overall"]["turn"] > 0.0
+    # syn-1: points 1, 2, 4 ask 1, 3 (+q4 at D2:1), 5 questions; syn-2: 1 then 3.
+    assert fh["asks"] == (1 + 3 + 5) + (1 + 3)
+    assert fh["final_point"]["overall"]["count"] == 5 + 3
+    assert set(fh["recall"]["by_category"]) == {"1", "2", "4", "5"}
+    assert bulk["ingest_mode"] == ["bulk"] and fh["ingest_mode"] == ["single"]
+    assert bulk["timing"]["readiness_wait_s"]["waits"] == 3 + 2  # one per test point
+    for m in results["providers"].values():
+        assert sum(m["failures"].values()) == 0
+        assert m["gate_probes"] == m["asks"]
+    assert results["evidence_parsing"]["skipped_questions"] == 3
+    assert_recall_recomputes(out, results)
+    assert_within_budget(out, results)
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["manifest_sha256"] == results["manifest_sha256"]
+    assert [p["name"] for p in manifest["providers"]] == list(results["providers"])
+    assert manifest["settings"]["budget"]["max_tokens"] == 160
+    assert manifest["settings"]["test_points_resolved"] == {"syn-1": [1, 2, 4], "syn-2": [1, 2]}
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") >= 5 and "<script" not in html
+    assert "http://" not in html and "https://" not in html  # self-contained
+
+
+async def test_read_only_window_and_ids_in_traces(locomo_file, tmp_path):
+    out = tmp_path / "run"
+    await run_bench(config(locomo_file, out, ["full_history"], conversations=["syn-2"]))
+    lines = read_traces(out / "traces.jsonl")
+    modes = [r["reason"] for r in lines if r.get("kind") == "mode"]
+    assert modes == [
+        "bench_unit_start",
+        "test_session",
+        "test_session_end",
+        "test_session",
+        "test_session_end",
+    ]
+    records = [r for r in lines if r.get("kind") == "record"]
+    assert [r["trace"]["event_id"] for r in records] == [
+        "locomo-syn-2-D1-1",
+        "locomo-syn-2-D1-2",
+        "locomo-syn-2-D2-1",
+        "locomo-syn-2-D2-2",
+    ]
+    probes = [r for r in lines if r.get("kind") == "gate_probe"]
+    assert probes and {p["status"] for p in probes} == {"skipped_read_only"}
+    # One reset: the fresh scope before the timeline starts; never between test points.
+    resets = [i for i, r in enumerate(lines) if r["trace"]["operation"] == "reset_scope"]
+    first_test = next(i for i, r in enumerate(lines) if r.get("reason") == "test_session")
+    assert len(resets) == 1 and resets[0] < first_test
+
+
+async def test_gate_violations_are_counted(locomo_file, tmp_path, fake_providers):
+    outcome = await run_bench(
+        config(locomo_file, tmp_path / "run", ["gate_leak"], conversations=["syn-2"])
+    )
+    m = outcome.results["providers"]["gate_leak"]
+    assert m["failures"]["gate_violations"] == m["asks"] == 4
+
+
+async def test_same_command_twice_same_manifest_and_metrics(locomo_file, tmp_path):
+    runs = [
+        await run_bench(config(locomo_file, tmp_path / f"r{i}", ["no_memory", "full_history"]))
+        for i in range(2)
+    ]
+    a, b = (r.results for r in runs)
+    assert runs[0].manifest["manifest_sha256"] == runs[1].manifest["manifest_sha256"]
+    assert a["metrics_sha256"] == b["metrics_sha256"]
+    assert strip_timing(a["providers"]) == strip_timing(b["providers"])
+
+
+class Interrupt:
+    """A progress sink that interrupts the run after ``after`` steps (like Ctrl-C)."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.steps = 0
+
+    def start(self, provider: str, total: int) -> None:
+        pass
+
+    def advance(self, provider: str, steps: int, note: str) -> None:
+        self.steps += 1
+        if self.steps == self.after:
+            raise KeyboardInterrupt
+
+
+async def test_resume_after_interruption_gives_the_same_results(locomo_file, tmp_path):
+    providers = ["no_memory", "full_history"]
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    out = tmp_path / "resumed"
+    # Steps: no_memory syn-1 (3 sessions), syn-2 (2), full_history syn-1 (3): stop in its 2nd.
+    with pytest.raises(KeyboardInterrupt):
+        await run_bench(config(locomo_file, out, providers), progress=Interrupt(after=7))
+    checkpoint = json.loads((out / "checkpoint.json").read_text())
+    assert sorted(checkpoint["units"]) == ["no_memory::syn-1", "no_memory::syn-2"]
+    assert not checkpoint["complete"]
+    resumed = await run_bench(config(locomo_file, out, providers))
+    assert resumed.resumed_units == 2
+    assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
+    assert_recall_recomputes(out, resumed.results)
+    asks = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
+    assert len(asks) == sum(m["asks"] for m in resumed.results["providers"].values())
+    # Different settings in the same directory are refused, not mixed in.
+    with pytest.raises(CheckpointMismatch, match="--fresh"):
+        await run_bench(config(locomo_file, out, providers, budget_tokens=300))
+    fresh = await run_bench(config(locomo_file, out, providers, budget_tokens=300, fresh=True))
+    assert fresh.resumed_units == 0
+
+
+def test_cli_bench_json_and_verify(locomo_file, tmp_path):
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--dataset",
+            str(locomo_file),
+            "--providers",
+            "no_memory,full_history",
+            "--budget-tokens",
+            "200",
+            "--out",
+            str(out),
+            "--test-points",
+            "last",
+            "--verify",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    results = json.loads(result.stdout)
+    assert results["providers"]["full_history"]["asks"] == 8  # last point only
+    assert "verified" in result.stderr
+    bad = CliRunner().invoke(
+        app,
+        ["bench", "--dataset", str(locomo_file), "--providers", "full_histroy", "--out", str(out)],
+    )
+    assert bad.exit_code == 2 and "did you mean 'full_history'" in bad.stderr
+
+
+def test_seeded_ids_repeat_per_unit_and_restore_uuid4():
+    import uuid
+
+    real = uuid.uuid4
+    with SeededIds(3) as ids:
+        ids.reseed("a/x")
+        first = [uuid.uuid4() for _ in range(3)]
+        ids.reseed("b/x")
+        other = uuid.uuid4()
+        ids.reseed("a/x")
+        assert [uuid.uuid4() for _ in range(3)] == first
+        assert other not in first and len(set(first)) == 3 and first[0].version == 4
+    assert uuid.uuid4 is real
+
+
+@pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+async def test_simple_rag_on_synthetic(locomo_file, tmp_path):
+    out = tmp_path / "rag"
+    outcome = await run_bench(config(locomo_file, out, ["no_memory", "simple_rag", "mem0"]))
+    results = outcome.results
+    rag = results["providers"]["simple_rag"]
+    assert rag["recall"]["overall"]["turn"] > 0.5 and rag["ingest_mode"] == ["bulk"]
+    assert sum(rag["failures"].values()) == 0
+    # mem0 without an LLM would only be simple_rag under another name: skipped, said why.
+    assert "runs as 'simple_rag'" in {s["name"]: s["reason"] for s in results["skipped"]}["mem0"]
+    assert_recall_recomputes(out, results)
+    assert_within_budget(out, results)
+    # mem0 names memories with uuid4 and shows the id in the context (20-33 tokens each):
+    # seeded ids make a second run identical, even at a tight budget.
+    again = await run_bench(config(locomo_file, tmp_path / "rag2", ["simple_rag"]))
+    assert again.results["metrics_sha256"] == metrics_sha256({"simple_rag": rag})
+
+
+@pytest.mark.skipif(not LOCOMO7.exists(), reason="locomo7.json not present")
+async def test_conv26_conditions_at_2000_tokens(tmp_path):
+    out = tmp_path / "conv26"
+    outcome = await run_bench(
+        BenchConfig(
+            dataset=LOCOMO7,
+            out=out,
+            providers=["no_memory", "full_history"],
+            conversations=["conv-26"],
+            budget_tokens=2000,
+            test_points="every:6",
+        )
+    )
+    results = outcome.results
+    fh = results["providers"]["full_history"]
+    assert (
+        fh["recall"]["overall"]["turn"]
+        > 0
+        == results["providers"]["no_memory"]["recall"]["overall"]["turn"]
+    )
+    assert fh["context_tokens"]["mean"] > 1500  # it fills the budget
+    assert_recall_recomputes(out, results)
+    assert_within_budget(out, results)

@@ -1,0 +1,93 @@
+"""Optional LLM answer + judge, and behavioural sessions on the same timeline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nanobot_memory_adapters.contract import Message
+from nanobot_memory_adapters.harness.judge import (
+    LLMEndpoint,
+    ScriptedSimulator,
+    SimulatedUserSession,
+    Verdict,
+    llm_judge_setup,
+)
+from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+from nanobot_memory_adapters.tracing import read_traces
+
+
+async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_double):
+    base = BenchConfig(dataset=locomo_file, out=tmp_path / "plain", providers=["full_history"])
+    plain = await run_bench(base)
+    judged = await run_bench(
+        BenchConfig(
+            dataset=locomo_file,
+            out=tmp_path / "judged",
+            providers=["full_history"],
+            judge=llm_judge_setup(LLMEndpoint(base_url=llm_double.base_url, model="double-chat")),
+        )
+    )
+    section = judged.results["judged"]
+    assert "separate from the judge-free metrics" in section["note"]
+    overall = section["providers"]["full_history"]["overall"]
+    assert overall["count"] == 5 + 3  # every placed question, at the final test point
+    assert set(overall["labels"]) <= {"correct", "wrong", "unparsed"}
+    # The judge changes nothing judge-free.
+    assert judged.results["metrics_sha256"] == plain.results["metrics_sha256"]
+    assert "judged" not in plain.results
+    assert judged.manifest["judge"]["model"] == "double-chat"
+    assert "api_key" not in str(judged.manifest["judge"]).replace("api_key_env", "")
+    chats = llm_double.chat_requests()
+    assert any("Grade an answer" in r.user for r in chats)
+    lines = [
+        r for r in read_traces(tmp_path / "judged" / "traces.jsonl") if r.get("kind") == "judge"
+    ]
+    assert len(lines) == 8 and all("verdict" in r for r in lines)
+
+
+class EchoAgent:
+    async def answer(self, question: str, context: str) -> str:
+        return "I remember: " + ("Pistachio" if "Pistachio" in context else "nothing")
+
+
+class RemembersDog:
+    async def judge_session(self, transcript: Sequence[Message], goal: str) -> Verdict:
+        ok = any("Pistachio" in m.content for m in transcript if m.role == "assistant")
+        return Verdict("correct" if ok else "wrong", 1.0 if ok else 0.0)
+
+
+async def test_behavioural_session_plugs_into_the_timeline(locomo_file, tmp_path):
+    session = SimulatedUserSession(
+        "dog-check",
+        ScriptedSimulator(["What is my dog called?", "Thanks, bye."]),
+        EchoAgent(),
+        RemembersDog(),
+        goal="The assistant recalls the dog's name.",
+    )
+    plain = await run_bench(
+        BenchConfig(
+            dataset=locomo_file,
+            out=tmp_path / "p",
+            providers=["full_history"],
+            conversations=["syn-1"],
+        )
+    )
+    run = await run_bench(
+        BenchConfig(
+            dataset=locomo_file,
+            out=tmp_path / "b",
+            providers=["full_history"],
+            conversations=["syn-1"],
+            sessions=[session],
+        )
+    )
+    outcomes = run.results["behavioural"]["full_history"]
+    assert [o["point"] for o in outcomes] == [1, 2, 4]
+    for o in outcomes:
+        assert o["turns"] == 2
+        assert o["writes"] == ["skipped_read_only", "skipped_read_only"]  # the gate holds
+        assert o["verdict"]["label"] in {"correct", "wrong"}
+    assert outcomes[0]["verdict"]["label"] == "correct"  # the dog is in session 1's context
+    assert run.manifest["behavioural_sessions"][0]["name"] == "dog-check"
+    # Test sessions write nothing retrievable: the judge-free metrics are unchanged.
+    assert run.results["metrics_sha256"] == plain.results["metrics_sha256"]
