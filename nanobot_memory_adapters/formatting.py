@@ -137,14 +137,15 @@ def render_context(
             break
     lines.append(tail)
     text = "\n".join(lines)
+    tokens = count_tokens(text)
     # Tokenization of the joined text can differ slightly from the sum of its parts.
-    while count_tokens(text) > limit and len(lines) > 2:
+    while tokens > limit and len(lines) > 2:
         lines.pop(-2)
         included = max(0, included - 1)
         text = "\n".join(lines)
+        tokens = count_tokens(text)
     if included == 0:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
-    tokens = count_tokens(text)
     return RenderedContext(
         text, tokens, included, len(items) - included, _shortfall(budget, tokens)
     )
