@@ -768,8 +768,11 @@ class GraphitiAdapter(BaseAdapter):
         self._clients.append(client)
         return client
 
-    def _key(self, key: str | None, env: str | None) -> str | None:
-        return key or (os.environ.get(env) if env else None) or self.config.llm.resolved_api_key()
+    def _key(self, key: str | None, env: str | None, base_url: str | None) -> str | None:
+        own = key or (os.environ.get(env) if env else None)
+        if own or base_url not in (None, self.config.llm.base_url):
+            return own  # never send the LLM's key to another host
+        return self.config.llm.resolved_api_key()
 
     async def _build(self) -> Graphiti:
         cfg = self.config
@@ -839,7 +842,7 @@ class GraphitiAdapter(BaseAdapter):
         from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
 
         base_url = emb.base_url or self.config.llm.base_url
-        key = self._key(emb.api_key, emb.api_key_env)
+        key = self._key(emb.api_key, emb.api_key_env, base_url)
         options: dict[str, Any] = {"api_key": key or "not-needed", "base_url": base_url}
         if emb.model:
             options["embedding_model"] = emb.model
@@ -858,7 +861,7 @@ class GraphitiAdapter(BaseAdapter):
         from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
 
         base_url = ce.base_url or self.config.llm.base_url
-        key = self._key(ce.api_key, ce.api_key_env)
+        key = self._key(ce.api_key, ce.api_key_env, base_url)
         return OpenAIRerankerClient(
             config=LLMConfig(api_key=key or "not-needed", model=ce.model or self.config.llm.model,
                              base_url=base_url),
