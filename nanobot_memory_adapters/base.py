@@ -69,6 +69,26 @@ class NativeHealth:
 
 
 _RETRYABLE = (ConnectionError, TimeoutError, asyncio.TimeoutError, httpx.TransportError)
+# SDKs vendor their own HTTP stacks (openai 3.x raises over its bundled ``httpx2``), so
+# transport failures are also recognised by class name anywhere in the MRO.
+_RETRYABLE_NAMES = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "TransportError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "RemoteProtocolError",
+        "ServiceUnavailableError",
+    }
+)
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, _RETRYABLE):
+        return True
+    return any(cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__)
 
 
 def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
@@ -77,7 +97,7 @@ def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
         "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
         "message": str(exc)[:4000],
     }
-    retryable = isinstance(exc, _RETRYABLE)
+    retryable = _retryable(exc)
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None) or getattr(exc, "status_code", None)
     if status is not None:
@@ -90,7 +110,7 @@ def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
     cause = exc.__cause__ or exc.__context__
     if cause is not None and cause is not exc:
         raw["cause"] = f"{type(cause).__qualname__}: {str(cause)[:1000]}"
-        retryable = retryable or isinstance(cause, _RETRYABLE)
+        retryable = retryable or _retryable(cause)
     return redact(raw), retryable
 
 

@@ -34,3 +34,20 @@ def test_every_operation_is_traced_to_jsonl(tmp_path):
     traces = [r["trace"] for r in read_traces(tmp_path / "traces.jsonl")]
     assert [t["operation"] for t in traces] == ["record_event", "retrieve"]
     assert traces[1]["token_count"] > 0 and traces[1]["condition_kind"] == "control"
+
+
+def test_transport_errors_of_vendored_http_stacks_are_retryable():
+    from nanobot_memory_adapters.base import native_diagnostics
+
+    class APIConnectionError(Exception):  # the shape openai raises over its own httpx copy
+        pass
+
+    class ConnectError(Exception):
+        pass
+
+    raw, retryable = native_diagnostics(APIConnectionError("Connection error."))
+    assert retryable and raw["type"].endswith("APIConnectionError")
+    wrapped = ValueError("bad answer")
+    wrapped.__cause__ = ConnectError("refused")
+    assert native_diagnostics(wrapped)[1] is True
+    assert native_diagnostics(ValueError("schema mismatch"))[1] is False
