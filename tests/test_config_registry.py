@@ -140,3 +140,19 @@ def test_budget_validation():
         nma.ContextBudget(max_tokens=10, min_tokens=20)
     assert nma.ContextBudget(max_tokens=600).top_k() == 10
     assert nma.ContextBudget(max_tokens=600, max_items=3).top_k() == 3
+
+
+def test_config_example_blocks_validate_against_their_providers():
+    """config.example.json must stay true: every provider block parses with its model."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "config.example.json"
+    memory = json.loads(path.read_text())["memory"]
+    specs = registry.available_providers()
+    config = registry.parse_memory_config(memory, list(specs))
+    checked = []
+    for name, block in (config.model_extra or {}).items():
+        cls = registry.provider_class(specs[name])
+        cls.config_model.model_validate(block)
+        checked.append(name)
+    assert {"mem0", "graphiti", "honcho", "memos"} <= set(checked)
