@@ -327,7 +327,7 @@ class HonchoDoubleApp:
         llm_base_url: str | None,
         enqueue_delay_s: float = 0.05,
         poll_interval_s: float = 0.1,
-        deletion_delay_s: float = 0.3,
+        deletion_delay_s: float = 1.0,
         stale_cache_ttl_s: float = 300.0,
         work_unit_min_tokens: int = 0,
         embedding_model: str = "text-embedding-3-small",
