@@ -209,6 +209,8 @@ class MemoryPlugin:
             return str(validation_to_config_error(exc, prefix=f"memory.{s.memory.provider_name}"))
         except ImportError as exc:
             return f"memory.{s.memory.provider_name}: cannot import provider ({exc})"
+        except Exception as exc:  # a provider module that fails to import for other reasons
+            return f"memory.{s.memory.provider_name}: {type(exc).__name__}: {exc}"
         return None
 
     def _sync_skill(self) -> None:
@@ -703,6 +705,9 @@ class MemoryPlugin:
             self._build_task = None
             self.writes_failing_since = self.reads_failing_since = None
             self._apply_settings()
+            if self._outbox is not None and self._outbox.path.parent != self.data_dir:
+                self._outbox.close()  # the new provider keeps its outbox in its data dir
+                self._outbox = None
             if new_adapter is not None:
                 if self.read_only:
                     await new_adapter.set_mode(AdapterMode(read_only=True,
@@ -732,6 +737,9 @@ class MemoryPlugin:
             kind = "backend" if self.settings.memory and self.settings.memory.backend \
                 else "condition"
             lines.append(f"memory provider: {self.provider} ({kind})")
+            adapter = self.adapter
+            if adapter is not None and adapter.backend_name != self.provider:
+                lines.append(f"runs as: {adapter.backend_name} — {adapter.info.description}")
             lines.append("mode: " + ("read-only (turns are not saved)" if self.read_only
                                      else "read-write (turns are saved after each reply)"))
             lines.append(self.scope_line(ctx))
