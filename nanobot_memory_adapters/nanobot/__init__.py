@@ -11,5 +11,6 @@ See ``docs/nanobot-plugin.md``. Private nanobot seams are confined to ``seams.py
 from __future__ import annotations
 
 from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin, plugin_for
+from nanobot_memory_adapters.nanobot.tool import plugin_disabled
 
-__all__ = ["MemoryPlugin", "plugin_for"]
+__all__ = ["MemoryPlugin", "plugin_disabled", "plugin_for"]

@@ -9,6 +9,10 @@ model-facing function). If nanobot's shape is not the one this plugin knows,
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from loguru import logger
@@ -17,6 +21,24 @@ from nanobot.agent.tools.base import Tool
 from nanobot_memory_adapters.nanobot import seams
 
 TOOL_NAME = "memory_adapters"
+ENV_SWITCH = "NANOBOT_MEMORY_PLUGIN"  # "0" / "off": never attach (nanobot runs untouched)
+_suppressed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nanobot_memory_plugin_suppressed", default=False
+)
+
+
+@contextlib.contextmanager
+def plugin_disabled() -> Iterator[None]:
+    """AgentLoops built inside this block get no memory plugin.
+
+    For programs that embed nanobot for their own purposes (e.g. the rolling_summary
+    condition's private Dream loop), so a user's ``memory.json`` does not reach them.
+    """
+    token = _suppressed.set(True)
+    try:
+        yield
+    finally:
+        _suppressed.reset(token)
 
 
 class MemoryPluginTool(Tool):
@@ -27,6 +49,10 @@ class MemoryPluginTool(Tool):
 
     @classmethod
     def enabled(cls, ctx: Any) -> bool:
+        if _suppressed.get() or os.environ.get(ENV_SWITCH, "").strip().lower() in (
+            "0", "off", "false", "no"
+        ):
+            return False
         ok, _reason = seams.check_compatibility()
         if not ok:
             return False

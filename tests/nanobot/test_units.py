@@ -219,3 +219,17 @@ async def test_incompatible_nanobot_runs_untouched(home, monkeypatch):
     assert "You said: still fine" in await say(loop, "nia", "still fine")
     assert "Unknown command" in await say(loop, "nia", "/memory-health")
     monkeypatch.setattr(seams, "_compat_cache", None)
+
+
+async def test_plugin_can_be_switched_off_per_loop_or_by_environment(home, monkeypatch):
+    from nanobot.agent.memory import MemoryStore
+
+    from nanobot_memory_adapters.nanobot import plugin_disabled, plugin_for
+
+    home.write_memory({"memory": {"condition": "full_history"}})
+    with plugin_disabled():
+        loop = home.loop()
+    assert plugin_for(loop) is None and type(loop.context.memory) is MemoryStore
+    assert plugin_for(home.loop()) is not None
+    monkeypatch.setenv("NANOBOT_MEMORY_PLUGIN", "off")
+    assert plugin_for(home.loop()) is None
