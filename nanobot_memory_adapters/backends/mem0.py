@@ -472,7 +472,9 @@ class Mem0Adapter(BaseAdapter):
         if self.config.tag_mapping == "filter":
             extra.update(request.tags())
         for key, value in extra.items():
-            if key in _IDENTITY_KEYS or key in filters:
+            # mem0 merges AND sub-conditions into the top level (a nested user_id replaces
+            # the scope's), so identity keys are refused at any depth, not just on top.
+            if key in _IDENTITY_KEYS or key in filters or _names_identity(value):
                 raise AdapterError(
                     f"filter key {key!r} would override the scope; scope ids come from "
                     "request.scope only",
@@ -881,6 +883,18 @@ class SimpleRagAdapter(Mem0Adapter):
                 exclude={"llm", "infer", "custom_instructions"}
             ))
         super().__init__(data_dir, config, trace_sink=trace_sink)
+
+
+def _names_identity(value: Any) -> bool:
+    """Whether a filter value (AND/OR/NOT lists, operator dicts) mentions a scope id key."""
+    if isinstance(value, dict):
+        return any(
+            (isinstance(k, str) and k.lower() in _IDENTITY_KEYS) or _names_identity(v)
+            for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return any(_names_identity(v) for v in value)
+    return False
 
 
 def _has_wildcard(value: Any) -> bool:

@@ -256,6 +256,29 @@ async def test_wildcard_ids_are_rejected_before_mem0(raw_adapter):
         await raw_adapter.retrieve(_request(scope, "x", filters={"scenario": "*"}))
     with pytest.raises(AdapterError, match="override the scope"):
         await raw_adapter.retrieve(_request(scope, "x", filters={"user_id": "bob"}))
+    # mem0 merges AND conditions into the top level: a nested id would replace the scope's.
+    for nested in ({"AND": [{"user_id": "bob"}]}, {"AND": [{"run_id": "r0"}]},
+                   {"OR": [{"agent_id": "x"}]}, {"NOT": [{"user_id": "alice"}]}):
+        with pytest.raises(AdapterError, match="override the scope"):
+            await raw_adapter.retrieve(_request(scope, "x", filters=nested))
+
+
+async def test_nested_filters_cannot_reach_another_user(raw_adapter):
+    run = _run()
+    alice, bob = _scope(run, "alice"), _scope(run, "bob")
+    await raw_adapter.record_event(_event(bob, "I live in Montevideo."))
+    # What mem0 itself does with it (why the adapter refuses it): AND replaces user_id.
+    memory = await raw_adapter._native()
+    leaked = await memory.search("Where do I live?", top_k=5, filters={
+        "user_id": "alice", "run_id": run, "AND": [{"user_id": "bob"}]})
+    assert [r["memory"] for r in leaked["results"]] == ["I live in Montevideo."]
+    with pytest.raises(AdapterError, match="override the scope"):
+        await raw_adapter.retrieve(
+            _request(alice, "Where do I live?", filters={"AND": [{"user_id": "bob"}]}))
+    # Non-identity logical filters still pass through to mem0.
+    ok = await raw_adapter.retrieve(
+        _request(alice, "Where do I live?", filters={"AND": [{"session_id": "s1"}]}))
+    assert "Montevideo" not in ok.formatted_context
 
 
 async def test_reset_of_one_scope_leaves_another_intact(raw_adapter):
