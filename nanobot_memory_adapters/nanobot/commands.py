@@ -71,8 +71,6 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
         router.exact("/memory-health", memory_health)
         if tool_name is not None:
             # The tool is only the entry point's carrier; keep it out of the LLM's tool list.
-            tools = getattr(plugin.loop, "tools", None)
-            if tools is not None and tools.get(tool_name) is not None:
-                tools.unregister(tool_name)
+            seams.hide_tool(plugin.loop, tool_name)
 
     return install

@@ -823,17 +823,7 @@ class MemoryPlugin:
         return "\n".join(lines)
 
     def _native_memory_lines(self) -> list[str]:
-        store = getattr(self.loop.context.memory, "wrapped_store", self.loop.context.memory)
-        lines = []
-        try:
-            text = store.read_memory()
-            lines.append(f"MEMORY.md: {len(text)} chars ({store.memory_file})")
-            history = Path(store.history_file)
-            count = sum(1 for _ in history.open(encoding="utf-8")) if history.exists() else 0
-            lines.append(f"history.jsonl: {count} entries")
-        except Exception as exc:
-            lines.append(f"native memory: unreadable ({exc})")
-        return lines
+        return seams.native_memory_summary(self.loop)
 
     def status_dict(self) -> dict[str, Any]:
         return {

@@ -187,6 +187,35 @@ def install_memory_view(loop: Any, text_for_prompt: Callable[[], str | None]) ->
     return view
 
 
+def native_memory_summary(loop: Any) -> list[str]:
+    """MEMORY.md size and history.jsonl entries of nanobot's own (real) store."""
+    store = getattr(loop.context.memory, "wrapped_store", loop.context.memory)
+    lines = []
+    try:
+        text = store.read_memory()
+        lines.append(f"MEMORY.md: {len(text)} chars ({store.memory_file})")
+        history = Path(store.history_file)
+        with history.open(encoding="utf-8") if history.exists() else _empty() as f:
+            count = sum(1 for line in f if line.strip())
+        lines.append(f"history.jsonl: {count} entries")
+    except Exception as exc:
+        lines.append(f"native memory: unreadable ({exc})")
+    return lines
+
+
+def _empty() -> Any:
+    import io
+
+    return io.StringIO("")
+
+
+def hide_tool(loop: Any, name: str) -> None:
+    """Drop the entry point's carrier tool from the model-visible tool list."""
+    tools = getattr(loop, "tools", None)
+    if tools is not None and tools.get(name) is not None:
+        tools.unregister(name)
+
+
 def current_session_key() -> str | None:
     from nanobot.agent.tools.context import current_request_context
 

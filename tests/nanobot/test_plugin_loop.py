@@ -337,3 +337,13 @@ async def test_dream_keeps_working_on_nanobots_files_while_a_provider_is_active(
     memory = long_term_memory(agent_request(llm_double, "What is my hobby?"))
     assert memory.startswith('<memory-context backend="full_history"')
     assert "- I restore old radios." not in memory  # MEMORY.md's bullet is not shown
+
+
+async def test_rolling_summary_health_reports_nanobots_own_memory(home):
+    home.write_memory({"memory": {"condition": "rolling_summary"}})
+    loop = home.loop()
+    health = await say(loop, "quin", "/memory-health")
+    assert health.startswith("memory: rolling_summary (control)")
+    assert "MEMORY.md:" in health and "history.jsonl:" in health
+    assert "nanobot's own MEMORY.md" in await say(loop, "quin", "/memory-mode")
+    assert "Switch to a provider first" in await say(loop, "quin", "/memory-mode read-only on")
