@@ -496,8 +496,8 @@ class HonchoAdapter(BaseAdapter):
         fixed = [i for i in items if i.group != "messages"]
         messages = [i for i in items if i.group == "messages"]
         room = budget.max_tokens - frame_tokens(self.backend_name, key)
-        for group in {i.group for i in items}:
-            room -= count_tokens(f"\n## {group}")
+        for group in {i.group or "ungrouped" for i in items}:  # the titles render_context writes
+            room -= count_tokens("\n" + _group_title(group, []))
         for i in fixed:
             room -= count_tokens("\n" + item_line(i))
         kept: list[RetrievedItem] = []

@@ -225,6 +225,33 @@ async def test_session_summary_after_twenty_messages(honcho):
         await adapter.aclose()
 
 
+def test_render_keeps_the_newest_messages_whole():
+    """The formatter reserves room for the group titles it really writes, so the newest
+    message is never the one cut to a stub when the budget is tight."""
+    from nanobot_memory_adapters.contract import RetrievedItem
+
+    adapter = HonchoAdapter(HonchoConfig(), base_url="http://127.0.0.1:9")
+    items = [
+        RetrievedItem(text="Alice likes tea and lives in Paris. " * 3,
+                      native_type="peer_representation", group="representation"),
+        RetrievedItem(text="A summary of the session.", native_type="session_summary.short",
+                      group="summary"),
+    ] + [
+        RetrievedItem(native_id=f"m{i}", text=f"user: message number {i} about topic {i}",
+                      native_type="message", group="messages", created_at=T0 + timedelta(minutes=i))
+        for i in range(30)
+    ]
+    for tokens in range(120, 420, 10):
+        rendered = adapter.render(_scope(), items, ContextBudget(max_tokens=tokens))
+        assert rendered.token_count <= tokens
+        lines = rendered.text.splitlines()
+        if "user: message number 29 about topic 29" not in rendered.text:
+            assert "## Recent session messages" not in rendered.text, (tokens, lines)
+            continue
+        assert lines[-2].endswith("user: message number 29 about topic 29"), (tokens, lines)
+        assert not any(line.endswith("…") for line in lines), (tokens, lines)
+
+
 async def test_memory_text_cannot_forge_a_section(server_url):
     adapter = _adapter(server_url)
     try:
