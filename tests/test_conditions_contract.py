@@ -86,3 +86,21 @@ class TestOracleIPAS(ContractSuite):
             return OracleIPAS(prefs)
 
         return SuiteTarget(make=make, no_native_backend="oracle_ipas is configuration only")
+
+
+async def test_dream_loop_never_loads_the_users_memory_plugin(tmp_path, llm_double, monkeypatch):
+    """A user's memory.json must not turn the private Dream loop into a plugin host."""
+    home = tmp_path / "home"
+    (home / ".nanobot").mkdir(parents=True)
+    (home / ".nanobot" / "memory.json").write_text('{"memory": {"condition": "full_history"}}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NANOBOT_MEMORY_CONFIG", str(home / ".nanobot" / "memory.json"))
+    from nanobot_memory_adapters.contract import MemoryScope
+    from nanobot_memory_adapters.nanobot import plugin_for
+
+    adapter = RollingSummary(tmp_path / "rolling", llm=DreamLLM(base_url=llm_double.base_url))
+    try:
+        loop = adapter._dream_loop(MemoryScope(run_id="r", persona_id="alice"))
+        assert plugin_for(loop) is None
+    finally:
+        await adapter.aclose()

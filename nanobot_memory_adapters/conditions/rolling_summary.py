@@ -144,7 +144,11 @@ class RollingSummary(BaseAdapter):
                     },
                 }
             )
-            self._loops[key] = AgentLoop.from_config(config, tool_registry=ToolRegistry())
+            from nanobot_memory_adapters.nanobot import plugin_disabled
+
+            # A private loop for Dream only: the user's memory plugin must not load into it.
+            with plugin_disabled():
+                self._loops[key] = AgentLoop.from_config(config, tool_registry=ToolRegistry())
         return self._loops[key]
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
