@@ -106,6 +106,19 @@ def render_context(
     for item in items:
         groups.setdefault(item.group, []).append(item)
     titled = len(groups) > 1 or next(iter(groups)) is not None
+    title_of = group_title or _default_group_title
+
+    # Fast path: one tokenization when everything fits (the common case on a hot path).
+    whole = [head]
+    for group, members in groups.items():
+        if titled:
+            whole.append(title_of(group or "ungrouped", members))
+        whole.extend(line(item) for item in members)
+    whole.append(tail)
+    text = "\n".join(whole)
+    tokens = count_tokens(text)
+    if tokens <= limit:
+        return RenderedContext(text, tokens, len(items), 0, _shortfall(budget, tokens))
 
     lines: list[str] = [head]
     used = count_tokens(head + "\n" + tail)
@@ -115,7 +128,7 @@ def render_context(
         if full:
             break
         if titled:
-            title = (group_title or _default_group_title)(group or "ungrouped", members)
+            title = title_of(group or "ungrouped", members)
             cost = count_tokens("\n" + title)
             if used + cost > limit:
                 break
