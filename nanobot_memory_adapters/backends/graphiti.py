@@ -141,7 +141,9 @@ class LLMSettings(BaseModel):
 
     @property
     def configured(self) -> bool:
-        return bool(self.base_url or self.resolved_api_key())
+        # A key alone would send every prompt to the SDK's cloud default (or whatever
+        # OPENAI_BASE_URL says): the endpoint must be named explicitly.
+        return bool(self.base_url)
 
 
 class EmbedderSettings(BaseModel):

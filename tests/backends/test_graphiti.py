@@ -108,6 +108,14 @@ def test_without_llm_fails_fast_and_says_how(data_dir):
     assert "memory.graphiti.llm.base_url" in message
 
 
+def test_a_key_without_an_endpoint_is_not_an_llm(data_dir, monkeypatch):
+    """A key alone would reach the SDK's cloud default: the endpoint must be explicit."""
+    monkeypatch.setenv("NBM_TEST_GRAPHITI_KEY", "sk-test")
+    for llm in ({"api_key": "sk-test"}, {"api_key_env": "NBM_TEST_GRAPHITI_KEY"}):
+        with pytest.raises(ConfigError, match=r"memory\.graphiti\.llm\.base_url"):
+            load_provider({"backend": "graphiti", "graphiti": {"llm": llm}}, data_dir=data_dir)
+
+
 def test_cross_encoder_recipe_needs_a_cross_encoder(llm_double, data_dir):
     with pytest.raises(ConfigError) as info:
         _load(llm_double, data_dir, search={"recipe": "edge_hybrid_cross_encoder"})
