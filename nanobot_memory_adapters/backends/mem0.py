@@ -44,7 +44,8 @@ drops everything for every scope and is never called by this adapter:
 Environment notes: mem0 telemetry is switched off (``MEM0_TELEMETRY=False``) before
 mem0 is imported. Without spaCy, mem0 skips lemmatization and entity boosts; without
 fastembed, Qdrant BM25 is off: search is then purely semantic (mem0's own fallback).
-mem0's OpenAI LLM prefers ``OPENROUTER_API_KEY`` from the environment when it is set.
+mem0's OpenAI LLM would prefer ``OPENROUTER_API_KEY`` (and openrouter.ai) from the
+environment over the configured endpoint; the adapter pins the client to ``llm.base_url``.
 """
 
 from __future__ import annotations
@@ -399,12 +400,26 @@ class Mem0Adapter(BaseAdapter):
             client = _acquire_client(self.qdrant_path)
             self._client_held = True
             try:
-                self._memory = AsyncMemory(self._mem0_config(client))
+                config = self._mem0_config(client)
+                memory = AsyncMemory(config)
+                self._pin_llm_endpoint(memory, config)
+                self._memory = memory
             except BaseException:
                 self._client_held = False
                 _release_client(self.qdrant_path)
                 raise
             return self._memory
+
+    def _pin_llm_endpoint(self, memory: Any, config: Any) -> None:
+        """mem0's OpenAI LLM ignores ``openai_base_url`` whenever ``OPENROUTER_API_KEY`` is
+        in the environment and sends every extraction prompt to openrouter.ai (or
+        ``OPENROUTER_API_BASE``). A configured endpoint is the only one ever used."""
+        if self.llm is None or not os.environ.get("OPENROUTER_API_KEY"):
+            return
+        from openai import OpenAI
+
+        native = config.llm.config
+        memory.llm.client = OpenAI(api_key=native["api_key"], base_url=self.llm.base_url)
 
     async def _native(self) -> Any:
         """The AsyncMemory, built on first use (loading the embedder takes a moment)."""

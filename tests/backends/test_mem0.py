@@ -396,6 +396,24 @@ async def test_infer_true_extracts_with_one_json_call(infer_adapter, llm_double)
     assert result.trace.native_request["filters"] == {"user_id": "alice", "run_id": scope.run_id}
 
 
+async def test_openrouter_key_in_env_never_redirects_extraction(data_dir, llm_double,
+                                                                monkeypatch):
+    """mem0's OpenAI LLM switches to openrouter.ai whenever OPENROUTER_API_KEY is set; the
+    adapter keeps extraction on the configured endpoint with the configured key."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-must-not-be-used")
+    adapter = Mem0Adapter(data_dir, Mem0Config(llm=_llm(llm_double)))
+    try:
+        scope = _scope(_run())
+        before = len(llm_double.chat_requests())
+        receipt = await adapter.record_event(_event(scope, "I live in Zanzibar."))
+        assert len(llm_double.chat_requests()) == before + 1 and receipt.native_ids
+        client = adapter._memory.llm.client
+        assert str(client.base_url).rstrip("/") == llm_double.base_url.rstrip("/")
+        assert client.api_key == "test"
+    finally:
+        await adapter.aclose()
+
+
 async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter, llm_double):
     assert isinstance(infer_adapter, SupportsBulkIngest)
     scope = _scope(_run())
