@@ -219,6 +219,12 @@ class HonchoAdapter(BaseAdapter):
     def assistant_peer_name(scope: MemoryScope) -> str:
         return f"agent__{native_name(scope.agent_id or 'nanobot')}"
 
+    @classmethod
+    def state_key(cls, scope: MemoryScope) -> str:
+        """The adapter's cache key of a scope: its native workspace and user peer. (Not
+        ``scope.key``, which joins raw ids with '/' and so is not injective.)"""
+        return f"{cls.workspace_name(scope)}/{cls.user_peer_name(scope)}"
+
     @staticmethod
     def session_name(scope: MemoryScope, session_id: str, epoch: int) -> str:
         name = f"s__{native_name(scope.persona_id)}__{native_name(session_id)}"
@@ -278,7 +284,7 @@ class HonchoAdapter(BaseAdapter):
             return await super()._call(operation, lambda: _reraise(error))
 
     async def _scope_state(self, scope: MemoryScope) -> _ScopeState:
-        state = self._scopes.get(scope.key)
+        state = self._scopes.get(self.state_key(scope))
         if state is not None:
             return state
         workspace = self.workspace_name(scope)
@@ -290,7 +296,7 @@ class HonchoAdapter(BaseAdapter):
         )
         epoch = int((user.metadata or {}).get(EPOCH_KEY, 0) or 0)
         state = _ScopeState(workspace, user.id, self.assistant_peer_name(scope), epoch)
-        self._scopes[scope.key] = state
+        self._scopes[self.state_key(scope)] = state
         return state
 
     async def _ensure_session(self, scope: MemoryScope, state: _ScopeState,
@@ -349,7 +355,7 @@ class HonchoAdapter(BaseAdapter):
         for start in range(0, len(messages), MAX_BATCH):
             created = await session.aio.add_messages(messages[start:start + MAX_BATCH])
             ids += [m.id for m in created]
-        self._mark_dirty(scope.key)
+        self._mark_dirty(self.state_key(scope))
         warnings = [f"skipped {skipped} system message(s)"] if skipped else []
         return NativeWrite(
             status="queued" if ids else "committed",
@@ -367,7 +373,7 @@ class HonchoAdapter(BaseAdapter):
         started = time.perf_counter()
         groups: dict[tuple[str, str], list[MemoryEvent]] = {}
         for e in events:
-            groups.setdefault((e.scope().key, e.session_id), []).append(e)
+            groups.setdefault((self.state_key(e.scope()), e.session_id), []).append(e)
         receipts: dict[str, WriteReceipt] = {}
         for (_, session_id), group in groups.items():
             scope = group[0].scope()
@@ -385,7 +391,7 @@ class HonchoAdapter(BaseAdapter):
                     created = await session.aio.add_messages([m for _, m in chunk])
                     for (event_id, _), msg in zip(chunk, created, strict=True):
                         ids[event_id].append(msg.id)
-                self._mark_dirty(scope.key)
+                self._mark_dirty(self.state_key(scope))
                 return state, session, ids
 
             state, session, ids = await self._call("record_events", send)
@@ -394,7 +400,7 @@ class HonchoAdapter(BaseAdapter):
                     "record_event", native_operation="session.add_messages(bulk)",
                     native_request={"workspace": state.workspace, "session": session.id,
                                     "events": len(group)},
-                    scope=scope.key, event_id=e.event_id, native_ids=ids[e.event_id],
+                    scope=e.scope().key, event_id=e.event_id, native_ids=ids[e.event_id],
                     latency_ms=(time.perf_counter() - started) * 1000, status="queued",
                 )
                 self._emit(trace)
@@ -531,7 +537,7 @@ class HonchoAdapter(BaseAdapter):
             q = await aio.queue_status(sender=sender)
             busy += q.pending_work_units + q.in_progress_work_units
             total += q.total_work_units
-        dirty = self._dirty.get(scope.key)
+        dirty = self._dirty.get(self.state_key(scope))
         still_deleting: set[str] = set()
         if dirty and dirty.deleted_sessions:
             alive = await self._peer_sessions(state)
@@ -547,7 +553,7 @@ class HonchoAdapter(BaseAdapter):
     async def readiness(self, scope: MemoryScope) -> Readiness:
         started = time.perf_counter()
         busy, _, deleting = await self._call("readiness", lambda: self._probe(scope))
-        dirty = self._dirty.get(scope.key)
+        dirty = self._dirty.get(self.state_key(scope))
         if busy:
             if dirty:
                 dirty.seen_work = True
@@ -598,7 +604,8 @@ class HonchoAdapter(BaseAdapter):
         metadata[EPOCH_KEY] = state.epoch
         await user.aio.set_metadata(metadata)
         state.sessions.clear()
-        dirty = self._dirty.setdefault(scope.key, _Dirty(last_write=time.monotonic()))
+        dirty = self._dirty.setdefault(self.state_key(scope),
+                                       _Dirty(last_write=time.monotonic()))
         dirty.deleted_sessions |= deleted
         return (
             f"deleted {len(deleted)} session(s) of {state.user_peer} in workspace "

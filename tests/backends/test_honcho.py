@@ -252,6 +252,27 @@ def test_render_keeps_the_newest_messages_whole():
         assert not any(line.endswith("…") for line in lines), (tokens, lines)
 
 
+async def test_scopes_whose_keys_collide_stay_apart(honcho):
+    """``MemoryScope.key`` joins ids with '/', so (team/bob, alice) and (team, bob/alice)
+    share a key; their native workspaces and peers differ and nothing crosses over."""
+    adapter = _adapter(honcho.base_url)
+    try:
+        run = f"t-{uuid.uuid4().hex[:8]}"
+        one = MemoryScope(run_id=f"{run}/bob", persona_id="alice", agent_id="nanobot")
+        two = MemoryScope(run_id=run, persona_id="bob/alice", agent_id="nanobot")
+        assert one.key == two.key
+        await adapter.record_event(_event(one, "My locker code is 4711."))
+        await adapter.record_events([_event(two, "I collect stamps.", n=2)])
+        for scope in (one, two):
+            assert (await adapter.wait_until_ready(scope, READY_S)).status == "ready"
+        first = (await adapter.retrieve(_request(one, "What do I do?"))).formatted_context
+        second = (await adapter.retrieve(_request(two, "What do I do?"))).formatted_context
+        assert "4711" in first and "stamps" not in first
+        assert "stamps" in second and "4711" not in second
+    finally:
+        await adapter.aclose()
+
+
 async def test_memory_text_cannot_forge_a_section(server_url):
     adapter = _adapter(server_url)
     try:
