@@ -8,7 +8,9 @@ clients use (``APIADDRequest``, ``APISearchRequest``, ``APIFeedbackRequest``,
 those requests, formats results and manages the HTTP client; extraction, retrieval,
 ranking and scheduling are MemOS's own.
 
-Scope mapping (ids are made safe for MemOS's scheduler stream keys, which use ``:``):
+Scope mapping (ids are made safe for MemOS's scheduler stream keys, which use ``:``;
+an id containing ``__`` or starting/ending with ``_`` gets a hash suffix, so the ``__``
+separators below never merge two scopes):
 
 - ``user_id``  = ``user_id_template`` (default ``{run_id}__{persona_id}``)
 - cube         = ``cube_id_template`` (default ``{namespace}__{run_id}__{persona_id}``):
@@ -154,6 +156,15 @@ def _safe_id(value: str) -> str:
     return f"{clean}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
 
 
+def _id_part(value: str) -> str:
+    """A scope id as one part of a ``__``-joined MemOS id. Parts that contain ``__`` or
+    start/end with ``_`` would make ``(a__b, c)`` and ``(a, b__c)`` the same cube, so they
+    lose their ``_`` and get a hash suffix; every other id is kept as it is."""
+    if "__" in value or value.startswith("_") or value.endswith("_"):
+        return f"{value.replace('_', '-')}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
+    return value
+
+
 def _parse_time(value: Any) -> datetime | None:
     if not value or not isinstance(value, str):
         return None
@@ -217,8 +228,9 @@ class MemOSAdapter(BaseAdapter):
         try:
             for key in ("run_id", "persona_id", "namespace"):
                 check_scope_id(values[key], field=key)
-            user = self.config.user_id_template.format(**values)
-            cube = self.config.cube_id_template.format(**values)
+            parts = {k: _id_part(v) if v else v for k, v in values.items()}
+            user = self.config.user_id_template.format(**parts)
+            cube = self.config.cube_id_template.format(**parts)
         except (KeyError, ValueError) as exc:
             raise AdapterError(
                 f"refused scope before calling MemOS: {exc}",

@@ -424,6 +424,12 @@ def test_ids_are_safe_for_memos_stream_keys():
     assert ":" not in ids["user_id"] and ":" not in ids["cube_id"]
     other = adapter.native_ids(MemoryScope(run_id="run_1", persona_id="tg_42"))
     assert ids != other  # sanitizing never merges two scopes
+    assert other == {"user_id": "run_1__tg_42", "cube_id": "nbm__run_1__tg_42"}  # kept as is
+    # The "__" separator of the default templates cannot be forged by an id.
+    scopes = [("a__b", "c"), ("a", "b__c"), ("a_", "_b"), ("a", "__b"), ("a___", "b")]
+    native = [adapter.native_ids(MemoryScope(run_id=r, persona_id=p)) for r, p in scopes]
+    assert len({n["user_id"] for n in native}) == len(scopes)
+    assert len({n["cube_id"] for n in native}) == len(scopes)
     with pytest.raises(AdapterError):
         adapter.search_request(RetrieveRequest(
             query="q", scope=MemoryScope(run_id="r", persona_id="p"),
