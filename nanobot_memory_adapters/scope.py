@@ -53,11 +53,15 @@ class MemoryScope(BaseModel):
 
     @property
     def key(self) -> str:
-        """A stable, readable key for logs, traces and the formatted section."""
+        """A stable, readable, injective key: ``[namespace/]run/persona``.
+
+        Ids may contain ``/``, so it is written as ``%2F`` inside a part; ``%`` can never
+        appear in an id (see ``check_scope_id``), so two different scopes never share a key.
+        """
         parts = [self.run_id, self.persona_id]
         if self.backend_namespace:
             parts.insert(0, self.backend_namespace)
-        return "/".join(parts)
+        return "/".join(p.replace("/", "%2F") for p in parts)
 
 
 class ScopeTemplates(BaseModel):

@@ -156,3 +156,33 @@ def test_config_example_blocks_validate_against_their_providers():
         cls.config_model.model_validate(block)
         checked.append(name)
     assert {"mem0", "graphiti", "honcho", "memos"} <= set(checked)
+
+
+def test_scope_key_is_injective():
+    pairs = [
+        (MemoryScope(run_id="team/bob", persona_id="alice"),
+         MemoryScope(run_id="team", persona_id="bob/alice")),
+        (MemoryScope(run_id="a", persona_id="b", backend_namespace="ns"),
+         MemoryScope(run_id="ns/a", persona_id="b")),
+    ]
+    for one, other in pairs:
+        assert one.key != other.key
+    assert MemoryScope(run_id="r", persona_id="alice").key == "r/alice"
+
+
+async def test_full_history_keeps_slash_scopes_apart(tmp_path):
+    from datetime import UTC
+
+    from nanobot_memory_adapters.conditions.full_history import FullHistory
+
+    adapter = FullHistory(tmp_path / "h.sqlite3")
+    one = MemoryScope(run_id="team/bob", persona_id="alice")
+    other = MemoryScope(run_id="team", persona_id="bob/alice")
+    await adapter.record_event(nma.MemoryEvent(
+        event_id="e1", run_id=one.run_id, user_id=one.persona_id, agent_id="a", session_id="s",
+        turn_id="1", timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        messages=[{"role": "user", "content": "secret Zanzibar"}]))
+    result = await adapter.retrieve(nma.RetrieveRequest(
+        query="x", scope=other, budget=nma.ContextBudget(max_tokens=500)))
+    await adapter.aclose()
+    assert "Zanzibar" not in result.formatted_context
