@@ -81,6 +81,7 @@ _RETRYABLE_NAMES = frozenset(
         "ReadTimeout",
         "RemoteProtocolError",
         "ServiceUnavailableError",
+        "RateLimitError",
     }
 )
 
@@ -107,10 +108,17 @@ def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
         except Exception:  # a streamed or closed body
             raw["body"] = None
         retryable = retryable or int(status) >= 500 or int(status) == 429
+    causes: list[str] = []
+    seen = {id(exc)}
     cause = exc.__cause__ or exc.__context__
-    if cause is not None and cause is not exc:
-        raw["cause"] = f"{type(cause).__qualname__}: {str(cause)[:1000]}"
+    while cause is not None and id(cause) not in seen and len(causes) < 8:
+        seen.add(id(cause))
+        causes.append(f"{type(cause).__qualname__}: {str(cause)[:1000]}")
         retryable = retryable or _retryable(cause)
+        cause = cause.__cause__ or cause.__context__
+    if causes:
+        raw["cause"] = causes[0]
+        raw["cause_chain"] = causes
     return redact(raw), retryable
 
 

@@ -143,14 +143,25 @@ def conformance(
 
     source = memory_config_source(config, backend, condition)
     wanted = [int(x) for x in items.split(",")] if items else None
+    # Fail fast on config errors, before any item runs or any directory is made.
+    from nanobot_memory_adapters.registry import resolve_config
+
+    try:
+        resolve_config(source)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="nanobot-memory-conformance-")
     base = data_dir or Path(tmp.name)  # type: ignore[union-attr]
-    load(source, base)  # fail fast on config errors, before any item runs
 
     async def make() -> Any:
         return load(source, base)
 
-    no_native, failing_factory = _failing_variant(source)
+    try:
+        no_native, failing_factory = _failing_variant(source)
+    except ConfigError as exc:
+        if tmp is not None:
+            tmp.cleanup()
+        raise fail(str(exc)) from None
 
     async def make_failing() -> Any:
         if failing_factory is not None:

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nanobot_memory_adapters.events import MemoryEvent, Message
+from nanobot_memory_adapters.events import MemoryEvent, Message, set_tags
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 __all__ = [
@@ -96,15 +96,7 @@ class RetrieveRequest(BaseModel):
     filters: dict[str, Any] = Field(default_factory=dict)
 
     def tags(self) -> dict[str, str]:
-        return {
-            k: v
-            for k, v in (
-                ("scenario", self.scenario),
-                ("context", self.context),
-                ("attribute", self.attribute),
-            )
-            if v
-        }
+        return set_tags(self)
 
 
 class Trace(BaseModel):

@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 Role = Literal["user", "assistant", "system", "tool"]
+TAG_FIELDS = ("scenario", "context", "attribute")
+
+
+def set_tags(obj: Any) -> dict[str, str]:
+    """The scenario/context/attribute of an event or request that are set."""
+    return {name: value for name in TAG_FIELDS if (value := getattr(obj, name, None))}
 
 
 class Message(BaseModel):
@@ -58,26 +64,13 @@ class MemoryEvent(BaseModel):
             raise ValueError("messages is empty; an event needs at least one message")
         return value
 
-    def scope(self, backend_namespace: str | None = None) -> MemoryScope:
+    def scope(self) -> MemoryScope:
         """The scope this event belongs to."""
-        return MemoryScope(
-            run_id=self.run_id,
-            persona_id=self.user_id,
-            agent_id=self.agent_id,
-            backend_namespace=backend_namespace,
-        )
+        return MemoryScope(run_id=self.run_id, persona_id=self.user_id, agent_id=self.agent_id)
 
     def tags(self) -> dict[str, str]:
         """scenario/context/attribute that are set, for tag-aware backends."""
-        return {
-            k: v
-            for k, v in (
-                ("scenario", self.scenario),
-                ("context", self.context),
-                ("attribute", self.attribute),
-            )
-            if v
-        }
+        return set_tags(self)
 
     def transcript(self) -> str:
         """The turn as plain text, one ``role: content`` line per message."""

@@ -56,9 +56,12 @@ def item_label(item: RetrievedItem) -> str:
 
 
 def item_line(item: RetrievedItem) -> str:
+    """One ``- [labels] text`` entry; continuation lines are indented so stored text can
+    never pass for a group heading or another item."""
     label = item_label(item)
-    text = " ".join(item.text.split()) if "\n" not in item.text.strip() else item.text.strip()
-    return f"- {escape_text(label)} {escape_text(text)}" if label else f"- {escape_text(text)}"
+    lines = [" ".join(part.split()) for part in item.text.strip().splitlines()]
+    text = "\n  ".join(escape_text(part) for part in lines if part)
+    return f"- {escape_text(label)} {text}" if label else f"- {text}"
 
 
 def frame_tokens(backend: str, scope: str) -> int:

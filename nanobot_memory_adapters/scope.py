@@ -48,20 +48,18 @@ class MemoryScope(BaseModel):
 
     run_id: ScopeId
     persona_id: ScopeId
-    backend_namespace: ScopeId | None = None
     agent_id: ScopeId | None = None
 
     @property
     def key(self) -> str:
-        """A stable, readable, injective key: ``[namespace/]run/persona``.
+        """A stable, readable, injective key: ``run/persona``.
 
         Ids may contain ``/``, so it is written as ``%2F`` inside a part; ``%`` can never
         appear in an id (see ``check_scope_id``), so two different scopes never share a key.
+        A backend-side namespace is adapter configuration (e.g. ``memos.namespace``), not
+        part of the scope: events do not carry one, so reads and writes could not agree.
         """
-        parts = [self.run_id, self.persona_id]
-        if self.backend_namespace:
-            parts.insert(0, self.backend_namespace)
-        return "/".join(p.replace("/", "%2F") for p in parts)
+        return "/".join(p.replace("/", "%2F") for p in (self.run_id, self.persona_id))
 
 
 class ScopeTemplates(BaseModel):

@@ -16,9 +16,12 @@ from typing import Any, Protocol
 from nanobot_memory_adapters.contract import Trace
 
 _SECRET_KEY = re.compile(
-    r"(^|[_-])(api[_-]?key|apikey|secret|password|passwd|token|authorization|credentials?)$",
+    r"(^|[_-])(api[_-]?key|apikey|secret|secret[_-]?key|access[_-]?key|private[_-]?key|"
+    r"password|passwd|token|authorization|credentials?)$",
     re.I,
 )
+# user:password@host inside URLs and DSNs.
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
 REDACTED = "***"
 
 
@@ -35,6 +38,8 @@ def redact(value: Any) -> Any:
         }
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
+    if isinstance(value, str) and "@" in value:
+        return _URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", value)
     return value
 
 

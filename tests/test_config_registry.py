@@ -162,8 +162,8 @@ def test_scope_key_is_injective():
     pairs = [
         (MemoryScope(run_id="team/bob", persona_id="alice"),
          MemoryScope(run_id="team", persona_id="bob/alice")),
-        (MemoryScope(run_id="a", persona_id="b", backend_namespace="ns"),
-         MemoryScope(run_id="ns/a", persona_id="b")),
+        (MemoryScope(run_id="a/b", persona_id="c"),
+         MemoryScope(run_id="a", persona_id="b/c")),
     ]
     for one, other in pairs:
         assert one.key != other.key

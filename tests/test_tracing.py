@@ -51,3 +51,26 @@ def test_transport_errors_of_vendored_http_stacks_are_retryable():
     wrapped.__cause__ = ConnectError("refused")
     assert native_diagnostics(wrapped)[1] is True
     assert native_diagnostics(ValueError("schema mismatch"))[1] is False
+
+
+def test_redact_covers_cloud_key_names_and_url_passwords():
+    out = redact({"aws_secret_access_key": "a", "private_key": "b", "secret_key": "c",
+                  "dsn": "postgresql://memos:hunter2@127.0.0.1/db", "url": "http://h/x@y"})
+    assert out["aws_secret_access_key"] == out["private_key"] == out["secret_key"] == "***"
+    assert out["dsn"] == "postgresql://memos:***@127.0.0.1/db"
+    assert out["url"] == "http://h/x@y"
+
+
+def test_cause_chain_is_walked():
+    from nanobot_memory_adapters.base import native_diagnostics
+
+    class RateLimitError(Exception):
+        pass
+
+    inner = RateLimitError("slow down")
+    middle = ValueError("wrapped")
+    middle.__cause__ = inner
+    outer = RuntimeError("outer")
+    outer.__cause__ = middle
+    raw, retryable = native_diagnostics(outer)
+    assert retryable and len(raw["cause_chain"]) == 2

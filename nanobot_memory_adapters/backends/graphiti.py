@@ -387,10 +387,8 @@ def _encode_group_part(value: str) -> str:
 
 
 def group_id_for(scope: MemoryScope) -> str:
-    """``[<namespace>__]<run>__<persona>``: the run is the prefix, the persona the suffix."""
+    """``<run>__<persona>``: the run is the prefix, the persona the suffix."""
     parts = [scope.run_id, scope.persona_id]
-    if scope.backend_namespace:
-        parts.insert(0, scope.backend_namespace)
     group = "__".join(_encode_group_part(p) for p in parts)
     if not group or not re.fullmatch(r"[A-Za-z0-9_-]+", group):  # pragma: no cover
         raise ValueError(f"cannot build a Graphiti group_id from scope {scope.key!r}")

@@ -6,7 +6,7 @@ lifecycle; extraction, retrieval and reasoning are Honcho's (its deriver, its
 
 Mapping (names must match ``^[a-zA-Z0-9_-]+$``, so ids are escaped, see ``native_name``):
 
-    run (+ backend_namespace)  -> workspace
+    run                        -> workspace
     persona                    -> user peer       ``user__<persona>``
     agent                      -> assistant peer  ``agent__<agent>`` (distinct, observe_me
                                                   configurable, default False)
@@ -208,8 +208,7 @@ class HonchoAdapter(BaseAdapter):
     # -- ids ----------------------------------------------------------------------------------
     @staticmethod
     def workspace_name(scope: MemoryScope) -> str:
-        run = native_name(scope.run_id)
-        return f"{native_name(scope.backend_namespace)}__{run}" if scope.backend_namespace else run
+        return native_name(scope.run_id)
 
     @staticmethod
     def user_peer_name(scope: MemoryScope) -> str:

@@ -475,7 +475,6 @@ class Mem0Adapter(BaseAdapter):
         return self.scope_ids(
             MemoryScope.model_construct(
                 run_id=event.run_id, persona_id=event.user_id, agent_id=event.agent_id,
-                backend_namespace=None,
             ),
             operation,
         )

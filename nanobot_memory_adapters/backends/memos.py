@@ -241,7 +241,7 @@ class MemOSAdapter(BaseAdapter):
         return {"user_id": _safe_id(user), "cube_id": _safe_id(cube)}
 
     def _event_scope(self, event: MemoryEvent) -> MemoryScope:
-        return event.scope(backend_namespace=None)
+        return event.scope()
 
     # -- HTTP ------------------------------------------------------------------------
     async def _request(

@@ -152,6 +152,9 @@ class RollingSummary(BaseAdapter):
         return self._loops[key]
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
+        return await self._call("readiness", lambda: self._readiness(scope))
+
+    async def _readiness(self, scope: MemoryScope) -> Readiness:
         store = self.store(scope)
         pending = await asyncio.to_thread(
             lambda: len(store.read_unprocessed_history(store.get_last_dream_cursor()))
@@ -170,8 +173,12 @@ class RollingSummary(BaseAdapter):
             # A test session must not trigger consolidation writes.
             return await self.readiness(scope)
         started = time.perf_counter()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._dream_until_done(scope), timeout=timeout_s)
+
+        async def dream() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dream_until_done(scope), timeout=timeout_s)
+
+        await self._call("wait_until_ready", dream)
         state = await self.readiness(scope)
         state.waited_ms = (time.perf_counter() - started) * 1000
         return state

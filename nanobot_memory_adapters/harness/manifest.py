@@ -54,7 +54,6 @@ def scope_mapping(adapter: MemoryAdapter, scope: MemoryScope) -> dict[str, Any]:
         "run_id": scope.run_id,
         "persona_id": scope.persona_id,
         "agent_id": scope.agent_id,
-        "backend_namespace": scope.backend_namespace,
         "scope_key": scope.key,
     }
     native = getattr(adapter, "native_scope", None)

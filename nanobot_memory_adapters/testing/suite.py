@@ -206,6 +206,21 @@ async def item_3_scope_isolation(ctx: _Ctx) -> str:
         leaks.append("alice in another run saw this run's fact")
     if _has(await ctx.retrieve(a, query), "montevideo"):
         leaks.append("alice saw bob's fact")
+    # Request filters naming another scope's ids must be refused or have no effect.
+    for hostile in (
+        {"user_id": "alice"},
+        {"AND": [{"user_id": "alice"}]},
+        {"persona_id": "alice", "run_id": ctx.run_id},
+    ):
+        try:
+            forged = await ctx.adapter.retrieve(
+                RetrieveRequest(query=query, scope=b, budget=ContextBudget(max_tokens=1500),
+                                filters=hostile)
+            )
+        except AdapterError:
+            continue
+        if _has(forged, "reykjavik"):
+            leaks.append(f"bob's retrieve with filters={hostile} saw alice's fact")
     _expect(not leaks, "; ".join(leaks))
     if ctx.stores:
         _expect(_has(await ctx.retrieve(a, query), "reykjavik"), "alice lost her own fact")
@@ -439,6 +454,8 @@ async def run_item(number: int, target: SuiteTarget) -> ItemResult:
         status, detail = "failed", str(exc)
     except AdapterError as exc:
         status, detail = "failed", f"unexpected {exc} raw={exc.raw}"
+    except Exception as exc:  # a contract method leaked a non-AdapterError
+        status, detail = "failed", f"{type(exc).__name__} escaped a contract method: {exc}"
     finally:
         await adapter.aclose()
     return ItemResult(number, name, title, status, detail, time.perf_counter() - started)

@@ -163,8 +163,8 @@ def test_group_ids_follow_graphiti_rules_and_never_collide():
         MemoryScope(run_id="run_1", persona_id="alice"),
         MemoryScope(run_id="run.1", persona_id="alice"),
         MemoryScope(run_id="run", persona_id="1__alice"),
-        MemoryScope(run_id="run-1", persona_id="alice", backend_namespace="ns"),
         MemoryScope(run_id="ns__run-1", persona_id="alice"),
+        MemoryScope(run_id="ns", persona_id="run-1__alice"),
         MemoryScope(run_id="rün", persona_id="al:ice@x"),
     ]
     groups = [group_id_for(s) for s in scopes]

@@ -252,15 +252,15 @@ def test_render_keeps_the_newest_messages_whole():
         assert not any(line.endswith("…") for line in lines), (tokens, lines)
 
 
-async def test_scopes_whose_keys_collide_stay_apart(honcho):
-    """``MemoryScope.key`` joins ids with '/', so (team/bob, alice) and (team, bob/alice)
-    share a key; their native workspaces and peers differ and nothing crosses over."""
+async def test_slash_bearing_scopes_stay_apart(honcho):
+    """(team/bob, alice) and (team, bob/alice): distinct keys, distinct native workspaces
+    and peers, and nothing crosses over (the adapter once cached by a colliding key)."""
     adapter = _adapter(honcho.base_url)
     try:
         run = f"t-{uuid.uuid4().hex[:8]}"
         one = MemoryScope(run_id=f"{run}/bob", persona_id="alice", agent_id="nanobot")
         two = MemoryScope(run_id=run, persona_id="bob/alice", agent_id="nanobot")
-        assert one.key == two.key
+        assert one.key != two.key
         await adapter.record_event(_event(one, "My locker code is 4711."))
         await adapter.record_events([_event(two, "I collect stamps.", n=2)])
         for scope in (one, two):

@@ -235,8 +235,7 @@ async def test_wildcard_ids_are_rejected_before_mem0(raw_adapter):
     with pytest.raises(ValidationError, match="wildcard"):
         MemoryScope(run_id="*", persona_id="alice")
     # Even a scope built without validation never reaches mem0.
-    forged = MemoryScope.model_construct(run_id="r1", persona_id="*", agent_id=None,
-                                         backend_namespace=None)
+    forged = MemoryScope.model_construct(run_id="r1", persona_id="*", agent_id=None)
     request = RetrieveRequest.model_construct(
         query="anything", scope=forged, session_id=None,
         budget=ContextBudget(max_tokens=100), scenario=None, context=None, attribute=None,
