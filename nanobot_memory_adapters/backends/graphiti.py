@@ -98,6 +98,7 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.timeparse import require_time
 from nanobot_memory_adapters.tracing import TraceSink, redact
 
 # Graphiti sends anonymous usage events unless told not to (read at capture time).
@@ -644,21 +645,6 @@ def _source_label(episodes: Sequence[str]) -> str | None:
     return f"episode {episodes[0]}{more}"
 
 
-def _as_datetime(value: Any, name: str) -> datetime:
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"{name} {value!r} is not an ISO 8601 time") from None
-    else:
-        raise ValueError(f"{name} must be a datetime or an ISO 8601 string")
-    if parsed.tzinfo is None:
-        raise ValueError(f"{name} {value!r} has no timezone; add one (e.g. +00:00)")
-    return parsed.astimezone(UTC)
-
-
 # -- the adapter ---------------------------------------------------------------------------
 
 
@@ -953,7 +939,7 @@ class GraphitiAdapter(BaseAdapter):
             warnings_.append(f"filter {key!r} is not supported by graphiti and was ignored")
         described: dict[str, Any] = {}
         if as_of_value is not None:
-            as_of = _as_datetime(as_of_value, "filters.as_of")
+            as_of = require_time(as_of_value, "filters.as_of").astimezone(UTC)
             described["as_of"] = as_of.isoformat()
             return (
                 SearchFilters(
@@ -1295,12 +1281,12 @@ class GraphitiAdapter(BaseAdapter):
         ]
         described: dict[str, str] = {}
         if query.get("invalidated_from") is not None:
-            start = _as_datetime(query["invalidated_from"], "invalidated_from")
+            start = require_time(query["invalidated_from"], "invalidated_from").astimezone(UTC)
             bounds.append(DateFilter(date=start,
                                      comparison_operator=ComparisonOperator.greater_than_equal))
             described["invalidated_from"] = start.isoformat()
         if query.get("invalidated_to") is not None:
-            end = _as_datetime(query["invalidated_to"], "invalidated_to")
+            end = require_time(query["invalidated_to"], "invalidated_to").astimezone(UTC)
             bounds.append(DateFilter(date=end,
                                      comparison_operator=ComparisonOperator.less_than_equal))
             described["invalidated_to"] = end.isoformat()
@@ -1370,9 +1356,9 @@ class GraphitiTripletAdapter(GraphitiAdapter):
             fact=str(payload["fact"]),
             group_id=group,
             created_at=now,
-            valid_at=_as_datetime(payload["valid_at"], "valid_at")
+            valid_at=require_time(payload["valid_at"], "valid_at").astimezone(UTC)
             if payload.get("valid_at") else None,
-            invalid_at=_as_datetime(payload["invalid_at"], "invalid_at")
+            invalid_at=require_time(payload["invalid_at"], "invalid_at").astimezone(UTC)
             if payload.get("invalid_at") else None,
         )
         started = time.perf_counter()

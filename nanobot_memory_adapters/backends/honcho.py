@@ -29,7 +29,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -56,6 +55,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_line
 from nanobot_memory_adapters.formatting import render_context as _render_context
 from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import TraceSink
 
@@ -452,7 +452,7 @@ class HonchoAdapter(BaseAdapter):
                 items.append(RetrievedItem(
                     native_id=ctx.summary.message_id, text=ctx.summary.content,
                     native_type=f"session_summary.{ctx.summary.summary_type}",
-                    group="summary", created_at=_dt(ctx.summary.created_at),
+                    group="summary", created_at=parse_time(ctx.summary.created_at),
                     source=f"session={name} up_to_message={ctx.summary.message_id}",
                     metadata={"token_count": ctx.summary.token_count},
                     raw=raw["summary"] or {},
@@ -670,17 +670,6 @@ class HonchoAdapter(BaseAdapter):
 
 async def _reraise(exc: Exception) -> Any:
     raise exc
-
-
-def _dt(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
 
 
 def _message_json(m: Any) -> dict[str, Any]:

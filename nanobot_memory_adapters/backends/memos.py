@@ -48,7 +48,6 @@ import hashlib
 import os
 import re
 import time
-from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -68,6 +67,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
+from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 __all__ = ["MEMOS_GROUPS", "MemOSAdapter", "MemOSConfig", "MemOSFeedbackAdapter"]
@@ -163,15 +163,6 @@ def _id_part(value: str) -> str:
     if "__" in value or value.startswith("_") or value.endswith("_"):
         return f"{value.replace('_', '-')}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
     return value
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 class MemOSAdapter(BaseAdapter):
@@ -479,8 +470,8 @@ class MemOSAdapter(BaseAdapter):
             native_type=meta.get("memory_type"),
             group=group,
             score=float(score) if isinstance(score, int | float) else None,
-            created_at=_parse_time(meta.get("created_at")),
-            updated_at=_parse_time(meta.get("updated_at")),
+            created_at=parse_time(meta.get("created_at")),
+            updated_at=parse_time(meta.get("updated_at")),
             source=f"session:{session}" if session else None,
             metadata=metadata,
             raw=memory,
