@@ -45,7 +45,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-import httpx
 import kuzu
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
@@ -97,6 +96,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     WriteReceipt,
 )
+from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.timeparse import require_time
@@ -1136,16 +1136,14 @@ class GraphitiAdapter(BaseAdapter):
         warnings_: list[str] = []
         status = "ok"
         if cfg.llm.base_url:
-            try:
-                async with httpx.AsyncClient(timeout=3.0) as client:
-                    response = await client.get(cfg.llm.base_url.rstrip("/") + "/models")
-                details["llm"]["reachable"] = True
-                details["llm"]["models_status"] = response.status_code
-            except httpx.TransportError as exc:
+            probe = await probe_models(cfg.llm.base_url)
+            details["llm"]["reachable"] = probe.reachable
+            if probe.reachable:
+                details["llm"]["models_status"] = probe.status_code
+            else:
                 status = "degraded"
-                details["llm"]["reachable"] = False
                 warnings_.append(
-                    f"LLM endpoint {cfg.llm.base_url} unreachable ({type(exc).__name__}): "
+                    f"LLM endpoint {cfg.llm.base_url} unreachable ({probe.error}): "
                     "writes will fail until it is up"
                 )
         return NativeHealth(status=status, details=details, warnings=warnings_)

@@ -79,6 +79,7 @@ from nanobot_memory_adapters.contract import (
     Trace,
     WriteReceipt,
 )
+from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
@@ -648,22 +649,14 @@ class Mem0Adapter(BaseAdapter):
             status = "unavailable"
         if self.llm is not None:
             details["llm"].update(base_url=self.llm.base_url, model=self.llm.model)
-            details["llm"]["status"] = await self._probe_llm()
+            probe = await probe_models(self.llm.base_url)
+            details["llm"]["status"] = (
+                "reachable" if probe.reachable else f"unreachable: {probe.error}"
+            )
             if details["llm"]["status"] != "reachable" and self.infer and status == "ok":
                 status = "degraded"
                 warnings.append("LLM endpoint unreachable: infer=True writes will fail")
         return NativeHealth(status=status, details=details, warnings=warnings)
-
-    async def _probe_llm(self) -> str:
-        import httpx
-
-        assert self.llm is not None
-        try:
-            async with httpx.AsyncClient(timeout=3.0) as client:
-                await client.get(self.llm.base_url.rstrip("/") + "/models")
-            return "reachable"  # any HTTP answer means the endpoint is up
-        except Exception as exc:
-            return f"unreachable: {type(exc).__name__}"
 
     async def _native_call(self, operation: str, awaitable: Any) -> Any:
         """Await a mem0 call; LLM/network failures deep in the cause chain are retryable."""
