@@ -260,6 +260,8 @@ async def prepare_provider(
         return None, f"config: {exc}"
     except ImportError as exc:
         return None, f"not installed: {exc}"
+    except Exception as exc:  # a provider that cannot even be built is skipped, not fatal
+        return None, f"could not be built: {_error(exc)[:300]}"
     if adapter.info.requires_llm and name not in cfg.provider_configs:
         await adapter.aclose()
         return None, (
@@ -272,7 +274,11 @@ async def prepare_provider(
             f"runs as '{adapter.info.name}' with this config (e.g. no LLM configured); "
             f"benchmark '{adapter.info.name}' under its own name or configure {name} fully"
         )
-    health = await adapter.health()
+    try:
+        health = await adapter.health()
+    except Exception as exc:  # health must report, not raise; a third party may not
+        await adapter.aclose()
+        return None, f"health() raised: {_error(exc)[:300]}"
     if health.status == "unavailable":
         await adapter.aclose()
         return None, f"unavailable: {json.dumps(health.details, default=str)[:300]}"
