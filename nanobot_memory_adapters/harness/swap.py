@@ -228,9 +228,12 @@ async def run_swap(
             timeout=timeout,
             budget=ContextBudget(max_tokens=budget),
         )
-        return f"{name} ({kind}) built through the registry", {
+        runs_as = adapter.info.name
+        note = f"; with this config it runs as '{runs_as}'" if runs_as != name else ""
+        return f"{name} ({kind}) built through the registry{note}", {
             "provider": name,
             "kind": kind,
+            "runs_as": runs_as,
             "config_sha256": mf.config_sha256(name, block),
         }
 

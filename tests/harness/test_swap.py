@@ -106,3 +106,5 @@ def test_swap_mem0_backend_passes(tmp_path):
     status = {g["name"]: g["status"] for g in report["gates"]}
     assert status["readiness"] == "passed" and status["write_read"] == "passed"
     assert "bulk_ingest" in report["manifest"]["provider"]["capabilities"]
+    # Without an LLM block mem0 is its infer=False ablation, and the swap says so.
+    assert report["gates"][1]["data"]["runs_as"] == "simple_rag"
