@@ -70,7 +70,9 @@ class NativeHealth:
 
 _RETRYABLE = (ConnectionError, TimeoutError, asyncio.TimeoutError, httpx.TransportError)
 # SDKs vendor their own HTTP stacks (openai 3.x raises over its bundled ``httpx2``), so
-# transport failures are also recognised by class name anywhere in the MRO.
+# transport failures are also recognised by class name anywhere in the MRO. The names
+# cover openai's, graphiti-core's and httpx's transient errors; SDKs that wrap them (mem0's
+# LLMError) are seen through, because the whole cause chain is checked.
 _RETRYABLE_NAMES = frozenset(
     {
         "APIConnectionError",
@@ -82,6 +84,7 @@ _RETRYABLE_NAMES = frozenset(
         "RemoteProtocolError",
         "ServiceUnavailableError",
         "RateLimitError",
+        "InternalServerError",  # openai's 5xx, also when wrapped (no status_code on top)
     }
 )
 
@@ -108,12 +111,14 @@ def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
         except Exception:  # a streamed or closed body
             raw["body"] = None
         retryable = retryable or int(status) >= 500 or int(status) == 429
+    # Every cause decides retryability; the first 8 are kept in the diagnostics.
     causes: list[str] = []
     seen = {id(exc)}
     cause = exc.__cause__ or exc.__context__
-    while cause is not None and id(cause) not in seen and len(causes) < 8:
+    while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        causes.append(f"{type(cause).__qualname__}: {str(cause)[:1000]}")
+        if len(causes) < 8:
+            causes.append(f"{type(cause).__qualname__}: {str(cause)[:1000]}")
         retryable = retryable or _retryable(cause)
         cause = cause.__cause__ or cause.__context__
     if causes:

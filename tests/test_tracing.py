@@ -74,3 +74,43 @@ def test_cause_chain_is_walked():
     outer.__cause__ = middle
     raw, retryable = native_diagnostics(outer)
     assert retryable and len(raw["cause_chain"]) == 2
+
+
+def test_sdk_errors_the_backends_used_to_special_case_are_retryable_through_wrappers():
+    # mem0 wraps LLM failures in its LLMError; Graphiti raises openai's and its own
+    # RateLimitError. The shared check must see them anywhere in the cause chain.
+    import httpx
+    import openai
+    from graphiti_core.llm_client.errors import RateLimitError as GraphitiRateLimitError
+
+    from nanobot_memory_adapters.base import native_diagnostics
+
+    request = httpx.Request("POST", "http://llm.test/v1/chat/completions")
+    server_error = openai.InternalServerError(
+        "boom", response=httpx.Response(500, request=request), body=None
+    )
+    natives = [
+        openai.APIConnectionError(request=request),
+        openai.APITimeoutError(request=request),
+        openai.RateLimitError("slow", response=httpx.Response(429, request=request), body=None),
+        server_error,
+        GraphitiRateLimitError(),
+    ]
+    for native in natives:
+        assert native_diagnostics(native)[1] is True, type(native)
+        wrapper = RuntimeError("LLMError: generation failed")
+        wrapper.__cause__ = native
+        assert native_diagnostics(wrapper)[1] is True, type(native)
+
+
+def test_retryability_looks_past_the_first_eight_causes():
+    from nanobot_memory_adapters.base import native_diagnostics
+
+    deepest: BaseException = ConnectionError("refused")
+    for n in range(12):
+        outer = ValueError(f"layer {n}")
+        outer.__cause__ = deepest
+        deepest = outer
+    raw, retryable = native_diagnostics(deepest)
+    assert retryable and len(raw["cause_chain"]) == 8
+    assert native_diagnostics(ValueError("plain"))[1] is False

@@ -40,10 +40,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 import kuzu
 from graphiti_core import Graphiti
@@ -54,7 +54,6 @@ from graphiti_core.edges import EntityEdge, get_entity_edge_from_record
 from graphiti_core.embedder.client import EmbedderClient, EmbedderConfig
 from graphiti_core.graph_queries import get_fulltext_indices
 from graphiti_core.llm_client.config import LLMConfig
-from graphiti_core.llm_client.errors import RateLimitError as GraphitiRateLimitError
 from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_return_query
 from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
@@ -76,8 +75,7 @@ from graphiti_core.search.search_filters import (
 )
 from graphiti_core.utils.bulk_utils import RawEpisode
 from graphiti_core.utils.maintenance.graph_data_operations import clear_data
-from openai import APIConnectionError, AsyncOpenAI
-from openai import RateLimitError as OpenAIRateLimitError
+from openai import AsyncOpenAI
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from nanobot_memory_adapters.base import (
@@ -106,8 +104,6 @@ from nanobot_memory_adapters.tracing import TraceSink, redact
 os.environ["GRAPHITI_TELEMETRY_ENABLED"] = "false"
 
 BACKEND_NAME = "graphiti"
-T = TypeVar("T")
-_RETRYABLE_LLM_ERRORS = (APIConnectionError, OpenAIRateLimitError, GraphitiRateLimitError)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -674,16 +670,6 @@ class GraphitiAdapter(BaseAdapter):
         _require_llm(config)
         target = GraphitiTripletAdapter if config.ingest.fact_triples else cls
         return target(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
-
-    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
-        try:
-            return await super()._call(operation, fn)
-        except AdapterError as exc:
-            # openai>=3 raises over its own vendored httpx, which the shared check does not
-            # know: an unreachable or rate-limited endpoint is still worth retrying later.
-            if isinstance(exc.__cause__, _RETRYABLE_LLM_ERRORS):
-                exc.retryable = True
-            raise
 
     # -- ids -----------------------------------------------------------------------------
     @staticmethod

@@ -56,6 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -266,22 +267,6 @@ def _release_client(path: Path) -> None:
         if shared.users <= 0:
             del _CLIENTS[key]
             shared.client.close()
-
-
-def _retryable_cause(exc: BaseException) -> bool:
-    """LLM/network failures anywhere in the cause chain (mem0 wraps them in LLMError)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        name = type(current).__name__
-        if name in {"APIConnectionError", "APITimeoutError", "RateLimitError",
-                    "InternalServerError", "ConnectError", "ReadTimeout", "ConnectTimeout"}:
-            return True
-        if isinstance(current, ConnectionError | TimeoutError):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 # -- the adapter ---------------------------------------------------------------------
@@ -539,9 +524,7 @@ class Mem0Adapter(BaseAdapter):
     async def _record(self, event: MemoryEvent) -> NativeWrite:
         kwargs = self._add_kwargs([event], "record_event")
         memory = await self._native()
-        result = await self._native_call(
-            "record_event", memory.add(self._messages([event]), **kwargs)
-        )
+        result = await memory.add(self._messages([event]), **kwargs)
         native_ids = [r["id"] for r in result.get("results", []) if r.get("id")]
         warnings = []
         if self.infer and not native_ids:
@@ -567,7 +550,7 @@ class Mem0Adapter(BaseAdapter):
                 native_request=kwargs, warnings=["empty query: mem0 search was not called"],
             )
         memory = await self._native()
-        raw = await self._native_call("retrieve", memory.search(query, **kwargs))
+        raw = await memory.search(query, **kwargs)
         items = [self._item(r) for r in raw.get("results", [])]
         return NativeRetrieval(
             items=items, raw=raw, native_operation=operation, native_request=kwargs
@@ -595,7 +578,7 @@ class Mem0Adapter(BaseAdapter):
     async def _reset(self, scope: MemoryScope) -> str | None:
         ids = self.scope_ids(scope, "reset_scope")
         memory = await self._native()
-        await self._native_call("reset_scope", memory.delete_all(**ids))
+        await memory.delete_all(**ids)
         kept = (
             "the scope's last raw messages (up to 10) stay in the messages table and feed "
             "the next infer=True add in this scope"
@@ -658,22 +641,6 @@ class Mem0Adapter(BaseAdapter):
                 warnings.append("LLM endpoint unreachable: infer=True writes will fail")
         return NativeHealth(status=status, details=details, warnings=warnings)
 
-    async def _native_call(self, operation: str, awaitable: Any) -> Any:
-        """Await a mem0 call; LLM/network failures deep in the cause chain are retryable."""
-        try:
-            return await awaitable
-        except AdapterError:
-            raise
-        except Exception as exc:
-            raw, retryable = native_diagnostics(exc)
-            raise AdapterError(
-                f"{type(exc).__name__}: {str(exc)[:500]}",
-                backend_name=self.backend_name,
-                operation=operation,
-                raw=raw,
-                retryable=retryable or _retryable_cause(exc),
-            ) from exc
-
     # -- capabilities --------------------------------------------------------------------
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
         """Bulk ingest with mem0's own multi-message ``add``: one call per run of
@@ -690,8 +657,8 @@ class Mem0Adapter(BaseAdapter):
             started = time.perf_counter()
             memory = await self._call("record_events", self._native)
             try:
-                result = await self._native_call(
-                    "record_events", memory.add(self._messages(group), **kwargs)
+                result = await self._call(
+                    "record_events", partial(memory.add, self._messages(group), **kwargs)
                 )
             except AdapterError as exc:
                 exc.raw["committed_event_ids"] = [r.event_id for r in receipts]
@@ -775,7 +742,7 @@ class Mem0Adapter(BaseAdapter):
         """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
         ids = self.scope_ids(scope, operation)
         memory = await self._call(operation, self._native)
-        record = await self._native_call(operation, memory.get(native_id))
+        record = await self._call(operation, lambda: memory.get(native_id))
         if not record or any(record.get(k) != v for k, v in ids.items()):
             raise AdapterError(
                 f"memory {native_id!r} does not exist in scope {scope.key}",
@@ -809,11 +776,11 @@ class Mem0Adapter(BaseAdapter):
         await self._owned(scope, native_id, op)
         memory = await self._native()
         if operation == "history":
-            rows = await self._native_call(op, memory.history(native_id))
+            rows = await self._call(op, lambda: memory.history(native_id))
             return {"status": "ok", "operation": operation, "native_id": native_id,
                     "history": rows}
         if operation == "delete":
-            result = await self._native_call(op, memory.delete(native_id))
+            result = await self._call(op, lambda: memory.delete(native_id))
         else:
             text, metadata = payload.get("text"), payload.get("metadata")
             if text is None and metadata is None:
@@ -826,8 +793,8 @@ class Mem0Adapter(BaseAdapter):
                     "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
                 )
-            result = await self._native_call(
-                op, memory.update(native_id, text=text, metadata=metadata)
+            result = await self._call(
+                op, lambda: memory.update(native_id, text=text, metadata=metadata)
             )
         trace = self._trace(op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
                             native_ids=[native_id], status="committed")
@@ -843,13 +810,13 @@ class Mem0Adapter(BaseAdapter):
         if native_id is not None:
             record = await self._owned(scope, native_id, "provenance")
             memory = await self._native()
-            rows = await self._native_call("provenance", memory.history(native_id))
+            rows = await self._call("provenance", lambda: memory.history(native_id))
             return {"native_id": native_id, "memory": record, "history": rows}
         ids = self.scope_ids(scope, "provenance")
         memory = await self._call("provenance", self._native)
         top_k = int(query.get("top_k", 100))
-        listed = await self._native_call(
-            "provenance", memory.get_all(filters=ids, top_k=top_k)
+        listed = await self._call(
+            "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
         )
         return {"scope": ids, "memories": listed.get("results", [])}
 
