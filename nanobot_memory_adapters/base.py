@@ -25,6 +25,7 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     ModeReceipt,
     ProviderInfo,
+    Readiness,
     ResetReceipt,
     RetrievedItem,
     RetrieveRequest,
@@ -125,6 +126,31 @@ def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
         raw["cause"] = causes[0]
         raw["cause_chain"] = causes
     return redact(raw), retryable
+
+
+async def poll_readiness(
+    check: Callable[[], Awaitable[Readiness]], *, timeout_s: float, interval_s: float
+) -> Readiness:
+    """``wait_until_ready`` for backends with a readiness probe: call ``check`` every
+    ``interval_s`` until it stops answering ``pending`` (``ready`` and ``unknown`` are
+    final) or ``timeout_s`` has passed. On timeout the last answer is returned as it is,
+    ``pending`` with "timed out after ..." in its detail, never a false green.
+    ``waited_ms`` is the whole wait. A backend whose queue can look empty right after a
+    write must say ``pending`` in ``check`` itself (Honcho's settle window), so that a
+    single ``readiness`` call is never a false green either."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        state = await check()
+        now = time.monotonic()
+        if state.status != "pending" or now >= deadline:
+            update: dict[str, Any] = {"waited_ms": (now - started) * 1000}
+            if state.status == "pending":
+                update["detail"] = f"timed out after {timeout_s}s" + (
+                    f": {state.detail}" if state.detail else ""
+                )
+            return state.model_copy(update=update)
+        await asyncio.sleep(min(interval_s, deadline - now))
 
 
 class BaseAdapter:

@@ -22,7 +22,6 @@ name for minutes (its in-process cache); later events go to fresh session names.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -39,6 +38,7 @@ from nanobot_memory_adapters.base import (
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
+    poll_readiness,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
@@ -569,17 +569,8 @@ class HonchoAdapter(BaseAdapter):
                          waited_ms=(time.perf_counter() - started) * 1000, detail=detail)
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        started = time.perf_counter()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            state = await self.readiness(scope)
-            if state.status == "ready" or time.monotonic() >= deadline:
-                waited = (time.perf_counter() - started) * 1000
-                detail = state.detail if state.status == "ready" else (
-                    f"timed out after {timeout_s}s: {state.detail}")
-                return state.model_copy(update={"waited_ms": waited, "detail": detail})
-            await asyncio.sleep(min(self.config.readiness_poll_s,
-                                    max(0.0, deadline - time.monotonic())))
+        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                    interval_s=self.config.readiness_poll_s)
 
     # -- reset / health / diagnostics ----------------------------------------------------------
     async def _reset(self, scope: MemoryScope) -> str | None:

@@ -43,7 +43,6 @@ scores, timestamps and sources, in raw results and in the formatted context.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
@@ -53,7 +52,13 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import (
+    BaseAdapter,
+    NativeHealth,
+    NativeRetrieval,
+    NativeWrite,
+    poll_readiness,
+)
 from nanobot_memory_adapters.contract import (
     AdapterError,
     FeedbackRequest,
@@ -571,13 +576,8 @@ class MemOSAdapter(BaseAdapter):
         )
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        started = time.monotonic()
-        while True:
-            state = await self.readiness(scope)
-            waited = (time.monotonic() - started) * 1000
-            if state.status != "pending" or time.monotonic() - started >= timeout_s:
-                return state.model_copy(update={"waited_ms": waited})
-            await asyncio.sleep(self.config.readiness_poll_s)
+        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                    interval_s=self.config.readiness_poll_s)
 
     # -- lifecycle and health --------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
