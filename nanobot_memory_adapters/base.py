@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -212,17 +212,31 @@ class BaseAdapter:
     async def setup_scope(self, scope: MemoryScope) -> None:
         await self._call("setup_scope", lambda: self._setup(scope))
 
-    async def record_event(self, event: MemoryEvent) -> WriteReceipt:
-        if self._mode.read_only:
+    def _skipped_receipts(
+        self, events: Sequence[MemoryEvent], *, operation: str
+    ) -> list[WriteReceipt]:
+        """The read-only gate's answer: one traced ``skipped_read_only`` receipt per event,
+        nothing sent to the backend. ``record_event`` and every ``record_events`` return
+        this while ``mode.read_only``; ``operation`` names the traces like the provider's
+        committed writes (bulk ingest may trace as ``record_event`` or ``record_events``)."""
+        receipts = []
+        for event in events:
             trace = self._trace(
-                "record_event",
+                operation,
                 scope=event.scope().key,
                 event_id=event.event_id,
                 status="skipped_read_only",
                 latency_ms=0.0,
             )
             self._emit(trace)
-            return WriteReceipt(status="skipped_read_only", event_id=event.event_id, trace=trace)
+            receipts.append(
+                WriteReceipt(status="skipped_read_only", event_id=event.event_id, trace=trace)
+            )
+        return receipts
+
+    async def record_event(self, event: MemoryEvent) -> WriteReceipt:
+        if self._mode.read_only:
+            return self._skipped_receipts([event], operation="record_event")[0]
         started = time.perf_counter()
         native = await self._call("record_event", lambda: self._record(event))
         latency = (time.perf_counter() - started) * 1000

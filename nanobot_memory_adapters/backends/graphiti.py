@@ -1146,7 +1146,7 @@ class GraphitiAdapter(BaseAdapter):
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
         """Each scope's events go to Graphiti's ``add_episode_bulk`` in one call."""
         if self.mode.read_only:
-            return [await self.record_event(e) for e in events]  # the gate in BaseAdapter
+            return self._skipped_receipts(events, operation="record_event")
         by_group: dict[str, list[MemoryEvent]] = {}
         for event in events:
             by_group.setdefault(self.group_id(event.scope()), []).append(event)

@@ -368,7 +368,7 @@ class HonchoAdapter(BaseAdapter):
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
         """Bulk ingest: one add_messages call per (scope, session) and 100 messages."""
         if self.mode.read_only:
-            return [await self.record_event(e) for e in events]
+            return self._skipped_receipts(events, operation="record_event")
         started = time.perf_counter()
         groups: dict[tuple[str, str], list[MemoryEvent]] = {}
         for e in events:

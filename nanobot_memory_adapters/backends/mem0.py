@@ -650,7 +650,7 @@ class Mem0Adapter(BaseAdapter):
         if not events:
             return []
         if self._mode.read_only:
-            return [self._receipt(e, "skipped_read_only", [], 0.0, None) for e in events]
+            return self._skipped_receipts(events, operation="record_events")
         receipts: list[WriteReceipt] = []
         for group in self._groups(events):
             kwargs = self._add_kwargs(group, "record_events")
@@ -705,13 +705,12 @@ class Mem0Adapter(BaseAdapter):
 
     def _receipt(
         self, event: MemoryEvent, status: str, ids: list[str], latency: float,
-        request: dict[str, Any] | None, warnings: list[str] | None = None,
+        request: dict[str, Any], warnings: list[str] | None = None,
     ) -> WriteReceipt:
         trace: Trace = self._trace(
             "record_events",
-            native_operation=None if request is None
-            else f"AsyncMemory.add(infer={self.infer}, multi-message)",
-            native_request=request or {},
+            native_operation=f"AsyncMemory.add(infer={self.infer}, multi-message)",
+            native_request=request,
             scope=event.scope().key,
             event_id=event.event_id,
             native_ids=ids,
