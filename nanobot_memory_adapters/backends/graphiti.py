@@ -374,7 +374,11 @@ _KUZU_FTS_SPECIAL = re.compile(r"[?*\\]")
 def _encode_group_part(value: str) -> str:
     """Graphiti group ids allow [A-Za-z0-9_-]. Keep letters, digits and '-', escape the
     rest (including '_') as ``_xx`` hex bytes, so the encoding is injective and ``__``
-    can never occur inside a part."""
+    can never occur inside a part.
+
+    Deliberately not shared with ``honcho.native_name``: the two agree on ASCII but not
+    beyond (UTF-8 bytes here, code points there), and changing either would move existing
+    users' data to new group ids."""
     out = []
     for ch in value:
         if _GROUP_SAFE.fullmatch(ch):

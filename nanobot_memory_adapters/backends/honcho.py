@@ -99,7 +99,9 @@ _SAFE = re.compile(r"[A-Za-z0-9-]")
 def native_name(value: str) -> str:
     """An id in Honcho's name alphabet, injectively: ``-``/alphanumerics kept, every other
     character (``_`` included) becomes ``_xx`` (``_uxxxx`` beyond Latin-1). ``__`` therefore
-    never occurs inside an escaped id and can separate the parts of a composite name."""
+    never occurs inside an escaped id and can separate the parts of a composite name.
+    (Not shared with graphiti's group-id encoder, which escapes non-ASCII as UTF-8 bytes:
+    unifying them would rename existing workspaces, peers and sessions.)"""
     out = []
     for ch in value:
         if _SAFE.fullmatch(ch):
