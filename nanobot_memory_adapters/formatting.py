@@ -111,50 +111,42 @@ def render_context(
     titled = len(groups) > 1 or next(iter(groups)) is not None
     title_of = group_title or _default_group_title
 
-    # Fast path: one tokenization when everything fits (the common case on a hot path).
-    whole = [head]
+    # Every candidate line (group titles and items). Each is counted once as ``line + "\n"``:
+    # cl100k pre-tokenization never merges across a newline that is followed by a
+    # non-space character, so the section's tokens are the sum of its pieces (the
+    # property test in tests/test_formatting.py checks this against a full count).
+    entries: list[tuple[str, bool]] = []  # (line, is_item)
     for group, members in groups.items():
         if titled:
-            whole.append(title_of(group or "ungrouped", members))
-        whole.extend(line(item) for item in members)
-    whole.append(tail)
-    text = "\n".join(whole)
-    tokens = count_tokens(text)
-    if tokens <= limit:
-        return RenderedContext(text, tokens, len(items), 0, _shortfall(budget, tokens))
+            entries.append((title_of(group or "ungrouped", members), False))
+        entries.extend((line(item), True) for item in members)
+    additive = all(text[:1] and not text[:1].isspace() for text, _ in entries)
 
     lines: list[str] = [head]
-    used = count_tokens(head + "\n" + tail)
+    used = count_tokens(head + "\n") + count_tokens(tail)
     included = 0
-    full = False
-    for group, members in groups.items():
-        if full:
-            break
-        if titled:
-            title = title_of(group or "ungrouped", members)
-            cost = count_tokens("\n" + title)
-            if used + cost > limit:
-                break
-            lines.append(title)
+    last_is_title = False
+    for text, is_item in entries:
+        cost = count_tokens(text + "\n")
+        if used + cost <= limit:
+            lines.append(text)
             used += cost
-        for item in members:
-            text = line(item)
-            cost = count_tokens("\n" + text)
-            if used + cost <= limit:
-                lines.append(text)
-                used += cost
-                included += 1
-                continue
-            room = limit - used - 1
-            if room >= _MIN_TRUNCATED_ITEM_TOKENS:
-                lines.append(truncate_to_tokens(text, room))
-                included += 1
-            full = True
-            break
+            included += is_item
+            last_is_title = not is_item
+            continue
+        room = limit - used - 1
+        if is_item and room >= _MIN_TRUNCATED_ITEM_TOKENS:
+            cut = truncate_to_tokens(text, room)
+            lines.append(cut)
+            used += count_tokens(cut + "\n")
+            included += 1
+            last_is_title = False
+        break
+    if last_is_title:
+        used -= count_tokens(lines.pop() + "\n")  # a group title with no item under it
     lines.append(tail)
     text = "\n".join(lines)
-    tokens = count_tokens(text)
-    # Tokenization of the joined text can differ slightly from the sum of its parts.
+    tokens = used if additive else count_tokens(text)
     while tokens > limit and len(lines) > 2:
         lines.pop(-2)
         included = max(0, included - 1)

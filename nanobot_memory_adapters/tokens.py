@@ -28,7 +28,7 @@ def count_tokens(text: str) -> int:
     """Tokens of ``text``; special-token strings are counted as plain text."""
     if not text:
         return 0
-    return len(encoding().encode(text, disallowed_special=()))
+    return len(encoding().encode_ordinary(text))
 
 
 def truncate_to_tokens(text: str, max_tokens: int, marker: str = "…") -> str:

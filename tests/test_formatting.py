@@ -131,3 +131,15 @@ def test_multiline_memory_cannot_forge_headings_or_items():
     body = out.text.splitlines()[1:-1]
     assert body[0].startswith("- [id=real] fine")
     assert all(line.startswith("  ") for line in body[1:])
+
+
+def test_no_group_heading_without_an_item_under_it():
+    items = [RetrievedItem(text="short fact", group="text_mem"),
+             RetrievedItem(text="long " * 400, group="pref_mem")]
+    for limit in range(20, 120, 3):
+        out = render_context(backend="memos", scope="s", items=items,
+                             budget=ContextBudget(max_tokens=limit))
+        body = out.text.splitlines()[1:-1]
+        if body:
+            assert not body[-1].startswith("## "), (limit, out.text)
+            assert count_tokens(out.text) <= limit
