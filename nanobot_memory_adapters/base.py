@@ -265,7 +265,7 @@ class BaseAdapter:
         native = await self._call("retrieve", lambda: self._retrieve(request))
         latency = (time.perf_counter() - started) * 1000
         rendered = self.render(request.scope, native.items, request.budget)
-        times = [t for i in native.items for t in (i.created_at or i.valid_at,) if t]
+        times = [t for i in native.items for t in (i.event_at or i.created_at or i.valid_at,) if t]
         scores = [i.score for i in native.items if i.score is not None]
         warnings = list(native.warnings)
         if rendered.shortfall_tokens:

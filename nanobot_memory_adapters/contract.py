@@ -145,6 +145,11 @@ class RetrievedItem(BaseModel):
     native_type: str | None = None
     group: str | None = Field(default=None, description="Native result group (MemOS text_mem...)")
     score: float | None = None
+    event_at: datetime | None = Field(
+        default=None,
+        description="When the remembered turn happened (the event timestamp stored with it); "
+        "created_at is when the backend stored it.",
+    )
     created_at: datetime | None = None
     updated_at: datetime | None = None
     valid_at: datetime | None = None

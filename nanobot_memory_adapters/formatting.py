@@ -40,7 +40,9 @@ def item_label(item: RetrievedItem) -> str:
         parts.append(f"type={item.native_type}")
     if item.score is not None:
         parts.append(f"score={item.score:.3f}")
-    if item.created_at:
+    if item.event_at:
+        parts.append(f"at={_time(item.event_at)}")
+    if item.created_at and item.created_at != item.event_at:
         parts.append(f"created={_time(item.created_at)}")
     if item.updated_at and item.updated_at != item.created_at:
         parts.append(f"updated={_time(item.updated_at)}")

@@ -568,6 +568,7 @@ class Mem0Adapter(BaseAdapter):
             text=result.get("memory") or "",
             native_type=metadata.get("memory_type"),
             score=result.get("score"),
+            event_at=parse_time(metadata.get("timestamp")),
             created_at=parse_time(result.get("created_at")),
             updated_at=parse_time(result.get("updated_at")),
             source=source,

@@ -36,7 +36,7 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=True,
     tag_mapping="metadata",
-    item_fields=("native_id", "created_at", "source"),
+    item_fields=("native_id", "event_at", "source"),
     native_ingest_modes=("transcript",),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
@@ -129,7 +129,7 @@ class FullHistory(BaseAdapter):
                 native_id=event_id,
                 text=transcript,
                 native_type="transcript",
-                created_at=datetime.fromisoformat(ts),
+                event_at=datetime.fromisoformat(ts),
                 source=f"session={session_id} turn={turn_id}",
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )

@@ -523,3 +523,25 @@ def test_capabilities_declared(data_dir):
     assert set(capabilities_of(adapter)) == {
         "bulk_ingest", "readiness", "native_mutation", "provenance"
     }
+
+
+async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
+    """mem0's created_at is ingestion time; the turn's own time comes back as event_at."""
+    from datetime import UTC, datetime
+
+    import nanobot_memory_adapters as nma
+
+    adapter = nma.load_provider({"condition": "simple_rag"}, data_dir=tmp_path)
+    try:
+        scope = nma.MemoryScope(run_id="r-time", persona_id="alice")
+        await adapter.record_event(nma.MemoryEvent(
+            event_id="t1", run_id="r-time", user_id="alice", agent_id="bot", session_id="s",
+            turn_id="1", timestamp=datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+            messages=[{"role": "user", "content": "I adopted a beagle named Biscuit."}]))
+        result = await adapter.retrieve(nma.RetrieveRequest(
+            query="my dog", scope=scope, budget=nma.ContextBudget(max_tokens=400)))
+        assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+        assert result.items[0].created_at != result.items[0].event_at
+        assert "at=2023-05-08T13:56+00:00" in result.formatted_context
+    finally:
+        await adapter.aclose()
