@@ -147,7 +147,7 @@ def conformance(
     from nanobot_memory_adapters.registry import resolve_config
 
     try:
-        resolve_config(source)
+        memory_config, _ = resolve_config(source)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="nanobot-memory-conformance-")
@@ -184,7 +184,7 @@ def conformance(
             make=make,
             make_failing=None if no_native else make_failing,
             no_native_backend=no_native,
-            readiness_timeout_s=float(getattr(probe, "readiness_timeout_s", 60.0)),
+            readiness_timeout_s=_readiness_timeout(memory_config, probe),
         )
         with console.status("running contract items...") as status:
 
@@ -220,6 +220,13 @@ def conformance(
         console.print(table)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _readiness_timeout(config: Any, adapter: Any) -> float:
+    """The config's ``readiness_timeout_s`` when set; else the adapter's own minimum or 60 s."""
+    if "readiness_timeout_s" in config.model_fields_set:
+        return float(config.readiness_timeout_s)
+    return float(max(60.0, getattr(adapter, "readiness_timeout_s", 0.0)))
 
 
 def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:

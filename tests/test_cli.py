@@ -59,3 +59,16 @@ def test_bad_config_exits_non_zero_with_one_line(tmp_path, config, key, fix):
 def test_exactly_one_provider_option():
     out = run("health", "--condition", "no_memory", "--backend", "mem0")
     assert out.returncode != 0 and "exactly one" in out.stderr
+
+
+def test_conformance_uses_the_configured_readiness_timeout():
+    from nanobot_memory_adapters.cli import _readiness_timeout
+    from nanobot_memory_adapters.config import MemoryConfig
+
+    class Slow:
+        readiness_timeout_s = 90.0
+
+    assert _readiness_timeout(MemoryConfig(condition="no_memory"), object()) == 60.0
+    assert _readiness_timeout(MemoryConfig(condition="no_memory"), Slow()) == 90.0
+    configured = MemoryConfig(condition="no_memory", readiness_timeout_s=5)
+    assert _readiness_timeout(configured, Slow()) == 5.0

@@ -119,17 +119,17 @@ MEM0_INFO = ProviderInfo(
     description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
 )
 
-SIMPLE_RAG_INFO = ProviderInfo(
-    name="simple_rag",
-    condition_kind="control",
-    consistency_model="immediate",
-    stores_events=True,
-    tag_mapping="filter",
-    item_fields=_ITEM_FIELDS,
-    native_memory_types=("message",),
-    native_ingest_modes=("add(infer=False)", "add(multi-message, infer=False)"),
-    requires_llm=False,
-    description="mem0 with infer=False: messages stored verbatim, semantic search (ablation).",
+# The same adapter without extraction: a labelled control, never presented as mem0.
+SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
+    update={
+        "name": "simple_rag",
+        "condition_kind": "control",
+        "native_memory_types": ("message",),
+        "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
+        "requires_llm": False,
+        "description": "mem0 with infer=False: messages stored verbatim, semantic search "
+        "(ablation).",
+    }
 )
 
 
