@@ -13,7 +13,11 @@
 - Overhead: for each query, ``AsyncMemory.search`` is also called directly with the
   arguments the adapter builds (``adapter.search_arguments``) on the same store and the
   same AsyncMemory instance, alternating which goes first. Result ids and order must be
-  identical; the p50 overhead must stay under 5%.
+  identical; the p50 overhead must stay under 5%. The formatter caches exact token counts
+  of the lines it has seen (a memory's score is counted afresh each time), as it does in
+  a running agent, where the same memories come back turn after turn; the report also
+  gives the first round alone (each question asked once) and an extra round with that
+  cache emptied before every call, so the figure without any reuse is there too.
 
 Default mode is mem0 without an LLM (infer=False, the embedded default that reports as
 ``simple_rag``). ``--infer-double`` also measures ingest with infer=True against the
@@ -51,6 +55,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.tokens import count_tokens_cached  # noqa: E402
 
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm) on (\d{1,2}) (\w+),? (\d{4})", re.I)
@@ -161,24 +166,33 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         direct_ms: list[float] = []
         format_ms: list[float] = []
         mismatches: list[str] = []
-        for round_no in range(args.rounds):
+        cold_adapter_ms: list[float] = []
+        cold_direct_ms: list[float] = []
+        # Rounds 0..rounds-1 run as an agent would: the formatter's exact token-count cache
+        # keeps what it learnt. The last, extra round empties it before every call (cold).
+        for round_no in range(args.rounds + 1):
+            cold = round_no == args.rounds
+            a_out, d_out = (cold_adapter_ms, cold_direct_ms) if cold else (adapter_ms, direct_ms)
             for i, request in enumerate(requests):
                 query, kwargs = adapter.search_arguments(request)
 
-                async def via_adapter(request=request):
+                async def via_adapter(request=request, cold=cold, a_out=a_out):
+                    if cold:
+                        count_tokens_cached.cache_clear()
                     t = time.perf_counter()
                     result = await adapter.retrieve(request)
-                    adapter_ms.append((time.perf_counter() - t) * 1000)
-                    # The shared formatter's share of that call, timed on the same items.
-                    t = time.perf_counter()
-                    adapter.render(request.scope, result.items, request.budget)
-                    format_ms.append((time.perf_counter() - t) * 1000)
+                    a_out.append((time.perf_counter() - t) * 1000)
+                    if not cold:
+                        # The shared formatter's share of that call, timed on the same items.
+                        t = time.perf_counter()
+                        adapter.render(request.scope, result.items, request.budget)
+                        format_ms.append((time.perf_counter() - t) * 1000)
                     return [item.native_id for item in result.items]
 
-                async def direct(query=query, kwargs=kwargs):
+                async def direct(query=query, kwargs=kwargs, d_out=d_out):
                     t = time.perf_counter()
                     raw = await memory.search(query, **kwargs)
-                    direct_ms.append((time.perf_counter() - t) * 1000)
+                    d_out.append((time.perf_counter() - t) * 1000)
                     return [r["id"] for r in raw["results"]]
 
                 if (i + round_no) % 2:
@@ -188,6 +202,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 if ids_a != ids_d:
                     mismatches.append(request.query)
         a50, d50 = statistics.median(adapter_ms), statistics.median(direct_ms)
+        n = len(requests)
+        r1_a50, r1_d50 = statistics.median(adapter_ms[:n]), statistics.median(direct_ms[:n])
+        cold_a50, cold_d50 = statistics.median(cold_adapter_ms), statistics.median(cold_direct_ms)
         unformatted = statistics.median(a - f for a, f in zip(adapter_ms, format_ms, strict=True))
         # Paired: the two calls of one query run back to back, so machine load hits both.
         paired = statistics.median(a - d for a, d in zip(adapter_ms, direct_ms, strict=True))
@@ -203,6 +220,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             "paired_p50_overhead_pct": paired / d50 * 100,
             "format_p50_ms": statistics.median(format_ms),
             "p50_overhead_excluding_format_pct": (unformatted - d50) / d50 * 100,
+            "first_round_p50_overhead_pct": (r1_a50 - r1_d50) / r1_d50 * 100,
+            "cold_token_cache": {
+                "adapter_p50_ms": cold_a50,
+                "direct_p50_ms": cold_d50,
+                "p50_overhead_pct": (cold_a50 - cold_d50) / cold_d50 * 100,
+            },
             "ids_and_order_identical": not mismatches,
             "mismatched_queries": mismatches[:5],
         }
@@ -261,9 +284,13 @@ def main() -> None:
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     r = report["retrieve"]
-    ok = r["ids_and_order_identical"] and r["p50_overhead_pct"] < 5.0
+    # Gate: every round, and the first round alone (each question asked once).
+    ok = (r["ids_and_order_identical"] and r["p50_overhead_pct"] < 5.0
+          and r["first_round_p50_overhead_pct"] < 5.0)
     print(f"\n{'PASS' if ok else 'FAIL'}: ids/order identical={r['ids_and_order_identical']}, "
-          f"p50 overhead {r['p50_overhead_pct']:.2f}% (limit 5%)")
+          f"p50 overhead {r['p50_overhead_pct']:.2f}% (limit 5%; first round "
+          f"{r['first_round_p50_overhead_pct']:.2f}%, token-count cache emptied before every "
+          f"call {r['cold_token_cache']['p50_overhead_pct']:.2f}%)")
     sys.exit(0 if ok else 1)
 
 

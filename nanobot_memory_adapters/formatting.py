@@ -7,13 +7,13 @@ is XML-escaped and can neither close the section nor open a forged one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
 from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
-from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
+from nanobot_memory_adapters.tokens import count_tokens, count_tokens_cached, truncate_to_tokens
 
 SECTION_TAG = "memory-context"
 # A partially fitting item is truncated only if at least this many tokens remain for it.
@@ -33,37 +33,68 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat(timespec="minutes") if value else None
 
 
+def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
+    """Label parts split after the score: (type and score, everything else).
+
+    The score is the only part that changes from one retrieval of an item to the next."""
+    head: list[str] = []
+    tail: list[str] = []
+    if item.native_type:
+        (head if item.score is not None else tail).append(f"type={item.native_type}")
+    if item.score is not None:
+        head.append(f"score={item.score:.3f}")
+    if item.event_at:
+        tail.append(f"at={_time(item.event_at)}")
+    if item.created_at and item.created_at != item.event_at:
+        tail.append(f"created={_time(item.created_at)}")
+    if item.updated_at and item.updated_at != item.created_at:
+        tail.append(f"updated={_time(item.updated_at)}")
+    if item.valid_at or item.invalid_at:
+        tail.append(f"valid={_time(item.valid_at) or '?'}..{_time(item.invalid_at) or 'now'}")
+    if item.expired_at:
+        tail.append(f"expired={_time(item.expired_at)}")
+    if item.source:
+        tail.append(f"source={item.source}")
+    if item.native_id:
+        tail.append(f"id={item.native_id}")
+    return head, tail
+
+
 def item_label(item: RetrievedItem) -> str:
     """Source labels kept next to the text: id, type, score and the times the backend gave."""
-    parts: list[str] = []
-    if item.native_type:
-        parts.append(f"type={item.native_type}")
-    if item.score is not None:
-        parts.append(f"score={item.score:.3f}")
-    if item.event_at:
-        parts.append(f"at={_time(item.event_at)}")
-    if item.created_at and item.created_at != item.event_at:
-        parts.append(f"created={_time(item.created_at)}")
-    if item.updated_at and item.updated_at != item.created_at:
-        parts.append(f"updated={_time(item.updated_at)}")
-    if item.valid_at or item.invalid_at:
-        parts.append(f"valid={_time(item.valid_at) or '?'}..{_time(item.invalid_at) or 'now'}")
-    if item.expired_at:
-        parts.append(f"expired={_time(item.expired_at)}")
-    if item.source:
-        parts.append(f"source={item.source}")
-    if item.native_id:
-        parts.append(f"id={item.native_id}")
+    head, tail = _label_parts(item)
+    parts = head + tail
     return "[" + "; ".join(parts) + "]" if parts else ""
+
+
+def _body(item: RetrievedItem) -> str:
+    lines = [" ".join(part.split()) for part in item.text.strip().splitlines()]
+    return "\n  ".join(escape_text(part) for part in lines if part)
+
+
+def item_line_parts(item: RetrievedItem) -> tuple[str, str]:
+    """``item_line`` as ``(head, tail)`` with ``head + tail == item_line(item)``.
+
+    ``head`` is ``"- [type=..; score=0.812"`` (empty without a score) and ends with the
+    score's last digit or letter; ``tail`` starts with ``";"`` or ``"]"``. cl100k's
+    pre-tokenizer never puts a letter or digit and a following punctuation mark in one
+    piece, so ``tokens(head) + tokens(tail) == tokens(head + tail)``: the tail (times, id,
+    text) is the same each time an item comes back, so its count can be cached while the
+    score is counted afresh. The property test in tests/test_formatting.py checks it."""
+    head, tail = _label_parts(item)
+    body = _body(item)
+    if not head:
+        label = escape_text("[" + "; ".join(tail) + "]") if tail else ""
+        return "", f"- {label} {body}" if label else f"- {body}"
+    rest = "".join("; " + part for part in tail) + "]"
+    return "- " + escape_text("[" + "; ".join(head)), escape_text(rest) + " " + body
 
 
 def item_line(item: RetrievedItem) -> str:
     """One ``- [labels] text`` entry; continuation lines are indented so stored text can
     never pass for a group heading or another item."""
-    label = item_label(item)
-    lines = [" ".join(part.split()) for part in item.text.strip().splitlines()]
-    text = "\n  ".join(escape_text(part) for part in lines if part)
-    return f"- {escape_text(label)} {text}" if label else f"- {text}"
+    head, tail = item_line_parts(item)
+    return head + tail
 
 
 def frame_tokens(backend: str, scope: str) -> int:
@@ -113,27 +144,38 @@ def render_context(
     titled = len(groups) > 1 or next(iter(groups)) is not None
     title_of = group_title or _default_group_title
 
-    # Every candidate line (group titles and items). Each is counted once as ``line + "\n"``:
-    # cl100k pre-tokenization never merges across a newline that is followed by a
-    # non-space character, so the section's tokens are the sum of its pieces (the
-    # property test in tests/test_formatting.py checks this against a full count).
-    entries: list[tuple[str, bool]] = []  # (line, is_item)
-    for group, members in groups.items():
-        if titled:
-            entries.append((title_of(group or "ungrouped", members), False))
-        entries.extend((line(item), True) for item in members)
-    additive = all(text[:1] and not text[:1].isspace() for text, _ in entries)
+    def entries() -> Iterator[tuple[str, int, bool]]:
+        """(line, tokens of ``line + "\\n"``, is_item), built only as far as they are read.
+
+        Each line is counted once with its newline: cl100k pre-tokenization never merges
+        across a newline that is followed by a non-space character, so the section's
+        tokens are the sum of its pieces (checked against a full count by the property
+        test in tests/test_formatting.py, and re-counted below when a line could break it).
+        """
+        for group, members in groups.items():
+            if titled:
+                title = title_of(group or "ungrouped", members)
+                yield title, count_tokens(title + "\n"), False
+            for item in members:
+                if line is item_line:
+                    lead, rest = item_line_parts(item)  # score apart from the stable rest
+                    cost = count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
+                    yield lead + rest, cost, True
+                else:
+                    text = line(item)
+                    yield text, count_tokens(text + "\n"), True
 
     lines: list[str] = [head]
     used = count_tokens(head + "\n") + count_tokens(tail)
     included = 0
+    additive = True
     last_is_title = False
-    for text, is_item in entries:
-        cost = count_tokens(text + "\n")
+    for text, cost, is_item in entries():
         if used + cost <= limit:
             lines.append(text)
             used += cost
             included += is_item
+            additive = additive and text[:1] != "" and not text[:1].isspace()
             last_is_title = not is_item
             continue
         room = limit - used - 1
@@ -142,6 +184,7 @@ def render_context(
             lines.append(cut)
             used += count_tokens(cut + "\n")
             included += 1
+            additive = additive and cut[:1] != "" and not cut[:1].isspace()
             last_is_title = False
         break
     if last_is_title:

@@ -31,6 +31,13 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 
 
+@lru_cache(maxsize=8192)
+def count_tokens_cached(text: str) -> int:
+    """``count_tokens`` remembered for text that recurs, such as a memory's line (minus its
+    score) that comes back turn after turn. Exact: keyed by the whole string; bounded LRU."""
+    return count_tokens(text)
+
+
 def truncate_to_tokens(text: str, max_tokens: int, marker: str = "…") -> str:
     """Cut ``text`` to at most ``max_tokens`` tokens, ending with ``marker`` when cut."""
     if max_tokens <= 0:

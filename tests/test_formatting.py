@@ -8,7 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
-from nanobot_memory_adapters.formatting import SECTION_TAG, render_context
+from nanobot_memory_adapters.formatting import (
+    SECTION_TAG,
+    item_line,
+    item_line_parts,
+    render_context,
+)
 from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
 
 HOSTILE = [
@@ -62,6 +67,58 @@ def test_random_memory_never_exceeds_budget_or_forges_a_section(items, max_token
         assert out.text.endswith(f"</{SECTION_TAG}>")
         inner = out.text.split("\n", 1)[1].rsplit("\n", 1)[0]
         assert "<" not in inner and ">" not in inner
+
+
+labels = st.one_of(st.none(), st.text(max_size=40), st.sampled_from(HOSTILE))
+scores = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(min_value=-1, max_value=1),
+)
+times = st.one_of(
+    st.none(),
+    st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(),  # naive, as some backends return them
+)
+
+
+@st.composite
+def labelled_items(draw: st.DrawFn) -> RetrievedItem:
+    return RetrievedItem(
+        native_id=draw(labels),
+        text=draw(texts),
+        score=draw(scores),
+        native_type=draw(labels),
+        source=draw(labels),
+        event_at=draw(times),
+        created_at=draw(times),
+        updated_at=draw(times),
+        valid_at=draw(times),
+        invalid_at=draw(times),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(item=labelled_items())
+def test_line_split_after_the_score_counts_exactly(item):
+    """The cached count of a line's stable rest plus the fresh count of its score part is
+    the line's count, whatever the labels hold (the formatter relies on it)."""
+    lead, rest = item_line_parts(item)
+    assert lead + rest == item_line(item)
+    assert count_tokens(lead) + count_tokens(rest + "\n") == count_tokens(lead + rest + "\n")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(labelled_items(), max_size=8),
+    max_tokens=st.integers(min_value=1, max_value=600),
+)
+def test_labelled_items_never_exceed_budget_and_count_exactly(items, max_tokens):
+    out = render_context(
+        backend="mem0", scope="run/alice", items=items, budget=ContextBudget(max_tokens=max_tokens)
+    )
+    assert count_tokens(out.text) <= max_tokens
+    assert out.token_count == count_tokens(out.text)
 
 
 def test_labels_keep_score_time_id_and_validity():
