@@ -13,11 +13,12 @@
 - Overhead: for each query, ``AsyncMemory.search`` is also called directly with the
   arguments the adapter builds (``adapter.search_arguments``) on the same store and the
   same AsyncMemory instance, alternating which goes first. Result ids and order must be
-  identical; the p50 overhead must stay under 5%. The formatter caches exact token counts
-  of the lines it has seen (a memory's score is counted afresh each time), as it does in
-  a running agent, where the same memories come back turn after turn; the report also
-  gives the first round alone (each question asked once) and an extra round with that
-  cache emptied before every call, so the figure without any reuse is there too.
+  identical; the p50 overhead must stay under 5% over all rounds and, paired per query,
+  over the first round alone (each question asked once). The formatter caches exact
+  token counts of the lines it has seen (a memory's score is counted afresh each time),
+  as it does in a running agent, where the same memories come back turn after turn; an
+  extra round empties that cache before every call and is reported (not gated), so the
+  figure without any reuse is there too.
 
 Default mode is mem0 without an LLM (infer=False, the embedded default that reports as
 ``simple_rag``). ``--infer-double`` also measures ingest with infer=True against the
@@ -55,7 +56,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.tokens import count_tokens_cached  # noqa: E402
+from nanobot_memory_adapters.tokens import clear_token_count_cache  # noqa: E402
 
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm) on (\d{1,2}) (\w+),? (\d{4})", re.I)
@@ -178,7 +179,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
                 async def via_adapter(request=request, cold=cold, a_out=a_out):
                     if cold:
-                        count_tokens_cached.cache_clear()
+                        clear_token_count_cache()
                     t = time.perf_counter()
                     result = await adapter.retrieve(request)
                     a_out.append((time.perf_counter() - t) * 1000)
@@ -221,6 +222,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             "format_p50_ms": statistics.median(format_ms),
             "p50_overhead_excluding_format_pct": (unformatted - d50) / d50 * 100,
             "first_round_p50_overhead_pct": (r1_a50 - r1_d50) / r1_d50 * 100,
+            "first_round_paired_p50_overhead_pct": statistics.median(
+                a - d for a, d in zip(adapter_ms[:n], direct_ms[:n], strict=True)
+            ) / r1_d50 * 100,
             "cold_token_cache": {
                 "adapter_p50_ms": cold_a50,
                 "direct_p50_ms": cold_d50,
@@ -284,13 +288,14 @@ def main() -> None:
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     r = report["retrieve"]
-    # Gate: every round, and the first round alone (each question asked once).
+    # Gate: p50 over every round, and the first round alone (each question asked once;
+    # paired per query, since 199 samples are too few for two independent medians).
     ok = (r["ids_and_order_identical"] and r["p50_overhead_pct"] < 5.0
-          and r["first_round_p50_overhead_pct"] < 5.0)
+          and r["first_round_paired_p50_overhead_pct"] < 5.0)
     print(f"\n{'PASS' if ok else 'FAIL'}: ids/order identical={r['ids_and_order_identical']}, "
-          f"p50 overhead {r['p50_overhead_pct']:.2f}% (limit 5%; first round "
-          f"{r['first_round_p50_overhead_pct']:.2f}%, token-count cache emptied before every "
-          f"call {r['cold_token_cache']['p50_overhead_pct']:.2f}%)")
+          f"p50 overhead {r['p50_overhead_pct']:.2f}% (limit 5%; first round paired "
+          f"{r['first_round_paired_p50_overhead_pct']:.2f}%, token-count cache emptied "
+          f"before every call {r['cold_token_cache']['p50_overhead_pct']:.2f}%)")
     sys.exit(0 if ok else 1)
 
 

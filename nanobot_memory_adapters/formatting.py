@@ -135,7 +135,9 @@ def render_context(
     limit = budget.max_tokens
     if budget.max_items is not None:
         items = list(items)[: budget.max_items]
-    if not items or count_tokens(head + "\n" + tail) > limit:
+    # The frame recurs on every call for a scope; "\n" then "<" is a piece boundary.
+    frame = count_tokens_cached(head + "\n") + count_tokens_cached(tail)
+    if not items or frame > limit:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
 
     groups: dict[str | None, list[RetrievedItem]] = {}
@@ -166,7 +168,7 @@ def render_context(
                     yield text, count_tokens(text + "\n"), True
 
     lines: list[str] = [head]
-    used = count_tokens(head + "\n") + count_tokens(tail)
+    used = frame
     included = 0
     additive = True
     last_is_title = False

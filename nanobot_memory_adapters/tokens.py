@@ -31,11 +31,28 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 
 
-@lru_cache(maxsize=8192)
+# Bounded: at most _CACHED_TEXTS strings of at most _CACHED_CHARS characters (~8 MB).
+_CACHED_TEXTS = 4096
+_CACHED_CHARS = 2048
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _count_remembered(text: str) -> int:
+    return count_tokens(text)
+
+
 def count_tokens_cached(text: str) -> int:
     """``count_tokens`` remembered for text that recurs, such as a memory's line (minus its
-    score) that comes back turn after turn. Exact: keyed by the whole string; bounded LRU."""
-    return count_tokens(text)
+    score) that comes back turn after turn. Exact: keyed by the whole string; LRU-bounded,
+    and long texts are counted afresh rather than kept."""
+    if len(text) > _CACHED_CHARS:
+        return count_tokens(text)
+    return _count_remembered(text)
+
+
+def clear_token_count_cache() -> None:
+    """Forget every remembered count (benchmarks use it to measure the cold path)."""
+    _count_remembered.cache_clear()
 
 
 def truncate_to_tokens(text: str, max_tokens: int, marker: str = "…") -> str:

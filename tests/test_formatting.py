@@ -112,10 +112,11 @@ def test_line_split_after_the_score_counts_exactly(item):
 @given(
     items=st.lists(labelled_items(), max_size=8),
     max_tokens=st.integers(min_value=1, max_value=600),
+    scope=st.one_of(st.just("run/alice"), st.text(max_size=30), st.sampled_from(HOSTILE)),
 )
-def test_labelled_items_never_exceed_budget_and_count_exactly(items, max_tokens):
+def test_labelled_items_never_exceed_budget_and_count_exactly(items, max_tokens, scope):
     out = render_context(
-        backend="mem0", scope="run/alice", items=items, budget=ContextBudget(max_tokens=max_tokens)
+        backend="mem0", scope=scope, items=items, budget=ContextBudget(max_tokens=max_tokens)
     )
     assert count_tokens(out.text) <= max_tokens
     assert out.token_count == count_tokens(out.text)
@@ -200,3 +201,20 @@ def test_no_group_heading_without_an_item_under_it():
         if body:
             assert not body[-1].startswith("## "), (limit, out.text)
             assert count_tokens(out.text) <= limit
+
+
+def test_token_count_cache_is_exact_bounded_and_clearable():
+    from nanobot_memory_adapters import tokens
+
+    tokens.clear_token_count_cache()
+    line = "; at=2024-01-02T03:04+00:00; id=abc] Alice lives in Paris\n"
+    assert tokens.count_tokens_cached(line) == count_tokens(line)
+    assert tokens.count_tokens_cached(line) == count_tokens(line)
+    info = tokens._count_remembered.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (1, 1, 1)
+    long_text = "word " * 1000  # over the per-entry size bound: counted, never kept
+    assert tokens.count_tokens_cached(long_text) == count_tokens(long_text)
+    assert tokens._count_remembered.cache_info().currsize == 1
+    assert tokens._count_remembered.cache_info().maxsize == tokens._CACHED_TEXTS
+    tokens.clear_token_count_cache()
+    assert tokens._count_remembered.cache_info().currsize == 0
