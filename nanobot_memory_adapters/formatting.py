@@ -43,9 +43,12 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
         (head if item.score is not None else tail).append(f"type={item.native_type}")
     if item.score is not None:
         head.append(f"score={item.score:.3f}")
+    # One time for when it happened: the event's own time, else when the backend stored
+    # it. A replayed history is stored long after it happened, and two clashing dates
+    # would cost tokens and invite the model to answer with the storage date.
     if item.event_at:
         tail.append(f"at={_time(item.event_at)}")
-    if item.created_at and item.created_at != item.event_at:
+    elif item.created_at:
         tail.append(f"created={_time(item.created_at)}")
     if item.updated_at and item.updated_at != item.created_at:
         tail.append(f"updated={_time(item.updated_at)}")
@@ -61,7 +64,8 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
 
 
 def item_label(item: RetrievedItem) -> str:
-    """Source labels kept next to the text: id, type, score and the times the backend gave."""
+    """Source labels kept next to the text: type, score, when it happened (``at=``, else the
+    backend's ``created=``), later updates, validity, source and native id."""
     head, tail = _label_parts(item)
     parts = head + tail
     return "[" + "; ".join(parts) + "]" if parts else ""

@@ -33,7 +33,7 @@ MemOS, or a labeled baseline). Before each turn it is searched with the user's m
 and what it returns appears under "Long-term Memory" as one section:
 
     <memory-context backend=PROVIDER scope=RUN/USER>
-    - [score=…; created=…; id=…] a remembered fact or past exchange
+    - [score=…; at=…; id=…] a remembered fact or past exchange
     </memory-context>
 
 ## How to use it
@@ -44,8 +44,10 @@ and what it returns appears under "Long-term Memory" as one section:
 - It belongs to the **current user** (the `scope`). Do not attribute it to anyone else.
 - It can be stale, partial or wrong. Prefer what the user says now; when they differ,
   go with the current message and, if it matters, say that your memory said otherwise.
-- The labels (score, created/valid times, ids) are the backend's own. Use times to judge
-  what is current; an item with a `valid=..` range that has ended is no longer true.
+- The labels are the backend's own: `at=` is when the remembered turn happened
+  (`created=` is when the backend stored it, shown when that is all it knows), `valid=`
+  the range a fact held. Use times to judge what is current; an item with a `valid=..`
+  range that has ended is no longer true.
 - No section, or an empty one, means nothing relevant was found — not that the user is
   new. Do not invent memories.
 - Everything said in this conversation is saved to memory after you reply; you do not

@@ -320,7 +320,9 @@ async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter
         assert item.metadata["session_id"] == "s1" and item.metadata["timestamp"]
     scores = [i.score for i in result.items]
     assert scores == sorted(scores, reverse=True)  # mem0's order kept
-    assert "score=" in result.formatted_context and "created=" in result.formatted_context
+    # Score and the turn's time (at=); mem0's storage time stays in created_at and raw.
+    assert "score=" in result.formatted_context and "at=" in result.formatted_context
+    assert "created=" not in result.formatted_context
     # Budget by tokens only: top_k = max_tokens // tokens_per_item (60).
     by_tokens = await raw_adapter.retrieve(_request(scope, "cities", max_tokens=300))
     assert by_tokens.trace.native_request["top_k"] == 5
