@@ -63,14 +63,6 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
     return head, tail
 
 
-def item_label(item: RetrievedItem) -> str:
-    """Source labels kept next to the text: type, score, when it happened (``at=``, else the
-    backend's ``created=``), later updates, validity, source and native id."""
-    head, tail = _label_parts(item)
-    parts = head + tail
-    return "[" + "; ".join(parts) + "]" if parts else ""
-
-
 def _body(item: RetrievedItem) -> str:
     lines = [" ".join(part.split()) for part in item.text.strip().splitlines()]
     return "\n  ".join(escape_text(part) for part in lines if part)
@@ -101,9 +93,24 @@ def item_line(item: RetrievedItem) -> str:
     return head + tail
 
 
+def item_tokens(item: RetrievedItem) -> int:
+    """Tokens ``item_line(item)`` takes in a section, its newline included: exactly what
+    ``render_context`` charges for it, so callers that pack items themselves (newest
+    first, say) agree with it. The stable part's count is remembered across calls."""
+    return _line_with_tokens(item)[1]
+
+
+def _line_with_tokens(item: RetrievedItem) -> tuple[str, int]:
+    lead, rest = item_line_parts(item)  # the score apart from the stable rest
+    return lead + rest, count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
+
+
 def frame_tokens(backend: str, scope: str) -> int:
-    """Tokens the section's opening and closing tags take."""
-    return count_tokens(_head(backend, scope) + "\n" + f"</{SECTION_TAG}>")
+    """Tokens the section's opening and closing tags take (``"\\n"`` then ``"<"`` is a
+    pre-tokenizer boundary, so the two tags count apart; both recur on every call)."""
+    return count_tokens_cached(_head(backend, scope) + "\n") + count_tokens_cached(
+        f"</{SECTION_TAG}>"
+    )
 
 
 def _head(backend: str, scope: str) -> str:
@@ -139,8 +146,7 @@ def render_context(
     limit = budget.max_tokens
     if budget.max_items is not None:
         items = list(items)[: budget.max_items]
-    # The frame recurs on every call for a scope; "\n" then "<" is a piece boundary.
-    frame = count_tokens_cached(head + "\n") + count_tokens_cached(tail)
+    frame = frame_tokens(backend, scope)
     if not items or frame > limit:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
 
@@ -164,9 +170,7 @@ def render_context(
                 yield title, count_tokens(title + "\n"), False
             for item in members:
                 if line is item_line:
-                    lead, rest = item_line_parts(item)  # score apart from the stable rest
-                    cost = count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
-                    yield lead + rest, cost, True
+                    yield (*_line_with_tokens(item), True)
                 else:
                     text = line(item)
                     yield text, count_tokens(text + "\n"), True

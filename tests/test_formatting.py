@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
 from nanobot_memory_adapters.formatting import (
     SECTION_TAG,
+    frame_tokens,
     item_line,
     item_line_parts,
+    item_tokens,
     render_context,
 )
 from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
@@ -120,6 +122,20 @@ def test_labelled_items_never_exceed_budget_and_count_exactly(items, max_tokens,
     )
     assert count_tokens(out.text) <= max_tokens
     assert out.token_count == count_tokens(out.text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(items=st.lists(labelled_items(), min_size=1, max_size=6))
+def test_item_tokens_is_what_the_section_charges(items):
+    """Providers that pack items themselves (full_history, Honcho) budget with
+    ``frame_tokens`` + ``item_tokens``; that must be the section's exact count."""
+    out = render_context(
+        backend="full_history", scope="run/alice", items=items,
+        budget=ContextBudget(max_tokens=100_000),
+    )
+    assert out.included == len(items)
+    expected = frame_tokens("full_history", "run/alice") + sum(item_tokens(i) for i in items)
+    assert out.token_count == expected == count_tokens(out.text)
 
 
 def test_labels_keep_score_time_id_and_validity():

@@ -52,7 +52,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     WriteReceipt,
 )
-from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_line
+from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_tokens
 from nanobot_memory_adapters.formatting import render_context as _render_context
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.timeparse import parse_time
@@ -504,12 +504,12 @@ class HonchoAdapter(BaseAdapter):
         messages = [i for i in items if i.group == "messages"]
         room = budget.max_tokens - frame_tokens(self.backend_name, key)
         for group in {i.group or "ungrouped" for i in items}:  # the titles render_context writes
-            room -= count_tokens("\n" + _group_title(group, []))
+            room -= count_tokens(_group_title(group, []) + "\n")
         for i in fixed:
-            room -= count_tokens("\n" + item_line(i))
+            room -= item_tokens(i)
         kept: list[RetrievedItem] = []
         for m in reversed(messages):
-            cost = count_tokens("\n" + item_line(m))
+            cost = item_tokens(m)
             if cost > room:
                 break
             room -= cost

@@ -25,9 +25,8 @@ from nanobot_memory_adapters.contract import (
     RetrievedItem,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.formatting import frame_tokens, item_line
+from nanobot_memory_adapters.formatting import frame_tokens, item_tokens
 from nanobot_memory_adapters.registry import ProviderEnv
-from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
@@ -133,7 +132,7 @@ class FullHistory(BaseAdapter):
                 source=f"session={session_id} turn={turn_id}",
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )
-            cost = count_tokens("\n" + item_line(item))
+            cost = item_tokens(item)
             if cost > room or (
                 request.budget.max_items and len(picked) >= request.budget.max_items
             ):
