@@ -265,7 +265,11 @@ class BaseAdapter:
         native = await self._call("retrieve", lambda: self._retrieve(request))
         latency = (time.perf_counter() - started) * 1000
         rendered = self.render(request.scope, native.items, request.budget)
-        times = [t for i in native.items for t in (i.event_at or i.created_at or i.valid_at,) if t]
+        # Only offset-aware times can be ordered together (a backend may return naive ones).
+        times = [
+            t for i in native.items for t in (i.event_at or i.created_at or i.valid_at,)
+            if t is not None and t.tzinfo is not None
+        ]
         scores = [i.score for i in native.items if i.score is not None]
         warnings = list(native.warnings)
         if rendered.shortfall_tokens:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.events import MemoryEvent, Message, set_tags
+from nanobot_memory_adapters.redaction import redact
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 __all__ = [
@@ -280,11 +281,13 @@ class AdapterError(Exception):
         raw: dict[str, Any] | None = None,
         retryable: bool = False,
     ) -> None:
+        # Diagnostics travel to logs, the outbox and traces: scrub credentials here, once.
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.backend_name = backend_name
         self.operation = operation
-        self.raw = raw or {}
+        self.raw = redact(raw or {})
         self.retryable = retryable
 
     def __str__(self) -> str:

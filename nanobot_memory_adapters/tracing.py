@@ -7,40 +7,20 @@ before a native request's arguments are stored.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
 from nanobot_memory_adapters.contract import Trace
+from nanobot_memory_adapters.redaction import REDACTED, redact
 
-_SECRET_KEY = re.compile(
-    r"(^|[_-])(api[_-]?key|apikey|secret|secret[_-]?key|access[_-]?key|private[_-]?key|"
-    r"password|passwd|token|authorization|credentials?)$",
-    re.I,
-)
-# user:password@host inside URLs and DSNs.
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
-REDACTED = "***"
+__all__ = ["REDACTED", "JsonlTraceWriter", "TraceSink", "new_trace_id", "redact"]
+
 
 
 def new_trace_id() -> str:
     return uuid.uuid4().hex
-
-
-def redact(value: Any) -> Any:
-    """A copy of ``value`` with credential-looking keys replaced by ``***``."""
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    if isinstance(value, str) and "@" in value:
-        return _URL_PASSWORD.sub(r"\g<scheme>\g<user>:***@", value)
-    return value
 
 
 class TraceSink(Protocol):

@@ -114,3 +114,19 @@ def test_retryability_looks_past_the_first_eight_causes():
     raw, retryable = native_diagnostics(deepest)
     assert retryable and len(raw["cause_chain"]) == 8
     assert native_diagnostics(ValueError("plain"))[1] is False
+
+
+def test_adapter_error_scrubs_credentials_from_message_and_raw():
+    """Errors reach logs and the outbox: a backend's URL password or key never does."""
+    from nanobot_memory_adapters.contract import AdapterError
+
+    err = AdapterError(
+        "Honcho at https://bob:hunter2@honcho.example is unreachable",
+        backend_name="honcho", operation="retrieve",
+        raw={"base_url": "https://bob:hunter2@honcho.example", "body": {"api_key": "sk-123"},
+             "status_code": 503},
+    )
+    text = repr(err.to_dict()) + str(err)
+    assert "hunter2" not in text and "sk-123" not in text
+    assert "https://bob:***@honcho.example" in err.message
+    assert err.raw["status_code"] == 503 and err.raw["body"]["api_key"] == "***"
