@@ -31,7 +31,11 @@ async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_d
     assert "separate from the judge-free metrics" in section["note"]
     overall = section["providers"]["full_history"]["overall"]
     assert overall["count"] == 5 + 3  # every placed question, at the final test point
-    assert set(overall["labels"]) <= {"correct", "wrong", "unparsed"}
+    # The double answers with the context line closest to the question and grades CORRECT
+    # iff the gold answer appears in it: every verdict parses, and both labels occur.
+    assert "unparsed" not in overall["labels"]
+    assert overall["labels"] == {"correct": 4, "wrong": 4}
+    assert overall["accuracy"] is not None and overall["accuracy"] == 0.5
     # The judge changes nothing judge-free.
     assert judged.results["metrics_sha256"] == plain.results["metrics_sha256"]
     assert "judged" not in plain.results
@@ -43,6 +47,18 @@ async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_d
         r for r in read_traces(tmp_path / "judged" / "traces.jsonl") if r.get("kind") == "judge"
     ]
     assert len(lines) == 8 and all("verdict" in r for r in lines)
+    labels = {r["question_id"]: r["verdict"]["label"] for r in lines}
+    correct = {"syn-1:q0", "syn-1:q2", "syn-1:q4", "syn-2:q0"}
+    assert labels == {q: "correct" if q in correct else "wrong" for q in labels}
+    by_id = {r["question_id"]: r for r in lines}
+    assert "Pistachio" in by_id["syn-1:q0"]["answer"]  # gold in the answer: correct
+    # "early June" without the year is not the gold "early June 2023": wrong.
+    assert "early June" in by_id["syn-1:q1"]["answer"]
+    assert "2023" not in by_id["syn-1:q1"]["answer"]
+    # Category 5 (adversarial): naming the trap's answer instead of declining is wrong.
+    assert "Cairngorms" in by_id["syn-1:q7"]["answer"]
+    assert by_id["syn-1:q7"]["verdict"] == {"label": "wrong", "score": 0.0, "raw": "WRONG"}
+    assert section["providers"]["full_history"]["by_category"]["5"]["accuracy"] == 0.0
 
 
 class EchoAgent:
