@@ -130,6 +130,14 @@ JUDGE_PROMPT = (
 _LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
 
 
+def _verdict(raw: str) -> Verdict:
+    """The first CORRECT / WRONG in a model's reply (any case); ``unparsed`` if neither."""
+    m = _LABEL.search(raw.upper())
+    if not m:
+        return Verdict("unparsed", None, raw)
+    return Verdict("correct", 1.0, raw) if m.group(1) == "CORRECT" else Verdict("wrong", 0.0, raw)
+
+
 class LLMAnswerer:
     def __init__(self, client: OpenAICompatibleClient) -> None:
         self.client = client
@@ -154,13 +162,7 @@ class LLMJudge:
         if category == 5:
             gold = "Not mentioned in the conversation (the question is a trap)"
         prompt = JUDGE_PROMPT.format(question=question, gold=gold or "", answer=answer)
-        raw = await self.client.chat([{"role": "user", "content": prompt}], max_tokens=8)
-        m = _LABEL.search(raw.upper())
-        if not m:
-            return Verdict("unparsed", None, raw)
-        return (
-            Verdict("correct", 1.0, raw) if m.group(1) == "CORRECT" else Verdict("wrong", 0.0, raw)
-        )
+        return _verdict(await self.client.chat([{"role": "user", "content": prompt}], max_tokens=8))
 
 
 @dataclass
@@ -288,13 +290,7 @@ class LLMOutcomeJudge:
             f"Goal of the conversation: {goal}\nTranscript:\n{text}\n"
             "Did the assistant achieve the goal? Reply with one word: CORRECT or WRONG."
         )
-        raw = await self.client.chat([{"role": "user", "content": prompt}], max_tokens=8)
-        m = _LABEL.search(raw.upper())
-        if not m:
-            return Verdict("unparsed", None, raw)
-        return (
-            Verdict("correct", 1.0, raw) if m.group(1) == "CORRECT" else Verdict("wrong", 0.0, raw)
-        )
+        return _verdict(await self.client.chat([{"role": "user", "content": prompt}], max_tokens=8))
 
 
 def verdict_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
