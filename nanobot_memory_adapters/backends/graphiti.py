@@ -4,7 +4,7 @@ How nanobot maps onto Graphiti (DESIGN §4):
 
 | nanobot            | Graphiti                                                          |
 |--------------------|-------------------------------------------------------------------|
-| run / persona      | ``group_id`` = ``<run>__<persona>`` (``<namespace>__`` first when set) |
+| run / persona      | ``group_id`` = ``<run>__<persona>`` (the run is the prefix)       |
 | assistant          | speaker label in the episode body (``nanobot: ...``)              |
 | session / turn     | episode ``name`` = ``<session>:<turn>``, ``source_description``     |
 | turn time          | ``reference_time`` (tz-aware)                                     |

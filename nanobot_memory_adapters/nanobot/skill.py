@@ -32,7 +32,7 @@ Your long-term memory comes from a memory provider (for example mem0, Honcho, Gr
 MemOS, or a labeled baseline). Before each turn it is searched with the user's message,
 and what it returns appears under "Long-term Memory" as one section:
 
-    <memory-context backend=PROVIDER scope=RUN/USER>
+    <memory-context backend="PROVIDER" scope="RUN/USER">
     - [score=…; at=…; id=…] a remembered fact or past exchange
     </memory-context>
 
