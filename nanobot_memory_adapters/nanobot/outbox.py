@@ -4,8 +4,11 @@ Rows are appended in turn order and delivered in that order, per provider. A row
 ``pending`` until the backend accepts it (committed / queued / pending / ignored); a
 retryable failure leaves it pending for the next pass; a non-retryable one parks it as
 ``failed`` with the backend's diagnostics (kept, never dropped). Delivered rows are kept
-(up to ``keep_delivered``) so re-enqueueing the same ``event_id`` is a no-op: replays are
-idempotent on our side; backends that honour ``event_id`` make them idempotent on theirs.
+(the newest ``keep_delivered``) so re-enqueueing the same ``event_id`` is a no-op: replays
+are idempotent on our side; backends that honour ``event_id`` make them idempotent on
+theirs. Older delivered rows are pruned in batches, not on every delivery: at the first
+delivery after opening, then every ``prune_every`` deliveries (a tenth of
+``keep_delivered``, at most 1000), in the same transaction as that delivery.
 
 SQLite in WAL mode with ``synchronous=FULL``: an enqueued event survives a process crash
 or power loss. Only one process drains at a time (an advisory file lock held per pass).
@@ -81,6 +84,8 @@ class Outbox:
     def __init__(self, path: str | Path, *, keep_delivered: int = 10000) -> None:
         self.path = Path(path)
         self.keep_delivered = keep_delivered
+        self.prune_every = max(1, min(1000, keep_delivered // 10))
+        self._since_prune = self.prune_every  # the first delivery after opening prunes
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
 
@@ -121,13 +126,24 @@ class Outbox:
         self, seq: int, *, status: str, native_ids: list[str], latency_ms: float | None
     ) -> None:
         now = time.time()
-        self._exec(
-            "UPDATE outbox SET status='delivered', delivered_at=?, last_attempt_at=?, "
-            "attempts=attempts+1, receipt_status=?, native_ids=?, latency_ms=?, last_error=NULL "
-            "WHERE seq=?",
-            (now, now, status, json.dumps(native_ids), latency_ms, seq),
-        )
-        self._prune()
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "UPDATE outbox SET status='delivered', delivered_at=?, last_attempt_at=?, "
+                    "attempts=attempts+1, receipt_status=?, native_ids=?, latency_ms=?, "
+                    "last_error=NULL WHERE seq=?",
+                    (now, now, status, json.dumps(native_ids), latency_ms, seq),
+                )
+                self._since_prune += 1
+                if self.keep_delivered > 0 and self._since_prune >= self.prune_every:
+                    self._prune(db)
+                    self._since_prune = 0
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     def mark_retry(self, seq: int, error: str) -> None:
         self._exec(
@@ -150,10 +166,9 @@ class Outbox:
             )
             return cur.rowcount
 
-    def _prune(self) -> None:
-        if self.keep_delivered <= 0:
-            return
-        self._exec(
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Delete all but the newest ``keep_delivered`` delivered rows (a full-table scan)."""
+        db.execute(
             "DELETE FROM outbox WHERE status='delivered' AND seq NOT IN ("
             "SELECT seq FROM outbox WHERE status='delivered' ORDER BY seq DESC LIMIT ?)",
             (self.keep_delivered,),

@@ -73,6 +73,34 @@ def test_outbox_prunes_old_delivered_rows(tmp_path):
     assert [r["event_id"] for r in box.rows()] == ["e3", "e4"]
 
 
+def test_outbox_prunes_in_batches_not_on_every_delivery(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite3", keep_delivered=20)
+    assert box.prune_every == 2
+    statements: list[str] = []
+    box._conn().set_trace_callback(statements.append)
+    delivered = []
+    for i in range(31):
+        box.enqueue("p", event(i), "k")
+        row = box.pending("p")[0]
+        box.mark_delivered(row.seq, status="committed", native_ids=[], latency_ms=None)
+        delivered.append(f"e{i}")
+        kept = [r["event_id"] for r in box.rows()]
+        assert len(kept) <= 20 + box.prune_every - 1  # bounded between prunes
+        assert kept == delivered[-len(kept):]  # always the newest ones
+    prunes = [s for s in statements if s.startswith("DELETE FROM outbox")]
+    assert len(prunes) == 16  # deliveries 1, 3, 5, ..., 31: not one scan per delivery
+    assert [r["event_id"] for r in box.rows()] == [f"e{i}" for i in range(11, 31)]
+    box.close()
+    # A reopened outbox prunes at its first delivery, whatever the last process left.
+    reopened = Outbox(tmp_path / "o.sqlite3", keep_delivered=5)
+    reopened.enqueue("p", event(99), "k")
+    row = reopened.pending("p")[0]
+    reopened.mark_delivered(row.seq, status="committed", native_ids=[], latency_ms=None)
+    assert [r["event_id"] for r in reopened.rows()] == ["e27", "e28", "e29", "e30", "e99"]
+    assert reopened.enqueue("p", event(30), "k") is False  # kept rows still dedupe
+    assert reopened.stats("p").delivered == 5
+
+
 def _ts(offset_s: float) -> str:
     return (datetime.now() + timedelta(seconds=offset_s)).isoformat()
 
