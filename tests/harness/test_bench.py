@@ -204,6 +204,24 @@ def test_cli_bench_json_and_verify(locomo_file, tmp_path):
     assert bad.exit_code == 2 and "did you mean 'full_history'" in bad.stderr
 
 
+def test_cli_bench_verify_compares_the_whole_recall_block(locomo_file, tmp_path, monkeypatch):
+    from nanobot_memory_adapters.harness import metrics
+
+    real = metrics.recompute_from_traces
+
+    def one_category_off(path):
+        again = real(path)
+        again["full_history"]["by_category"]["2"]["count"] += 1  # overall untouched
+        return again
+
+    monkeypatch.setattr(metrics, "recompute_from_traces", one_category_off)
+    args = ["bench", "--dataset", str(locomo_file), "--providers", "full_history"]
+    args += ["--budget-tokens", "200", "--test-points", "last", "--verify"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "cli")])
+    assert result.exit_code == 1, result.output
+    assert "differs for: full_history" in result.stderr and "verified" not in result.stderr
+
+
 def test_seeded_ids_repeat_per_unit_and_restore_uuid4():
     import uuid
 
