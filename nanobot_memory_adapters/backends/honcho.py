@@ -191,11 +191,11 @@ class HonchoAdapter(BaseAdapter):
             raise ConfigError(
                 "memory.honcho.base_url",
                 "no Honcho server URL (the SDK would default to the production cloud)",
-                'set "base_url" (e.g. "http://127.0.0.1:8000") or the HONCHO_URL variable',
+                'set "base_url" (e.g. "http://127.0.0.1:8080") or the HONCHO_URL variable',
             )
         if not re.match(r"^https?://", base_url):
             raise ConfigError("memory.honcho.base_url", f"{base_url!r} is not an http(s) URL",
-                              'use e.g. "http://127.0.0.1:8000"')
+                              'use e.g. "http://127.0.0.1:8080"')
         api_key = config.api_key or os.environ.get("HONCHO_API_KEY")
         return cls(config, base_url=base_url, api_key=api_key, trace_sink=env.trace_sink)
 
@@ -371,11 +371,11 @@ class HonchoAdapter(BaseAdapter):
         """Bulk ingest: one add_messages call per (scope, session) and 100 messages."""
         if self.mode.read_only:
             return self._skipped_receipts(events, operation="record_event")
-        started = time.perf_counter()
         groups: dict[tuple[str, str], list[MemoryEvent]] = {}
         for e in events:
             groups.setdefault((self.state_key(e.scope()), e.session_id), []).append(e)
         receipts: dict[str, WriteReceipt] = {}
+        skipped_by_event: dict[str, list[str]] = {}
         for (_, session_id), group in groups.items():
             scope = group[0].scope()
 
@@ -384,8 +384,10 @@ class HonchoAdapter(BaseAdapter):
                 session = await self._ensure_session(scope, state, session_id)
                 flat: list[tuple[str, MessageCreateParams]] = []
                 for e in group:
-                    msgs, _ = self._to_messages(state, e)
+                    msgs, skipped = self._to_messages(state, e)
                     flat += [(e.event_id, m) for m in msgs]
+                    if skipped:  # the same warning record_event gives
+                        skipped_by_event[e.event_id] = [f"skipped {skipped} system message(s)"]
                 ids: dict[str, list[str]] = {e.event_id: [] for e in group}
                 for start in range(0, len(flat), MAX_BATCH):
                     chunk = flat[start:start + MAX_BATCH]
@@ -395,14 +397,17 @@ class HonchoAdapter(BaseAdapter):
                 self._mark_dirty(self.state_key(scope))
                 return state, session, ids
 
+            started = time.perf_counter()  # each group's own call, not the ones before it
             state, session, ids = await self._call("record_events", send)
+            latency = (time.perf_counter() - started) * 1000
             for e in group:
                 trace = self._trace(
                     "record_event", native_operation="session.add_messages(bulk)",
                     native_request={"workspace": state.workspace, "session": session.id,
                                     "events": len(group)},
                     scope=e.scope().key, event_id=e.event_id, native_ids=ids[e.event_id],
-                    latency_ms=(time.perf_counter() - started) * 1000, status="queued",
+                    latency_ms=latency, status="queued",
+                    warnings=skipped_by_event.get(e.event_id, []),
                 )
                 self._emit(trace)
                 receipts[e.event_id] = WriteReceipt(

@@ -11,7 +11,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 
 from nanobot_memory_adapters.backends.honcho import (
@@ -26,6 +25,7 @@ from nanobot_memory_adapters.contract import (
     ContextBudget,
     MemoryEvent,
     MemoryScope,
+    Message,
     RetrieveRequest,
     SupportsBulkIngest,
     SupportsNativeQuery,
@@ -340,6 +340,14 @@ async def test_bulk_ingest_batches_of_100(honcho):
         assert all(r.status == "queued" and len(r.native_ids) == 2 for r in receipts)
         ws = honcho.state.workspaces[HonchoAdapter.workspace_name(scope)]
         assert sum(len(s.messages) for s in ws.sessions.values()) == 120
+        assert all(r.trace.warnings == [] for r in receipts)
+        # A system message is skipped in bulk exactly as in record_event, and said so.
+        with_system = _event(scope, "One more fact.", n=70)
+        with_system.messages.insert(0, Message(role="system", content="be brief"))
+        single = _event(scope, "Another fact.", n=71)
+        bulk = await adapter.record_events([with_system, single])
+        assert bulk[0].trace.warnings == ["skipped 1 system message(s)"]
+        assert len(bulk[0].native_ids) == 2 and bulk[1].trace.warnings == []
         await adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
         gated = await adapter.record_events([_event(scope, "nope", n=99)])
         assert [r.status for r in gated] == ["skipped_read_only"]
@@ -435,5 +443,25 @@ def test_double_matches_real_server_transcript(honcho):
 
 
 def test_probe_needs_no_server_code():
-    # The probe only speaks HTTP; importing it must not need the server's packages.
-    assert Probe("http://127.0.0.1:1").client.base_url == httpx.URL("http://127.0.0.1:1")
+    """The probe runs against a real Honcho server from that server's own venv: it must
+    load with nothing but the standard library and httpx (server, SDK and this package
+    blocked)."""
+    import subprocess
+    import sys
+
+    import tests.honcho_double.probe as probe_module
+
+    blocked = ("fastapi", "starlette", "uvicorn", "honcho", "pydantic", "sqlalchemy",
+               "nanobot_memory_adapters", "tests")
+    code = (
+        "import importlib.util, sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        f"spec = importlib.util.spec_from_file_location('probe', {probe_module.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "print(module.Probe('http://127.0.0.1:1').client.base_url)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "http://127.0.0.1:1"

@@ -277,6 +277,9 @@ async def test_nested_filters_cannot_reach_another_user(raw_adapter):
     # Non-identity logical filters still pass through to mem0.
     ok = await raw_adapter.retrieve(
         _request(alice, "Where do I live?", filters={"AND": [{"session_id": "s1"}]}))
+    sent = ok.trace.native_request["filters"]
+    assert sent["AND"] == [{"session_id": "s1"}]
+    assert (sent["user_id"], sent["run_id"]) == ("alice", run)
     assert "Montevideo" not in ok.formatted_context
 
 
