@@ -52,13 +52,14 @@ def session_hits(
     """Evidence sessions shown by an evidence turn or a distinctive turn of theirs."""
     hits = 0
     for s in evidence_sessions:
-        own = [t for d, t in evidence_text.items() if _session(d) == s]
+        own = [t for d, t in evidence_text.items() if session_of(d) == s]
         if any(present(t, context_norm) for t in [*own, *session_turns.get(s, [])]):
             hits += 1
     return hits
 
 
-def _session(dia_id: str) -> int:
+def session_of(dia_id: str) -> int:
+    """The session number of a LoCoMo turn id: ``"D12:3"`` -> 12."""
     return int(dia_id[1:].split(":", 1)[0])
 
 
@@ -213,7 +214,7 @@ def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
             unit = rec["unit"]
             ctx = normalize_text(contexts[unit].get(rec.get("context_sha256") or "", ""))
             ev = rec["evidence_text"]
-            sessions = sorted({_session(d) for d in ev})
+            sessions = sorted({session_of(d) for d in ev})
             scored.append(
                 {
                     "category": rec["category"],

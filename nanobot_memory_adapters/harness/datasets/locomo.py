@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from nanobot_memory_adapters.harness.metrics import normalize_text
+from nanobot_memory_adapters.harness.metrics import normalize_text, session_of
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _EVIDENCE_TOKEN = re.compile(r"^D:?(\d+):(\d+)$")
@@ -162,10 +162,6 @@ class Conversation:
             cached = {t.dia_id: t for t in self.turns}
             object.__setattr__(self, "_turn_index", cached)
         return cached
-
-
-def session_of(dia_id: str) -> int:
-    return int(dia_id[1:].split(":", 1)[0])
 
 
 def parse_session_date(text: str) -> datetime | None:
