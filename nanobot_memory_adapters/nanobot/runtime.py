@@ -330,6 +330,17 @@ class MemoryPlugin:
         message = str(exc) or type(exc).__name__
         self.last_error = LastError(time.time(), operation, message[:1000], retryable)
 
+    def _note_read_failure(
+        self, operation: str, exc: AdapterError | TimeoutError, timed_out: str
+    ) -> None:
+        """A failed read: noted (a bare timeout as ``timed_out``); a retryable one (a
+        timeout or a retryable AdapterError) starts the reads-failing clock."""
+        retryable = isinstance(exc, TimeoutError) or exc.retryable
+        self._note_error(operation, exc if str(exc) else TimeoutError(timed_out),
+                         retryable=retryable)
+        if retryable and self.reads_failing_since is None:
+            self.reads_failing_since = time.time()
+
     # -- read path -----------------------------------------------------------------------
     def text_for_prompt(self) -> str | None:
         """Sync, no I/O: the cached context for the current session, or None for MEMORY.md."""
@@ -398,12 +409,8 @@ class MemoryPlugin:
                     self.adapter.retrieve(request), self.settings.plugin.recall_timeout_s
                 )
             except (AdapterError, TimeoutError) as exc:
-                retryable = isinstance(exc, TimeoutError) or exc.retryable
-                self._note_error("retrieve", exc if str(exc) else TimeoutError(
-                    f"retrieve took longer than {self.settings.plugin.recall_timeout_s}s"),
-                    retryable=retryable)
-                if retryable and self.reads_failing_since is None:
-                    self.reads_failing_since = time.time()
+                self._note_read_failure("retrieve", exc, f"retrieve took longer than "
+                                        f"{self.settings.plugin.recall_timeout_s}s")
                 logger.warning("{}: retrieve from '{}' failed ({}); answering with {} memory",
                                LOG, self.provider, exc or "timeout",
                                "stale" if previous else "no")
@@ -428,12 +435,8 @@ class MemoryPlugin:
                 await self._ensure_scope(scope)
             return True
         except (AdapterError, TimeoutError) as exc:
-            retryable = isinstance(exc, TimeoutError) or exc.retryable
-            self._note_error("setup_scope", exc if str(exc) else TimeoutError(
-                f"provider start took longer than {self.settings.plugin.startup_timeout_s}s"),
-                retryable=retryable)
-            if retryable and self.reads_failing_since is None:
-                self.reads_failing_since = time.time()
+            self._note_read_failure("setup_scope", exc, f"provider start took longer than "
+                                    f"{self.settings.plugin.startup_timeout_s}s")
             return False
 
     def _stale(self, previous: CacheEntry | None, scope: MemoryScope, query: str) -> CacheEntry:
