@@ -42,13 +42,25 @@ def test_swap_full_history_json_reports_every_gate(tmp_path):
     assert report["cleanup"] == ["reset", "reset", "reset"]
 
 
-async def test_manifest_hash_is_stable_and_secrets_are_removed(tmp_path):
-    source = {"condition": "static_profile", "static_profile": {"profile": "Likes tea."}}
-    one = await run_swap(source, data_dir=tmp_path / "a")
-    two = await run_swap(source, data_dir=tmp_path / "b")
+async def test_manifest_hash_is_stable_and_secrets_are_removed(tmp_path, llm_double):
+    secret = "sk-swap-test-7f3c9e2a"
+
+    def source(api_key: str) -> dict:
+        llm = {"base_url": llm_double.base_url, "api_key": api_key, "model": "double-chat"}
+        return {"condition": "rolling_summary", "rolling_summary": {"llm": llm}}
+
+    written = tmp_path / "a" / "manifest.json"
+    one = await run_swap(source(secret), data_dir=tmp_path / "a", manifest_path=written)
+    two = await run_swap(source("sk-another-key"), data_dir=tmp_path / "b")
     assert one.ok and two.ok
+    # The key is no part of the manifest: another key, the same hash.
     assert one.manifest["manifest_sha256"] == two.manifest["manifest_sha256"]
-    other = await run_swap(source, data_dir=tmp_path / "c", seed=7)
+    assert json.loads(written.read_text())["provider"]["config"]["llm"]["api_key"] == "***"
+    assert secret not in json.dumps(one.to_dict())
+    outputs = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written in outputs
+    assert not [p for p in outputs if secret.encode() in p.read_bytes()]
+    other = await run_swap(source(secret), data_dir=tmp_path / "c", seed=7)
     assert other.manifest["manifest_sha256"] != one.manifest["manifest_sha256"]
 
 
