@@ -48,6 +48,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.harness.metrics import percentile  # noqa: E402
 from tests.llm_double import LLMDouble  # noqa: E402
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -93,18 +94,11 @@ def event(scope: MemoryScope, i: int) -> MemoryEvent:
     )
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def summary(values: list[float]) -> dict[str, float]:
     return {
         "n": len(values),
-        "p50_ms": round(pct(values, 0.5), 2),
-        "p95_ms": round(pct(values, 0.95), 2),
+        "p50_ms": round(percentile(values, 50), 2),
+        "p95_ms": round(percentile(values, 95), 2),
         "mean_ms": round(statistics.fmean(values), 2),
     }
 
@@ -197,8 +191,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     def overhead(a: list[float], d: list[float]) -> dict[str, float]:
         return {
-            "p50_ms": round(pct(a, 0.5) - pct(d, 0.5), 2),
-            "p50_pct": round(100 * (pct(a, 0.5) - pct(d, 0.5)) / pct(d, 0.5), 1),
+            "p50_ms": round(percentile(a, 50) - percentile(d, 50), 2),
+            "p50_pct": round(100 * (percentile(a, 50) - percentile(d, 50)) / percentile(d, 50), 1),
         }
 
     return {

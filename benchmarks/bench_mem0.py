@@ -3,13 +3,13 @@
     python benchmarks/bench_mem0.py [--data PATH] [--sample conv-26] [--rounds 3]
                                     [--infer-double] [--json out.json]
 
-- Ingest: every turn of the conversation becomes one ``MemoryEvent`` (speaker_a is the
-  user, speaker_b the assistant, each message named by its speaker; time from the
-  session's date) written with ``record_event`` (one mem0 ``add`` each), and again with
+- Ingest: every turn of the conversation becomes one ``MemoryEvent``, built by the
+  harness's own LoCoMo loader and ``turn_event`` (so this ingests what ``nanobot-memory
+  bench`` ingests), written with ``record_event`` (one mem0 ``add`` each), and again with
   ``record_events`` (mem0's multi-message add, one call per session chunk) into a
   second run. Reports turns/s.
-- Retrieve: each LoCoMo question of the sample is one query; latency p50/p95 of
-  ``adapter.retrieve`` (native search + formatting + trace).
+- Retrieve: each LoCoMo question of the sample with placeable evidence is one query;
+  latency p50/p95 of ``adapter.retrieve`` (native search + formatting + trace).
 - Overhead: for each query, ``AsyncMemory.search`` is also called directly with the
   arguments the adapter builds (``adapter.search_arguments``) on the same store and the
   same AsyncMemory instance, alternating which goes first. Result ids and order must be
@@ -33,12 +33,10 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,72 +54,21 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.harness.datasets.locomo import (  # noqa: E402
+    Conversation,
+    load_locomo,
+)
+from nanobot_memory_adapters.harness.metrics import percentile  # noqa: E402
+from nanobot_memory_adapters.harness.timeline import turn_event  # noqa: E402
 from nanobot_memory_adapters.tokens import clear_token_count_cache  # noqa: E402
 
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"
-_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm) on (\d{1,2}) (\w+),? (\d{4})", re.I)
 
 
-def parse_locomo_time(text: str) -> datetime:
-    """'1:56 pm on 8 May, 2023' -> an aware datetime (UTC; LoCoMo gives no zone)."""
-    m = _DATE.search(text)
-    if not m:
-        raise ValueError(f"unrecognised LoCoMo date {text!r}")
-    hour, minute, ampm, day, month, year = m.groups()
-    h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
-    parsed = datetime.strptime(f"{day} {month} {year}", "%d %B %Y")
-    return parsed.replace(hour=h, minute=int(minute), tzinfo=UTC)
-
-
-def load_sample(path: Path, sample_id: str) -> dict[str, Any]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    for sample in data:
-        if sample.get("sample_id") == sample_id:
-            return sample
-    raise SystemExit(f"{sample_id} not in {path}")
-
-
-def sessions(sample: dict[str, Any]) -> list[tuple[int, datetime, list[dict[str, Any]]]]:
-    conv = sample["conversation"]
-    out = []
-    for key, turns in conv.items():
-        m = re.fullmatch(r"session_(\d+)", key)
-        if m and isinstance(turns, list) and turns:
-            n = int(m.group(1))
-            out.append((n, parse_locomo_time(conv[f"session_{n}_date_time"]), turns))
-    return sorted(out, key=lambda s: s[0])
-
-
-def events_for(sample: dict[str, Any], scope: MemoryScope) -> list[list[MemoryEvent]]:
-    """One event per turn, grouped by session."""
-    speaker_a = sample["conversation"]["speaker_a"]
-    grouped = []
-    for n, start, turns in sessions(sample):
-        group = []
-        for i, turn in enumerate(turns):
-            text = turn["text"]
-            if turn.get("blip_caption"):
-                text += f" [shares a photo: {turn['blip_caption']}]"
-            role = "user" if turn["speaker"] == speaker_a else "assistant"
-            group.append(MemoryEvent(
-                event_id=f"{sample['sample_id']}-{turn['dia_id']}".replace(":", "_"),
-                run_id=scope.run_id,
-                user_id=scope.persona_id,
-                agent_id=scope.agent_id or "nanobot",
-                session_id=f"session_{n}",
-                turn_id=turn["dia_id"],
-                timestamp=start + timedelta(seconds=30 * i),
-                messages=[{"role": role, "content": text, "name": turn["speaker"]}],
-            ))
-        grouped.append(group)
-    return grouped
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+def events_for(conv: Conversation, scope: MemoryScope) -> list[list[MemoryEvent]]:
+    """One event per turn, grouped by session: exactly what the harness records."""
+    return [[turn_event(conv, turn, scope) for turn in session.turns]
+            for session in conv.sessions]
 
 
 async def ingest(adapter: Mem0Adapter, grouped: list[list[MemoryEvent]], bulk: bool) -> float:
@@ -136,9 +83,9 @@ async def ingest(adapter: Mem0Adapter, grouped: list[list[MemoryEvent]], bulk: b
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    sample = load_sample(args.data, args.sample)
-    speaker = re.sub(r"\W+", "_", sample["conversation"]["speaker_a"].lower())
-    questions = [q["question"] for q in sample["qa"] if q.get("question")]
+    conv = load_locomo(args.data, [args.sample])[0]
+    speaker = conv.sample_id  # the harness's persona for a conversation
+    questions = [q.question for q in conv.questions]  # those with placeable evidence
     report: dict[str, Any] = {"sample": args.sample, "questions": len(questions)}
     tmp = tempfile.TemporaryDirectory(prefix="bench-mem0-")
     data_dir = Path(args.data_dir or tmp.name)
@@ -147,12 +94,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         scope = MemoryScope(run_id="bench-single", persona_id=speaker, agent_id="nanobot")
         bulk_scope = MemoryScope(run_id="bench-bulk", persona_id=speaker, agent_id="nanobot")
         await adapter.setup_scope(scope)  # loads the embedder: not part of the timing
-        grouped = events_for(sample, scope)
+        grouped = events_for(conv, scope)
         turns = sum(len(g) for g in grouped)
         report["turns"] = turns
         seconds = await ingest(adapter, grouped, bulk=False)
         report["ingest_record_event"] = {"seconds": seconds, "turns_per_s": turns / seconds}
-        seconds = await ingest(adapter, events_for(sample, bulk_scope), bulk=True)
+        seconds = await ingest(adapter, events_for(conv, bulk_scope), bulk=True)
         report["ingest_record_events"] = {"seconds": seconds, "turns_per_s": turns / seconds}
 
         memory = await adapter._native()
@@ -213,9 +160,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             "top_k": adapter.search_arguments(requests[0])[1]["top_k"],
             "samples": len(adapter_ms),
             "adapter_p50_ms": a50,
-            "adapter_p95_ms": pct(adapter_ms, 0.95),
+            "adapter_p95_ms": percentile(adapter_ms, 95),
             "direct_p50_ms": d50,
-            "direct_p95_ms": pct(direct_ms, 0.95),
+            "direct_p95_ms": percentile(direct_ms, 95),
             "p50_overhead_pct": (a50 - d50) / d50 * 100,
             "paired_p50_overhead_ms": paired,
             "paired_p50_overhead_pct": paired / d50 * 100,
@@ -238,14 +185,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         }
 
         if args.infer_double:
-            report["ingest_infer_double"] = await bench_infer(sample, speaker, data_dir)
+            report["ingest_infer_double"] = await bench_infer(conv, speaker, data_dir)
     finally:
         await adapter.aclose()
         tmp.cleanup()
     return report
 
 
-async def bench_infer(sample: dict[str, Any], speaker: str, data_dir: Path) -> dict[str, Any]:
+async def bench_infer(conv: Conversation, speaker: str, data_dir: Path) -> dict[str, Any]:
     from tests.llm_double import LLMDouble
 
     out: dict[str, Any] = {}
@@ -257,7 +204,7 @@ async def bench_infer(sample: dict[str, Any], speaker: str, data_dir: Path) -> d
                 scope = MemoryScope(run_id=f"bench-infer-{int(bulk)}", persona_id=speaker,
                                     agent_id="nanobot")
                 await adapter.setup_scope(scope)
-                grouped = events_for(sample, scope)
+                grouped = events_for(conv, scope)
                 turns = sum(len(g) for g in grouped)
                 calls = len(double.chat_requests())
                 seconds = await ingest(adapter, grouped, bulk=bulk)
