@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -32,6 +32,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveResult,
     Trace,
     WriteReceipt,
+    WriteStatus,
     capabilities_of,
 )
 from nanobot_memory_adapters.formatting import RenderedContext, render_context
@@ -55,16 +56,18 @@ class NativeRetrieval:
 
 @dataclass
 class NativeWrite:
-    status: str
+    status: WriteStatus
     native_ids: list[str]
     native_operation: str
     native_request: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # A bulk hook that wrote this event in a call of its own sets that call's latency.
+    latency_ms: float | None = None
 
 
 @dataclass
 class NativeHealth:
-    status: str
+    status: Literal["ok", "degraded", "unavailable"]
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -86,6 +89,11 @@ _RETRYABLE_NAMES = frozenset(
         "ServiceUnavailableError",
         "RateLimitError",
         "InternalServerError",  # openai's 5xx, also when wrapped (no status_code on top)
+        # A model's answer that could not be used (cut at max_tokens, not JSON, empty):
+        # the next attempt may well succeed (graphiti-core raises these after its retries).
+        "JSONDecodeError",
+        "EmptyResponseError",
+        "LengthFinishReasonError",
     }
 )
 
@@ -192,20 +200,25 @@ class BaseAdapter:
         if self.trace_sink is not None:
             self.trace_sink.emit(trace)
 
-    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run a native call; any failure becomes an AdapterError with raw diagnostics."""
+    async def _call(
+        self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
+    ) -> T:
+        """Run a native call; any failure becomes an AdapterError with raw diagnostics.
+
+        ``retryable`` overrides the classification from the error itself (a backend whose
+        every write failure is an extraction failure says ``True``)."""
         try:
             return await fn()
         except AdapterError:
             raise
         except Exception as exc:
-            raw, retryable = native_diagnostics(exc)
+            raw, found = native_diagnostics(exc)
             raise AdapterError(
                 f"{type(exc).__name__}: {str(exc)[:500]}",
                 backend_name=self.backend_name,
                 operation=operation,
                 raw=raw,
-                retryable=retryable,
+                retryable=found if retryable is None else retryable,
             ) from exc
 
     # -- contract --------------------------------------------------------------------
@@ -238,10 +251,22 @@ class BaseAdapter:
         if self._mode.read_only:
             return self._skipped_receipts([event], operation="record_event")[0]
         started = time.perf_counter()
-        native = await self._call("record_event", lambda: self._record(event))
+        native = await self._call(
+            "record_event", lambda: self._record(event), retryable=self.write_failures_retryable
+        )
         latency = (time.perf_counter() - started) * 1000
+        return self._write_receipt(event, native, latency, "record_event")
+
+    # Writes that run the backend's LLM extraction fail mostly because of the model (a
+    # timeout, an answer cut at max_tokens): such adapters set this True so every failed
+    # write is kept for a retry. None: classify each error by its type.
+    write_failures_retryable: bool | None = None
+
+    def _write_receipt(
+        self, event: MemoryEvent, native: NativeWrite, latency: float, operation: str
+    ) -> WriteReceipt:
         trace = self._trace(
-            "record_event",
+            operation,
             native_operation=native.native_operation,
             native_request=native.native_request,
             scope=event.scope().key,
@@ -253,11 +278,29 @@ class BaseAdapter:
         )
         self._emit(trace)
         return WriteReceipt(
-            status=native.status,  # type: ignore[arg-type]
+            status=native.status,
             event_id=event.event_id,
             native_ids=native.native_ids,
             latency_ms=latency,
             trace=trace,
+        )
+
+    def _failed_receipt(
+        self, event: MemoryEvent, error: AdapterError, latency: float, operation: str
+    ) -> WriteReceipt:
+        """A bulk write's answer for one event that was not stored."""
+        trace = self._trace(
+            operation,
+            scope=event.scope().key,
+            event_id=event.event_id,
+            latency_ms=latency,
+            status="failed",
+            warnings=[error.message[:1000]],
+        )
+        self._emit(trace)
+        return WriteReceipt(
+            status="failed", event_id=event.event_id, latency_ms=latency,
+            error=error.to_dict(), trace=trace,
         )
 
     async def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
@@ -265,6 +308,8 @@ class BaseAdapter:
         native = await self._call("retrieve", lambda: self._retrieve(request))
         latency = (time.perf_counter() - started) * 1000
         rendered = self.render(request.scope, native.items, request.budget)
+        position = {id(item): i for i, item in enumerate(native.items)}
+        shown = [position[id(i)] for i in rendered.shown if id(i) in position]
         # Only offset-aware times can be ordered together (a backend may return naive ones).
         times = [
             t for i in native.items for t in (i.event_at or i.created_at or i.valid_at,)
@@ -295,7 +340,8 @@ class BaseAdapter:
         )
         self._emit(trace)
         return RetrieveResult(
-            items=native.items, raw=native.raw, formatted_context=rendered.text, trace=trace
+            items=native.items, raw=native.raw, formatted_context=rendered.text, shown=shown,
+            trace=trace,
         )
 
     def render(
@@ -334,7 +380,7 @@ class BaseAdapter:
             raw, _ = native_diagnostics(exc)
             native = NativeHealth(status="unavailable", details={"error": raw})
         return BackendHealth(
-            status=native.status,  # type: ignore[arg-type]
+            status=native.status,
             backend_name=self.backend_name,
             condition_kind=self.info.condition_kind,
             latency_ms=(time.perf_counter() - started) * 1000,
@@ -365,3 +411,68 @@ class BaseAdapter:
 
     async def _health(self) -> NativeHealth:
         return NativeHealth(status="ok")
+
+
+class BulkIngest:
+    """``SupportsBulkIngest`` for a ``BaseAdapter``: the read-only gate, batching, timing,
+    per-event receipts and failures live here once; an adapter supplies ``_record_batch``
+    (one native bulk call) and, if its grouping rule differs, ``_batches``.
+
+    A failed batch never takes another batch down, and its events get ``failed``
+    receipts carrying the error (retryable or not) instead of a raised exception, so a
+    caller learns which events to keep. A hook may also answer per event, returning an
+    ``AdapterError`` in an event's place (a backend whose native bulk call is
+    all-or-nothing falls back to per-event writes and reports each).
+    """
+
+    bulk_operation = "record_events"
+
+    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        """Runs of consecutive events that share scope and session (order is kept)."""
+        batches: list[list[MemoryEvent]] = []
+        for event in events:
+            key = (event.scope().key, event.session_id)
+            last = batches[-1][0] if batches else None
+            if last is not None and (last.scope().key, last.session_id) == key:
+                batches[-1].append(event)
+            else:
+                batches.append([event])
+        return batches
+
+    async def _record_batch(
+        self, batch: list[MemoryEvent]
+    ) -> Sequence[NativeWrite | AdapterError]:
+        """One native bulk write; one result per event of ``batch``, in order."""
+        raise NotImplementedError
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        assert isinstance(self, BaseAdapter)
+        events = list(events)
+        if not events:
+            return []
+        operation = self.bulk_operation
+        if self.mode.read_only:
+            return self._skipped_receipts(events, operation=operation)
+        receipts: list[WriteReceipt] = []
+        for batch in self._batches(events):
+            started = time.perf_counter()
+            try:
+                natives = list(await self._call(
+                    operation, lambda b=batch: self._record_batch(b),
+                    retryable=self.write_failures_retryable,
+                ))
+                if len(natives) != len(batch):
+                    raise AdapterError(
+                        f"bulk hook returned {len(natives)} results for {len(batch)} events",
+                        backend_name=self.backend_name, operation=operation,
+                    )
+            except AdapterError as exc:
+                natives = [exc] * len(batch)
+            latency = (time.perf_counter() - started) * 1000
+            for event, native in zip(batch, natives, strict=True):
+                if isinstance(native, AdapterError):
+                    receipts.append(self._failed_receipt(event, native, latency, operation))
+                else:
+                    own = native.latency_ms if native.latency_ms is not None else latency
+                    receipts.append(self._write_receipt(event, native, own, operation))
+        return receipts

@@ -17,6 +17,8 @@ from nanobot_memory_adapters.redaction import redact
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 __all__ = [
+    "ACCEPTED_WRITE_STATUSES",
+    "STORED_WRITE_STATUSES",
     "AdapterError",
     "AdapterMode",
     "BackendHealth",
@@ -26,6 +28,7 @@ __all__ = [
     "FeedbackRequest",
     "MemoryAdapter",
     "MemoryEvent",
+    "MemoryForm",
     "MemoryScope",
     "Message",
     "ModeReceipt",
@@ -44,6 +47,7 @@ __all__ = [
     "TagMapping",
     "Trace",
     "WriteReceipt",
+    "WriteStatus",
     "capabilities_of",
     "utcnow",
 ]
@@ -53,6 +57,18 @@ ConditionKind = Literal["architecture", "control"]
 # How scenario/context/attribute reach the backend: a hard filter, semantic query text,
 # stored metadata only (returned, not used to select), or not at all.
 TagMapping = Literal["filter", "semantic", "metadata", "none"]
+# What an item shows of what was recorded: the turn's own text (``verbatim``), something
+# the backend derived from it (``derived``: extracted facts, summaries), both
+# (``mixed``), or nothing recorded at all (``none``: fixed or empty providers).
+MemoryForm = Literal["verbatim", "derived", "mixed", "none"]
+
+# -- write statuses: one place ---------------------------------------------------------
+WriteStatus = Literal["committed", "queued", "pending", "skipped_read_only", "ignored", "failed"]
+# The backend holds the write (now or once its queue runs).
+STORED_WRITE_STATUSES: frozenset[str] = frozenset({"committed", "queued", "pending"})
+# The write needs no retry: stored, or the provider stores nothing by design (``ignored``).
+# ``skipped_read_only`` and ``failed`` are not accepted: an outbox keeps such an event.
+ACCEPTED_WRITE_STATUSES: frozenset[str] = STORED_WRITE_STATUSES | {"ignored"}
 
 
 def utcnow() -> datetime:
@@ -95,6 +111,12 @@ class RetrieveRequest(BaseModel):
     context: str | None = None
     attribute: str | None = None
     filters: dict[str, Any] = Field(default_factory=dict)
+    as_of: datetime | None = Field(
+        default=None,
+        description="When the request is made on the user's timeline (None: now). A "
+        "replayed benchmark asks at the test point's time; providers that keep validity "
+        "(oracle_ipas) answer as of it.",
+    )
 
     def tags(self) -> dict[str, str]:
         return set_tags(self)
@@ -157,6 +179,12 @@ class RetrievedItem(BaseModel):
     invalid_at: datetime | None = None
     expired_at: datetime | None = None
     source: str | None = Field(default=None, description="Provenance: episode, session, message")
+    source_event_ids: list[str] | None = Field(
+        default=None,
+        description="The recorded events (MemoryEvent.event_id) this item derives from, by "
+        "the backend's own provenance (metadata it stored with the write, a fact's source "
+        "episodes, a message's metadata). None when the backend cannot say; never guessed.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     raw: dict[str, Any] = Field(default_factory=dict, description="The native record, untouched.")
 
@@ -167,18 +195,40 @@ class RetrieveResult(BaseModel):
     items: list[RetrievedItem] = Field(default_factory=list)
     raw: Any = None
     formatted_context: str = ""
+    shown: list[int] = Field(
+        default_factory=list,
+        description="Indices of ``items`` that appear whole in ``formatted_context`` (an "
+        "item cut by the budget is not listed).",
+    )
     trace: Trace
 
 
 class WriteReceipt(BaseModel):
+    """The outcome of one event's write.
+
+    ``ignored``: the provider stores nothing by design (no_memory, static_profile, oracle).
+    ``failed``: only in a bulk write's per-event receipts (``record_event`` raises
+    ``AdapterError`` instead); ``error`` holds the AdapterError's ``to_dict()`` and says
+    whether a retry could succeed. A backend that stored nothing never says ``committed``.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
-    # "ignored": the provider stores nothing by design (no_memory, static_profile, oracle).
-    status: Literal["committed", "queued", "pending", "skipped_read_only", "ignored"]
+    status: WriteStatus
     event_id: str | None = None
     native_ids: list[str] = Field(default_factory=list)
     latency_ms: float | None = None
+    error: dict[str, Any] | None = None
     trace: Trace
+
+    @property
+    def accepted(self) -> bool:
+        """The event needs no retry (stored, or stored-nothing by design)."""
+        return self.status in ACCEPTED_WRITE_STATUSES
+
+    @property
+    def retryable(self) -> bool:
+        return self.status == "failed" and bool((self.error or {}).get("retryable"))
 
 
 class AdapterMode(BaseModel):
@@ -239,6 +289,11 @@ class ProviderInfo(BaseModel):
         "no_memory, static_profile, oracle_ipas)."
     )
     tag_mapping: TagMapping = "none"
+    memory_form: MemoryForm = Field(
+        default="verbatim",
+        description="What items show of recorded turns; decides which recall metric can see "
+        "the provider (turn-text recall needs verbatim text).",
+    )
     item_fields: tuple[str, ...] = Field(
         default=(),
         description="RetrievedItem fields this provider always fills (e.g. score, created_at).",

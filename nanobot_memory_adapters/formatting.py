@@ -124,6 +124,8 @@ class RenderedContext:
     included: int
     dropped: int
     shortfall_tokens: int | None
+    # The items that appear whole in ``text`` (not one cut by the budget), in order.
+    shown: tuple[RetrievedItem, ...] = ()
 
 
 def render_context(
@@ -156,8 +158,9 @@ def render_context(
     titled = len(groups) > 1 or next(iter(groups)) is not None
     title_of = group_title or _default_group_title
 
-    def entries() -> Iterator[tuple[str, int, bool]]:
-        """(line, tokens of ``line + "\\n"``, is_item), built only as far as they are read.
+    def entries() -> Iterator[tuple[str, int, RetrievedItem | None]]:
+        """(line, tokens of ``line + "\\n"``, its item or None for a group title), built only
+        as far as they are read.
 
         Each line is counted once with its newline: cl100k pre-tokenization never merges
         across a newline that is followed by a non-space character, so the section's
@@ -167,50 +170,56 @@ def render_context(
         for group, members in groups.items():
             if titled:
                 title = title_of(group or "ungrouped", members)
-                yield title, count_tokens(title + "\n"), False
+                yield title, count_tokens(title + "\n"), None
             for item in members:
                 if line is item_line:
-                    yield (*_line_with_tokens(item), True)
+                    yield (*_line_with_tokens(item), item)
                 else:
                     text = line(item)
-                    yield text, count_tokens(text + "\n"), True
+                    yield text, count_tokens(text + "\n"), item
 
     lines: list[str] = [head]
+    # What each line after the head shows: the whole item, None (a title) or a cut item.
+    owners: list[RetrievedItem | None] = []
+    whole: list[bool] = []
     used = frame
-    included = 0
     additive = True
-    last_is_title = False
-    for text, cost, is_item in entries():
+    for text, cost, item in entries():
         if used + cost <= limit:
             lines.append(text)
+            owners.append(item)
+            whole.append(item is not None)
             used += cost
-            included += is_item
             additive = additive and text[:1] != "" and not text[:1].isspace()
-            last_is_title = not is_item
             continue
         room = limit - used - 1
-        if is_item and room >= _MIN_TRUNCATED_ITEM_TOKENS:
+        if item is not None and room >= _MIN_TRUNCATED_ITEM_TOKENS:
             cut = truncate_to_tokens(text, room)
             lines.append(cut)
+            owners.append(item)
+            whole.append(False)
             used += count_tokens(cut + "\n")
-            included += 1
             additive = additive and cut[:1] != "" and not cut[:1].isspace()
-            last_is_title = False
         break
-    if last_is_title:
+    if owners and owners[-1] is None:
         used -= count_tokens(lines.pop() + "\n")  # a group title with no item under it
+        owners.pop()
+        whole.pop()
     lines.append(tail)
     text = "\n".join(lines)
     tokens = used if additive else count_tokens(text)
     while tokens > limit and len(lines) > 2:
         lines.pop(-2)
-        included = max(0, included - 1)
+        owners.pop()
+        whole.pop()
         text = "\n".join(lines)
         tokens = count_tokens(text)
+    included = sum(1 for o in owners if o is not None)
     if included == 0:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
+    shown = tuple(o for o, w in zip(owners, whole, strict=True) if o is not None and w)
     return RenderedContext(
-        text, tokens, included, len(items) - included, _shortfall(budget, tokens)
+        text, tokens, included, len(items) - included, _shortfall(budget, tokens), shown
     )
 
 

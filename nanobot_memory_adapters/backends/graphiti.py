@@ -80,9 +80,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
+    BulkIngest,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
+    native_diagnostics,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
@@ -92,7 +94,6 @@ from nanobot_memory_adapters.contract import (
     ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
@@ -125,9 +126,17 @@ class LLMSettings(BaseModel):
         default=None, description="Name of an environment variable holding the API key."
     )
     temperature: float = Field(default=0.0, ge=0)
-    max_tokens: int = Field(default=8192, gt=0)
+    max_tokens: int = Field(
+        default=4096, gt=0,
+        description="Cap on one answer. A small model can loop until the cap (8,192 tokens "
+        "took 7.5 min on 2 CPU cores); an answer cut here fails the write, which is retried.",
+    )
     structured_output: Literal["json_schema", "json_object"] = "json_schema"
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(
+        default=600.0, gt=0,
+        description="Seconds per LLM call (a CPU model reading a long prompt cold needs "
+        "minutes; the SDK's 120 s failed every event of a bulk write on one).",
+    )
     max_retries: int = Field(default=2, ge=0)
 
     def resolved_api_key(self) -> str | None:
@@ -258,6 +267,11 @@ class SearchSettings(BaseModel):
     tags_in_query: bool = Field(
         default=True, description="Append scenario/context/attribute to the query text."
     )
+    episode_provenance: bool = Field(
+        default=True,
+        description="Read each returned fact's source episodes (one query per retrieve) so "
+        "items name the recorded events they derive from.",
+    )
 
 
 class EdgeTypeSignature(BaseModel):
@@ -291,6 +305,13 @@ class IngestSettings(BaseModel):
         default="ids",
         description="ids: 'alice: ...' / 'nanobot: ...'; roles: 'user: ...' / 'assistant: ...'.",
     )
+    bulk: Literal["native", "per_event"] = Field(
+        default="native",
+        description="record_events: 'native' = one add_episode_bulk per scope (falls back "
+        "to one add_episode per event when the bulk call fails, since it is "
+        "all-or-nothing); 'per_event' = add_episode for each event (progress survives a "
+        "slow or flaky model).",
+    )
 
     @field_validator("entity_types", "edge_types")
     @classmethod
@@ -299,6 +320,13 @@ class IngestSettings(BaseModel):
         if bad:
             raise ValueError(f"type names must be identifiers (letters, digits, _): {bad}")
         return value
+
+
+def _is_local(url: str | None) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url or "").hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class GraphitiConfig(BaseModel):
@@ -312,7 +340,12 @@ class GraphitiConfig(BaseModel):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
-    max_coroutines: int | None = Field(default=None, gt=0)
+    max_coroutines: int | None = Field(
+        default=None, gt=0,
+        description="Graphiti's concurrent LLM calls. Default: 1 for an LLM on this machine "
+        "(127.0.0.1/localhost: a local server answers one request at a time, and 20 queued "
+        "calls time out together), Graphiti's own 20 otherwise.",
+    )
 
     @model_validator(mode="after")
     def _recipe_needs_cross_encoder(self) -> GraphitiConfig:
@@ -323,6 +356,17 @@ class GraphitiConfig(BaseModel):
                 "'edge_hybrid_rrf'"
             )
         return self
+
+
+def effective_max_coroutines(config: GraphitiConfig) -> int:
+    """The concurrency Graphiti runs with (see ``GraphitiConfig.max_coroutines``)."""
+    if config.max_coroutines is not None:
+        return config.max_coroutines
+    if _is_local(config.llm.base_url):
+        return 1
+    from graphiti_core.helpers import SEMAPHORE_LIMIT
+
+    return SEMAPHORE_LIMIT
 
 
 def _require_llm(config: GraphitiConfig) -> None:
@@ -356,6 +400,7 @@ def provider_info(config: GraphitiConfig) -> ProviderInfo:
         consistency_model="immediate",
         stores_events=True,
         tag_mapping="semantic" if config.search.tags_in_query else "metadata",
+        memory_form="derived",
         item_fields=("native_id", "score", "created_at", "source"),
         native_memory_types=tuple(types),
         native_ingest_modes=tuple(modes),
@@ -368,6 +413,7 @@ def provider_info(config: GraphitiConfig) -> ProviderInfo:
 # -- ids ---------------------------------------------------------------------------------
 
 _GROUP_SAFE = re.compile(r"[A-Za-z0-9-]")
+_EVENT_IN_SOURCE = re.compile(r"^nanobot event=(.+?); session=")
 _KUZU_FTS_SPECIAL = re.compile(r"[?*\\]")
 
 
@@ -638,10 +684,13 @@ def _source_label(episodes: Sequence[str]) -> str | None:
 # -- the adapter ---------------------------------------------------------------------------
 
 
-class GraphitiAdapter(BaseAdapter):
+class GraphitiAdapter(BulkIngest, BaseAdapter):
     """Graphiti behind the contract. Capabilities: bulk ingest, provenance."""
 
     config_model: ClassVar[type[BaseModel]] = GraphitiConfig
+    # A write fails when Graphiti's extraction does (a timeout, an unusable answer):
+    # keep the event for a retry.
+    write_failures_retryable: bool | None = True
 
     def __init__(
         self,
@@ -703,6 +752,12 @@ class GraphitiAdapter(BaseAdapter):
         parts = [f"nanobot event={event.event_id}", f"session={event.session_id}"]
         parts += [f"{k}={v}" for k, v in event.tags().items()]
         return "; ".join(parts)
+
+    @staticmethod
+    def event_id_of(source_description: str | None) -> str | None:
+        """The event id ``source_description`` stored with an episode (None if foreign)."""
+        match = _EVENT_IN_SOURCE.match(source_description or "")
+        return match.group(1) if match else None
 
     def _lock_for(self, group: str) -> asyncio.Lock:
         # Graphiti requires the episodes of one group to be added one at a time.
@@ -766,7 +821,7 @@ class GraphitiAdapter(BaseAdapter):
                 embedder=embedder,
                 cross_encoder=cross_encoder,
                 store_raw_episode_content=cfg.ingest.store_raw_episode_content,
-                max_coroutines=cfg.max_coroutines,
+                max_coroutines=effective_max_coroutines(cfg),
             )
             if isinstance(driver, _KuzuDriver):
                 await _SharedKuzu.ensure_indexes(driver)
@@ -862,17 +917,19 @@ class GraphitiAdapter(BaseAdapter):
         self.group_id(scope)  # validates the scope -> group mapping early
         await self.graphiti()
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite:
         graphiti = await self.graphiti()
         group = self.group_id(event.scope())
         kwargs = self._episode_kwargs()
         request = {
-            "name": f"{event.session_id}:{event.turn_id}",
+            "name": self.episode_name(event),
             "source_description": self.source_description(event),
             "reference_time": event.timestamp,
             "source": EpisodeType.message,
             "group_id": group,
         }
+        if uuid is not None:  # an episode a failed bulk call saved: process it in place
+            kwargs["uuid"] = uuid
         async with self._lock_for(group):
             result = await graphiti.add_episode(
                 episode_body=self.episode_body(event), **request, **kwargs
@@ -892,9 +949,14 @@ class GraphitiAdapter(BaseAdapter):
                 "entities": len(result.nodes),
                 "facts": len(result.edges),
                 "invalidated_facts": invalidated,
+                **({"reprocessed_episode": uuid} if uuid else {}),
             },
             warnings=warnings_,
         )
+
+    @staticmethod
+    def episode_name(event: MemoryEvent) -> str:
+        return f"{event.session_id}:{event.turn_id}"
 
     def _episode_kwargs(self) -> dict[str, Any]:
         ingest = self.config.ingest
@@ -989,7 +1051,8 @@ class GraphitiAdapter(BaseAdapter):
         results: SearchResults = await graphiti.search_(
             query, config=config, group_ids=[group], search_filter=filters
         )
-        items = self._items(results, group)
+        events = await self._episode_events(graphiti, group, results)
+        items = self._items(results, group, events)
         return NativeRetrieval(
             items=items,
             raw={
@@ -1014,7 +1077,27 @@ class GraphitiAdapter(BaseAdapter):
             warnings=warnings_,
         )
 
-    def _items(self, results: SearchResults, group: str) -> list[RetrievedItem]:
+    async def _episode_events(
+        self, graphiti: Graphiti, group: str, results: SearchResults
+    ) -> dict[str, str] | None:
+        """episode uuid -> the event id it was recorded from, for the facts returned
+        (Graphiti's own provenance: a fact's ``episodes``); None when switched off."""
+        if not self.config.search.episode_provenance:
+            return None
+        uuids = sorted({u for e in results.edges if e.group_id == group for u in e.episodes})
+        if not uuids:
+            return {}
+        episodes = await EpisodicNode.get_by_uuids(self._driver_for(graphiti, group), uuids)
+        found: dict[str, str] = {}
+        for episode in episodes:
+            event = self.event_id_of(episode.source_description)
+            if episode.group_id == group and event:
+                found[episode.uuid] = event
+        return found
+
+    def _items(
+        self, results: SearchResults, group: str, events: dict[str, str] | None = None
+    ) -> list[RetrievedItem]:
         grouped = self.config.search.recipe.startswith("combined")
         items: list[RetrievedItem] = []
         for i, edge in enumerate(results.edges):
@@ -1034,6 +1117,10 @@ class GraphitiAdapter(BaseAdapter):
                     invalid_at=_utc(edge.invalid_at),
                     expired_at=_utc(edge.expired_at),
                     source=_source_label(edge.episodes),
+                    source_event_ids=(
+                        [events[u] for u in edge.episodes if u in events]
+                        if events is not None else None
+                    ),
                     metadata={
                         "relation": edge.name,
                         "episodes": list(edge.episodes),
@@ -1077,6 +1164,9 @@ class GraphitiAdapter(BaseAdapter):
                     created_at=_utc(episode.created_at),
                     valid_at=_utc(episode.valid_at),
                     source=f"{episode.name} ({episode.source_description})",
+                    source_event_ids=(
+                        [e] if (e := self.event_id_of(episode.source_description)) else None
+                    ),
                     metadata={"name": episode.name, "group_id": episode.group_id},
                     raw=_dump(episode),
                 )
@@ -1113,7 +1203,10 @@ class GraphitiAdapter(BaseAdapter):
         cfg = self.config
         details: dict[str, Any] = {
             "database": cfg.database.provider,
-            "llm": {"base_url": cfg.llm.base_url, "model": cfg.llm.model},
+            "llm": {"base_url": cfg.llm.base_url, "model": cfg.llm.model,
+                    "max_coroutines": effective_max_coroutines(cfg),
+                    "timeout_s": cfg.llm.timeout_s, "max_tokens": cfg.llm.max_tokens},
+            "ingest_bulk": cfg.ingest.bulk,
             "embedder": cfg.embedder.provider,
             "cross_encoder": cfg.cross_encoder.provider,
             "search_recipe": cfg.search.recipe,
@@ -1147,47 +1240,81 @@ class GraphitiAdapter(BaseAdapter):
         return driver
 
     # -- SupportsBulkIngest ----------------------------------------------------------------
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        """Each scope's events go to Graphiti's ``add_episode_bulk`` in one call."""
-        if self.mode.read_only:
-            return self._skipped_receipts(events, operation="record_event")
-        by_group: dict[str, list[MemoryEvent]] = {}
+    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        """Runs of consecutive events of one scope (one Graphiti group)."""
+        batches: list[list[MemoryEvent]] = []
         for event in events:
-            by_group.setdefault(self.group_id(event.scope()), []).append(event)
-        receipts: dict[str, WriteReceipt] = {}
-        for group, members in by_group.items():
-            started = time.perf_counter()
-            results = await self._call("record_events", lambda g=group, m=members: self._bulk(g, m))
-            latency = (time.perf_counter() - started) * 1000
-            for event, episode in zip(members, results.episodes, strict=True):
+            if batches and self.group_id(batches[-1][0].scope()) == self.group_id(event.scope()):
+                batches[-1].append(event)
+            else:
+                batches.append([event])
+        return batches
+
+    async def _record_batch(
+        self, batch: list[MemoryEvent]
+    ) -> list[NativeWrite | AdapterError]:
+        """``add_episode_bulk`` for the batch. It is all-or-nothing (it saves the episodes
+        first, then one failed extraction discards every other result), so on failure
+        each event is written with ``add_episode`` on its own: the episode the bulk call
+        already saved is processed in place (by its uuid), never duplicated."""
+        if self.config.ingest.bulk == "native":
+            group = self.group_id(batch[0].scope())
+            try:
+                results = await self._bulk(group, batch)
+            except Exception as exc:
+                raw, _ = native_diagnostics(exc)
+                note = (f"add_episode_bulk failed ({raw.get('type')}: "
+                        f"{str(raw.get('message'))[:200]}); wrote each event on its own")
+                return await self._per_event(batch, fallback_note=note)
+            out: list[NativeWrite | AdapterError] = []
+            for event, episode in zip(batch, results.episodes, strict=True):
                 edges = [e.uuid for e in results.edges if episode.uuid in e.episodes]
-                trace = self._trace(
-                    "record_event",
-                    native_operation="graphiti.add_episode_bulk",
-                    native_request={"group_id": group, "episodes_in_call": len(members),
-                                    "name": episode.name,
-                                    "reference_time": event.timestamp.isoformat()},
-                    scope=event.scope().key,
-                    event_id=event.event_id,
-                    native_ids=[episode.uuid, *edges],
-                    latency_ms=latency,
-                    status="committed",
+                out.append(NativeWrite(
+                    "committed", [episode.uuid, *edges], "graphiti.add_episode_bulk",
+                    {"group_id": group, "episodes_in_call": len(batch), "name": episode.name,
+                     "reference_time": event.timestamp.isoformat()},
+                ))
+            return out
+        return await self._per_event(batch)
+
+    async def _per_event(
+        self, batch: list[MemoryEvent], fallback_note: str | None = None
+    ) -> list[NativeWrite | AdapterError]:
+        out: list[NativeWrite | AdapterError] = []
+        for event in batch:
+            started = time.perf_counter()
+            try:
+                saved = await self._saved_episode(event) if fallback_note else None
+                native = await self._call(
+                    "record_events", lambda e=event, u=saved: self._record(e, uuid=u),
+                    retryable=True,
                 )
-                self._emit(trace)
-                receipts[event.event_id] = WriteReceipt(
-                    status="committed",
-                    event_id=event.event_id,
-                    native_ids=[episode.uuid, *edges],
-                    latency_ms=latency,
-                    trace=trace,
-                )
-        return [receipts[e.event_id] for e in events]
+            except AdapterError as exc:
+                out.append(exc)
+                continue
+            native.latency_ms = (time.perf_counter() - started) * 1000
+            if fallback_note:
+                native.warnings.append(fallback_note)
+            out.append(native)
+        return out
+
+    async def _saved_episode(self, event: MemoryEvent) -> str | None:
+        """The uuid of this event's episode if one is stored in its group (by name)."""
+        graphiti = await self.graphiti()
+        group = self.group_id(event.scope())
+        driver = self._driver_for(graphiti, group)
+        records, _, _ = await driver.execute_query(
+            "MATCH (e:Episodic) WHERE e.group_id = $group_id AND e.name = $name "
+            "RETURN e.uuid AS uuid",
+            group_id=group, name=self.episode_name(event), routing_="r",
+        )
+        return str(records[0]["uuid"]) if records else None
 
     async def _bulk(self, group: str, events: list[MemoryEvent]) -> Any:
         graphiti = await self.graphiti()
         raw = [
             RawEpisode(
-                name=f"{e.session_id}:{e.turn_id}",
+                name=self.episode_name(e),
                 content=self.episode_body(e),
                 source_description=self.source_description(e),
                 source=EpisodeType.message,

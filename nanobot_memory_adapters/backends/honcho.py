@@ -26,15 +26,16 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
+    BulkIngest,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
@@ -50,7 +51,6 @@ from nanobot_memory_adapters.contract import (
     Readiness,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_tokens
 from nanobot_memory_adapters.formatting import render_context as _render_context
@@ -71,6 +71,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
         name=exc.name,
     ) from exc
 
+T = TypeVar("T")
 BACKEND = "honcho"
 EPOCH_KEY = "nma_reset_epoch"
 MAX_BATCH = 100  # server limit for add_messages (1..100, else 422)
@@ -85,6 +86,7 @@ INFO = ProviderInfo(
     consistency_model="async_derived",
     stores_events=True,
     tag_mapping="metadata",
+    memory_form="mixed",
     item_fields=("native_type", "source"),
     native_memory_types=("peer_representation", "peer_card", "session_summary", "message"),
     native_ingest_modes=("session.add_messages",),
@@ -161,7 +163,7 @@ class _Dirty:
     deleted_sessions: set[str] = field(default_factory=set)
 
 
-class HonchoAdapter(BaseAdapter):
+class HonchoAdapter(BulkIngest, BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
 
     def __init__(
@@ -245,7 +247,9 @@ class HonchoAdapter(BaseAdapter):
             self._clients[workspace] = client
         return client
 
-    async def _call(self, operation: str, fn):  # type: ignore[no-untyped-def,override]
+    async def _call(  # type: ignore[override]
+        self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
+    ) -> T:
         """Native failures become AdapterError naming the server URL and keeping the body."""
         try:
             return await fn()
@@ -261,7 +265,7 @@ class HonchoAdapter(BaseAdapter):
                 "body": exc.body,
                 "base_url": self.base_url,
             }
-            retryable = exc.code in ("connection_error", "timeout") or bool(
+            found = exc.code in ("connection_error", "timeout") or bool(
                 status and (status >= 500 or status == 429)
             )
             where = (
@@ -271,7 +275,7 @@ class HonchoAdapter(BaseAdapter):
             )
             raise AdapterError(
                 f"{where}: {exc.message}", backend_name=self.backend_name,
-                operation=operation, raw=raw, retryable=retryable,
+                operation=operation, raw=raw, retryable=found if retryable is None else retryable,
             ) from exc
         except (httpx.TransportError, OSError) as exc:
             raise AdapterError(
@@ -282,7 +286,7 @@ class HonchoAdapter(BaseAdapter):
             ) from exc
         except Exception as exc:
             error = exc
-            return await super()._call(operation, lambda: _reraise(error))
+            return await super()._call(operation, lambda: _reraise(error), retryable=retryable)
 
     async def _scope_state(self, scope: MemoryScope) -> _ScopeState:
         state = self._scopes.get(self.state_key(scope))
@@ -367,53 +371,33 @@ class HonchoAdapter(BaseAdapter):
             warnings=warnings,
         )
 
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        """Bulk ingest: one add_messages call per (scope, session) and 100 messages."""
-        if self.mode.read_only:
-            return self._skipped_receipts(events, operation="record_event")
-        groups: dict[tuple[str, str], list[MemoryEvent]] = {}
-        for e in events:
-            groups.setdefault((self.state_key(e.scope()), e.session_id), []).append(e)
-        receipts: dict[str, WriteReceipt] = {}
+    async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
+        """Bulk ingest: one ``add_messages`` call per 100 messages of a run of events that
+        share scope and session (the server's limit)."""
+        scope, session_id = batch[0].scope(), batch[0].session_id
+        state = await self._scope_state(scope)
+        session = await self._ensure_session(scope, state, session_id)
+        flat: list[tuple[str, MessageCreateParams]] = []
         skipped_by_event: dict[str, list[str]] = {}
-        for (_, session_id), group in groups.items():
-            scope = group[0].scope()
-
-            async def send(scope=scope, session_id=session_id, group=group):  # type: ignore[no-untyped-def]
-                state = await self._scope_state(scope)
-                session = await self._ensure_session(scope, state, session_id)
-                flat: list[tuple[str, MessageCreateParams]] = []
-                for e in group:
-                    msgs, skipped = self._to_messages(state, e)
-                    flat += [(e.event_id, m) for m in msgs]
-                    if skipped:  # the same warning record_event gives
-                        skipped_by_event[e.event_id] = [f"skipped {skipped} system message(s)"]
-                ids: dict[str, list[str]] = {e.event_id: [] for e in group}
-                for start in range(0, len(flat), MAX_BATCH):
-                    chunk = flat[start:start + MAX_BATCH]
-                    created = await session.aio.add_messages([m for _, m in chunk])
-                    for (event_id, _), msg in zip(chunk, created, strict=True):
-                        ids[event_id].append(msg.id)
-                self._mark_dirty(self.state_key(scope))
-                return state, session, ids
-
-            started = time.perf_counter()  # each group's own call, not the ones before it
-            state, session, ids = await self._call("record_events", send)
-            latency = (time.perf_counter() - started) * 1000
-            for e in group:
-                trace = self._trace(
-                    "record_event", native_operation="session.add_messages(bulk)",
-                    native_request={"workspace": state.workspace, "session": session.id,
-                                    "events": len(group)},
-                    scope=e.scope().key, event_id=e.event_id, native_ids=ids[e.event_id],
-                    latency_ms=latency, status="queued",
-                    warnings=skipped_by_event.get(e.event_id, []),
-                )
-                self._emit(trace)
-                receipts[e.event_id] = WriteReceipt(
-                    status="queued", event_id=e.event_id, native_ids=ids[e.event_id],
-                    latency_ms=trace.latency_ms, trace=trace)
-        return [receipts[e.event_id] for e in events]
+        for e in batch:
+            msgs, skipped = self._to_messages(state, e)
+            flat += [(e.event_id, m) for m in msgs]
+            if skipped:  # the same warning record_event gives
+                skipped_by_event[e.event_id] = [f"skipped {skipped} system message(s)"]
+        ids: dict[str, list[str]] = {e.event_id: [] for e in batch}
+        for start in range(0, len(flat), MAX_BATCH):
+            chunk = flat[start:start + MAX_BATCH]
+            created = await session.aio.add_messages([m for _, m in chunk])
+            for (event_id, _), msg in zip(chunk, created, strict=True):
+                ids[event_id].append(msg.id)
+        self._mark_dirty(self.state_key(scope))
+        request = {"workspace": state.workspace, "session": session.id, "events": len(batch)}
+        return [
+            NativeWrite("queued" if ids[e.event_id] else "committed", ids[e.event_id],
+                        "session.add_messages(bulk)", request,
+                        skipped_by_event.get(e.event_id, []))
+            for e in batch
+        ]
 
     # -- contract: read --------------------------------------------------------------------------
     def _top_k(self, budget: ContextBudget) -> int:
@@ -471,6 +455,7 @@ class HonchoAdapter(BaseAdapter):
                     native_id=m.id, text=f"{role}: {m.content}", native_type="message",
                     group="messages", created_at=m.created_at,
                     source=f"session={m.session_id} peer={m.peer_id}",
+                    source_event_ids=[str(meta["event_id"])] if meta.get("event_id") else None,
                     metadata=meta, raw=_message_json(m),
                 ))
             native_op = "session.context"

@@ -51,12 +51,14 @@ environment over the configured endpoint; the adapter pins the client to ``llm.b
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -64,6 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
+    BulkIngest,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
@@ -77,8 +80,6 @@ from nanobot_memory_adapters.contract import (
     Readiness,
     RetrievedItem,
     RetrieveRequest,
-    Trace,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
@@ -103,7 +104,7 @@ __all__ = [
     "SimpleRagConfig",
 ]
 
-_ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at")
+_ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
 _IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
 
 MEM0_INFO = ProviderInfo(
@@ -112,6 +113,7 @@ MEM0_INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=True,
     tag_mapping="filter",
+    memory_form="derived",
     item_fields=_ITEM_FIELDS,
     native_memory_types=("memory",),
     native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
@@ -124,6 +126,7 @@ SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
     update={
         "name": "simple_rag",
         "condition_kind": "control",
+        "memory_form": "verbatim",
         "native_memory_types": ("message",),
         "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
         "requires_llm": False,
@@ -146,7 +149,16 @@ class LLMSettings(BaseModel):
         default=None, description="Defaults to $OPENAI_API_KEY, else a placeholder."
     )
     temperature: float = Field(default=0.1, ge=0, le=2)
-    max_tokens: int = Field(default=2000, gt=0)
+    max_tokens: int = Field(
+        default=4000, gt=0,
+        description="Cap on one extraction answer; an answer cut here is a failed write.",
+    )
+    timeout_s: float = Field(
+        default=600.0, gt=0,
+        description="Seconds one extraction call may take (a small CPU model reading "
+        "mem0's ~8k-token prompt cold needs minutes).",
+    )
+    max_retries: int = Field(default=1, ge=0, description="openai client retries per call.")
 
 
 class SimpleRagConfig(BaseModel):
@@ -177,7 +189,12 @@ class SimpleRagConfig(BaseModel):
     tag_mapping: Literal["filter", "metadata"] = "filter"
     tokens_per_item: int = Field(default=60, gt=0, description="Budget tokens per search hit.")
     top_k_ceiling: int = Field(default=100, gt=0)
-    bulk_max_messages: int = Field(default=40, gt=0, description="Messages per bulk add call.")
+    bulk_max_messages: int | None = Field(
+        default=None, gt=0,
+        description="Messages per bulk add call (default 40 without extraction; 2 with it, "
+        "as mem0's own LoCoMo evaluation batches: one LLM call per 2 messages keeps the "
+        "extraction answer short and provenance per turn pair).",
+    )
 
     @model_validator(mode="after")
     def _rerank_needs_reranker(self) -> SimpleRagConfig:
@@ -269,13 +286,59 @@ def _release_client(path: Path) -> None:
             shared.client.close()
 
 
+# -- what mem0 swallows ----------------------------------------------------------------------
+#
+# mem0 2.2.1 catches a model answer it cannot parse (cut at max_tokens, not JSON) and a
+# failed embedding or insert, logs an error and returns a partial or empty result
+# without raising. Only its log says so. The tap below collects those log records for the
+# add call that produced them (a context variable, so concurrent adds never mix), and
+# the adapter turns them into a failed, retryable write instead of a receipt that says
+# "committed" for a turn that stored nothing. mem0's own detection, not ours.
+
+_ADD_PROBLEMS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "nanobot_memory_mem0_add_problems", default=None
+)
+# Log messages (prefixes) that mean the add did not store what the model extracted.
+WRITE_FAILURE_MARKERS = (
+    "Error parsing extraction response",
+    "Failed to embed memory text",
+    "Failed to insert memory",
+)
+
+
+class _AddProblemTap(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = _ADD_PROBLEMS.get()
+        if sink is not None and record.levelno >= logging.WARNING:
+            try:
+                sink.append(record.getMessage()[:2000])
+            except Exception:  # a log record that cannot be formatted is not our failure
+                sink.append(str(record.msg)[:2000])
+
+
+_TAP = _AddProblemTap(level=logging.WARNING)
+
+
+def _install_tap() -> None:
+    native = logging.getLogger("mem0.memory.main")
+    if _TAP not in native.handlers:
+        native.addHandler(_TAP)
+
+
+def write_failures(problems: Sequence[str]) -> list[str]:
+    """The logged problems that mean an add stored less than mem0 extracted."""
+    return [p for p in problems if p.startswith(WRITE_FAILURE_MARKERS)]
+
+
 # -- the adapter ---------------------------------------------------------------------
 
-class Mem0Adapter(BaseAdapter):
+class Mem0Adapter(BulkIngest, BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
     readiness_timeout_s = 5.0  # immediate consistency: nothing to wait for
+    # With extraction, a write fails when the model's answer did (timeout, cut JSON).
+    write_failures_retryable: bool | None = None
 
     def __init__(
         self,
@@ -306,6 +369,13 @@ class Mem0Adapter(BaseAdapter):
         self._client_held = False
         self._init_lock = threading.Lock()
         self._closed = False
+        # Failed writes since this adapter started: health shows them.
+        self.failed_writes: deque[tuple[float, str]] = deque(maxlen=50)
+        self.failed_write_count = 0
+        self.last_write_failed = False
+        if self.infer:
+            self.write_failures_retryable = True
+        _install_tap()
 
     @classmethod
     def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
@@ -379,15 +449,18 @@ class Mem0Adapter(BaseAdapter):
             return self._memory
 
     def _pin_llm_endpoint(self, memory: Any, config: Any) -> None:
-        """mem0's OpenAI LLM ignores ``openai_base_url`` whenever ``OPENROUTER_API_KEY`` is
-        in the environment and sends every extraction prompt to openrouter.ai (or
-        ``OPENROUTER_API_BASE``). A configured endpoint is the only one ever used."""
-        if self.llm is None or not os.environ.get("OPENROUTER_API_KEY"):
+        """The extraction client talks to the configured endpoint only, with the configured
+        timeout and retries (mem0 builds one with the SDK's defaults, and would follow
+        ``OPENROUTER_API_KEY`` to openrouter.ai whenever it is in the environment)."""
+        if self.llm is None:
             return
         from openai import OpenAI
 
         native = config.llm.config
-        memory.llm.client = OpenAI(api_key=native["api_key"], base_url=self.llm.base_url)
+        memory.llm.client = OpenAI(
+            api_key=native["api_key"], base_url=self.llm.base_url,
+            timeout=self.llm.timeout_s, max_retries=self.llm.max_retries,
+        )
 
     async def _native(self) -> Any:
         """The AsyncMemory, built on first use (loading the embedder takes a moment)."""
@@ -521,19 +594,58 @@ class Mem0Adapter(BaseAdapter):
         self.scope_ids(scope, "setup_scope")
         await self._native()
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
-        kwargs = self._add_kwargs([event], "record_event")
+    def _note_failed_write(self, message: str) -> None:
+        self.failed_write_count += 1
+        self.failed_writes.append((time.time(), message[:1000]))
+        self.last_write_failed = True
+
+    async def _add(
+        self, events: Sequence[MemoryEvent], operation: str
+    ) -> tuple[list[str], dict[str, Any], list[str]]:
+        """One native ``add`` for ``events``: (new memory ids, described request, warnings).
+
+        Raises a retryable AdapterError when mem0 logged that it stored less than its model
+        extracted (an unparsable answer, a failed embedding or insert): that turn is not
+        committed, and a caller keeps it for a retry."""
+        kwargs = self._add_kwargs(events, operation)
+        request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
         memory = await self._native()
-        result = await memory.add(self._messages([event]), **kwargs)
-        native_ids = [r["id"] for r in result.get("results", []) if r.get("id")]
-        warnings = []
-        if self.infer and not native_ids:
+        problems: list[str] = []
+        token = _ADD_PROBLEMS.set(problems)
+        try:
+            result = await memory.add(self._messages(events), **kwargs)
+        except Exception as exc:
+            self._note_failed_write(f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            _ADD_PROBLEMS.reset(token)
+        failures = write_failures(problems)
+        if failures:
+            message = (
+                f"mem0 stored nothing reliable for {len(events)} event(s): {failures[0][:300]}"
+                " (the model's answer was cut or not JSON; raise llm.max_tokens or retry)"
+            )
+            self._note_failed_write(message)
+            raise AdapterError(
+                message, backend_name=self.backend_name, operation=operation,
+                raw={"mem0_log": problems[:10], "event_ids": [e.event_id for e in events],
+                     "request": request},
+                retryable=True,
+            )
+        self.last_write_failed = False
+        ids = [r["id"] for r in result.get("results", []) if r.get("id")]
+        warnings = [f"mem0 logged: {p[:300]}" for p in problems]
+        if self.infer and not ids:
             warnings.append("mem0 extracted no new memory from this turn")
+        return ids, request, warnings
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        ids, request, warnings = await self._add([event], "record_event")
         return NativeWrite(
             status="committed",
-            native_ids=native_ids,
+            native_ids=ids,
             native_operation=f"AsyncMemory.add(infer={self.infer})",
-            native_request=self._describe_add(kwargs, len(event.messages)),
+            native_request=request,
             warnings=warnings,
         )
 
@@ -563,6 +675,10 @@ class Mem0Adapter(BaseAdapter):
             if key in result:
                 metadata[key] = result[key]
         source = result.get("role") or result.get("attributed_to")
+        # The add that produced the memory stored its events' ids in the metadata.
+        events = metadata.get("event_ids") or (
+            [metadata["event_id"]] if metadata.get("event_id") else None
+        )
         return RetrievedItem(
             native_id=str(result["id"]),
             text=result.get("memory") or "",
@@ -572,6 +688,7 @@ class Mem0Adapter(BaseAdapter):
             created_at=parse_time(result.get("created_at")),
             updated_at=parse_time(result.get("updated_at")),
             source=source,
+            source_event_ids=[str(e) for e in events] if events else None,
             metadata=metadata,
             raw=result,
         )
@@ -631,6 +748,16 @@ class Mem0Adapter(BaseAdapter):
                 f"embedder gives {dims} dims but embedding_dims is {self.config.embedding_dims}"
             )
             status = "unavailable"
+        if self.failed_write_count:
+            when, last = self.failed_writes[-1]
+            details["failed_writes"] = {"count": self.failed_write_count, "last": last,
+                                        "last_at": when}
+            warnings.append(
+                f"{self.failed_write_count} write(s) failed since start (not committed; an "
+                f"outbox retries them); last: {last[:200]}"
+            )
+            if self.last_write_failed and status == "ok":
+                status = "degraded"  # the latest write failed: writes are failing now
         if self.llm is not None:
             details["llm"].update(base_url=self.llm.base_url, model=self.llm.model)
             probe = await probe_models(self.llm.base_url)
@@ -643,90 +770,49 @@ class Mem0Adapter(BaseAdapter):
         return NativeHealth(status=status, details=details, warnings=warnings)
 
     # -- capabilities --------------------------------------------------------------------
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        """Bulk ingest with mem0's own multi-message ``add``: one call per run of
-        consecutive events that share scope, session and tags (at most
-        ``bulk_max_messages`` messages per call; with infer=True one LLM call each)."""
-        events = list(events)
-        if not events:
-            return []
-        if self._mode.read_only:
-            return self._skipped_receipts(events, operation="record_events")
-        receipts: list[WriteReceipt] = []
-        for group in self._groups(events):
-            kwargs = self._add_kwargs(group, "record_events")
-            started = time.perf_counter()
-            memory = await self._call("record_events", self._native)
-            try:
-                result = await self._call(
-                    "record_events", partial(memory.add, self._messages(group), **kwargs)
-                )
-            except AdapterError as exc:
-                exc.raw["committed_event_ids"] = [r.event_id for r in receipts]
-                exc.raw["failed_event_ids"] = [e.event_id for e in group]
-                raise
-            latency = (time.perf_counter() - started) * 1000
-            ids = [r["id"] for r in result.get("results", []) if r.get("id")]
-            request = self._describe_add(kwargs, sum(len(e.messages) for e in group))
-            if self.infer:
-                # Extracted memories cannot be attributed to one turn of the batch.
-                for event in group:
-                    receipts.append(self._receipt(
-                        event, "committed", ids, latency, request,
-                        [f"native ids belong to a batch of {len(group)} events"]
-                        if len(group) > 1 else [],
-                    ))
-            else:
-                # infer=False stores every non-system message, in order.
-                cursor = 0
-                for event in group:
-                    n = sum(1 for m in event.messages if m.role != "system")
-                    receipts.append(self._receipt(
-                        event, "committed", ids[cursor:cursor + n], latency, request, []
-                    ))
-                    cursor += n
-        return receipts
+    @property
+    def batch_messages(self) -> int:
+        configured = self.config.bulk_max_messages
+        return configured if configured is not None else (2 if self.infer else 40)
 
-    def _groups(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
-        groups: list[list[MemoryEvent]] = []
+    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        """Bulk ingest with mem0's own multi-message ``add``: one call per run of
+        consecutive events that share scope, session and tags, at most ``batch_messages``
+        messages each (with infer=True, one LLM call per batch)."""
+        batches: list[list[MemoryEvent]] = []
         key_of = lambda e: (e.run_id, e.user_id, e.agent_id, e.session_id,  # noqa: E731
                             tuple(sorted(e.tags().items())))
         size = 0
         for event in events:
             n = len(event.messages)
-            if groups and key_of(groups[-1][0]) == key_of(event) and (
-                size + n <= self.config.bulk_max_messages
+            if batches and key_of(batches[-1][0]) == key_of(event) and (
+                size + n <= self.batch_messages
             ):
-                groups[-1].append(event)
+                batches[-1].append(event)
                 size += n
             else:
-                groups.append([event])
+                batches.append([event])
                 size = n
-        return groups
+        return batches
 
-    def _receipt(
-        self, event: MemoryEvent, status: str, ids: list[str], latency: float,
-        request: dict[str, Any], warnings: list[str] | None = None,
-    ) -> WriteReceipt:
-        trace: Trace = self._trace(
-            "record_events",
-            native_operation=f"AsyncMemory.add(infer={self.infer}, multi-message)",
-            native_request=request,
-            scope=event.scope().key,
-            event_id=event.event_id,
-            native_ids=ids,
-            latency_ms=latency,
-            status=status,
-            warnings=warnings or [],
-        )
-        self._emit(trace)
-        return WriteReceipt(
-            status=status,  # type: ignore[arg-type]
-            event_id=event.event_id,
-            native_ids=ids,
-            latency_ms=latency,
-            trace=trace,
-        )
+    async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
+        ids, request, warnings = await self._add(batch, "record_events")
+        operation = f"AsyncMemory.add(infer={self.infer}, multi-message)"
+        if self.infer:
+            # Extracted memories cannot be attributed to one turn of the batch: each carries
+            # the batch's event ids as its provenance.
+            extra = [f"native ids belong to a batch of {len(batch)} events"] if len(batch) > 1 \
+                else []
+            return [NativeWrite("committed", ids, operation, request, [*warnings, *extra])
+                    for _ in batch]
+        # infer=False stores every non-system message, in order.
+        out, cursor = [], 0
+        for event in batch:
+            n = sum(1 for m in event.messages if m.role != "system")
+            out.append(NativeWrite("committed", ids[cursor:cursor + n], operation, request,
+                                   list(warnings)))
+            cursor += n
+        return out
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         self.scope_ids(scope, "readiness")

@@ -144,6 +144,7 @@ def _info(config: MemOSConfig) -> ProviderInfo:
         consistency_model="async_derived" if asynchronous else "immediate",
         stores_events=True,
         tag_mapping=config.tag_mapping,
+        memory_form="derived",
         item_fields=("native_id", "native_type", "group", "score", "created_at"),
         native_memory_types=_NATIVE_TYPES,
         native_ingest_modes=("add(async)", "add(sync, fast)", "add(sync, fine)"),
@@ -464,10 +465,12 @@ class MemOSAdapter(BaseAdapter):
         metadata = {k: meta[k] for k in keep if k in meta}
         metadata["cube_id"] = cube
         info = meta.get("info") or {}
+        event: str | None = None
         if isinstance(info, dict):
             for key in _TAG_KEYS:
                 if key in info:
                     metadata[key] = info[key]
+            event = str(info["event_id"]) if info.get("event_id") else None
         session = meta.get("session_id")
         return RetrievedItem(
             native_id=str(memory.get("id") or meta.get("id") or "") or None,
@@ -478,6 +481,8 @@ class MemOSAdapter(BaseAdapter):
             created_at=parse_time(meta.get("created_at")),
             updated_at=parse_time(meta.get("updated_at")),
             source=f"session:{session}" if session else None,
+            # MemOS copies the add's ``info`` onto every memory it derives from it.
+            source_event_ids=[event] if event else None,
             metadata=metadata,
             raw=memory,
         )

@@ -35,7 +35,8 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=True,
     tag_mapping="metadata",
-    item_fields=("native_id", "event_at", "source"),
+    memory_form="verbatim",
+    item_fields=("native_id", "event_at", "source", "source_event_ids"),
     native_ingest_modes=("transcript",),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
@@ -130,6 +131,7 @@ class FullHistory(BaseAdapter):
                 native_type="transcript",
                 event_at=datetime.fromisoformat(ts),
                 source=f"session={session_id} turn={turn_id}",
+                source_event_ids=[event_id],
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )
             cost = item_tokens(item)

@@ -14,6 +14,7 @@ INFO = ProviderInfo(
     condition_kind="control",
     consistency_model="immediate",
     stores_events=False,
+    memory_form="none",
     description="Retrieve returns an empty context; nothing is stored.",
 )
 

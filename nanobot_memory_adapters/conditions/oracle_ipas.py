@@ -28,6 +28,7 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=False,
     tag_mapping="filter",
+    memory_form="none",
     item_fields=("native_id",),
     description="Ground-truth preferences selected exactly by scenario/context/attribute.",
 )

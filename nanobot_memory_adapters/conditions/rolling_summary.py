@@ -44,6 +44,7 @@ INFO = ProviderInfo(
     consistency_model="async_derived",
     # Turns reach MEMORY.md only through Dream, which needs an LLM.
     stores_events=False,
+    memory_form="derived",
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",

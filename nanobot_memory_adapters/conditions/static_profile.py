@@ -22,6 +22,7 @@ INFO = ProviderInfo(
     condition_kind="control",
     consistency_model="immediate",
     stores_events=False,
+    memory_form="none",
     item_fields=("native_id",),
     description="A fixed profile text (per persona or shared); no writes.",
 )

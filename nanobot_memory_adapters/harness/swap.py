@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nanobot_memory_adapters.contract import (
+    ACCEPTED_WRITE_STATUSES,
+    STORED_WRITE_STATUSES,
     AdapterError,
     AdapterMode,
     ContextBudget,
@@ -49,7 +51,6 @@ GATES = (
     "manifest",
 )
 _GREEN = {"passed", "not_applicable"}
-_WRITE_OK = {"committed", "queued", "pending"}
 
 _NAMES = (
     "Quetzal",
@@ -296,7 +297,7 @@ async def run_swap(
     async def smoke_write() -> tuple[str, dict[str, Any]]:
         adapter: MemoryAdapter = state["adapter"]
         stores = adapter.info.stores_events
-        allowed = _WRITE_OK if stores else _WRITE_OK | {"ignored"}
+        allowed = STORED_WRITE_STATUSES if stores else ACCEPTED_WRITE_STATUSES
         statuses = {}
         for scope, n, text in ((scope_a, 1, fact_a), (scope_b, 1, fact_b)):
             receipt = await adapter.record_event(event(scope, n, text))

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
+    ACCEPTED_WRITE_STATUSES,
     AdapterError,
     AdapterMode,
     ContextBudget,
@@ -76,7 +77,6 @@ from nanobot_memory_adapters.tracing import JsonlTraceWriter, new_trace_id
 
 RESULTS_SCHEMA = "nanobot-memory-results/1"
 OUTPUT_FILES = ("manifest.json", "traces.jsonl", "results.json", "report.html", "checkpoint.json")
-_WRITE_OK = {"committed", "queued", "pending", "ignored"}
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -478,7 +478,7 @@ class UnitRunner:
                 )
                 self._record_line(trace, turn, "failed")
                 continue
-            if receipt.status not in _WRITE_OK:
+            if receipt.status not in ACCEPTED_WRITE_STATUSES:
                 self.unit["record_failures"] += 1
             self._record_line(receipt.trace, turn, receipt.status)
             written.add(receipt.trace.trace_id)

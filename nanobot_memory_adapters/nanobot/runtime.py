@@ -54,7 +54,6 @@ from nanobot_memory_adapters.nanobot.turns import build_event, identity_values, 
 LOG = seams.LOG_PREFIX
 PASSTHROUGH = "rolling_summary"  # nanobot's own file memory: the plugin stays out of the way
 OUTBOX_FILE = "nanobot-outbox.sqlite3"
-_ACCEPTED = {"committed", "queued", "pending", "ignored"}
 _CACHE_SESSIONS = 512
 
 _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictionary()
@@ -562,7 +561,7 @@ class MemoryPlugin:
             return await self._write_failed(row, exc, retryable=exc.retryable)
         except Exception as exc:
             return await self._write_failed(row, exc, retryable=False)
-        if receipt.status not in _ACCEPTED:  # e.g. skipped_read_only: not accepted, keep it
+        if not receipt.accepted:  # e.g. skipped_read_only: not accepted, keep it
             await asyncio.to_thread(self.outbox.mark_retry, row.seq,
                                     f"backend returned {receipt.status}")
             return False

@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from nanobot_memory_adapters.contract import (
+    ACCEPTED_WRITE_STATUSES,
+    STORED_WRITE_STATUSES,
     AdapterError,
     AdapterMode,
     ContextBudget,
@@ -157,7 +159,6 @@ def _expect(condition: bool, message: str) -> None:
         raise ItemFailed(message)
 
 
-_WRITE_OK = {"committed", "queued", "pending"}
 
 
 # -- the items -----------------------------------------------------------------------
@@ -167,7 +168,7 @@ async def item_1_record_receipt(ctx: _Ctx) -> str:
     await ctx.adapter.setup_scope(scope)
     event = ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal.")
     receipt = await ctx.record(event)
-    allowed = _WRITE_OK if ctx.stores else _WRITE_OK | {"ignored"}
+    allowed = STORED_WRITE_STATUSES if ctx.stores else ACCEPTED_WRITE_STATUSES
     _expect(receipt.status in allowed, f"status {receipt.status!r} not in {sorted(allowed)}")
     _expect(receipt.event_id == event.event_id, "receipt does not name the event")
     _expect(receipt.trace.backend_name == ctx.adapter.backend_name, "trace lacks backend name")

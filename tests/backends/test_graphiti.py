@@ -483,3 +483,78 @@ async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
         _request(scope, "Where does alice live?", filters={"current_facts_only": True})
     )
     assert [i.text for i in current.items] == ["alice moved to Berlin"]
+
+
+# -- writes never lie, provenance, local defaults --------------------------------------------
+
+async def _episodes_named(adapter: GraphitiAdapter, scope: MemoryScope, name: str) -> int:
+    graphiti = await adapter.graphiti()
+    records, _, _ = await graphiti.driver.execute_query(
+        "MATCH (e:Episodic) WHERE e.group_id = $g AND e.name = $n RETURN e.uuid AS uuid",
+        g=group_id_for(scope), n=name,
+    )
+    return len(records)
+
+
+async def test_failed_bulk_falls_back_to_per_event_writes(adapter):
+    """add_episode_bulk is all-or-nothing and saves its episodes before extracting: one
+    rejected extraction must fail that event only, the others are written on their own,
+    reusing (never duplicating) the episodes the failed bulk call saved."""
+    scope = MemoryScope(run_id="fallback", persona_id="alice")
+    # The rejected one comes last: Graphiti shows earlier episodes to later extractions,
+    # so the double's marker would reach (and fail) every later prompt too.
+    events = [
+        _event(scope, 1, "I live in Paris.", T1),
+        _event(scope, 2, "I like jazz.", T1 + timedelta(hours=1)),
+        _event(scope, 3, "My code word is [llm-double:fail] now.", T2),
+    ]
+    receipts = await adapter.record_events(events)
+    assert [r.status for r in receipts] == ["committed", "committed", "failed"]
+    assert receipts[2].retryable and receipts[2].error
+    assert all("add_episode_bulk failed" in " ".join(r.trace.warnings)
+               for r in receipts[:2])
+    assert receipts[0].trace.native_operation == "graphiti.add_episode"
+    assert receipts[0].trace.native_request.get("reprocessed_episode")
+    for event in events:
+        assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+    texts = sorted(i.text for i in (await adapter.retrieve(_request(scope, "Paris jazz"))).items)
+    assert texts == ["alice likes jazz", "alice lives in Paris"]
+
+
+async def test_per_event_bulk_mode(llm_double, data_dir):
+    adapter = _load(llm_double, data_dir, ingest={"bulk": "per_event"})
+    try:
+        scope = MemoryScope(run_id="perevent", persona_id="alice")
+        receipts = await adapter.record_events(
+            [_event(scope, 1, "I live in Paris.", T1), _event(scope, 2, "I like jazz.", T2)]
+        )
+        assert [r.status for r in receipts] == ["committed", "committed"]
+        assert {r.trace.native_operation for r in receipts} == {"graphiti.add_episode"}
+        assert all(r.latency_ms and r.latency_ms > 0 for r in receipts)
+    finally:
+        await adapter.aclose()
+
+
+async def test_facts_name_the_events_they_derive_from(adapter):
+    scope = MemoryScope(run_id="prov", persona_id="alice")
+    paris = _event(scope, 1, "I live in Paris.", T1)
+    jazz = _event(scope, 2, "I like jazz.", T2)
+    await adapter.record_event(paris)
+    await adapter.record_events([jazz])
+    result = await adapter.retrieve(_request(scope, "Paris jazz"))
+    by_text = {i.text: i.source_event_ids for i in result.items}
+    assert by_text == {"alice lives in Paris": [paris.event_id],
+                       "alice likes jazz": [jazz.event_id]}
+
+
+def test_a_local_llm_gets_one_call_at_a_time_and_patient_timeouts(llm_double):
+    from nanobot_memory_adapters.backends.graphiti import effective_max_coroutines
+
+    local = GraphitiConfig.model_validate({"llm": {"base_url": llm_double.base_url}})
+    assert effective_max_coroutines(local) == 1
+    assert local.llm.timeout_s == 600 and local.llm.max_tokens == 4096
+    remote = GraphitiConfig.model_validate({"llm": {"base_url": "https://api.example.com/v1"}})
+    assert effective_max_coroutines(remote) == 20
+    pinned = GraphitiConfig.model_validate(
+        {"llm": {"base_url": llm_double.base_url}, "max_coroutines": 4})
+    assert effective_max_coroutines(pinned) == 4

@@ -423,6 +423,15 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
     scope = _scope(_run())
     events = [_event(scope, f"I own {n} bicycles.") for n in ("two", "three")]
     events.append(_event(scope, "I cycle to work.", context="work"))  # other tags: new call
+    # With extraction the default is mem0's own evaluation batch: 2 messages per add,
+    # so each two-message event is its own call.
+    assert infer_adapter.batch_messages == 2 and raw_adapter.batch_messages == 40
+    before = len(llm_double.chat_requests())
+    default = await infer_adapter.record_events(events)
+    assert len(llm_double.chat_requests()) - before == 3
+    assert [r.status for r in default] == ["committed"] * 3
+    await infer_adapter.reset_scope(scope)
+    infer_adapter.config.bulk_max_messages = 4
     before = len(llm_double.chat_requests())
     receipts = await infer_adapter.record_events(events)
     assert len(llm_double.chat_requests()) - before == 2
@@ -550,3 +559,82 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
         assert "at=2023-05-08T13:56+00:00" in result.formatted_context
     finally:
         await adapter.aclose()
+
+
+# -- writes never lie ---------------------------------------------------------------------
+
+async def test_cut_extraction_answer_is_a_failed_retryable_write(data_dir, llm_double):
+    """A model answer cut at max_tokens is not JSON; mem0 logs it and returns nothing. The
+    adapter must not call that committed: record_event raises a retryable AdapterError,
+    bulk writes report a failed receipt per event, health says writes are failing."""
+    tiny = _llm(llm_double).model_copy(update={"max_tokens": 6})
+    adapter = Mem0Adapter(data_dir, Mem0Config(llm=tiny))
+    try:
+        scope = _scope(_run())
+        event = _event(scope, "I live in Zanzibar and my axolotl is called Quetzal.")
+        with pytest.raises(AdapterError) as caught:
+            await adapter.record_event(event)
+        assert caught.value.retryable
+        assert "Error parsing extraction response" in str(caught.value.raw["mem0_log"])
+        assert caught.value.raw["event_ids"] == [event.event_id]
+        assert llm_double.chat_requests()[-1].body["max_tokens"] == 6
+        receipts = await adapter.record_events(
+            [_event(scope, "I own two bicycles."), _event(scope, "I cycle to work.")]
+        )
+        assert [r.status for r in receipts] == ["failed", "failed"]
+        assert all(r.retryable and not r.accepted for r in receipts)
+        assert all(r.trace.status == "failed" for r in receipts)
+        health = await adapter.health()
+        assert health.status == "degraded"
+        assert health.details["failed_writes"]["count"] == 3
+        assert any("failed since start" in w for w in health.warnings)
+        # Nothing was stored, and a working model afterwards commits the retried event.
+        adapter.llm = _llm(llm_double)
+        adapter._memory.llm.config.max_tokens = 2000
+        receipt = await adapter.record_event(event)
+        assert receipt.status == "committed" and receipt.native_ids
+        assert (await adapter.health()).status == "ok"
+    finally:
+        await adapter.aclose()
+
+
+async def test_an_extraction_that_finds_nothing_stays_committed(infer_adapter):
+    """The double extracts nothing from a one-word user message: a true empty result is
+    committed with a warning, in record_event and in record_events."""
+    scope = _scope(_run())
+    receipt = await infer_adapter.record_event(_event(scope, "Okay."))
+    assert receipt.status == "committed" and not receipt.native_ids
+    assert "extracted no new memory" in " ".join(receipt.trace.warnings)
+    [bulk] = await infer_adapter.record_events([_event(scope, "Sure.")])
+    assert bulk.status == "committed"
+    assert "extracted no new memory" in " ".join(bulk.trace.warnings)
+
+
+async def test_one_failed_batch_does_not_fail_the_others(infer_adapter):
+    """A provider rejection of one batch (the double's fail marker) fails that batch's
+    events only; the batches before and after it are committed."""
+    scope = _scope(_run())
+    events = [
+        _event(scope, "I own two bicycles."),
+        _event(scope, "My locker code is [llm-double:fail] today."),
+        _event(scope, "I cycle to work every day."),
+    ]
+    receipts = await infer_adapter.record_events(events)
+    assert [r.status for r in receipts] == ["committed", "failed", "committed"]
+    assert receipts[1].error and receipts[1].error["operation"] == "record_events"
+
+
+async def test_items_name_the_events_they_derive_from(infer_adapter, raw_adapter):
+    scope = _scope(_run())
+    event = _event(scope, "I live in Zanzibar.")
+    await infer_adapter.record_event(event)
+    result = await infer_adapter.retrieve(RetrieveRequest(
+        query="Where do I live?", scope=scope, budget=ContextBudget(max_tokens=500)))
+    assert result.items and all(i.source_event_ids == [event.event_id] for i in result.items)
+    assert result.shown == list(range(len(result.items)))
+    batch = [_event(scope, "I own a kayak."), _event(scope, "I paddle on Sundays.")]
+    await raw_adapter.record_events(batch)
+    result = await raw_adapter.retrieve(RetrieveRequest(
+        query="kayak", scope=scope, budget=ContextBudget(max_tokens=500)))
+    kayak = next(i for i in result.items if "kayak" in i.text)
+    assert kayak.source_event_ids == [e.event_id for e in batch]  # one add, both events

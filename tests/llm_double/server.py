@@ -24,6 +24,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 WORD = re.compile(r"[a-z0-9]+")
+# A request whose messages contain this marker gets HTTP 400, as a provider rejecting it
+# would answer (fault injection for one event among many; openai clients do not retry 400).
+FAIL_MARKER = "[llm-double:fail]"
 
 
 @dataclass
@@ -94,6 +97,7 @@ class ChatReply:
     tool_calls: list[dict[str, Any]] | None = None
     logprobs: dict[str, Any] | None = None
     handler: str = ""
+    finish: str | None = None  # "length" when cut at max_tokens
 
 
 Handler = Callable[[ChatRequest], ChatReply | None]
@@ -148,6 +152,9 @@ class LLMDouble:
     handlers: list[Handler] = field(default_factory=load_handlers)
     requests: list[dict[str, Any]] = field(default_factory=list)
     delay_s: float = 0.0
+    # Like a real server: an answer longer than the request's max_tokens is cut there and
+    # finishes with "length" (a JSON answer then no longer parses).
+    honour_max_tokens: bool = True
 
     def __post_init__(self) -> None:
         self._server: uvicorn.Server | None = None
@@ -240,6 +247,12 @@ class LLMDouble:
 
             await asyncio.sleep(self.delay_s)
         chat = ChatRequest(body)
+        if FAIL_MARKER in json.dumps(body.get("messages", []), ensure_ascii=False):
+            return JSONResponse(
+                {"error": {"message": "rejected by the test double (fail marker)",
+                           "type": "invalid_request_error"}},
+                status_code=400,
+            )
         reply = None
         for handler in self.handlers:
             reply = handler(chat)
@@ -249,9 +262,22 @@ class LLMDouble:
             return JSONResponse({"error": {"message": "no handler for request"}}, status_code=400)
         with self._lock:
             self.requests[-1]["handler"] = reply.handler
+        reply = self._cut(body, reply)
         if chat.stream:
             return StreamingResponse(self._sse(body, reply), media_type="text/event-stream")
         return JSONResponse(self._completion(body, reply))
+
+    def _cut(self, body: dict[str, Any], reply: ChatReply) -> ChatReply:
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if not (self.honour_max_tokens and reply.content and isinstance(limit, int)):
+            return reply
+        from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
+
+        if count_tokens(reply.content) <= limit:
+            return reply
+        return ChatReply(content=truncate_to_tokens(reply.content, limit, marker=""),
+                         tool_calls=reply.tool_calls, logprobs=reply.logprobs,
+                         handler=reply.handler, finish="length")
 
     def _message(self, reply: ChatReply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
@@ -273,7 +299,7 @@ class LLMDouble:
         choice: dict[str, Any] = {
             "index": 0,
             "message": self._message(reply),
-            "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            "finish_reason": reply.finish or ("tool_calls" if reply.tool_calls else "stop"),
         }
         if reply.logprobs is not None:
             choice["logprobs"] = reply.logprobs
@@ -309,7 +335,7 @@ class LLMDouble:
         if reply.tool_calls:
             for i, tc in enumerate(self._message(reply)["tool_calls"]):
                 yield chunk({"tool_calls": [{"index": i, **tc}]})
-        finish = "tool_calls" if reply.tool_calls else "stop"
+        finish = reply.finish or ("tool_calls" if reply.tool_calls else "stop")
         yield chunk({}, finish)
         usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
         yield f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n"
