@@ -233,3 +233,58 @@ def _shortfall(budget: ContextBudget, tokens: int) -> int | None:
     if budget.min_tokens is None or tokens >= budget.min_tokens:
         return None
     return budget.min_tokens - tokens
+
+
+# -- one section from several (a question asked of more than one scope) -----------------
+
+
+def _heading(label: str) -> str:
+    return f"## {escape_text(' '.join(label.split()))}"
+
+
+def split_budget(
+    budget: ContextBudget, backend: str, scope: str, parts: Sequence[tuple[str, str]]
+) -> list[ContextBudget]:
+    """Equal shares of ``budget`` for sections rendered apart and then composed by
+    ``compose_sections``: ``parts`` are (heading label, inner section's scope key). Each
+    share pays its own frame back (it is stripped) and the composition's frame and
+    headings come off the top, so the composed section fits ``budget`` exactly."""
+    overhead = frame_tokens(backend, scope) + sum(
+        count_tokens(_heading(label) + "\n") for label, _ in parts
+    )
+    share = (budget.max_tokens - overhead) // max(1, len(parts))
+    out = []
+    for _, inner in parts:
+        tokens = max(1, share + frame_tokens(backend, inner))
+        out.append(ContextBudget(
+            max_tokens=tokens,
+            max_items=budget.max_items,
+            min_tokens=None if budget.min_tokens is None
+            else min(tokens, budget.min_tokens // max(1, len(parts))),
+        ))
+    return out
+
+
+def compose_sections(
+    backend: str, scope: str, parts: Sequence[tuple[str, str]], max_tokens: int
+) -> tuple[str, bool]:
+    """One ``<memory-context>`` holding each rendered section's lines under a heading
+    (``parts``: heading label, formatted section), and whether every line made it. Empty
+    sections are left out; the result never exceeds ``max_tokens`` (trailing lines go
+    first if it would; with shares from ``split_budget`` it never has to)."""
+    lines = [_head(backend, scope)]
+    for label, section in parts:
+        inner = section.split("\n")[1:-1] if section else []
+        if inner:
+            lines.append(_heading(label))
+            lines.extend(inner)
+    if len(lines) == 1:
+        return "", True
+    lines.append(f"</{SECTION_TAG}>")
+    text = "\n".join(lines)
+    complete = True
+    while count_tokens(text) > max_tokens and len(lines) > 2:
+        lines.pop(-2)
+        complete = False
+        text = "\n".join(lines)
+    return (text, complete) if len(lines) > 2 else ("", False)

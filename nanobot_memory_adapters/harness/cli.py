@@ -179,6 +179,8 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
         "asks",
         "turn recall",
         "session recall",
+        "prov. recall",
+        "answer recall",
         *[f"cat {c}" for c in cats],
         "tokens mean/max",
         "retrieve p50/p95 ms",
@@ -197,8 +199,10 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
             r["provider"],
             r["kind"],
             str(r["asks"]),
-            f(r["turn_recall"]),
+            f(r["turn_recall"]) + ("*" if r["memory_form"] == "derived" else ""),
             f(r["session_recall"]),
+            "n/a" if r["provenance_recall"] is None else f(r["provenance_recall"]),
+            f(r["answer_recall"]),
             *[f(r["by_category"].get(c)) for c in cats],
             f"{f(r['tokens_mean'], 0)}/{f(r['tokens_max'])}{over}",
             f"{f(r['retrieve_p50'], 1)}/{f(r['retrieve_p95'], 1)}",
@@ -266,10 +270,51 @@ def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
     return outcome
 
 
+EXIT_PENDING = 3  # a readiness wait timed out (results measured on pending memory)
+EXIT_FAILURES = 4  # a record, retrieve, mode switch or reset failed, or a gate leaked
+
+
+def failure_counts(results: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per provider, the failure counts that are not zero."""
+    return {
+        name: {k: v for k, v in m["failures"].items() if v}
+        for name, m in results.get("providers", {}).items()
+        if any(m["failures"].values())
+    }
+
+
+def outcome_exit_code(results: dict[str, Any]) -> int:
+    counts = failure_counts(results)
+    if any(k != "readiness_pending" for c in counts.values() for k in c):
+        return EXIT_FAILURES
+    return EXIT_PENDING if counts else 0
+
+
+def _report_failures(results: dict[str, Any]) -> int:
+    """Print what failed (stderr) and return the exit code the run ends with."""
+    code = outcome_exit_code(results)
+    for name, counts in failure_counts(results).items():
+        err_console.print(
+            f"[red]{name}[/red]: " + ", ".join(f"{k}={v}" for k, v in counts.items()),
+            highlight=False, soft_wrap=True,
+        )
+    if code == EXIT_FAILURES:
+        err_console.print(f"[red]failures above[/red]: exit {code} (results are written, but "
+                          "they include failed writes or reads)", highlight=False)
+    elif code == EXIT_PENDING:
+        err_console.print(f"[yellow]readiness pending[/yellow]: exit {code}", highlight=False)
+    return code
+
+
 def _print_outcome(outcome: Any, title: str) -> None:
     # A pipe or log file gets the full table instead of an 80-column squeeze.
     wide = console if console.is_terminal else Console(width=200)
     wide.print(comparison_table(outcome.results, title))
+    if any(m.get("memory_form") == "derived" for m in outcome.results["providers"].values()):
+        console.print(
+            "* turn recall counts verbatim turn text: a provider that shows what it derived "
+            "(extracted facts) reads ~0 by construction; read provenance and answer recall "
+            "for it (docs/harness.md, Metrics)", highlight=False, soft_wrap=True)
     for s in outcome.skipped:
         console.print(
             f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False, soft_wrap=True
@@ -327,6 +372,11 @@ def bench_command(
         bool,
         typer.Option(help="Seed uuid4 per unit so backends' random ids repeat (see docs)."),
     ] = True,
+    speakers: Annotated[
+        str,
+        typer.Option(help="single: one persona per conversation (default); dual: one per "
+                     "speaker, as mem0's and MemOS's own LoCoMo scripts record it."),
+    ] = "single",
     verify: Annotated[
         bool, typer.Option(help="Recompute recall from traces.jsonl and compare.")
     ] = False,
@@ -334,11 +384,17 @@ def bench_command(
 ) -> None:
     """Replay LoCoMo conversations into each provider and test recall over time, at one
     token budget. Writes manifest.json, traces.jsonl, results.json and report.html;
-    an interrupted run resumes when the same command is run again."""
+    an interrupted run resumes when the same command is run again. Exit codes: 0 clean,
+    1 --verify mismatch, 2 bad arguments, 3 a readiness wait timed out, 4 a record,
+    retrieve, mode switch or reset failed or the read-only gate leaked (counts on
+    stderr), 130 interrupted."""
+    from nanobot_memory_adapters.harness.locomo_mapping import SPEAKER_PROTOCOLS
     from nanobot_memory_adapters.harness.timeline import BenchConfig
 
     names = [p.strip() for p in providers.split(",") if p.strip()]
     _check_names(names)
+    if speakers not in SPEAKER_PROTOCOLS:
+        raise _fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
     cfg = BenchConfig(
         dataset=dataset or _default_dataset(),
         out=out,
@@ -353,6 +409,7 @@ def bench_command(
         fresh=fresh,
         deterministic_ids=deterministic_ids,
         judge=_judge_setup(llm_base_url, llm_model, llm_api_key_env),
+        speakers=speakers,  # type: ignore[arg-type]
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
     if as_json:
@@ -361,17 +418,22 @@ def bench_command(
         _print_outcome(outcome, f"LoCoMo evidence recall at {budget_tokens} tokens")
     if verify:
         _verify(outcome)
+    code = _report_failures(outcome.results)
+    if code:
+        raise typer.Exit(code)
 
 
 def _verify(outcome: Any) -> None:
     from nanobot_memory_adapters.harness.metrics import recompute_from_traces
 
     again = recompute_from_traces(outcome.out / "traces.jsonl")
-    # The whole recall block (overall, categories 1-4, per category), as the tests compare it.
+    # The whole recall block (turn, session, provenance and answer recall; overall,
+    # categories 1-4, per category), as the tests compare it.
     bad = [n for n, m in outcome.results["providers"].items() if again.get(n) != m["recall"]]
     if bad:
         raise _fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
-    err_console.print("[green]verified[/green]: recall recomputed from traces.jsonl matches")
+    err_console.print("[green]verified[/green]: every recall metric recomputed from "
+                      "traces.jsonl matches")
 
 
 # -- demo ----------------------------------------------------------------------------------
@@ -489,6 +551,9 @@ def demo_command(
         outcome, f"{conversation}: evidence recall at {budget_tokens} tokens (judge-free)"
     )
     console.print(f"open {out / 'report.html'} for the plots")
+    code = _report_failures(outcome.results)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,14 +1,30 @@
 """Judge-free metrics: evidence recall, context tokens, latencies, failures.
 
-Evidence recall (data README): the fraction of a question's evidence turns whose text is
-present in the memory context the provider returned for it. Session level: the fraction
-of the question's evidence sessions (``D<s>:``) the context shows a turn of — an
-evidence turn of that session, or a *distinctive* turn of it (long enough and found in no
-other session, so the match cannot come from elsewhere).
+Four ways to ask "did the context show the evidence?", each able to see a different kind
+of memory (``ProviderInfo.memory_form`` says which applies to whom):
 
-"Present" compares normalized text: the context is HTML-unescaped (formatting escapes
-memory text) and whitespace is collapsed on both sides; case is kept. A turn cut short by
-the budget is not present.
+- **Turn recall** (data README): the fraction of a question's evidence turns whose text is
+  present in the context. Right for providers that show turns verbatim; a provider that
+  shows what it *derived* from turns (extracted facts, summaries) reads ~0 here by
+  construction, whatever it stored.
+- **Session recall**: the fraction of the evidence sessions (``D<s>:``) the context shows
+  a turn of — an evidence turn of that session, or a *distinctive* turn of it (long
+  enough and found in no other session).
+- **Provenance recall**: the fraction of evidence turns that an item shown whole in the
+  context derives from, by the backend's own provenance (``RetrievedItem.
+  source_event_ids``: mem0's add metadata, Graphiti's source episodes, Honcho's message
+  metadata, MemOS's ``info``). Sees paraphrase. A provider that cannot say where any shown
+  item came from reads ``None`` (n/a), never 0; ``provenance_coverage`` is the share of
+  shown items that could say, ``sources_per_item`` how many events one item claims (an
+  item derived from a batch of ten turns credits all ten, so read the two together).
+- **Answer recall** (categories 1-4): the normalized gold answer is contained in the
+  normalized context (lower case, punctuation as spaces; a gold date such as "7 May 2023"
+  also matches its ISO form 2023-05-07, the form context labels use). Sees extracted
+  facts that keep the answer's words; misses an answer the context implies.
+
+"Present" (turn and session level) compares normalized text: the context is
+HTML-unescaped (formatting escapes memory text) and whitespace is collapsed on both
+sides; case is kept. A turn cut short by the budget is not present.
 
 Everything that is timing (latencies, ingest time, readiness waits) lives under a
 ``timing`` key so ``metrics_sha256`` can cover everything else: two runs of the same
@@ -21,6 +37,7 @@ import hashlib
 import html
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +75,69 @@ def session_hits(
     return hits
 
 
+_NON_WORD = re.compile(r"[^0-9a-z]+")
+_DIGIT_LETTER = re.compile(r"(?<=[0-9])(?=[a-z])|(?<=[a-z])(?=[0-9])")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_DAY_MONTH_YEAR = re.compile(r"^(\d{1,2}) ([a-z]+),? (\d{4})$")
+_MONTH_DAY_YEAR = re.compile(r"^([a-z]+) (\d{1,2}),? (\d{4})$")
+_MONTH_YEAR = re.compile(r"^([a-z]+),? (\d{4})$")
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, HTML-unescaped, every run of non-alphanumerics one space, digits and
+    letters apart ("2023-05-07T13:56" -> "2023 05 07 t 13 56")."""
+    lowered = _NON_WORD.sub(" ", html.unescape(text or "").lower())
+    return " ".join(_DIGIT_LETTER.sub(" ", lowered).split())
+
+
+def answer_forms(gold: object) -> list[str]:
+    """The normalized gold answer, plus its ISO form when the whole answer is a date."""
+    text = normalize_answer(str(gold)) if gold is not None else ""
+    if not text:
+        return []
+    forms = [text]
+    plain = " ".join(str(gold).lower().replace(",", " ").split())
+    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy"),
+                           (_MONTH_YEAR, "my")):
+        match = pattern.match(plain)
+        if not match:
+            continue
+        parts = dict(zip(order, match.groups(), strict=True))
+        if parts["m"] not in _MONTHS:
+            continue
+        month = _MONTHS.index(parts["m"]) + 1
+        iso = f"{parts['y']}-{month:02d}" + (f"-{int(parts['d']):02d}" if "d" in parts else "")
+        forms.append(normalize_answer(iso))
+    return forms
+
+
+def answer_present(gold: object, context_answer_norm: str) -> bool:
+    """Whether the gold answer appears (whole words) in an ``normalize_answer``-ed context."""
+    padded = f" {context_answer_norm} "
+    return any(f" {form} " in padded for form in answer_forms(gold))
+
+
+def provenance_counts(
+    evidence: list[str], shown_sources: list[list[str] | None], dia_of_event: dict[str, str]
+) -> dict[str, int]:
+    """Evidence turns a shown item derives from, and how many shown items could say."""
+    derived: set[str] = set()
+    known = sources = 0
+    for item in shown_sources:
+        if item is None:
+            continue
+        known += 1
+        sources += len(item)
+        derived.update(dia_of_event.get(e, "") for e in item)
+    return {
+        "prov_hits": sum(1 for d in evidence if d in derived),
+        "prov_items": len(shown_sources),
+        "prov_items_known": known,
+        "prov_sources": sources,
+    }
+
+
 def session_of(dia_id: str) -> int:
     """The session number of a LoCoMo turn id: ``"D12:3"`` -> 12."""
     return int(dia_id[1:].split(":", 1)[0])
@@ -91,11 +171,57 @@ def _dist(values: list[float]) -> dict[str, Any]:
 
 def recall_block(asks: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(asks)
+    items = sum(a.get("prov_items", 0) for a in asks)
+    known = sum(a.get("prov_items_known", 0) for a in asks)
+    answered = [a for a in asks if a.get("answer_hit") is not None]
+    provenance = None
+    if n and not (items and not known):  # shown items that could not say: n/a, never 0
+        provenance = _r(sum(a.get("prov_hits", 0) / a["n_evidence"] for a in asks) / n)
     return {
         "count": n,
         "turn": _r(sum(a["turn_recall"] for a in asks) / n) if n else None,
         "session": _r(sum(a["session_recall"] for a in asks) / n) if n else None,
+        "provenance": provenance,
+        "answer": _r(sum(bool(a["answer_hit"]) for a in answered) / len(answered))
+        if answered else None,
+        "answer_count": len(answered),
     }
+
+
+def provenance_summary(asks: list[dict[str, Any]]) -> dict[str, Any]:
+    items = sum(a.get("prov_items", 0) for a in asks)
+    known = sum(a.get("prov_items_known", 0) for a in asks)
+    sources = sum(a.get("prov_sources", 0) for a in asks)
+    return {
+        "shown_items": items,
+        "coverage": _r(known / items) if items else None,
+        "sources_per_item": _r(sources / known) if known else None,
+    }
+
+
+APPLICABILITY: dict[str, dict[str, str]] = {
+    "verbatim": {
+        "turn": "applies: items show recorded turns verbatim",
+        "provenance": "applies: items name the turns they are",
+        "answer": "applies",
+    },
+    "derived": {
+        "turn": "not comparable: items show what the backend derived (extracted facts, "
+        "summaries), so turn text rarely survives and turn recall reads ~0 by construction",
+        "provenance": "applies when the backend keeps provenance (see coverage; n/a if not)",
+        "answer": "applies: sees derived facts that keep the answer's words",
+    },
+    "mixed": {
+        "turn": "partial: only the verbatim part (messages) can match",
+        "provenance": "partial: derived parts without provenance lower coverage",
+        "answer": "applies",
+    },
+    "none": {
+        "turn": "reads 0 by design: nothing recorded is shown",
+        "provenance": "reads 0 by design: nothing recorded is shown",
+        "answer": "reads 0 by design unless the fixed text happens to contain answers",
+    },
+}
 
 
 def recall_summary(asks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -130,6 +256,7 @@ def provider_metrics(
         "events_recorded": sum(u["events"] for u in units),
         "ingest_mode": sorted({u["ingest_mode"] for u in units}),
         "recall": recall_summary(asks),
+        "provenance": provenance_summary(asks),
         "final_point": recall_summary(final),
         "by_point": {str(p): recall_block(v) for p, v in sorted(by_point.items())},
         "context_tokens": {
@@ -188,12 +315,15 @@ def metrics_sha256(providers: dict[str, Any]) -> str:
 
 
 def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Recall per provider, overall and per category, from ``traces.jsonl`` only.
+    """Every recall metric per provider, overall and per category, from ``traces.jsonl``
+    only.
 
-    Uses the ``record`` lines (turn text, session, distinctive flag) and the ``ask`` lines
-    (question, evidence text, context or the hash of a context given earlier in the unit).
+    Uses the ``record`` lines (turn text, session, distinctive flag, which event recorded
+    which turn) and the ``ask`` lines (question, evidence text, gold answer, the sources of
+    the items shown, and the context or the hash of a context given earlier in the unit).
     """
     turns: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    events: dict[str, dict[str, str]] = defaultdict(dict)
     contexts: dict[str, dict[str, str]] = defaultdict(dict)
     asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with Path(path).open(encoding="utf-8") as f:
@@ -201,8 +331,11 @@ def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
     for rec in lines:
         kind = rec.get("kind")
         unit = rec.get("unit")
-        if kind == "record" and rec.get("distinctive"):
-            turns[unit][int(rec["session"])].append(rec["text"])
+        if kind == "record":
+            if rec.get("event_id") and rec.get("dia_id"):
+                events[unit][rec["event_id"]] = rec["dia_id"]
+            if rec.get("distinctive") and rec.get("speaker_copy", 0) == 0:
+                turns[unit][int(rec["session"])].append(rec["text"])
         elif kind == "ask":
             if "context" in rec:
                 contexts[unit][rec["context_sha256"]] = rec["context"]
@@ -212,15 +345,46 @@ def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
         scored = []
         for rec in recs:
             unit = rec["unit"]
-            ctx = normalize_text(contexts[unit].get(rec.get("context_sha256") or "", ""))
+            raw = contexts[unit].get(rec.get("context_sha256") or "", "")
+            ctx = normalize_text(raw)
             ev = rec["evidence_text"]
             sessions = sorted({session_of(d) for d in ev})
+            answer = None
+            if rec.get("answer_applicable"):
+                answer = answer_present(rec.get("gold"), normalize_answer(raw))
             scored.append(
                 {
                     "category": rec["category"],
+                    "n_evidence": len(ev),
                     "turn_recall": turn_hits(ev, ctx) / len(ev),
                     "session_recall": session_hits(sessions, ev, turns[unit], ctx) / len(sessions),
+                    "answer_hit": answer,
+                    **provenance_counts(list(ev), rec.get("shown_sources") or [], events[unit]),
                 }
             )
         out[provider] = recall_summary(scored)
     return out
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float | None:
+    """Kendall's tau-b of two paired lists (None when fewer than two pairs or no order)."""
+    pairs = list(zip(a, b, strict=True))
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(pairs)):
+        for j in range(i + 1, len(pairs)):
+            da, db = pairs[i][0] - pairs[j][0], pairs[i][1] - pairs[j][1]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n_a = concordant + discordant + ties_a
+    n_b = concordant + discordant + ties_b
+    if not n_a or not n_b:
+        return None
+    return _r((concordant - discordant) / math.sqrt(n_a * n_b))

@@ -317,6 +317,11 @@ def comparison_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "asks": m["asks"],
                 "turn_recall": rec["overall"]["turn"],
                 "session_recall": rec["overall"]["session"],
+                "provenance_recall": rec["overall"].get("provenance"),
+                "provenance_coverage": (m.get("provenance") or {}).get("coverage"),
+                "sources_per_item": (m.get("provenance") or {}).get("sources_per_item"),
+                "answer_recall": rec["categories_1_4"].get("answer"),
+                "memory_form": m.get("memory_form", ""),
                 "turn_recall_1_4": rec["categories_1_4"]["turn"],
                 "final_turn_recall": m["final_point"]["overall"]["turn"],
                 "by_category": {c: b["turn"] for c, b in rec["by_category"].items()},
@@ -333,6 +338,23 @@ def comparison_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _na(value: float | None) -> str:
+    return "n/a" if value is None else _fmt(value)
+
+
+def _applicability(results: dict[str, Any]) -> str:
+    """Which metric can see which provider, and why (turn recall of extracting providers)."""
+    rows = [
+        [escape(n), escape(m.get("memory_form", "")), *[
+            escape((m.get("metrics_apply") or {}).get(k, "")) for k in
+            ("turn", "provenance", "answer")]]
+        for n, m in results["providers"].items()
+    ]
+    return "<h3>Which metric sees which provider</h3>" + _table(
+        ["provider", "shows", "turn recall", "provenance recall", "answer recall"], rows
+    )
 
 
 def render_report(
@@ -392,8 +414,14 @@ def render_report(
             f'<i class="sw" style="background:{colors[r["provider"]]}"></i>{escape(r["provider"])}',
             escape(r["kind"]),
             str(r["asks"]),
+            escape(r["memory_form"]),
             _fmt(r["turn_recall"]),
             _fmt(r["session_recall"]),
+            _na(r["provenance_recall"]) + (
+                f' <span class="note">cov {_fmt(r["provenance_coverage"], 2)}, '
+                f'{_fmt(r["sources_per_item"], 1)}/item</span>'
+                if r["provenance_coverage"] is not None else ""),
+            _fmt(r["answer_recall"]),
             _fmt(r["turn_recall_1_4"]),
             _fmt(r["final_turn_recall"]),
             _fmt(r["tokens_mean"], 0),
@@ -453,8 +481,11 @@ def render_report(
                 "provider",
                 "kind",
                 "asks",
+                "shows",
                 "turn recall",
                 "session recall",
+                "provenance recall",
+                "answer recall (1-4)",
                 "turn 1-4",
                 "turn @final",
                 "tokens mean",
@@ -472,7 +503,12 @@ def render_report(
         "<p class='note'>Evidence recall: share of a question's evidence turns whose text is "
         "in the returned memory context, averaged over every ask (question × test point); "
         "<i>@final</i> = the last test point only. Session recall credits an evidence "
-        "session when the context shows one of its evidence or distinctive turns.</p></div>",
+        "session when the context shows one of its evidence or distinctive turns. "
+        "<b>Provenance recall</b> credits an evidence turn when an item shown whole derives "
+        "from it by the backend's own provenance (n/a: the provider cannot say; cov = share "
+        "of shown items that could say, /item = events one item claims). <b>Answer "
+        "recall</b>: the gold answer's words are in the context (categories 1-4).</p>"
+        + _applicability(results) + "</div>",
         "<h2>Recall by LoCoMo category</h2><div class='card'>",
         grouped_bars(groups, series("turn"), colors, "Turn-level evidence recall", labels=labels),
         grouped_bars(
@@ -517,10 +553,20 @@ def render_report(
             ]
             for n, j in judged["providers"].items()
         ]
+        agreement = judged.get("agreement") or {}
+        arows = [
+            [escape(metric), _na((agreement.get("rank_tau") or {}).get(metric)),
+             _na(((agreement.get("per_question") or {}).get(metric) or {}).get("agree")),
+             str(((agreement.get("per_question") or {}).get(metric) or {}).get("n", 0))]
+            for metric in ("turn", "session", "provenance", "answer")
+        ]
         html += [
             "<h2>LLM-judged answers (optional, separate from the metrics above)</h2>",
             "<div class='card'>",
             _table(["provider", "accuracy", "n", "labels"], jrows),
+            "<h3>Do the judge-free metrics rank providers like the judge?</h3>",
+            _table(["metric", "Kendall tau vs judge (providers)",
+                    "per question: saw evidence == judged correct", "n"], arows),
             f"<p class='note'>{escape(judged['note'])}. Judge: "
             f"{escape(str(judged.get('judge')))}</p></div>",
         ]

@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import json
 import random
-import re
 import shutil
 import time
 import uuid
@@ -50,6 +49,7 @@ from nanobot_memory_adapters.contract import (
     Trace,
     WriteReceipt,
 )
+from nanobot_memory_adapters.formatting import compose_sections, split_budget
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
 from nanobot_memory_adapters.harness.datasets.locomo import (
@@ -65,9 +65,23 @@ from nanobot_memory_adapters.harness.judge import (
     SessionContext,
     verdict_summary,
 )
+from nanobot_memory_adapters.harness.locomo_mapping import (
+    Persona,
+    SpeakerProtocol,
+    personas,
+    turn_event,
+)
+from nanobot_memory_adapters.harness.locomo_mapping import (
+    describe as describe_speakers,
+)
 from nanobot_memory_adapters.harness.metrics import (
+    APPLICABILITY,
+    answer_present,
+    kendall_tau,
     metrics_sha256,
+    normalize_answer,
     normalize_text,
+    provenance_counts,
     provider_metrics,
     session_hits,
     turn_hits,
@@ -100,6 +114,7 @@ class BenchConfig:
     deterministic_ids: bool = True
     judge: JudgeSetup | None = None
     sessions: list[BehaviouralSession] = field(default_factory=list)
+    speakers: SpeakerProtocol = "single"
 
     @property
     def budget(self) -> ContextBudget:
@@ -288,27 +303,21 @@ async def prepare_provider(
 # -- one unit: provider x conversation ------------------------------------------------------
 
 
-def _speaker_name(speaker: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", speaker).strip("_")[:64] or "speaker"
-
-
-def turn_event(conv: Conversation, turn: Turn, scope: MemoryScope) -> MemoryEvent:
-    role = "user" if turn.speaker == conv.speaker_a else "assistant"
-    return MemoryEvent(
-        event_id=f"locomo-{conv.sample_id}-{turn.dia_id.replace(':', '-')}",
-        run_id=scope.run_id,
-        user_id=scope.persona_id,
-        agent_id=scope.agent_id or "nanobot",
-        session_id=f"{conv.sample_id}-s{turn.session}",
-        turn_id=turn.dia_id,
-        timestamp=turn.timestamp,
-        messages=[Message(role=role, content=turn.content, name=_speaker_name(turn.speaker))],
-        metadata={"dataset": "locomo", "dia_id": turn.dia_id, "speaker": turn.speaker},
-    )
-
-
 def unit_scope(cfg: BenchConfig, conv: Conversation) -> MemoryScope:
-    return MemoryScope(run_id=cfg.run_id, persona_id=conv.sample_id, agent_id=cfg.agent_id)
+    """The first (in single mode the only) scope a conversation is recorded into."""
+    return personas(conv, cfg.speakers, cfg.run_id, cfg.agent_id)[0].scope
+
+
+@dataclass
+class Asked:
+    """What one question got from a provider: the (composed) context and its sources."""
+
+    context: str
+    shown_sources: list[list[str] | None]
+    results: list[RetrieveResult]
+    error: str | None
+    latency_ms: float
+    held: list[Trace]
 
 
 class UnitRunner:
@@ -327,11 +336,13 @@ class UnitRunner:
         self.points = points
         self.cfg = cfg
         self.progress = progress
-        self.scope = unit_scope(cfg, conv)
+        self.personas: list[Persona] = personas(conv, cfg.speakers, cfg.run_id, cfg.agent_id)
+        self.scope = self.personas[0].scope
         self.seen_contexts: set[str] = set()
         self.distinctive: dict[int, list[str]] = {
             s.number: [t.text for t in s.turns if t.distinctive] for s in conv.sessions
         }
+        self.dia_of_event: dict[str, str] = {}
         self.unit: dict[str, Any] = {
             "provider": p.name,
             "conversation": conv.sample_id,
@@ -359,20 +370,23 @@ class UnitRunner:
             "conversation": self.conv.sample_id,
         }
         await self._set_mode(False, "bench_unit_start")
-        await self.adapter.setup_scope(self.scope)
-        try:  # a fresh scope: nothing from an earlier or interrupted run survives
-            self.unit["reset_status"] = (await self.adapter.reset_scope(self.scope)).status
-        except Exception as exc:
-            self.unit["reset_status"] = "failed"
-            self.sink.write(
-                _failure_trace(
-                    self.p.name, self.adapter, "reset_scope", _error(exc), scope=self.scope.key
-                ),
-                kind="reset",
-            )
+        statuses = []
+        for persona in self.personas:
+            await self.adapter.setup_scope(persona.scope)
+            try:  # a fresh scope: nothing from an earlier or interrupted run survives
+                statuses.append((await self.adapter.reset_scope(persona.scope)).status)
+            except Exception as exc:
+                statuses.append("failed")
+                self.sink.write(
+                    _failure_trace(self.p.name, self.adapter, "reset_scope", _error(exc),
+                                   scope=persona.scope.key),
+                    kind="reset",
+                )
+        self.unit["reset_status"] = "failed" if "failed" in statuses else statuses[0]
         final = self.points[-1] if self.points else None
         for session in self.conv.sessions:
-            await self._record_session(session.turns)
+            for copy, persona in enumerate(self.personas):
+                await self._record_session(session.turns, persona, copy)
             if session.number in self.points:
                 await self._test_point(
                     session.number,
@@ -406,22 +420,28 @@ class UnitRunner:
             return False
 
     # -- ingest ------------------------------------------------------------------------
-    def _record_line(self, trace: Trace, turn: Turn, status: str) -> None:
+    def _record_line(
+        self, trace: Trace, turn: Turn, event: MemoryEvent, status: str, copy: int
+    ) -> None:
+        self.dia_of_event[event.event_id] = turn.dia_id
         self.sink.write(
             trace,
             kind="record",
             phase="ingest",
             session=turn.session,
             dia_id=turn.dia_id,
+            event_id=event.event_id,
+            persona=event.user_id,
+            speaker_copy=copy,
             text=turn.text,
             distinctive=turn.distinctive,
             status=status,
         )
 
-    async def _record_session(self, turns: Sequence[Turn]) -> None:
+    async def _record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
         if not turns:
             return
-        events = [turn_event(self.conv, t, self.scope) for t in turns]
+        events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]
         started = time.perf_counter()
         if isinstance(self.adapter, SupportsBulkIngest):
             receipts: list[WriteReceipt | BaseException] = []
@@ -440,7 +460,7 @@ class UnitRunner:
                 ] * len(events)
             self.unit["record_latency_ms"].append(ms)
             self.unit["record_latency_per_event_ms"].append(ms / len(events))
-            written = self._receipt_lines(turns, events, receipts)
+            written = self._receipt_lines(turns, events, receipts, copy)
             self.sink.flush(held, written)
         else:
             for turn, ev in zip(turns, events, strict=True):
@@ -453,7 +473,7 @@ class UnitRunner:
                 ms = (time.perf_counter() - t0) * 1000
                 self.unit["record_latency_ms"].append(ms)
                 self.unit["record_latency_per_event_ms"].append(ms)
-                written = self._receipt_lines([turn], [ev], [receipt])
+                written = self._receipt_lines([turn], [ev], [receipt], copy)
                 self.sink.flush(held, written)
         self.unit["events"] += len(events)
         self.unit["ingest_s"] += time.perf_counter() - started
@@ -463,6 +483,7 @@ class UnitRunner:
         turns: Sequence[Turn],
         events: Sequence[MemoryEvent],
         receipts: Sequence[WriteReceipt | BaseException],
+        copy: int,
     ) -> set[str]:
         written: set[str] = set()
         for turn, ev, receipt in zip(turns, events, receipts, strict=True):
@@ -474,13 +495,13 @@ class UnitRunner:
                     "record_event",
                     _error(receipt),
                     ev.event_id,
-                    self.scope.key,
+                    ev.scope().key,
                 )
-                self._record_line(trace, turn, "failed")
+                self._record_line(trace, turn, ev, "failed", copy)
                 continue
             if receipt.status not in ACCEPTED_WRITE_STATUSES:
                 self.unit["record_failures"] += 1
-            self._record_line(receipt.trace, turn, receipt.status)
+            self._record_line(receipt.trace, turn, ev, receipt.status, copy)
             written.add(receipt.trace.trace_id)
         return written
 
@@ -488,23 +509,26 @@ class UnitRunner:
     async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
         if isinstance(self.adapter, SupportsReadiness):
             t0 = time.perf_counter()
-            try:
-                state = await self.adapter.wait_until_ready(
-                    self.scope, self.cfg.readiness_timeout_s
-                )
-                status = state.status
-            except Exception as exc:
-                status = "pending"
-                self.sink.write(
-                    _failure_trace(
-                        self.p.name,
-                        self.adapter,
-                        "wait_until_ready",
-                        _error(exc),
-                        scope=self.scope.key,
-                    ),
-                    kind="readiness",
-                )
+            status = "ready"
+            for persona in self.personas:
+                try:
+                    state = await self.adapter.wait_until_ready(
+                        persona.scope, self.cfg.readiness_timeout_s
+                    )
+                    if state.status != "ready":
+                        status = state.status
+                except Exception as exc:
+                    status = "pending"
+                    self.sink.write(
+                        _failure_trace(
+                            self.p.name,
+                            self.adapter,
+                            "wait_until_ready",
+                            _error(exc),
+                            scope=persona.scope.key,
+                        ),
+                        kind="readiness",
+                    )
             self.unit["readiness"].append(
                 {"point": point, "status": status, "waited_s": time.perf_counter() - t0}
             )
@@ -518,40 +542,85 @@ class UnitRunner:
         finally:
             await self._set_mode(False, "test_session_end")
 
-    async def _retrieve(
-        self, query: str, session_id: str
-    ) -> tuple[RetrieveResult | None, str | None, float, list[Trace]]:
+    async def _retrieve_one(
+        self, query: str, session_id: str, scope: MemoryScope, budget: ContextBudget
+    ) -> tuple[RetrieveResult | None, str | None, list[Trace]]:
         request = RetrieveRequest(
-            query=query, scope=self.scope, session_id=session_id, budget=self.cfg.budget
+            query=query, scope=scope, session_id=session_id, budget=budget
         )
-        t0 = time.perf_counter()
         with self.sink.capture() as held:
             try:
                 result = await self.adapter.retrieve(request)
                 error = None
             except Exception as exc:
                 result, error = None, _error(exc)
-        return result, error, (time.perf_counter() - t0) * 1000, held
+        return result, error, held
+
+    async def _retrieve(self, query: str, session_id: str) -> Asked:
+        """The question asked of every persona of the unit; one (composed) context."""
+        t0 = time.perf_counter()
+        if len(self.personas) == 1:
+            result, error, held = await self._retrieve_one(
+                query, session_id, self.scope, self.cfg.budget
+            )
+            results = [result] if result is not None else []
+            context = result.formatted_context if result is not None else ""
+        else:
+            budgets = split_budget(
+                self.cfg.budget, self.p.name, self._composed_scope,
+                [(p.label, p.scope.key) for p in self.personas],
+            )
+            results, held, errors, parts = [], [], [], []
+            for persona, budget in zip(self.personas, budgets, strict=True):
+                one, err, got = await self._retrieve_one(query, session_id, persona.scope, budget)
+                held += got
+                if one is None:
+                    errors.append(err or "retrieve failed")
+                    continue
+                results.append(one)
+                parts.append((persona.label, one.formatted_context))
+            error = "; ".join(errors) if errors else None
+            context, complete = compose_sections(
+                self.p.name, self._composed_scope, parts, self.cfg.budget_tokens
+            )
+            if errors:
+                context, results = "", []
+            elif not complete:  # never expected (split_budget's shares fit): be strict
+                results = []
+                error = "composed context overflowed the budget"
+        ms = (time.perf_counter() - t0) * 1000
+        sources = [r.items[i].source_event_ids for r in results for i in r.shown]
+        return Asked(context, sources, results, error, ms, held)
+
+    @property
+    def _composed_scope(self) -> str:
+        return MemoryScope(run_id=self.cfg.run_id, persona_id=self.conv.sample_id).key
 
     async def _ask(self, q: Any, point: int, is_final: bool, gated: bool, last_ts: Any) -> None:
         conv = self.conv
         evidence_text = {d: conv.turn(d).text for d in q.evidence}
         session_id = f"{conv.sample_id}-test-{point}"
         if gated:
-            result, error, ms, held = await self._retrieve(q.question, session_id)
+            asked = await self._retrieve(q.question, session_id)
         else:  # the read-only gate could not be set: do not test without it
-            result, error, ms, held = None, "set_mode(read_only) failed", 0.0, []
-        context = result.formatted_context if result is not None else ""
+            asked = Asked("", [], [], "set_mode(read_only) failed", 0.0, [])
+        context = asked.context
         sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
         tokens = count_tokens(context)
         norm = normalize_text(context)
         th = turn_hits(evidence_text, norm)
         sh = session_hits(q.evidence_sessions, evidence_text, self.distinctive, norm)
+        answer_applicable = 1 <= int(q.category) <= 4 and q.answer is not None
+        answer_hit = (
+            answer_present(q.answer, normalize_answer(context)) if answer_applicable else None
+        )
+        prov = provenance_counts(list(q.evidence), asked.shown_sources, self.dia_of_event)
+        first = asked.results[0] if asked.results else None
         trace = (
-            result.trace
-            if result is not None
+            first.trace
+            if first is not None
             else _failure_trace(
-                self.p.name, self.adapter, "retrieve", error or "", scope=self.scope.key
+                self.p.name, self.adapter, "retrieve", asked.error or "", scope=self.scope.key
             )
         )
         extra: dict[str, Any] = {
@@ -563,16 +632,21 @@ class UnitRunner:
             "question": q.question,
             "evidence": list(q.evidence),
             "evidence_text": evidence_text,
+            "gold": q.answer,
+            "answer_applicable": answer_applicable,
+            "shown_sources": asked.shown_sources,
             "context_sha256": sha,
             "context_tokens": tokens,
         }
+        if len(asked.results) > 1:
+            extra["composed_of"] = [r.trace.trace_id for r in asked.results]
         if sha not in self.seen_contexts:
             extra["context"] = context
             self.seen_contexts.add(sha)
-        if error:
-            extra["error"] = error
+        if asked.error:
+            extra["error"] = asked.error
         self.sink.write(trace, **extra)
-        self.sink.flush(held, {trace.trace_id})
+        self.sink.flush(asked.held, {trace.trace_id})
         self.unit["asks"].append(
             {
                 "qid": q.qid,
@@ -585,21 +659,26 @@ class UnitRunner:
                 "session_hits": sh,
                 "turn_recall": th / len(q.evidence),
                 "session_recall": sh / len(q.evidence_sessions),
+                "answer_hit": answer_hit,
+                **prov,
                 "tokens": tokens,
                 "budget_violation": tokens > self.cfg.budget_tokens,
-                "retrieved_count": result.trace.retrieved_count if result is not None else None,
-                "latency_ms": ms if result is not None else None,
-                "failed": error,
+                "retrieved_count": sum(r.trace.retrieved_count or 0 for r in asked.results)
+                if asked.results else None,
+                "latency_ms": asked.latency_ms if asked.results else None,
+                "failed": asked.error,
             }
         )
         if gated and self.cfg.gate_probe:
-            await self._gate_probe(
-                f"{conv.sample_id}-p{point}-q{q.index}",
-                session_id,
-                [Message(role="user", content=q.question)],
-                last_ts,
-                q.qid,
-            )
+            for persona in self.personas:
+                await self._gate_probe(
+                    f"{conv.sample_id}-p{point}-q{q.index}",
+                    session_id,
+                    [Message(role="user", content=q.question)],
+                    last_ts,
+                    q.qid,
+                    scope=persona.scope,
+                )
         if is_final and self.cfg.judge is not None:
             await self._judge(q, context)
 
@@ -611,13 +690,16 @@ class UnitRunner:
         last_ts: Any,
         label: str,
         counter: str = "gate_probes",
+        scope: MemoryScope | None = None,
     ) -> WriteReceipt | None:
         """Offer a test-session turn to record_event; only ``skipped_read_only`` is right."""
+        scope = scope or self.scope
         event = MemoryEvent(
-            event_id=f"locomo-probe-{event_id}",
-            run_id=self.scope.run_id,
-            user_id=self.scope.persona_id,
-            agent_id=self.scope.agent_id or "nanobot",
+            event_id=f"locomo-probe-{event_id}"
+            + (f"@{scope.persona_id}" if scope != self.scope else ""),
+            run_id=scope.run_id,
+            user_id=scope.persona_id,
+            agent_id=scope.agent_id or "nanobot",
             session_id=session_id,
             turn_id=event_id,
             timestamp=(last_ts + timedelta(hours=1)) if last_ts else _epoch(),
@@ -665,8 +747,9 @@ class UnitRunner:
         turn_no = 0
 
         async def retrieve(query: str) -> RetrieveResult:
-            result, error, _ms, held = await self._retrieve(
-                query, f"{self.conv.sample_id}-{session.name}-{point}"
+            result, error, held = await self._retrieve_one(
+                query, f"{self.conv.sample_id}-{session.name}-{point}", self.scope,
+                self.cfg.budget,
             )
             if result is None:
                 raise RuntimeError(error)
@@ -771,8 +854,9 @@ def build_manifest(
             "run_id": cfg.run_id,
             "agent_id": cfg.agent_id,
             "persona_id": "<sample_id>",
-            "turn_event": "one event per turn; speaker_a -> user, speaker_b -> assistant "
-            "(name = speaker); image turns append '[shares a photo: caption]'",
+            "speakers": cfg.speakers,
+            "turn_event": "one event per turn; " + describe_speakers(cfg.speakers)
+            + "; image turns append '[shares a photo: caption]'",
             "gate_probe": cfg.gate_probe,
             "deterministic_ids": cfg.deterministic_ids,
             "readiness_timeout_s": cfg.readiness_timeout_s,
@@ -870,6 +954,44 @@ async def _run_bench(
                 await cfg.judge.aclose()
 
 
+def judge_agreement(
+    providers: dict[str, Any], judged: dict[str, Any], units: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """How each judge-free metric ranks the providers against the judge's accuracy
+    (Kendall's tau-b over providers, final point, categories 1-4), and per question how
+    often "the metric saw some evidence" agrees with "the judge said correct"."""
+    names = [n for n in providers if (judged.get(n) or {}).get("overall", {}).get("accuracy")
+             is not None]
+    out: dict[str, Any] = {"providers": names, "rank_tau": {}, "per_question": {}}
+    accuracy = [judged[n]["overall"]["accuracy"] for n in names]
+    for metric in ("turn", "session", "provenance", "answer"):
+        values = [providers[n]["final_point"]["categories_1_4"].get(metric) for n in names]
+        pairs = [(v, a) for v, a in zip(values, accuracy, strict=True) if v is not None]
+        out["rank_tau"][metric] = kendall_tau([v for v, _ in pairs], [a for _, a in pairs]) \
+            if len(pairs) >= 2 else None
+    field_of = {"turn": "turn_hits", "session": "session_hits", "provenance": "prov_hits",
+                "answer": "answer_hit"}
+    for metric, key in field_of.items():
+        agree = total = 0
+        for unit in units.values():
+            if unit["provider"] not in names:
+                continue
+            final = {a["qid"]: a for a in unit["asks"] if a.get("is_final")}
+            for j in unit["judged"]:
+                ask = final.get(j["qid"])
+                score = j["verdict"].get("score")
+                if ask is None or score is None or not 1 <= int(j["category"]) <= 4:
+                    continue
+                seen = ask.get(key)
+                if seen is None:
+                    continue
+                total += 1
+                agree += (bool(seen) == (score >= 1.0))
+        out["per_question"][metric] = {"agree": round(agree / total, 6) if total else None,
+                                       "n": total}
+    return out
+
+
 def build_results(
     cfg: BenchConfig,
     manifest: dict[str, Any],
@@ -888,6 +1010,8 @@ def build_results(
         m = provider_metrics(p.name, mine, cfg.budget_tokens)
         m["kind"] = p.kind
         m["condition_kind"] = p.adapter.info.condition_kind
+        m["memory_form"] = p.adapter.info.memory_form
+        m["metrics_apply"] = APPLICABILITY[p.adapter.info.memory_form]
         providers[p.name] = m
         verdicts = [j for u in mine for j in u["judged"]]
         if verdicts:
@@ -920,6 +1044,7 @@ def build_results(
             "separate from the judge-free metrics and not in metrics_sha256",
             "judge": cfg.judge.description,
             "providers": judged,
+            "agreement": judge_agreement(providers, judged, units),
         }
     if cfg.sessions:
         results["behavioural"] = behavioural
