@@ -342,23 +342,32 @@ class MemoryPlugin:
 
     # -- read path -----------------------------------------------------------------------
     def text_for_prompt(self) -> str | None:
-        """Sync, no I/O: the cached context for the current session, or None for MEMORY.md."""
+        """Sync, no I/O: the cached context for the current session, or None for MEMORY.md.
+
+        With ``context_placement: user_message`` the memory slot stays empty (the context
+        travels in the user message instead; MEMORY.md is still not shown)."""
         if self.status != "active":
             return None
         key = seams.current_session_key()
         if not key or key.startswith("dream:"):
             return None
+        if self.settings.plugin.context_placement == "user_message":
+            return ""
         entry = self.cache.get(key)
         return entry.text if entry is not None else ""
 
-    async def provide(self, request: Any) -> None:
+    async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
 
-        Returns no block: the context goes into the system prompt (replacing MEMORY.md),
-        not into the persisted user message, so memory never re-enters the session log.
+        ``system_prompt`` placement (default) returns no block: the context goes into the
+        system prompt's memory slot (replacing MEMORY.md) through ``text_for_prompt``.
+        ``user_message`` placement returns it as a runtime-context block, which nanobot
+        appends to the user message after everything stable (system prompt, tools,
+        history); the turn recorder strips such blocks, so memory never re-enters memory.
         """
+        entry = None
         try:
-            await self.recall(
+            entry = await self.recall(
                 session_key=request.session_key,
                 query=request.original_user_text,
                 channel=request.channel,
@@ -369,6 +378,9 @@ class MemoryPlugin:
         except Exception as exc:  # a memory problem must never fail the turn
             self._note_error("retrieve", exc, retryable=False)
             logger.exception("{}: recall failed", LOG)
+        if (self.settings.plugin.context_placement == "user_message" and entry is not None
+                and entry.text):
+            return seams.runtime_context_block(entry.text)
         return None
 
     async def recall(

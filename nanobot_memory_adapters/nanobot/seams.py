@@ -216,6 +216,14 @@ def hide_tool(loop: Any, name: str) -> None:
         tools.unregister(name)
 
 
+def runtime_context_block(text: str) -> Any:
+    """A nanobot runtime-context block carrying the memory section (appended to the user
+    message by nanobot, marked so ``public_message`` strips it again)."""
+    from nanobot.runtime_context import RuntimeContextBlock
+
+    return RuntimeContextBlock(source=LOG_PREFIX, content=text)
+
+
 def current_session_key() -> str | None:
     from nanobot.agent.tools.context import current_request_context
 
@@ -355,3 +363,49 @@ def public_message(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_internal_message(message: Mapping[str, Any]) -> bool:
     return bool(message.get(COMMAND_MARKER) or message.get(hidden_marker()))
+
+
+RECOVERY_MARKER = "_recovery_interrupted"  # nanobot's crash-recovery placeholders
+MAX_ITERATIONS_PREFIX = "I reached the maximum number of tool call iterations"
+_placeholder_cache: frozenset[str] | None = None
+
+
+def _placeholders() -> frozenset[str]:
+    """nanobot's synthetic assistant texts that carry no marker (model errors, an empty
+    final answer): the same constants nanobot writes, read from nanobot itself."""
+    global _placeholder_cache
+    if _placeholder_cache is None:
+        found: set[str] = set()
+        try:
+            from nanobot.agent import runner
+
+            for name in ("_PERSISTED_MODEL_ERROR_PLACEHOLDER", "_DEFAULT_ERROR_MESSAGE",
+                         "_ARREARAGE_ERROR_MESSAGE"):
+                value = getattr(runner, name, None)
+                if isinstance(value, str):
+                    found.add(value.strip())
+        except ImportError:
+            pass
+        try:
+            from nanobot.utils.runtime import EMPTY_FINAL_RESPONSE_MESSAGE
+
+            found.add(EMPTY_FINAL_RESPONSE_MESSAGE.strip())
+        except ImportError:
+            pass
+        _placeholder_cache = frozenset(found)
+    return _placeholder_cache
+
+
+def is_synthetic_message(message: Mapping[str, Any]) -> bool:
+    """A message nanobot wrote itself in someone's place: the crash-recovery placeholder
+    ("Error: Task interrupted before a response was generated."), a model-error or empty
+    final answer, the iteration-limit notice. Not conversation: never memory."""
+    if message.get(RECOVERY_MARKER):
+        return True
+    if message.get("role") not in ("assistant", "tool"):
+        return False
+    content = message.get("content")
+    if not isinstance(content, str):
+        return False
+    text = content.strip()
+    return text in _placeholders() or text.startswith(MAX_ITERATIONS_PREFIX)

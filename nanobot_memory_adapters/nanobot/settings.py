@@ -28,7 +28,7 @@ import string
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -63,7 +63,10 @@ class PluginSettings(BaseModel):
         "session's previous turns to reach the backend (0: never; the reply path then "
         "never waits on a write)."
     )
-    write_timeout_s: float = Field(default=60.0, gt=0, description="Per record_event call.")
+    write_timeout_s: float = Field(
+        default=600.0, gt=0, description="Per record_event call (in the background; an "
+        "extracting backend on a small local model needs minutes for a cold prompt)."
+    )
     health_timeout_s: float = Field(default=10.0, gt=0)
     retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")
     retry_max_s: float = Field(default=60.0, gt=0, description="Longest outbox retry delay.")
@@ -79,6 +82,15 @@ class PluginSettings(BaseModel):
     )
     keep_delivered: int = Field(
         default=10000, ge=0, description="Delivered outbox rows kept for idempotency."
+    )
+    context_placement: Literal["system_prompt", "user_message"] = Field(
+        default="system_prompt",
+        description="Where the <memory-context> goes. system_prompt: in nanobot's memory "
+        "slot (replacing MEMORY.md); every new recall changes the system prompt, so an LLM "
+        "server's prefix cache is lost from there on (tools and history re-read each turn). "
+        "user_message: appended to the current user message as a nanobot runtime-context "
+        "block, after everything stable; nanobot keeps it in the session history, so "
+        "earlier recalls stay in later prompts (cached, but they use the context window).",
     )
 
 

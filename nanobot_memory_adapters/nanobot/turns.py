@@ -2,8 +2,9 @@
 
 The turn's messages are the session messages written since the turn started (all the
 user's messages of the turn, including ones injected while it ran, and the assistant's
-replies). Slash-command exchanges and summary checkpoints are nanobot's own, not user
-speech, and are left out; runtime-context blocks appended to user messages (the memory
+replies). Slash-command exchanges, summary checkpoints and the placeholders nanobot
+writes after a crash or a model error are nanobot's own, not conversation, and are left
+out; runtime-context blocks appended to user messages (the memory
 context itself, skill hints, quotes) are stripped so memory never re-ingests memory.
 """
 
@@ -93,7 +94,8 @@ def turn_messages(
                 break
         picked.reverse()
     roles = {"user", "assistant", "tool"} if include_tools else {"user", "assistant"}
-    return [m for m in picked if m.get("role") in roles and not seams.is_internal_message(m)]
+    return [m for m in picked if m.get("role") in roles and not seams.is_internal_message(m)
+            and not seams.is_synthetic_message(m)]
 
 
 def build_event(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from importlib.metadata import entry_points
 
+from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 from nanobot_memory_adapters.nanobot import plugin_for, seams
 from nanobot_memory_adapters.nanobot.skill import SKILL_NAME, SKILL_TEXT
 from nanobot_memory_adapters.nanobot.tool import TOOL_NAME
@@ -347,3 +348,29 @@ async def test_rolling_summary_health_reports_nanobots_own_memory(home):
     assert "MEMORY.md:" in health and "history.jsonl:" in health
     assert "nanobot's own MEMORY.md" in await say(loop, "quin", "/memory-mode")
     assert "Switch to a provider first" in await say(loop, "quin", "/memory-mode read-only on")
+
+
+async def test_user_message_placement_keeps_the_system_prompt_stable(home, llm_double):
+    """context_placement=user_message: the section rides on the current user message (after
+    the system prompt, tools and history, so an LLM server's prefix cache survives a new
+    recall); the system prompt carries no memory and does not change between turns; the
+    recorded turns never contain the section."""
+    home.write_memory({**FULL_HISTORY, "nanobot": {"context_placement": "user_message"}})
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    await say(loop, "alice", "I love green tea with jasmine.")
+    assert await plugin.flush() == 0
+    await say(loop, "alice", "What should I order at the cafe?")
+    first = agent_request(llm_double, "I love green tea with jasmine.")
+    second = agent_request(llm_double, "What should I order at the cafe?")
+    assert long_term_memory(second) == ""
+    assert first.system == second.system  # no memory in the system prompt: stable prefix
+    assert "<memory-context" in second.last_user and "green tea with jasmine" in second.last_user
+    assert second.last_user.startswith("What should I order at the cafe?")
+    assert await plugin.flush() == 0
+    result = await plugin.adapter.retrieve(RetrieveRequest(
+        query="cafe", scope=MemoryScope(run_id="default", persona_id="telegram-alice"),
+        budget=ContextBudget(max_tokens=2000)))
+    texts = [i.text for i in result.items]
+    assert any("What should I order at the cafe?" in t for t in texts)
+    assert not any("memory-context" in t for t in texts), texts  # memory never re-enters memory

@@ -161,3 +161,29 @@ async def test_switching_to_mem0_survives_a_new_process(home, llm_double, mem0_l
     await say(loop, "alice", "Can I eat this peanut cake?")
     memory = long_term_memory(agent_request(llm_double, "Can I eat this peanut cake?"))
     assert "User is allergic to peanuts." in memory
+
+
+async def test_a_cut_extraction_stays_pending_until_the_model_answers(home, llm_double, mem0_llm):
+    """mem0 swallows an extraction answer it cannot parse (cut at max_tokens) and stores
+    nothing. The plugin must not mark that turn delivered: it stays pending in the outbox,
+    health says writes are failing, and once the model answers whole the turn lands once."""
+    home.write_memory(mem0_memory_json(mem0_llm.base_url))
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    await say(loop, "alice", "Hello there.")
+    assert await plugin.flush(timeout_s=120) == 0
+    plugin.adapter._memory.llm.config.max_tokens = 5  # every answer is now cut mid-JSON
+    await say(loop, "alice", "My sister Ana lives in Porto.")
+    await plugin.flush(timeout_s=5)
+    stats = plugin.outbox.stats("mem0")
+    assert (stats.pending, stats.failed) == (1, 0)
+    assert "Error parsing extraction response" in (stats.last_error or "")
+    health = await say(loop, "alice", "/memory-health")
+    assert "writes failing since" in health and "outbox: 1 pending" in health
+    assert not [r for r in await mem0_records(plugin) if "Porto" in r["memory"]]
+
+    plugin.adapter._memory.llm.config.max_tokens = 2000  # the model answers whole again
+    assert await plugin.flush(timeout_s=60) == 0
+    records = [r for r in await mem0_records(plugin) if "Porto" in r["memory"]]
+    assert [r["memory"] for r in records] == ["User's sister Ana lives in Porto."]
+    assert plugin.outbox.stats("mem0").delivered == 2

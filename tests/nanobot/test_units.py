@@ -261,3 +261,36 @@ async def test_plugin_can_be_switched_off_per_loop_or_by_environment(home, monke
     assert plugin_for(home.loop()) is not None
     monkeypatch.setenv("NANOBOT_MEMORY_PLUGIN", "off")
     assert plugin_for(home.loop()) is None
+
+
+def test_nanobot_placeholders_are_never_recorded():
+    """After a crash nanobot writes "Error: Task interrupted before a response was
+    generated." into the session (nanobot's own recovery code makes it here); model errors
+    leave "[Assistant reply unavailable due to model error.]". Neither is conversation."""
+    from nanobot.agent.runner import _PERSISTED_MODEL_ERROR_PLACEHOLDER
+    from nanobot.session.manager import Session
+    from nanobot.session.recovery import PENDING_USER_TURN_KEY, restore_pending_interruption
+
+    session = Session(key="telegram:a")
+    session.metadata[PENDING_USER_TURN_KEY] = True  # the process died mid-turn
+    session.messages.append({"role": "user", "content": "my sister Ana lives in Porto",
+                             "timestamp": _ts(-30)})
+    turn_id = f"telegram:a:{time.time_ns()}"
+    restore_pending_interruption(session)
+    placeholder = session.messages[-1]
+    assert placeholder["content"].startswith("Error: Task interrupted")
+    placeholder["timestamp"] = _ts(1)  # written when the next turn starts
+    session.messages += [
+        {"role": "user", "content": "where does Ana live?", "timestamp": _ts(2)},
+        {"role": "assistant", "content": _PERSISTED_MODEL_ERROR_PLACEHOLDER,
+         "timestamp": _ts(3)},
+        {"role": "assistant", "content": "Porto, you said.", "timestamp": _ts(4)},
+    ]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    ev = build_event(memory=memory, messages=session.messages, turn_id=turn_id,
+                     channel="telegram", chat_id="a", sender_id="a", session_key="telegram:a")
+    assert [(m.role, m.content) for m in ev.messages] == [
+        ("user", "where does Ana live?"), ("assistant", "Porto, you said.")]
+    assert seams.is_synthetic_message(placeholder)
+    assert not seams.is_synthetic_message({"role": "user", "content":
+                                           _PERSISTED_MODEL_ERROR_PLACEHOLDER})

@@ -13,6 +13,7 @@ import re
 from tests.llm_double.server import ChatReply, ChatRequest, json_reply
 
 SECTION = re.compile(r'<memory-context backend="([^"]*)" scope="([^"]*)">')
+WHOLE_SECTION = re.compile(r"<memory-context .*?</memory-context>", re.S)
 
 
 def json_object_fallback(req: ChatRequest) -> ChatReply | None:
@@ -24,9 +25,11 @@ def json_object_fallback(req: ChatRequest) -> ChatReply | None:
 def plain_chat(req: ChatRequest) -> ChatReply | None:
     if req.response_format:
         return None
-    sections = SECTION.findall(req.system + "\n" + req.user)
+    # This request's memory: the system prompt's, or the one on the current user message
+    # (runtime-context placement); sections on earlier user messages are history.
+    sections = SECTION.findall(req.system + "\n" + req.last_user)
     seen = ", ".join(f"{b}:{s}" for b, s in sections) or "none"
-    text = " ".join(req.last_user.split())[:200]
+    text = " ".join(WHOLE_SECTION.sub("", req.last_user).split())[:200]
     return ChatReply(content=f"[double] memory sections: {seen}. You said: {text}",
                      handler="generic.plain_chat")
 
