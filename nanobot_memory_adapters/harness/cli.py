@@ -306,9 +306,34 @@ def _report_failures(results: dict[str, Any]) -> int:
     return code
 
 
+def judged_table(results: dict[str, Any]) -> Table | None:
+    """The LLM judge's accuracy (the headline when a judge ran), and how each judge-free
+    metric ranks the providers against it."""
+    judged = results.get("judged")
+    if not judged or not judged.get("providers"):
+        return None
+    table = Table(title="LLM-judged answers at the final test point (headline)")
+    for col in ("provider", "accuracy", "n", "accuracy cat 1-4 by category"):
+        table.add_column(col, justify="left" if col == "provider" else "right")
+    for name, j in judged["providers"].items():
+        acc = j["overall"]["accuracy"]
+        cats = ", ".join(f"{c}:{b['accuracy']:.2f}" for c, b in j["by_category"].items()
+                         if b.get("accuracy") is not None)
+        table.add_row(name, "–" if acc is None else f"{acc:.3f}", str(j["overall"]["count"]),
+                      cats)
+    tau = (judged.get("agreement") or {}).get("rank_tau") or {}
+    if tau:
+        table.caption = "judge-free ranking vs judge (Kendall tau): " + ", ".join(
+            f"{k} {'–' if v is None else f'{v:+.2f}'}" for k, v in tau.items())
+    return table
+
+
 def _print_outcome(outcome: Any, title: str) -> None:
     # A pipe or log file gets the full table instead of an 80-column squeeze.
     wide = console if console.is_terminal else Console(width=200)
+    headline = judged_table(outcome.results)
+    if headline is not None:
+        wide.print(headline)
     wide.print(comparison_table(outcome.results, title))
     if any(m.get("memory_form") == "derived" for m in outcome.results["providers"].values()):
         console.print(

@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 class ValueSpec:
     key: str
     value: str  # the IPAS value, as the ground truth states it
-    cues: tuple[str, ...]
+    cues: tuple[str, ...]  # words of the turns that reveal it
     state: tuple[str, ...] = ()  # saying it (PET first value, PET switch, CS)
     imply: tuple[str, ...] = ()  # implying it without naming it (IQI)
     good: str = ""  # what an answer that respects it does (rubrics of open tasks)
+    # Words that name the value (in ``value``); for an implied value they never occur in
+    # the chat, only in ground truth and in what a memory inferred from the chat.
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,8 @@ class DomainSpec:
 
 
 def _v(key: str, value: str, cues: tuple[str, ...], *, state: tuple[str, ...] = (),
-       imply: tuple[str, ...] = (), good: str = "") -> ValueSpec:
-    return ValueSpec(key, value, cues, state, imply, good)
+       imply: tuple[str, ...] = (), good: str = "", names: tuple[str, ...] = ()) -> ValueSpec:
+    return ValueSpec(key, value, cues, state, imply, good, names)
 
 
 DOMAINS: tuple[DomainSpec, ...] = (
@@ -146,8 +149,8 @@ DOMAINS: tuple[DomainSpec, ...] = (
                 state=(
                     "The physio says my knee can't take any more impact, so I've joined the "
                     "pool. Laps three times a week now.",
-                    "Apparently I'm a swimmer now! The knee is so much happier in the water "
-                    "than it ever was on the road.",
+                    "Apparently I'm a swimmer now! Swimming is so much kinder to the knee "
+                    "than the road ever was.",
                     "Knee's still dodgy, so it's swimming from here on. Did forty laps "
                     "yesterday and felt great.",
                 ),
@@ -234,7 +237,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
         second="train",
         values={
             "car": _v(
-                "car", "drives everywhere", ("drove", "driving", "car"),
+                "car", "drives everywhere by car", ("drove", "driving", "car"),
                 state=(
                     "Drove up to my parents' place on Sunday. Three hours, but the car is "
                     "so comfortable I didn't mind.",
@@ -244,7 +247,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                 good="plans the trip by car",
             ),
             "train": _v(
-                "train", "travels by train (sold the car)", ("train", "rail"),
+                "train", "travels by train (sold the hatchback)", ("train", "rail"),
                 state=(
                     "Sold my old hatchback last month! Got a rail card and honestly the "
                     "train is so much more relaxing.",
@@ -344,7 +347,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                 good="writes a few short bullet points",
             ),
             "story": _v(
-                "story", "personal: the long version with all the little details",
+                "story", "personal: the whole story, long and detailed",
                 ("whole story", "rambling"),
                 state=(
                     "When it's friends or family I actually love the long version, the "
@@ -392,7 +395,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                 good="schedules it first thing in the day",
             ),
             "evening": _v(
-                "evening", "personal: social plans in the evening", ("evenings",),
+                "evening", "personal: social plans in the evenings", ("evenings",),
                 state=(
                     "Catching up with friends? Evenings only. My weekend lie-ins are "
                     "sacred.",
@@ -480,6 +483,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                     "know better by now.",
                 ),
                 good="suggests a dessert without dairy",
+                names=("dairy",),
             ),
         },
         scenarios=(
@@ -519,6 +523,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                     "afterwards.",
                 ),
                 good="picks a place where dogs are welcome",
+                names=("dog-friendly",),
             ),
         },
         scenarios=(
@@ -549,7 +554,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
         violating=("sunny",),
         values={
             "shade": _v(
-                "shade", "avoids strong sun (burns very easily)",
+                "shade", "avoids strong sun (sunburns very easily)",
                 ("lobster", "factor 50", "shady table"),
                 imply=(
                     "Twenty minutes in the garden yesterday and I'm red as a lobster. "
@@ -558,6 +563,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                     "the one shady table, as usual.",
                 ),
                 good="plans something shaded or indoors",
+                names=("strong sun", "sunburns"),
             ),
         },
         scenarios=(
@@ -585,7 +591,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
         violating=("late",),
         values={
             "early": _v(
-                "early", "early nights (asleep by ten)",
+                "early", "early nights (in bed by ten)",
                 ("half nine", "5:30", "asleep on the sofa"),
                 imply=(
                     "Fell asleep on the sofa at half nine again. My friends have officially "
@@ -594,6 +600,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
                     "part of the day.",
                 ),
                 good="picks an early show",
+                names=("early nights",),
             ),
         },
         scenarios=(
@@ -676,6 +683,50 @@ FILLER: tuple[tuple[str, str], ...] = (
      "That's great to hear. Make sure they get the credit."),
     ("My phone screen cracked, of course a week after the warranty ran out.",
      "That's always the way. Is it still usable?"),
+    ("Our building got new recycling bins and nobody understands the colours.",
+     "Colour-coded bins are a puzzle everywhere. There's usually a sticker inside the lid."),
+    ("I finally booked the boiler service. Adulting.",
+     "Good call, it's the kind of thing that's easy to put off."),
+    ("My manager wants everyone to try a new planning tool. Again.",
+     "Tool fatigue is real. Is this one any better than the last?"),
+    ("Went to a pub quiz and we came second to a team called The Quizzly Bears.",
+     "Second place with a respectable name beats first with a pun."),
+    ("The cat next door has started visiting our balcony every afternoon.",
+     "An afternoon visitor with no obligations, lovely."),
+    ("My friend is learning to juggle and sends me videos of every dropped ball.",
+     "Dedication! Juggling takes a lot of dropped balls."),
+    ("I've been sorting out my tax return all afternoon.",
+     "Not the most fun afternoon. Is it nearly done?"),
+    ("Our team offsite is in a converted barn this year.",
+     "That sounds like a nice change from the usual meeting rooms."),
+    ("I bought a secondhand bookshelf and it took three hours to get it up the stairs.",
+     "The stairs always win the first round. Glad it made it."),
+    ("My nephew beat me at chess and has not stopped talking about it.",
+     "He's earned the bragging rights, to be fair."),
+    ("The supermarket moved everything around and I got lost for twenty minutes.",
+     "Store layouts change just when you've learned them."),
+    ("I started keeping a journal. Three days in, so far so good.",
+     "Three days is a good start. Small habits add up."),
+    ("Our washing machine sounds like a helicopter on the spin cycle.",
+     "That sounds worth a look before it takes off."),
+    ("Had a long video call with my cousin in Canada.",
+     "It's great to keep in touch across time zones."),
+    ("I'm trying to drink more water. Mostly I forget.",
+     "A bottle on the desk can help as a reminder."),
+    ("The office plants are all plastic and I've only just noticed.",
+     "Low maintenance, at least!"),
+    ("We're repainting the spare room and can't agree on a shade of grey.",
+     "Grey has a surprising number of opinions attached to it."),
+    ("My headphones died in the middle of a meeting.",
+     "Terrible timing. Did anyone notice?"),
+    ("I signed up to volunteer at the food bank once a month.",
+     "That's a lovely thing to do."),
+    ("Someone left a whole cake in the office kitchen with a note saying 'help yourself'.",
+     "The best kind of office mystery."),
+    ("I rearranged my desk and now I can't find anything.",
+     "A new layout takes a week before it stops hiding things."),
+    ("My library book is overdue and I haven't started it.",
+     "Renewals exist for exactly this."),
 )
 
 GREETINGS: tuple[str, ...] = (

@@ -1,0 +1,285 @@
+"""A seeded generator of behavioural preference scenarios (license-clean: every line is
+from this project's own phrase bank, ``bank.py``).
+
+Per persona: seven accumulation chat sessions (work or personal), six preferences buried
+in everyday chat, and twelve option tasks plus two open tasks at three test points
+(after sessions 3, 5 and 7):
+
+- two **PET** attributes: a value stated early, replaced later by a switch that never
+  names the old value; tested before and after the switch;
+- two **CS** attributes: one value stated in a work session, another in a personal one;
+  tested in both contexts;
+- two **IQI** attributes: never stated, only implied twice by telling details; tested
+  after the hints.
+
+The same ``seed`` and ``GENERATOR_VERSION`` give the same set, byte for byte. The
+generator checks its own output: every cue occurs only in the turns that reveal its
+preference, and no test opening contains a cue, so a retriever cannot match the answer
+by keyword.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from nanobot_memory_adapters.harness.preferences.bank import (
+    DOMAINS,
+    FILLER,
+    GREETING_REPLIES,
+    GREETINGS,
+    PERSONAS,
+    DomainSpec,
+    ScenarioSpec,
+)
+from nanobot_memory_adapters.harness.preferences.format import (
+    FORMAT,
+    ScenarioError,
+    ScenarioSet,
+    parse_scenarios,
+)
+
+GENERATOR_NAME = "nanobot-memory-preferences"
+GENERATOR_VERSION = "1.0"
+SESSIONS = 7
+TEST_POINTS = (3, 5, 7)
+FILLERS_PER_SESSION = 6
+_START = datetime(2024, 1, 8, 9, 0, tzinfo=UTC)
+LETTERS = "abcd"
+
+
+def cue_pattern(cue: str) -> re.Pattern[str]:
+    """A cue as whole words, case-insensitive (the exposure metrics use the same rule)."""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(cue) + r"(?![A-Za-z0-9])", re.I)
+
+
+class _Session:
+    def __init__(self, index: int, context: str, start: datetime) -> None:
+        self.index = index
+        self.context = context
+        self.start = start
+        self.items: list[tuple[str, str, str | None]] = []  # (user, assistant, pref key)
+
+
+def _pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+    return options[rng.randrange(len(options))]
+
+
+def _domains(rng: random.Random, persona: int) -> dict[str, list[DomainSpec]]:
+    out: dict[str, list[DomainSpec]] = {}
+    for dim in ("PET", "CS", "IQI"):
+        pool = [d for d in DOMAINS if d.dimension == dim]
+        rng.shuffle(pool)
+        # Rotate through the pool so consecutive personas differ.
+        start = (persona * 2) % len(pool)
+        out[dim] = [pool[(start + k) % len(pool)] for k in range(2)]
+    return out
+
+
+def generate(personas: int = 3, seed: int = 0) -> ScenarioSet:
+    """A scenario set of ``personas`` personas (at most ``len(PERSONAS)``)."""
+    if not 1 <= personas <= len(PERSONAS):
+        raise ValueError(f"personas must be 1..{len(PERSONAS)}, got {personas}")
+    rng = random.Random(f"{GENERATOR_NAME}:{GENERATOR_VERSION}:{seed}")
+    data: dict[str, Any] = {
+        "format": FORMAT,
+        "name": f"generated-{personas}p-seed{seed}",
+        "source": {"generator": GENERATOR_NAME, "version": GENERATOR_VERSION, "seed": seed,
+                   "personas": personas},
+        "personas": [_persona(rng, i) for i in range(personas)],
+    }
+    scenario = parse_scenarios(data, origin="generator")
+    for persona in scenario.personas:
+        _check_cues(persona)
+    return scenario
+
+
+def _persona(rng: random.Random, i: int) -> dict[str, Any]:
+    name, description = PERSONAS[i]
+    pid = f"p{i + 1:02d}"
+    doms = _domains(rng, i)
+    start = _START + timedelta(days=3 * i)
+    contexts = ["personal", "work"] * 4
+    rng.shuffle(contexts)
+    # Both contexts in sessions 1-4 (CS statements need one of each early).
+    if len(set(contexts[:4])) == 1:
+        contexts[3] = "work" if contexts[0] == "personal" else "personal"
+    sessions: list[_Session] = []
+    when = start
+    for k in range(1, SESSIONS + 1):
+        sessions.append(_Session(k, contexts[k - 1], when.replace(hour=rng.randint(8, 19))))
+        when += timedelta(days=rng.randint(3, 9))
+
+    prefs: dict[str, dict[str, Any]] = {}  # key -> preference dict (times filled later)
+
+    def say(session: int, key: str, line: str, domain: DomainSpec) -> None:
+        sessions[session - 1].items.append((line, _pick(rng, domain.acks or ("Noted.",)), key))
+
+    def session_in(context: str, among: range) -> int:
+        found = [s.index for s in sessions if s.context == context and s.index in among]
+        return found[0] if found else among.start
+
+    # PET: first value early, the switch later.
+    for n, domain in enumerate(doms["PET"]):
+        first, second = domain.values[domain.first], domain.values[domain.second]
+        stated, switched = (1, 4) if n == 0 else (2, 5)
+        for spec, at, kind in ((first, stated, "first"), (second, switched, "second")):
+            key = f"{pid}-{domain.attribute}-{spec.key}"
+            prefs[key] = {"spec": spec, "domain": domain, "role": kind}
+            say(at, key, _pick(rng, spec.state), domain)
+    # CS: each context's value in a session of that context.
+    for n, domain in enumerate(doms["CS"]):
+        window = range(1, 5) if n == 0 else range(2, 6)
+        for context, value_key in sorted(domain.by_context.items()):
+            spec = domain.values[value_key]
+            key = f"{pid}-{domain.attribute}-{spec.key}"
+            prefs[key] = {"spec": spec, "domain": domain, "role": context, "context": context}
+            say(session_in(context, window), key, _pick(rng, spec.state), domain)
+    # IQI: two hints, never the value.
+    for n, domain in enumerate(doms["IQI"]):
+        spec = next(iter(domain.values.values()))
+        key = f"{pid}-{domain.attribute}-{spec.key}"
+        prefs[key] = {"spec": spec, "domain": domain, "role": "implied"}
+        hints = list(spec.imply)
+        rng.shuffle(hints)
+        for at, line in zip((2, 4) if n == 0 else (3, 6), hints, strict=False):
+            say(at, key, line, domain)
+
+    # Turns: a greeting, fillers and statements mixed, in order; times a few minutes apart.
+    fillers = list(FILLER)
+    rng.shuffle(fillers)
+    out_sessions: list[dict[str, Any]] = []
+    evidence: dict[str, list[str]] = {k: [] for k in prefs}
+    first_seen: dict[str, datetime] = {}
+    for s in sessions:
+        body: list[tuple[str, str, str | None]] = [
+            *s.items,
+            *[(u, a, None) for u, a in (fillers.pop() for _ in range(FILLERS_PER_SESSION))]]
+        rng.shuffle(body)
+        body.insert(0, (_pick(rng, GREETINGS), _pick(rng, GREETING_REPLIES), None))
+        turns = []
+        t = s.start
+        for n, (user, assistant, key) in enumerate(body, start=1):
+            uid = f"{pid}-s{s.index}-t{2 * n - 1}"
+            turns.append({"turn_id": uid, "role": "user", "content": user, "at": t.isoformat()})
+            t += timedelta(seconds=rng.randint(20, 90))
+            turns.append({"turn_id": f"{pid}-s{s.index}-t{2 * n}", "role": "assistant",
+                          "content": assistant, "at": t.isoformat()})
+            t += timedelta(minutes=rng.randint(1, 4))
+            if key is not None:
+                evidence[key].append(uid)
+                first_seen.setdefault(key, datetime.fromisoformat(turns[-2]["at"]))
+        s.items = []
+        out_sessions.append({"session_id": f"{pid}-s{s.index}", "index": s.index,
+                             "context": s.context, "turns": turns})
+    last_turn = {s["index"]: datetime.fromisoformat(s["turns"][-1]["at"]) for s in out_sessions}
+
+    preferences = []
+    for key, info in prefs.items():
+        spec, domain = info["spec"], info["domain"]
+        preferences.append({
+            "id": key, "attribute": domain.attribute, "value": spec.value,
+            "context": info.get("context"), "valid_from": first_seen[key].isoformat(),
+            "revealed": "implicit" if domain.dimension == "IQI" else "explicit",
+            "cues": sorted({*spec.cues, *spec.names}), "evidence": evidence[key],
+        })
+
+    tests: list[dict[str, Any]] = []
+
+    def add_test(domain: DomainSpec, target: str, point: int, *, context: str | None = None,
+                 kind: str = "option") -> None:
+        scenario = _pick(rng, domain.scenarios)
+        at = last_turn[point] + timedelta(hours=1)
+        test: dict[str, Any] = {
+            "test_id": f"{pid}-t{len(tests) + 1:02d}",
+            "after_session": point, "dimension": domain.dimension, "target": target,
+            "scenario": scenario.name, "context": context, "attribute": domain.attribute,
+            "kind": kind, "at": at.isoformat(),
+        }
+        if kind == "open":
+            test["opening"] = _pick(rng, scenario.open_openings or scenario.openings)
+            good = prefs[target]["spec"].good
+            test["rubric"] = (f"The assistant acts on the user's current preference "
+                              f"({prefs[target]['spec'].value}): it {good}.")
+        else:
+            test["opening"] = _pick(rng, scenario.openings)
+            test["options"] = _options(rng, domain, scenario, target, prefs, pid)
+        tests.append(test)
+
+    for n, domain in enumerate(doms["PET"]):
+        first = f"{pid}-{domain.attribute}-{domain.first}"
+        second = f"{pid}-{domain.attribute}-{domain.second}"
+        add_test(domain, first, 3)
+        add_test(domain, second, 7 if n == 0 else 5)
+        if n == 0:
+            add_test(domain, second, 7, kind="open")
+    for n, domain in enumerate(doms["CS"]):
+        point = 5 if n == 0 else 7
+        for context, value_key in sorted(domain.by_context.items()):
+            add_test(domain, f"{pid}-{domain.attribute}-{value_key}", point, context=context)
+        if n == 1:
+            context, value_key = sorted(domain.by_context.items())[0]
+            add_test(domain, f"{pid}-{domain.attribute}-{value_key}", 7, context=context,
+                     kind="open")
+    for n, domain in enumerate(doms["IQI"]):
+        spec = next(iter(domain.values.values()))
+        target = f"{pid}-{domain.attribute}-{spec.key}"
+        for point in ((5, 7) if n == 0 else (7, 7)):
+            add_test(domain, target, point)
+    tests.sort(key=lambda t: (t["after_session"], t["test_id"]))
+
+    return {"persona_id": pid, "name": name, "description": description,
+            "preferences": preferences, "sessions": out_sessions, "tests": tests}
+
+
+def _options(rng: random.Random, domain: DomainSpec, scenario: ScenarioSpec, target: str,
+             prefs: dict[str, dict[str, Any]], pid: str) -> list[dict[str, Any]]:
+    """The target's option, the tempting wrong one(s), neutral fill; shuffled, a-d."""
+    target_key = prefs[target]["spec"].key
+    chosen: list[dict[str, Any]] = [
+        {"text": _pick(rng, scenario.options[target_key]), "satisfies": [target],
+         "violates": []}]
+    if domain.dimension == "IQI":
+        wrong_keys = [k for k in domain.violating if k in scenario.options]
+        texts = list(scenario.options[wrong_keys[0]])
+        rng.shuffle(texts)
+        for text in texts[:2]:
+            chosen.append({"text": text, "satisfies": [], "violates": [target]})
+    else:
+        for other_key in domain.values:
+            if other_key == target_key or other_key not in scenario.options:
+                continue
+            other = f"{pid}-{domain.attribute}-{other_key}"
+            chosen.append({"text": _pick(rng, scenario.options[other_key]),
+                           "satisfies": [other] if other in prefs else [],
+                           "violates": [target]})
+    neutral = list(scenario.neutral)
+    rng.shuffle(neutral)
+    for text in neutral[: max(0, 4 - len(chosen))]:
+        chosen.append({"text": text, "satisfies": [], "violates": []})
+    rng.shuffle(chosen)
+    return [{"id": LETTERS[i], **o} for i, o in enumerate(chosen)]
+
+
+def _check_cues(persona: Any) -> None:
+    """Every cue occurs only in its own evidence turns; no opening holds any cue."""
+    turns = {t.turn_id: t.content for s in persona.sessions for t in s.turns}
+    for pref in persona.preferences:
+        own = set(pref.evidence)
+        for cue in pref.cues:
+            pattern = cue_pattern(cue)
+            elsewhere = [tid for tid, text in turns.items()
+                         if tid not in own and pattern.search(text)]
+            if elsewhere:
+                raise ScenarioError(f"generator: cue {cue!r} of {pref.id} also occurs in "
+                                    f"{elsewhere[:3]} (fix the phrase bank)")
+            for test in persona.tests:
+                if pattern.search(test.opening):
+                    raise ScenarioError(f"generator: cue {cue!r} of {pref.id} occurs in the "
+                                        f"opening of {test.test_id} (fix the phrase bank)")
+        if pref.revealed == "explicit" and not any(
+            cue_pattern(c).search(turns[t]) for c in pref.cues for t in own
+        ):
+            raise ScenarioError(f"generator: no cue of {pref.id} occurs in its evidence")

@@ -1,0 +1,147 @@
+"""mem0 with extraction, Graphiti and the nanobot plugin on a real model.
+
+Run: ``../shared/tools/local-llm.sh start 8081`` then
+``NANOBOT_MEMORY_TEST_LLM_URL=http://127.0.0.1:8081/v1 ./scripts/test.sh tests/real_llm``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.testing.suite import SuiteTarget, run_item
+from tests.real_llm.recorder import RecordingProxy
+
+pytest.importorskip("mem0")
+
+# Contract items whose outcome does not depend on what the model chooses to extract:
+# receipts, read-only gates, budgets, native errors, raw provenance, every write gated.
+MODEL_INDEPENDENT_ITEMS = (1, 4, 5, 7, 8, 11)
+
+
+def _mem0_block(llm: dict[str, str], **over: Any) -> dict[str, Any]:
+    return {"backend": "mem0", "mem0": {"llm": {**llm, **over}}}
+
+
+def _graphiti_block(llm: dict[str, str]) -> dict[str, Any]:
+    return {"backend": "graphiti", "graphiti": {"llm": dict(llm)}}
+
+
+def _target(block: dict[str, Any], data: Path, failing: dict[str, Any]) -> SuiteTarget:
+    async def make():  # type: ignore[no-untyped-def]
+        return load_provider(block, data_dir=data)
+
+    async def make_failing():  # type: ignore[no-untyped-def]
+        return load_provider(failing, data_dir=data / "failing")
+
+    return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=60)
+
+
+@pytest.mark.parametrize("item", MODEL_INDEPENDENT_ITEMS)
+async def test_mem0_with_extraction_keeps_the_contract(item, real_llm, tmp_path_factory):
+    data = tmp_path_factory.mktemp("mem0-real")
+    failing = _mem0_block({**real_llm, "base_url": "http://127.0.0.1:9/v1"})
+    result = await run_item(item, _target(_mem0_block(real_llm), data, failing))
+    assert result.status != "failed", f"item {item}: {result.detail}"
+
+
+@pytest.mark.parametrize("item", MODEL_INDEPENDENT_ITEMS)
+async def test_graphiti_keeps_the_contract(item, real_llm, tmp_path_factory):
+    pytest.importorskip("graphiti_core")
+    data = tmp_path_factory.mktemp("graphiti-real")
+    failing = {"backend": "graphiti", "graphiti": {
+        "llm": {**real_llm, "base_url": "http://127.0.0.1:9/v1"},
+        "database": {"path": str(data / "not-a-dir" / "x" / "graph.kuzu")}}}
+    (data / "not-a-dir").write_text("a file where a directory should be")
+    result = await run_item(item, _target(_graphiti_block(real_llm), data, failing))
+    assert result.status != "failed", f"item {item}: {result.detail}"
+
+
+def _event(text: str, n: int) -> MemoryEvent:
+    return MemoryEvent(
+        event_id=f"real-{n}", run_id="real", user_id="alice", agent_id="nanobot",
+        session_id="s1", turn_id=str(n), timestamp=datetime(2024, 5, 8, 13, n, tzinfo=UTC),
+        messages=[{"role": "user", "content": text},
+                  {"role": "assistant", "content": "Good to know!"}],
+    )
+
+
+async def test_a_cut_extraction_answer_is_never_committed(real_llm, data_dir):
+    """A real model's answer cut at max_tokens is not JSON: mem0 stores nothing, so the
+    write must fail (retryable), never say committed; with room it commits."""
+    tiny = load_provider(_mem0_block(real_llm, max_tokens=8), data_dir=data_dir)
+    text = "My sister Ana lives in Porto and she works as a marine biologist there."
+    try:
+        with pytest.raises(AdapterError) as caught:
+            await tiny.record_event(_event(text, 1))
+        assert caught.value.retryable
+        [receipt] = await tiny.record_events([_event(text, 2)])
+        assert receipt.status == "failed" and receipt.retryable
+        assert (await tiny.health()).status == "degraded"
+    finally:
+        await tiny.aclose()
+    roomy = load_provider(_mem0_block(real_llm), data_dir=data_dir)
+    try:
+        receipt = await roomy.record_event(_event(text, 3))
+        assert receipt.status == "committed"
+        result = await roomy.retrieve(RetrieveRequest(
+            query="Where does Ana live?", scope=MemoryScope(run_id="real", persona_id="alice"),
+            budget=ContextBudget(max_tokens=500)))
+        # Whatever the model wrote, every item says which event it came from.
+        assert all(i.source_event_ids == ["real-3"] for i in result.items)
+    finally:
+        await roomy.aclose()
+
+
+async def test_a_fact_told_to_nanobot_reaches_the_next_sessions_prompt(real_llm, tmp_path):
+    """A real nanobot AgentLoop with the plugin on mem0 (extraction on the same real
+    model): a fact said in one chat session is in the prompt the model gets in a new
+    session of the same user."""
+    from nanobot.agent.loop import AgentLoop
+    from nanobot.agent.tools.registry import ToolRegistry
+    from nanobot.config.loader import load_config
+
+    from nanobot_memory_adapters.nanobot import plugin_for
+
+    with RecordingProxy(real_llm["base_url"]) as proxy:
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "config.json").write_text(json.dumps({
+            "agents": {"defaults": {"workspace": str(home / "workspace"), "model":
+                                    real_llm["model"], "provider": "custom", "maxTokens": 64,
+                                    "contextWindowTokens": 200000}},
+            "providers": {"custom": {"apiKey": "none", "apiBase": proxy.base_url}},
+        }))
+        (home / "memory.json").write_text(json.dumps({
+            "memory": {**_mem0_block(real_llm), "budget": {"max_tokens": 600}},
+        }))
+        loop = AgentLoop.from_config(load_config(home / "config.json"),
+                                     tool_registry=ToolRegistry())
+        plugin = plugin_for(loop)
+        try:
+            await loop.process_direct("My sister Ana lives in Porto.", session_key="cli:one",
+                                      channel="cli", chat_id="me", sender_id="me")
+            assert await plugin.flush(timeout_s=900) == 0
+            assert plugin.outbox.stats("mem0").failed == 0
+            before = len(proxy.requests)
+            await loop.process_direct("Where does my sister live?", session_key="cli:two",
+                                      channel="cli", chat_id="me", sender_id="me")
+            agent = [r for r in proxy.requests[before:] if r.get("tools")]
+            assert agent, "nanobot sent no agent request"
+            prompt = json.dumps(agent[0]["messages"], ensure_ascii=False)
+            assert "<memory-context" in prompt and "Porto" in prompt
+        finally:
+            await loop.aclose()
+            await plugin.aclose()
