@@ -7,6 +7,7 @@ is XML-escaped and can neither close the section nor open a forged one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,6 +62,17 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
     if item.native_id:
         tail.append(f"id={item.native_id}")
     return head, tail
+
+
+# An item label that says the fact no longer holds: validity with an end other than "now",
+# or an expiry (see ``_label_parts``). Used by metrics that must tell a superseded fact
+# shown as history from one shown as current.
+_ENDED = re.compile(r"\bvalid=[^;\]]*\.\.(?!now\b)[^;\]\s]+|\bexpired=")
+
+
+def ended_validity(line: str) -> bool:
+    """Whether an item line's label marks its fact as ended (invalidated or expired)."""
+    return bool(_ENDED.search(line))
 
 
 def _body(item: RetrievedItem) -> str:

@@ -1,12 +1,16 @@
 """oracle_ipas: a fixed, structured ground-truth preference provider (the ceiling).
 
 Preferences are configuration, keyed by persona; scenario/context/attribute select them
-exactly (a hard filter), which is what "oracle" means. Nothing is ever written.
+exactly (a hard filter), which is what "oracle" means. A preference with ``valid_from`` /
+``valid_until`` is shown only while it holds at the request's ``as_of`` (now when the
+request does not say): a changed preference shows its current value, never the old one.
+Nothing is ever written.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,6 +22,7 @@ from nanobot_memory_adapters.contract import (
     ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
+    utcnow,
 )
 from nanobot_memory_adapters.registry import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
@@ -41,6 +46,20 @@ class Preference(BaseModel):
     value: str = Field(min_length=1)
     context: str | None = None
     scenario: str | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+    def holds_at(self, at: datetime) -> bool:
+        start, end = self.valid_from, self.valid_until
+        return (start is None or _comparable(start) <= at) and (
+            end is None or at < _comparable(end))
+
+
+def _comparable(value: datetime) -> datetime:
+    """Naive times in a preferences file are read as UTC."""
+    from datetime import UTC
+
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class OracleConfig(BaseModel):
@@ -83,11 +102,14 @@ class OracleIPAS(BaseAdapter):
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         persona = request.scope.persona_id
         wanted = request.tags()
+        at = _comparable(request.as_of) if request.as_of else utcnow()
         items = []
         for index, pref in enumerate(self.preferences.get(persona, [])):
-            fields = pref.model_dump()
+            fields = pref.model_dump(include={"attribute", "value", "context", "scenario"})
             # A preference without a tag applies everywhere; a tagged one only where it matches.
             if any(fields.get(k) not in (None, v) for k, v in wanted.items()):
+                continue
+            if not pref.holds_at(at):
                 continue
             items.append(
                 RetrievedItem(
@@ -99,9 +121,9 @@ class OracleIPAS(BaseAdapter):
             )
         return NativeRetrieval(
             items=items,
-            raw={"persona": persona, "filter": wanted},
+            raw={"persona": persona, "filter": wanted, "as_of": at.isoformat()},
             native_operation="oracle.lookup",
-            native_request={"filter": wanted},
+            native_request={"filter": wanted, "as_of": at.isoformat()},
         )
 
     async def _reset(self, scope: MemoryScope) -> str | None:

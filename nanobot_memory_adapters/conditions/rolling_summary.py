@@ -2,8 +2,10 @@
 
 Each scope gets a nanobot workspace; turns go into nanobot's ``history.jsonl`` journal
 through nanobot's own ``MemoryStore`` (the same bounded raw checkpoint nanobot writes when
-it archives without a summary), and retrieve returns exactly what nanobot would put in its
-system prompt: ``MEMORY.md``. Only nanobot's Dream (an LLM pass) turns the journal into
+it archives without a summary), and retrieve returns what nanobot's native memory would put
+in its system prompt: ``MEMORY.md`` and ``USER.md`` (where Dream writes what it learned
+about the user; left out while it is still nanobot's untouched template, as nanobot does).
+Only nanobot's Dream (an LLM pass) turns the journal into
 MEMORY.md. With ``llm`` configured, ``wait_until_ready`` runs nanobot's own Dream on the
 scope's workspace — a real nanobot ``AgentLoop`` with nanobot's Dream prompt and tools,
 driven the way nanobot's gateway cron job drives it — until the journal is consolidated.
@@ -68,6 +70,21 @@ class RollingSummaryConfig(BaseModel):
     workspace_root: str | None = None  # default: <data_dir>/rolling_summary
     llm: DreamLLM | None = None
     dream_batches_max: int = Field(default=50, gt=0, description="Dream runs per readiness wait")
+
+
+def _user_profile(path: Path) -> str:
+    """USER.md as nanobot shows it: empty when missing or still the bundled template."""
+    if not path.is_file():
+        return ""
+    content = path.read_text(encoding="utf-8").strip()
+    if not content:
+        return ""
+    from nanobot.agent.context import ContextBuilder
+
+    is_template = getattr(ContextBuilder, "_is_template_content", None)
+    if callable(is_template) and is_template(content, "USER.md"):
+        return ""
+    return content
 
 
 def _memory_store(workspace: Path) -> Any:
@@ -243,6 +260,7 @@ class RollingSummary(BaseAdapter):
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         store = self.store(request.scope)
         memory = await asyncio.to_thread(store.read_memory)
+        user = await asyncio.to_thread(_user_profile, Path(store.user_file))
         items = []
         if memory.strip():
             items.append(
@@ -250,10 +268,13 @@ class RollingSummary(BaseAdapter):
                     native_id="MEMORY.md", text=memory.strip(), native_type="long_term_memory"
                 )
             )
+        if user:
+            items.append(RetrievedItem(native_id="USER.md", text=user, native_type="user_profile"))
         return NativeRetrieval(
             items=items,
-            raw={"memory_file": str(store.memory_file)},
-            native_operation="MemoryStore.read_memory",
+            raw={"memory_file": str(store.memory_file), "user_file": str(store.user_file),
+                 "user_profile_shown": bool(user)},
+            native_operation="MemoryStore.read_memory + USER.md",
         )
 
     async def _reset(self, scope: MemoryScope) -> str | None:
@@ -261,11 +282,13 @@ class RollingSummary(BaseAdapter):
 
         def clear() -> None:
             store.write_memory("")
-            for path in (store.history_file, store._cursor_file, store._dream_cursor_file):
+            for path in (store.history_file, store._cursor_file, store._dream_cursor_file,
+                         store.user_file, store.soul_file):
                 Path(path).unlink(missing_ok=True)
 
         await asyncio.to_thread(clear)
-        return "MEMORY.md emptied and history.jsonl removed for this scope's workspace"
+        return ("MEMORY.md emptied; history.jsonl, USER.md and SOUL.md (Dream's other files) "
+                "removed for this scope's workspace")
 
     async def _health(self) -> NativeHealth:
         await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ err_console = Console(stderr=True)
 DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
 DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
 DEMO_PROVIDERS = ("no_memory", "full_history", "simple_rag")
+DEMO_PREFERENCE_PROVIDERS = ("no_memory", "full_history", "simple_rag", "oracle_ipas")
 _MARK = {
     "passed": "✓",
     "not_applicable": "(n/a)",
@@ -213,6 +214,16 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
     return table
 
 
+def _endpoint_or_none(base_url: str | None, model: str | None, key_env: str) -> Any:
+    if not base_url:
+        return None
+    if not model:
+        raise _fail("--llm-model is required with --llm-base-url")
+    from nanobot_memory_adapters.harness.judge import LLMEndpoint
+
+    return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
+
+
 def _judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
     if not base_url:
         return None
@@ -402,6 +413,13 @@ def bench_command(
         typer.Option(help="single: one persona per conversation (default); dual: one per "
                      "speaker, as mem0's and MemOS's own LoCoMo scripts record it."),
     ] = "single",
+    task: Annotated[
+        str,
+        typer.Option(help="locomo: evidence recall on LoCoMo (default). preferences: "
+                     "behavioural test sessions through nanobot (--dataset is a scenario "
+                     "JSON, or generated from --seed; --llm-* is nanobot's model and the "
+                     "open-task judge). Also: nanobot-memory preferences run."),
+    ] = "locomo",
     verify: Annotated[
         bool, typer.Option(help="Recompute recall from traces.jsonl and compare.")
     ] = False,
@@ -416,6 +434,20 @@ def bench_command(
     from nanobot_memory_adapters.harness.locomo_mapping import SPEAKER_PROTOCOLS
     from nanobot_memory_adapters.harness.timeline import BenchConfig
 
+    if task == "preferences":
+        from nanobot_memory_adapters.harness.preferences import cli as prefs
+
+        endpoint = _endpoint_or_none(llm_base_url, llm_model, llm_api_key_env)
+        cfg = prefs.build_config(
+            out=out, providers=providers, scenario=prefs.load_scenario(dataset, 3, seed),
+            budget_tokens=budget_tokens, provider_config=provider_config, seed=seed,
+            fresh=fresh, readiness_timeout=readiness_timeout, agent=endpoint, judge=endpoint,
+            simulator="scripted", test_tags="context", placement="system_prompt",
+        )
+        prefs.run_and_report(cfg, as_json=as_json)
+        return
+    if task != "locomo":
+        raise _fail(f"--task {task!r}: use locomo or preferences")
     names = [p.strip() for p in providers.split(",") if p.strip()]
     _check_names(names)
     if speakers not in SPEAKER_PROTOCOLS:
@@ -519,6 +551,9 @@ def demo_command(
     probe: Annotated[
         bool, typer.Option(help="Say why the other providers are not in the demo.")
     ] = True,
+    preferences: Annotated[
+        bool, typer.Option(help="Also run a small generated preference set (controls).")
+    ] = True,
 ) -> None:
     """The main job on embedded defaults, no LLM: the swap flow for no_memory, full_history
     and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
@@ -577,11 +612,32 @@ def demo_command(
     )
     console.print(f"open {out / 'report.html'} for the plots")
     code = _report_failures(outcome.results)
+    if preferences:
+        console.rule("4. preference sessions (generated, 1 persona; retrieval only, no LLM)")
+        from nanobot_memory_adapters.harness.preferences import cli as prefs
+
+        cfg = prefs.build_config(
+            out=out / "preferences", providers=",".join(DEMO_PREFERENCE_PROVIDERS),
+            scenario=prefs.load_scenario(None, 1, 0), budget_tokens=800,
+            provider_config=None, seed=0, fresh=not resume, readiness_timeout=120.0,
+            agent=None, judge=None, simulator="scripted", test_tags="context",
+            placement="system_prompt",
+        )
+        try:
+            prefs.run_and_report(cfg)
+        except typer.Exit as exc:
+            code = code or exc.exit_code
+        console.print(f"open {out / 'preferences' / 'report.html'}; with a model, "
+                      "nanobot-memory preferences run --agent-base-url URL --agent-model M "
+                      "runs the test sessions through nanobot")
     if code:
         raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
+    from nanobot_memory_adapters.harness.preferences.cli import prefs_app
+
     app.command("swap")(swap_command)
     app.command("bench")(bench_command)
     app.command("demo")(demo_command)
+    app.add_typer(prefs_app, name="preferences")

@@ -260,24 +260,29 @@ class Prepared:
 
 
 async def prepare_provider(
-    name: str, cfg: BenchConfig, writer: JsonlTraceWriter
+    name: str, cfg: BenchConfig, writer: JsonlTraceWriter, *, label: str | None = None,
+    block: dict[str, Any] | None = None,
 ) -> tuple[Prepared | None, str | None]:
-    """Build one provider, or say why it is skipped (needs an LLM, missing extra, down)."""
+    """Build one provider, or say why it is skipped (needs an LLM, missing extra, down).
+
+    ``label`` names a variant of the provider (an experiment group) with a store of its
+    own; ``block`` overrides the provider's block from ``cfg.provider_configs``."""
     from nanobot_memory_adapters.registry import load_provider
 
-    block = cfg.provider_configs.get(name)
+    block = block if block is not None else cfg.provider_configs.get(name)
     source = mf.provider_source(name, block)
     sink = AnnotatingSink(writer)
+    store = (label or name).replace("+", "_")
     try:
         _, kind, native_block = mf.native_config(source)
-        adapter = load_provider(source, data_dir=cfg.out / "stores" / name, trace_sink=sink)
+        adapter = load_provider(source, data_dir=cfg.out / "stores" / store, trace_sink=sink)
     except ConfigError as exc:
         return None, f"config: {exc}"
     except ImportError as exc:
         return None, f"not installed: {exc}"
     except Exception as exc:  # a provider that cannot even be built is skipped, not fatal
         return None, f"could not be built: {_error(exc)[:300]}"
-    if adapter.info.requires_llm and name not in cfg.provider_configs:
+    if adapter.info.requires_llm and not block:
         await adapter.aclose()
         return None, (
             "needs an LLM (ProviderInfo.requires_llm); configure one in its block "
@@ -297,7 +302,7 @@ async def prepare_provider(
     if health.status == "unavailable":
         await adapter.aclose()
         return None, f"unavailable: {json.dumps(health.details, default=str)[:300]}"
-    return Prepared(name, kind, native_block, adapter, sink), None
+    return Prepared(label or name, kind, native_block, adapter, sink), None
 
 
 # -- one unit: provider x conversation ------------------------------------------------------

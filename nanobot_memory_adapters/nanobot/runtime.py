@@ -49,7 +49,13 @@ from nanobot_memory_adapters.nanobot.settings import (
     with_provider,
     write_settings,
 )
-from nanobot_memory_adapters.nanobot.turns import build_event, identity_values, scope_for, tags_from
+from nanobot_memory_adapters.nanobot.turns import (
+    as_of_from,
+    build_event,
+    identity_values,
+    scope_for,
+    tags_from,
+)
 
 LOG = seams.LOG_PREFIX
 PASSTHROUGH = "rolling_summary"  # nanobot's own file memory: the plugin stays out of the way
@@ -117,14 +123,23 @@ def _ago(ts: float | None) -> str:
 class MemoryPlugin:
     """Everything the plugin does inside one AgentLoop."""
 
-    def __init__(self, loop: Any, *, sessions: Any, bus: Any, workspace: Path) -> None:
+    def __init__(self, loop: Any, *, sessions: Any, bus: Any, workspace: Path,
+                 provided: Any = None) -> None:
         self.loop = loop
         self.sessions = sessions
         self.bus = bus
         self.workspace = Path(workspace)
         config_dir = seams.config_dir_of(sessions) or seams.default_config_dir()
         self.settings_path = settings_path(config_dir)
-        self.settings: LoadedSettings = load_settings(self.settings_path)
+        # A provider handed in by the embedding program (nanobot.tool.provided_memory):
+        # described by its own settings, used as it is, never closed here.
+        self._owns_adapter = provided is None
+        if provided is not None:
+            self.settings_path = self.workspace / "memory.json"
+            self.settings: LoadedSettings = parse_settings(self.settings_path,
+                                                           provided.settings)
+        else:
+            self.settings = load_settings(self.settings_path)
         self.status = "unconfigured"  # unconfigured | disabled | passthrough | active
         self.reason = ""
         self.adapter: MemoryAdapter | None = None
@@ -151,6 +166,8 @@ class MemoryPlugin:
         self._unsettled: dict[str, int] = {}
         self._settled: asyncio.Condition | None = None
         self._apply_settings()
+        if provided is not None and self.status == "active":
+            self.adapter = provided.adapter
         _plugins[loop] = self
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -170,7 +187,9 @@ class MemoryPlugin:
             self.status, self.provider = "disabled", s.memory.provider_name
             self.reason = f'"enabled": false in {s.path}; nanobot\'s own memory is in use'
             logger.info("{}: memory disabled — {}", LOG, self.reason)
-        elif s.memory.provider_name == PASSTHROUGH:
+        elif s.memory.provider_name == PASSTHROUGH and self._owns_adapter:
+            # In a user's nanobot, rolling_summary *is* nanobot's own memory: hands off. A
+            # provided instance (the benchmark's) is served through the slot like any other.
             self.status, self.provider = "passthrough", PASSTHROUGH
             self.reason = ("rolling_summary: nanobot's own MEMORY.md, history.jsonl and Dream "
                            "are in charge; the plugin is passive")
@@ -318,7 +337,7 @@ class MemoryPlugin:
 
     async def _close_adapter(self) -> None:
         adapter, self.adapter = self.adapter, None
-        if adapter is not None:
+        if adapter is not None and self._owns_adapter:
             try:
                 await adapter.aclose()
             except Exception as exc:
@@ -411,7 +430,8 @@ class MemoryPlugin:
             assert self.adapter is not None
             request = RetrieveRequest(
                 query=query, scope=scope, session_id=session_id,
-                budget=memory.budget.to_budget(), **tags_from(attributes),
+                budget=memory.budget.to_budget(), as_of=as_of_from(attributes),
+                **tags_from(attributes),
             )
             await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
             started = time.perf_counter()

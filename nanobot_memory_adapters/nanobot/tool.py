@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
@@ -25,6 +26,33 @@ ENV_SWITCH = "NANOBOT_MEMORY_PLUGIN"  # "0" / "off": never attach (nanobot runs 
 _suppressed: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "nanobot_memory_plugin_suppressed", default=False
 )
+
+
+@dataclass(frozen=True)
+class ProvidedMemory:
+    """A provider the embedding program already holds, with the memory.json content that
+    describes it (``{"memory": {...}, "nanobot": {...}}``). The plugin uses the adapter as
+    it is, instead of building one from memory.json, and never closes it."""
+
+    adapter: Any
+    settings: dict[str, Any]
+
+
+_provided: contextvars.ContextVar[ProvidedMemory | None] = contextvars.ContextVar(
+    "nanobot_memory_plugin_provided", default=None
+)
+
+
+@contextlib.contextmanager
+def provided_memory(adapter: Any, settings: dict[str, Any]) -> Iterator[None]:
+    """AgentLoops built inside this block get the memory plugin on ``adapter`` (the
+    benchmark harness runs its test sessions through a real nanobot this way, on the very
+    provider instance it accumulated memory into)."""
+    token = _provided.set(ProvidedMemory(adapter, settings))
+    try:
+        yield
+    finally:
+        _provided.reset(token)
 
 
 @contextlib.contextmanager
@@ -71,7 +99,8 @@ class MemoryPluginTool(Tool):
 
         loop = seams.agent_loop_of(ctx)
         plugin = MemoryPlugin(loop, sessions=ctx.sessions or loop.sessions,
-                              bus=ctx.bus or loop.bus, workspace=Path(ctx.workspace))
+                              bus=ctx.bus or loop.bus, workspace=Path(ctx.workspace),
+                              provided=_provided.get())
         plugin.attach()
         seams.register_commands(loop, make_installer(plugin, TOOL_NAME))
         seams.add_help_specs(HELP_SPECS)

@@ -51,6 +51,16 @@ def tags_from(attributes: Mapping[str, Any] | None) -> dict[str, str]:
     return {k: v for k in _TAG_KEYS if isinstance(v := (attributes or {}).get(k), str) and v}
 
 
+def as_of_from(attributes: Mapping[str, Any] | None) -> datetime | None:
+    """The request's point on the user's timeline, when the caller says (a replayed
+    benchmark does, through the ``as_of`` request attribute); None = now."""
+    value = (attributes or {}).get("as_of")
+    if isinstance(value, datetime):
+        return value if value.tzinfo else None
+    parsed = _parse_ts(value)
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
+    FeedbackRequest,
     MemoryEvent,
     MemoryScope,
     ProviderInfo,
@@ -145,7 +146,28 @@ class PendingAdapter(BulkReadyAdapter):
         return Readiness(status="pending", pending_count=1, detail="still deriving")
 
 
+class FeedbackAdapter(_Store):
+    """Declares native feedback: a feedback text becomes a remembered turn of the scope
+    (what a feedback-learning backend would keep)."""
+
+    NAME = "with_feedback"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.feedback: list[FeedbackRequest] = []
+
+    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        if self.mode.read_only:
+            return WriteReceipt(status="skipped_read_only",
+                                trace=self._trace("apply_feedback", status="skipped_read_only"))
+        self.feedback.append(request)
+        trace = self._trace("apply_feedback", status="committed", scope=request.scope.key)
+        self._emit(trace)
+        return WriteReceipt(status="committed", trace=trace)
+
+
 FAKES = {
+    "with_feedback": FeedbackAdapter,
     "leaky": LeakyAdapter,
     "down": DownAdapter,
     "gate_leak": GateLeakAdapter,

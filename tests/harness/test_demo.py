@@ -45,3 +45,10 @@ def test_demo_runs_swap_then_bench_and_prints_the_table(locomo_file, tmp_path):
     assert "LLM" in text
     assert results["providers"]["full_history"]["recall"]["overall"]["turn"] > 0
     assert (out / "report.html").is_file()
+    # 4. the generated preference set for the controls (retrieval only, no model)
+    assert "preference sessions" in text
+    prefs = json.loads((out / "preferences" / "results.json").read_text())
+    oracle = prefs["providers"]["oracle_ipas"]["scores"]["overall"]
+    assert oracle["current_exposure"] == 1.0
+    assert prefs["providers"]["no_memory"]["scores"]["overall"]["current_exposure"] == 0.0
+    assert (out / "preferences" / "report.html").is_file()

@@ -80,8 +80,9 @@ def _event(text: str, n: int) -> MemoryEvent:
 
 async def test_a_cut_extraction_answer_is_never_committed(real_llm, data_dir):
     """A real model's answer cut at max_tokens is not JSON: mem0 stores nothing, so the
-    write must fail (retryable), never say committed; with room it commits."""
-    tiny = load_provider(_mem0_block(real_llm, max_tokens=8), data_dir=data_dir)
+    write must fail (retryable), never say committed; with room it commits. Three tokens
+    cannot hold even an empty answer ({"memory": []} takes five)."""
+    tiny = load_provider(_mem0_block(real_llm, max_tokens=3), data_dir=data_dir)
     text = "My sister Ana lives in Porto and she works as a marine biologist there."
     try:
         with pytest.raises(AdapterError) as caught:

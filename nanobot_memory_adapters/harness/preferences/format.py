@@ -55,7 +55,11 @@ class PreferenceFact(BaseModel):
     valid_from: datetime
     valid_until: datetime | None = None
     revealed: Literal["explicit", "implicit"] = "explicit"
-    cues: list[str] = Field(min_length=1)
+    cues: list[str] = Field(
+        default_factory=list,
+        description="Words identifying its evidence in a memory context; empty when unknown "
+        "(exposure is then n/a for tests of it).",
+    )
     evidence: list[str] = Field(default_factory=list, description="Turn ids revealing it.")
 
     @field_validator("valid_from", "valid_until")

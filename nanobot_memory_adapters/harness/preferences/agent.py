@@ -1,0 +1,216 @@
+"""Test sessions through a real nanobot ``AgentLoop``.
+
+The loop is built the way ``nanobot agent`` builds it, in a private home (config, a
+neutral workspace, its own session store), with the memory plugin active on the provider
+under test: the harness hands the plugin the very adapter instance it accumulated memory
+into (``nanobot.tool.provided_memory``), read-only, with scope templates that resolve to
+the unit's scope. Every provider therefore enters through the same prompt slot, and the
+plugin's own recall builds the ``RetrieveRequest`` (the user's message as the query, the
+test's tags and timeline time as request attributes).
+
+Option tasks are answered in plain text and the choice is parsed from the reply (small
+local models write tool calls as text, so a choice tool would measure the model's tool
+use, not its memory). A scripted simulator asks once more for a letter when no option
+can be read; an LLM simulator (when configured) writes that follow-up instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
+from nanobot_memory_adapters.harness.preferences.format import TestSession
+
+OPTION_INSTRUCTION = (
+    "Options:\n{options}\n\nPick the one option that suits me best. Reply with its letter "
+    "in parentheses first, e.g. (b), then one short sentence."
+)
+FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
+SIMULATOR_PROMPT = (
+    "You play a user talking to an assistant. Your request was:\n{opening}\n\nThe "
+    "assistant answered:\n{reply}\n\nIt has not clearly picked one option. Write your next "
+    "message (one or two sentences) asking it to pick one option by its letter. Do not "
+    "state or hint at any of your preferences."
+)
+
+
+@dataclass
+class AgentLLM:
+    """The model nanobot answers with in test sessions (any OpenAI-compatible endpoint)."""
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    max_tokens: int = 256
+    temperature: float = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env,
+                "max_tokens": self.max_tokens, "temperature": self.temperature}
+
+
+@dataclass
+class AgentTurn:
+    reply: str
+    context: str
+    transcript: list[dict[str, str]] = field(default_factory=list)
+    follow_ups: int = 0
+    recall_error: str | None = None  # the plugin answered without fresh memory (why)
+
+
+def opening_message(test: TestSession) -> str:
+    if test.kind != "option":
+        return test.opening
+    options = "\n".join(f"({o.id}) {o.text}" for o in test.options)
+    return f"{test.opening}\n\n" + OPTION_INSTRUCTION.format(options=options)
+
+
+class NanobotAgent:
+    """One nanobot AgentLoop for one unit (provider x persona)."""
+
+    def __init__(
+        self,
+        llm: AgentLLM,
+        adapter: MemoryAdapter,
+        provider: str,
+        kind: str,
+        block: dict[str, Any],
+        scope: MemoryScope,
+        budget_tokens: int,
+        home: Path,
+        *,
+        placement: str = "system_prompt",
+        recall_timeout_s: float = 120.0,
+    ) -> None:
+        self.llm = llm
+        self.adapter = adapter
+        self.scope = scope
+        self.home = home
+        self.memory_settings: dict[str, Any] = {
+            "memory": {
+                kind: provider,
+                **({provider: block} if block else {}),
+                "budget": {"max_tokens": budget_tokens},
+                "scope": {"run_id": scope.run_id, "persona_id": scope.persona_id,
+                          "agent_id": scope.agent_id or "nanobot",
+                          "session_id": "{session_key}"},
+            },
+            "nanobot": {"read_only": True, "recall_timeout_s": recall_timeout_s,
+                        "startup_timeout_s": recall_timeout_s,
+                        "context_placement": placement},
+        }
+        self.loop: Any = None
+        self.plugin: Any = None
+
+    async def start(self) -> NanobotAgent:
+        from nanobot.agent.loop import AgentLoop
+        from nanobot.agent.tools.registry import ToolRegistry
+        from nanobot.config.loader import load_config
+        from nanobot.session.manager import SessionManager
+
+        from nanobot_memory_adapters.nanobot import plugin_for
+        from nanobot_memory_adapters.nanobot.tool import provided_memory
+
+        workspace = self.home / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True)
+        config_path = self.home / "config.json"
+        key = os.environ.get(self.llm.api_key_env) or "not-needed"
+        config_path.write_text(json.dumps({
+            "agents": {"defaults": {
+                "workspace": str(workspace), "model": self.llm.model, "provider": "custom",
+                "maxTokens": self.llm.max_tokens, "temperature": self.llm.temperature,
+                # nanobot over-estimates prompts of custom providers (BACKENDS.md): a small
+                # window would refuse turns that fit.
+                "contextWindowTokens": 200000,
+            }},
+            "providers": {"custom": {"apiKey": "${NANOBOT_MEMORY_AGENT_KEY}",
+                                     "apiBase": self.llm.base_url}},
+        }))
+        os.environ["NANOBOT_MEMORY_AGENT_KEY"] = key  # the key never lands in a file
+        config = load_config(config_path)
+        sessions = SessionManager(workspace, sessions_root=self.home / "sessions")
+        with provided_memory(self.adapter, self.memory_settings):
+            self.loop = AgentLoop.from_config(config, tool_registry=ToolRegistry(),
+                                              session_manager=sessions)
+        self.plugin = plugin_for(self.loop)
+        if self.plugin is None or self.plugin.status != "active":
+            reason = getattr(self.plugin, "reason", "the plugin did not attach")
+            await self.aclose()
+            raise RuntimeError(f"memory plugin not active in the test agent: {reason}")
+        return self
+
+    async def turn(self, test: TestSession, session_key: str, simulator: Any = None,
+                   tags: dict[str, str] | None = None) -> AgentTurn:
+        """The test session: the opening, the agent's reply, at most one follow-up.
+        ``tags`` are the request attributes the plugin turns into RetrieveRequest tags."""
+        from nanobot_memory_adapters.harness.preferences.scoring import parse_choice
+
+        attributes = {**(test.tags() if tags is None else tags), "as_of": test.at.isoformat()}
+        message = opening_message(test)
+        transcript = [{"role": "user", "content": message}]
+        reply = await self._say(message, session_key, attributes)
+        context, recall_error = self._context(session_key)
+        transcript.append({"role": "assistant", "content": reply})
+        follow_ups = 0
+        if test.kind == "option" and parse_choice(reply, test) is None:
+            follow = await simulator.follow_up(test, reply) if simulator else FOLLOW_UP
+            transcript.append({"role": "user", "content": follow})
+            reply = await self._say(follow, session_key, attributes)
+            transcript.append({"role": "assistant", "content": reply})
+            follow_ups = 1
+        return AgentTurn(reply, context, transcript, follow_ups, recall_error)
+
+    async def _say(self, text: str, session_key: str, attributes: dict[str, str]) -> str:
+        out = await self.loop.process_direct(
+            text, session_key=session_key, channel="bench", chat_id=session_key,
+            sender_id=self.scope.persona_id, attributes=attributes,
+        )
+        return (out.content if out is not None else "") or ""
+
+    def _context(self, session_key: str) -> tuple[str, str | None]:
+        """The memory section the plugin put into this turn's prompt, and why it is not a
+        fresh one when it is not (a failed or timed-out retrieve)."""
+        entry = self.plugin.cache.get(session_key) if self.plugin is not None else None
+        if entry is None:
+            return "", "the plugin made no recall for this turn"
+        if entry.stale:
+            last = self.plugin.last_error
+            return entry.text, f"recall failed: {last.message if last else 'unknown'}"
+        return entry.text, None
+
+    async def aclose(self) -> None:
+        if self.loop is not None:
+            await self.loop.aclose()
+        if self.plugin is not None:
+            await self.plugin.aclose()  # a provided adapter stays open (the harness owns it)
+        self.loop = self.plugin = None
+
+
+class ScriptedSimulator:
+    """The default user: asks once for a letter when the reply picked no option."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "scripted", "follow_up": FOLLOW_UP}
+
+    async def follow_up(self, test: TestSession, reply: str) -> str:
+        return FOLLOW_UP
+
+
+class LLMSimulator:
+    """An LLM plays the user's follow-up (never revealing a preference)."""
+
+    def __init__(self, client: Any, description: dict[str, Any]) -> None:
+        self.client = client
+        self.description = description
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "llm", **self.description}
+
+    async def follow_up(self, test: TestSession, reply: str) -> str:
+        prompt = SIMULATOR_PROMPT.format(opening=opening_message(test), reply=reply[:1500])
+        text = await self.client.chat([{"role": "user", "content": prompt}], max_tokens=80)
+        return text.strip() or FOLLOW_UP

@@ -1,0 +1,258 @@
+"""``nanobot-memory preferences generate | personamem | run`` (and ``bench --task
+preferences``, which runs the same with bench's options)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+prefs_app = typer.Typer(
+    help="Behavioural preference sessions: generate scenarios, import PersonaMem, run them.",
+    no_args_is_help=True,
+)
+
+DEFAULT_PROVIDERS = "no_memory,full_history,simple_rag,oracle_ipas"
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@prefs_app.command("generate")
+def generate_command(
+    out: Annotated[Path, typer.Option(help="Scenario JSON to write.")],
+    personas: Annotated[int, typer.Option(help="How many personas (1-8).")] = 3,
+    seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
+) -> None:
+    """Write a generated, seeded scenario set (license-clean: this project's phrase bank)."""
+    from nanobot_memory_adapters.harness.preferences.format import dump_scenarios
+    from nanobot_memory_adapters.harness.preferences.generator import generate
+
+    try:
+        scenario = generate(personas, seed)
+    except ValueError as exc:
+        raise _fail(f"--personas: {exc}") from None
+    if out.is_dir():
+        raise _fail(f"--out {out} is a directory; give a file name such as scenarios.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dump_scenarios(scenario), encoding="utf-8")
+    tests = sum(len(p.tests) for p in scenario.personas)
+    console.print(f"wrote {out}: {personas} personas, {tests} test sessions (seed {seed})")
+
+
+@prefs_app.command("personamem")
+def personamem_command(
+    questions: Annotated[Path, typer.Option(help="PersonaMem questions_*.csv")],
+    contexts: Annotated[Path, typer.Option(help="PersonaMem shared_contexts_*.jsonl")],
+    out: Annotated[Path, typer.Option(help="Scenario JSON to write.")],
+    limit: Annotated[int | None, typer.Option(help="At most this many questions.")] = None,
+    persona: Annotated[
+        list[str] | None, typer.Option(help="Only these persona ids (repeatable).")
+    ] = None,
+) -> None:
+    """Convert PersonaMem files you have into the scenario format (not shipped here)."""
+    from nanobot_memory_adapters.harness.preferences.format import ScenarioError, dump_scenarios
+    from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
+
+    try:
+        scenario, stats = load_personamem(questions, contexts, limit=limit,
+                                          personas=persona or None)
+    except ScenarioError as exc:
+        raise _fail(str(exc)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dump_scenarios(scenario), encoding="utf-8")
+    console.print(f"wrote {out}: {stats}")
+
+
+def load_scenario(dataset: Path | None, personas: int, seed: int) -> Any:
+    from nanobot_memory_adapters.harness.preferences.format import ScenarioError, load_scenarios
+    from nanobot_memory_adapters.harness.preferences.generator import generate
+
+    try:
+        return load_scenarios(dataset) if dataset else generate(personas, seed)
+    except ScenarioError as exc:
+        raise _fail(str(exc)) from None
+    except ValueError as exc:
+        raise _fail(f"--personas: {exc}") from None
+
+
+def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) -> Any:
+    if not base_url:
+        return None
+    if not model:
+        raise _fail(f"--{what}-model is required with --{what}-base-url")
+    from nanobot_memory_adapters.harness.judge import LLMEndpoint
+
+    return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
+
+
+def build_config(
+    *, out: Path, providers: str, scenario: Any, budget_tokens: int, provider_config: Path | None,
+    seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
+    simulator: str, test_tags: str, placement: str,
+) -> Any:
+    from nanobot_memory_adapters.harness.cli import _check_names, _provider_configs
+    from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient
+    from nanobot_memory_adapters.harness.preferences.agent import (
+        AgentLLM,
+        LLMSimulator,
+        ScriptedSimulator,
+    )
+    from nanobot_memory_adapters.harness.preferences.driver import (
+        PreferenceBenchConfig,
+        RubricJudge,
+        split_group,
+    )
+
+    names = [p.strip() for p in providers.split(",") if p.strip()]
+    _check_names([split_group(n)[0] for n in names])
+    if test_tags not in ("context", "all", "none"):
+        raise _fail(f"--test-tags {test_tags!r}: use context, all or none")
+    if placement not in ("system_prompt", "user_message"):
+        raise _fail(f"--placement {placement!r}: use system_prompt or user_message")
+    if simulator not in ("scripted", "llm"):
+        raise _fail(f"--simulator {simulator!r}: use scripted or llm")
+    closers: list[Any] = []
+    rubric = None
+    if judge is not None:
+        client = OpenAICompatibleClient(judge)
+        closers.append(client.aclose)
+        rubric = RubricJudge(client, judge.describe())
+    sim: Any = ScriptedSimulator()
+    if simulator == "llm":
+        endpoint = judge or agent
+        if endpoint is None:
+            raise _fail("--simulator llm needs a model: give --judge-base-url or "
+                        "--agent-base-url")
+        client = OpenAICompatibleClient(endpoint)
+        closers.append(client.aclose)
+        sim = LLMSimulator(client, endpoint.describe())
+    return PreferenceBenchConfig(
+        out=out, providers=names, scenario=scenario, budget_tokens=budget_tokens,
+        agent=AgentLLM(agent.base_url, agent.model, agent.api_key_env) if agent else None,
+        simulator=sim, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
+        placement=placement, provider_configs=_provider_configs(provider_config),
+        readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
+    )
+
+
+def results_table(results: dict[str, Any]) -> Table:
+    from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
+
+    table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens")
+    for col in ("provider", "group", "accuracy", *DIMENSIONS, "open (judged)",
+                "current exp.", "stale exp.", "failures"):
+        table.add_column(col, justify="left" if col in ("provider", "group") else "right")
+
+    def f(v: Any) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    for name, m in results["providers"].items():
+        s = m["scores"]
+        table.add_row(
+            name, m["experiment_group"], f(s["overall"]["accuracy"]),
+            *[f(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
+            f(s["open_tasks"]["judged_accuracy"]), f(s["overall"]["current_exposure"]),
+            f(s["overall"]["stale_exposure"]), str(sum(m["failures"].values())),
+        )
+    return table
+
+
+def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
+    import time
+
+    from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+    from nanobot_memory_adapters.harness.cli import (
+        RichProgress,
+        _progress,
+        _report_failures,
+    )
+    from nanobot_memory_adapters.harness.preferences.driver import run_preferences
+
+    started = time.perf_counter()
+    try:
+        if as_json:
+            outcome = asyncio.run(run_preferences(cfg))
+        else:
+            with _progress() as progress:
+                outcome = asyncio.run(run_preferences(cfg, RichProgress(progress)))
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted[/yellow]: rerun the same command to resume "
+                          f"from {cfg.out / 'checkpoint.json'}")
+        raise typer.Exit(130) from None
+    except CheckpointMismatch as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        print(json.dumps(outcome.results, indent=2))
+    else:
+        wide = console if console.is_terminal else Console(width=200)
+        wide.print(results_table(outcome.results))
+        for s in outcome.skipped:
+            console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",
+                          highlight=False, soft_wrap=True)
+        agent = outcome.manifest["settings"]["agent_mode"]
+        console.print(f"wall time {time.perf_counter() - started:.1f}s · {agent} · manifest "
+                      f"{outcome.manifest['manifest_sha256'][:12]} · exposure metrics "
+                      f"{outcome.results['metrics_sha256'][:12]}")
+        console.print(f"outputs in {outcome.out}: scenarios.json manifest.json traces.jsonl "
+                      "results.json report.html")
+    code = _report_failures(outcome.results)
+    if code:
+        raise typer.Exit(code)
+
+
+@prefs_app.command("run")
+def run_command(
+    providers: Annotated[str, typer.Option(help="Comma-separated providers; '<name>+feedback' "
+                                           "runs a provider with native feedback as its own "
+                                           "experiment group.")] = DEFAULT_PROVIDERS,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Scenario JSON (default: generate --personas with --seed).")] = None,
+    personas: Annotated[int, typer.Option(help="Generated personas (without --dataset).")] = 3,
+    seed: Annotated[int, typer.Option()] = 0,
+    budget_tokens: Annotated[int, typer.Option(help="Equal memory budget.")] = 800,
+    out: Annotated[Path, typer.Option(help="Output directory (holds the checkpoint).")] = Path(
+        "bench-out/preferences"),
+    agent_base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible endpoint nanobot answers test sessions with (without one: "
+        "retrieval-only, exposure metrics only).")] = None,
+    agent_model: Annotated[str | None, typer.Option()] = None,
+    agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
+    judge_base_url: Annotated[str | None, typer.Option(
+        help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option()] = None,
+    judge_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
+    simulator: Annotated[str, typer.Option(help="scripted | llm (the judge's endpoint).")
+                         ] = "scripted",
+    test_tags: Annotated[str, typer.Option(
+        help="Which test tags reach RetrieveRequest: context | all | none.")] = "context",
+    placement: Annotated[str, typer.Option(
+        help="Plugin context placement: system_prompt | user_message.")] = "system_prompt",
+    provider_config: Annotated[Path | None, typer.Option(
+        help='JSON {"provider": {block}}; a block opts an LLM-needing provider in.')] = None,
+    readiness_timeout: Annotated[float, typer.Option()] = 120.0,
+    fresh: Annotated[bool, typer.Option(help="Discard a previous run in --out.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Accumulate each persona's sessions into every provider, then run the test sessions
+    through a real nanobot AgentLoop with the memory plugin on that provider (read-only)
+    and score CS / PET / IQI. Exit codes as for bench (4: failures)."""
+    cfg = build_config(
+        out=out, providers=providers, scenario=load_scenario(dataset, personas, seed),
+        budget_tokens=budget_tokens, provider_config=provider_config, seed=seed, fresh=fresh,
+        readiness_timeout=readiness_timeout,
+        agent=_endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
+        judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
+        simulator=simulator, test_tags=test_tags, placement=placement,
+    )
+    run_and_report(cfg, as_json=as_json)

@@ -1,0 +1,222 @@
+"""PersonaMem (Jiang et al. 2025) -> the scenario format, from files the user supplies.
+
+PersonaMem ships ``questions_{32k,128k,1M}.csv`` and ``shared_contexts_*.jsonl``. Each
+context line is ``{shared_context_id: [{"role", "content"}, ...]}``: a long chat history
+in which ``system`` messages open the sessions (the first carries the persona). Each
+question row names its context and ``end_index_in_shared_context`` (the history up to
+that message is what the model may know), the user's message, ``all_options`` (a Python
+list literal of ``"(a) ..."`` strings) and ``correct_answer`` (``"(c)"``).
+
+Mapping (this project's, documented in docs/harness.md):
+
+- one shared context = one persona timeline here (``<persona_id>-<context id[:8]>``);
+  sessions split at system messages; no timestamps in PersonaMem, so session k is placed
+  on day k and messages a minute apart (order is what matters);
+- a question = an option task placed after the session holding its last visible message;
+  its target is a preference synthesized from the correct option (no ground-truth cues:
+  exposure metrics are n/a for PersonaMem, only choices are scored);
+- question types -> dimensions: the latest preference, the full evolution and the
+  reasons behind updates -> **PET**; preference-aligned recommendations -> **PET**
+  (acting on the latest values); generalizing to new scenarios -> **CS** (a preference
+  carried into another context); suggesting new ideas -> **IQI** (inferring what the user
+  would like but never said); recalling shared facts is not preference behaviour and is
+  skipped (counted).
+
+Both the renamed and the original type names are accepted (the released files differ by
+size; check the counts the command prints).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.harness.preferences.format import (
+    FORMAT,
+    ScenarioError,
+    ScenarioSet,
+    parse_scenarios,
+)
+
+DIMENSION_OF: dict[str, str | None] = {
+    "acknowledge_latest_preferences": "PET",
+    "acknowledge_latest_user_preferences": "PET",
+    "recalling_the_latest_user_preferences": "PET",
+    "track_full_preference_evolution": "PET",
+    "track_full_preference_updates": "PET",
+    "tracking_the_full_sequence_of_preference_updates": "PET",
+    "revisit_reasons_behind_preference_updates": "PET",
+    "recalling_the_reasons_behind_previous_updates": "PET",
+    "provide_preference_aligned_recommendations": "PET",
+    "recommendation_aligned_with_users_latest_preferences": "PET",
+    "generalize_to_new_scenarios": "CS",
+    "generalizing_to_new_scenarios": "CS",
+    "generalizing_past_reasons_in_memory_to_new_scenarios": "CS",
+    "suggest_new_ideas": "IQI",
+    "identifying_new_things_not_mentioned_by_the_user": "IQI",
+    "recall_user_shared_facts": None,
+    "recalling_facts_mentioned_by_the_user": None,
+}
+_OPTION = re.compile(r"^\s*\(([a-z])\)\s*(.*)$", re.S)
+_DAY0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
+
+
+def _options(raw: str, where: str) -> list[tuple[str, str]]:
+    try:
+        values = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        raise ScenarioError(f"{where}: all_options is not a list literal") from None
+    out = []
+    for value in values if isinstance(values, list | tuple) else []:
+        match = _OPTION.match(str(value))
+        if match:
+            out.append((match.group(1), " ".join(match.group(2).split())))
+    if len(out) < 2:
+        raise ScenarioError(f"{where}: all_options holds fewer than two '(x) ...' options")
+    return out
+
+
+def _read_contexts(path: Path, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
+    contexts: dict[str, list[dict[str, Any]]] = {}
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                raise ScenarioError(f"{path}: line {n} is not JSON") from None
+            for key, messages in item.items():
+                if key in wanted:
+                    contexts[key] = messages
+    return contexts
+
+
+def load_personamem(
+    questions: Path, contexts: Path, *, limit: int | None = None,
+    personas: list[str] | None = None,
+) -> tuple[ScenarioSet, dict[str, int]]:
+    for p in (questions, contexts):
+        if not p.is_file():
+            raise ScenarioError(f"{p} not found; give the PersonaMem file you downloaded")
+    with questions.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    stats = {"rows": len(rows), "used": 0, "skipped_fact_recall": 0, "skipped_unknown_type": 0,
+             "skipped_bad_index": 0}
+    if not rows:
+        raise ScenarioError(f"{questions}: no question rows")
+    need = {"shared_context_id", "end_index_in_shared_context", "correct_answer", "all_options"}
+    missing = need - set(rows[0])
+    if missing:
+        raise ScenarioError(f"{questions}: missing columns {sorted(missing)}")
+    if personas:
+        rows = [r for r in rows if r.get("persona_id") in personas]
+    if limit is not None:
+        rows = rows[:limit]
+    ctx = _read_contexts(contexts, {r["shared_context_id"] for r in rows})
+    by_context: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        by_context.setdefault(r["shared_context_id"], []).append(r)
+    out_personas = []
+    for cid, qs in by_context.items():
+        messages = ctx.get(cid)
+        if messages is None:
+            raise ScenarioError(f"{contexts}: no context {cid[:16]}... named by {questions}")
+        persona = _persona(cid, qs, messages, stats)
+        if persona is not None:
+            out_personas.append(persona)
+    if not out_personas:
+        raise ScenarioError(f"{questions}: no usable preference question (see the counts: "
+                            f"{stats})")
+    data = {"format": FORMAT, "name": f"personamem-{questions.stem}",
+            "source": {"loader": "personamem", "questions": questions.name,
+                       "contexts": contexts.name, **stats},
+            "personas": out_personas}
+    return parse_scenarios(data, origin=str(questions)), stats
+
+
+def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]],
+             stats: dict[str, int]) -> dict[str, Any] | None:
+    pid = f"{(rows[0].get('persona_id') or 'persona').strip() or 'persona'}-{cid[:8]}"
+    pid = re.sub(r"[^A-Za-z0-9_.:-]+", "_", pid)
+    sessions: list[dict[str, Any]] = []
+    index_of_message: dict[int, int] = {}
+    description = ""
+    at = _DAY0
+    for i, m in enumerate(messages):
+        role, content = m.get("role"), str(m.get("content") or "").strip()
+        if role == "system" or not sessions:
+            if role == "system" and not description:
+                description = content[:500]
+            at = _DAY0 + timedelta(days=len(sessions))
+            sessions.append({"session_id": f"{pid}-s{len(sessions) + 1}",
+                             "index": len(sessions) + 1, "turns": []})
+            if role == "system":
+                index_of_message[i] = len(sessions)
+                continue
+        if role not in ("user", "assistant") or not content:
+            index_of_message[i] = len(sessions)
+            continue
+        at += timedelta(minutes=1)
+        sessions[-1]["turns"].append({"turn_id": f"{pid}-m{i}", "role": role,
+                                      "content": content, "at": at.isoformat()})
+        index_of_message[i] = len(sessions)
+    kept = [s for s in sessions if s["turns"]]
+    renumber = {s["index"]: n for n, s in enumerate(kept, start=1)}
+    for s in kept:
+        s["index"] = renumber[s["index"]]
+    last_turn = {s["index"]: s["turns"][-1]["at"] for s in kept}
+    preferences, tests = [], []
+    for r in rows:
+        qtype = (r.get("question_type") or "").strip()
+        if qtype not in DIMENSION_OF:
+            stats["skipped_unknown_type"] += 1
+            continue
+        dimension = DIMENSION_OF[qtype]
+        if dimension is None:
+            stats["skipped_fact_recall"] += 1
+            continue
+        try:
+            end = int(float(r["end_index_in_shared_context"]))
+        except ValueError:
+            end = -1
+        session = renumber.get(index_of_message.get(end - 1, -1))
+        if end <= 0 or session is None:
+            stats["skipped_bad_index"] += 1
+            continue
+        where = f"question {r.get('question_id', '?')}"
+        options = _options(r["all_options"], where)
+        correct = r["correct_answer"].strip().strip("()").lower()
+        qid = re.sub(r"[^A-Za-z0-9_.:-]+", "_", r.get("question_id") or f"q{len(tests)}")
+        pref_id = f"{pid}-{qid}"
+        chosen = dict(options).get(correct)
+        if chosen is None:
+            raise ScenarioError(f"{where}: correct_answer {r['correct_answer']!r} is not an "
+                                "option")
+        preferences.append({
+            "id": pref_id, "attribute": (r.get("topic") or "preference").strip() or "preference",
+            "scenario": qid, "value": chosen, "valid_from": kept[0]["turns"][0]["at"],
+            "cues": [], "revealed": "explicit",
+        })
+        test_at = datetime.fromisoformat(last_turn[session]) + timedelta(minutes=30)
+        tests.append({
+            "test_id": f"{pid}-{qid}", "after_session": session, "dimension": dimension,
+            "target": pref_id, "scenario": qid, "attribute": r.get("topic") or None,
+            "opening": (r.get("user_question_or_message") or r.get("question") or "").strip()
+            or "Which response suits me best?",
+            "kind": "option", "at": test_at.isoformat(),
+            "options": [{"id": letter, "text": text,
+                         "satisfies": [pref_id] if letter == correct else [],
+                         "violates": [] if letter == correct else [pref_id]}
+                        for letter, text in options],
+        })
+        stats["used"] += 1
+    if not tests:
+        return None
+    return {"persona_id": pid, "name": pid, "description": description,
+            "preferences": preferences, "sessions": kept, "tests": tests}

@@ -1,0 +1,134 @@
+"""``report.html`` of a preference run: behaviour by dimension, exposure, failures."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
+from nanobot_memory_adapters.harness.report import (
+    CSS,
+    _colors,
+    _fmt,
+    _legend,
+    _table,
+    grouped_bars,
+)
+
+DIMENSION_NAMES = {
+    "CS": "context sensitivity",
+    "PET": "preference evolution",
+    "IQI": "implicit preferences",
+}
+
+
+def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
+    s = m["scores"]
+    fails = sum(m["failures"].values())
+    return [
+        f'<i class="sw" style="background:{colors[name]}"></i>{escape(name)}',
+        escape(m.get("condition_kind", "")),
+        escape(m.get("experiment_group", "")),
+        escape(m.get("tag_mapping", "")),
+        _fmt(s["overall"]["accuracy"]),
+        *[_fmt(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
+        f'{_fmt(s["open_tasks"]["judged_accuracy"])} (n={s["open_tasks"]["count"]})',
+        _fmt(s["overall"]["current_exposure"]),
+        _fmt(s["overall"]["stale_exposure"]),
+        str(s["overall"]["errors"].get("unparsed", 0)),
+        f'<span class="bad">{fails}</span>' if fails else "0",
+    ]
+
+
+def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
+    providers = results["providers"]
+    colors = _colors(list(providers))
+    ds, settings = manifest.get("dataset", {}), manifest.get("settings", {})
+    labels = [f"{d} ({DIMENSION_NAMES[d]})" for d in DIMENSIONS]
+    accuracy = {n: [m["scores"]["overall"]["accuracy"],
+                    *[m["scores"]["by_dimension"][d]["accuracy"] for d in DIMENSIONS]]
+                for n, m in providers.items()}
+    exposed = {n: [m["scores"]["overall"]["current_exposure"],
+                   *[m["scores"]["by_dimension"][d]["current_exposure"] for d in DIMENSIONS]]
+               for n, m in providers.items()}
+    stale = {n: [m["scores"]["overall"]["stale_exposure"]] for n, m in providers.items()}
+    points = sorted({p for m in providers.values() for p in m["scores"]["by_point"]}, key=int)
+    point_rows = [
+        [escape(n), *[
+            f'{_fmt(m["scores"]["by_point"].get(p, {}).get("accuracy"))} / '
+            f'{_fmt(m["scores"]["by_point"].get(p, {}).get("current_exposure"))}'
+            for p in points]]
+        for n, m in providers.items()
+    ]
+    error_kinds = sorted({k for m in providers.values() for k in m["scores"]["overall"]["errors"]})
+    error_rows = [[escape(n), *[str(m["scores"]["overall"]["errors"].get(k, 0))
+                                for k in error_kinds]] for n, m in providers.items()]
+    fail_heads = ["provider", *next(iter(providers.values()))["failures"]] if providers else []
+    fail_rows = [[escape(n), *[str(v) for v in m["failures"].values()], str(m["gate_probes"])]
+                 for n, m in providers.items()]
+    agent = settings.get("agent")
+    html = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>Preference behaviour — {escape(str(ds.get('name')))}</title>",
+        f"<style>{CSS}</style></head><body><main>",
+        "<h1>Does nanobot act on the user's current preferences?</h1>",
+        f"<div class='meta'>scenarios <code>{escape(str(ds.get('name')))}</code> "
+        f"({len(ds.get('personas', []))} personas, {ds.get('option_tasks')} option tasks, "
+        f"source {escape(str(ds.get('source')))}) · budget <b>{results['budget_tokens']}</b> "
+        f"tokens · agent <code>{escape(str(agent['model'] if agent else 'none'))}</code> · "
+        f"tags <code>{escape(str(settings.get('test_tags')))}</code> · manifest "
+        f"<code>{manifest.get('manifest_sha256', '')[:16]}</code> · exposure metrics "
+        f"<code>{results.get('metrics_sha256', '')[:16]}</code></div>",
+        "<div class='card'>" + _legend(colors) + "</div>",
+        "<h2>Summary</h2><div class='card'>",
+        _table(["provider", "kind", "group", "tags", "accuracy", *DIMENSIONS, "open (judged)",
+                "current exposure", "stale exposure", "unparsed", "failures"],
+               [_row(n, m, colors) for n, m in providers.items()]),
+        "<p class='note'>Accuracy: option tasks answered by nanobot with this memory, scored "
+        "exactly (the chosen option satisfies the preference that holds at that point of "
+        "the timeline). CS: the right value for this context; PET: the latest value, not a "
+        "superseded one; IQI: a preference the user only implied (this project's "
+        "definition). Current exposure: the memory context nanobot got names the current "
+        "preference; stale exposure: it shows a superseded value with no end-of-validity "
+        "mark. Exposure needs no model.</p></div>",
+        "<h2>Behaviour by dimension</h2><div class='card'>",
+        grouped_bars(["overall", *DIMENSIONS], accuracy, colors, "Option-task accuracy",
+                     ymax=1.0, labels=["overall", *labels]),
+        grouped_bars(["overall", *DIMENSIONS], exposed, colors,
+                     "Current-preference exposure", ymax=1.0, labels=["overall", *labels]),
+        grouped_bars(["stale"], stale, colors, "Stale exposure (lower is better)", ymax=1.0),
+        "</div>",
+        "<h2>Along the timeline</h2><div class='card'>",
+        _table(["provider", *[f"after session {p} (accuracy / exposure)" for p in points]],
+               point_rows),
+        "</div>",
+        "<h2>Wrong choices</h2><div class='card'>",
+        _table(["provider", *error_kinds], error_rows) if error_kinds else "<p>none</p>",
+        "<p class='note'>stale: chose a superseded value; wrong_context: the value of "
+        "another context; violates: an option against the preference; neutral: an option "
+        "unrelated to it; unparsed: no option could be read from the reply.</p></div>",
+        "<h2>Failures and gates</h2><div class='card'>",
+        _table([*fail_heads, "gate probes"], fail_rows),
+        "<p class='note'>Each test session's turns are offered to record_event while the "
+        "provider is read-only: anything but skipped_read_only is a gate violation.</p></div>",
+        "<h2>Run</h2><div class='card'>",
+        _table(["", ""], [
+            ["skipped", escape("; ".join(f"{s['name']}: {s['reason']}"
+                                         for s in results.get("skipped", [])) or "none")],
+            ["agent", escape(str(settings.get("agent_mode")))],
+            ["choice", escape(str(settings.get("choice")))],
+            ["simulator", escape(str(settings.get("simulator")))],
+            ["versions", escape(", ".join(f"{k} {v}" for k, v in
+                                          manifest.get("versions", {}).items()))],
+        ]),
+        "</div></main></body></html>",
+    ]
+    return "\n".join(html)
+
+
+def write_report(path: str | Path, manifest: dict[str, Any], results: dict[str, Any]) -> Path:
+    p = Path(path)
+    p.write_text(render_report(manifest, results), encoding="utf-8")
+    return p

@@ -1,0 +1,369 @@
+"""Behavioural preference sessions: the scenario format, the seeded generator, PersonaMem,
+scoring, and the full flow with nanobot in the loop (LLM double as nanobot's model)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nanobot_memory_adapters.cli import app
+from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, ScriptedSimulator
+from nanobot_memory_adapters.harness.preferences.driver import (
+    PreferenceBenchConfig,
+    run_preferences,
+)
+from nanobot_memory_adapters.harness.preferences.format import (
+    ScenarioError,
+    dump_scenarios,
+    load_scenarios,
+    parse_scenarios,
+)
+from nanobot_memory_adapters.harness.preferences.generator import (
+    GENERATOR_VERSION,
+    generate,
+)
+from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
+from nanobot_memory_adapters.harness.preferences.scoring import (
+    exposure,
+    judge_choice,
+    parse_choice,
+)
+from nanobot_memory_adapters.tracing import read_traces
+from tests.harness.conftest import mem0_installed
+
+CONTROLS = ["no_memory", "rolling_summary", "full_history", "simple_rag", "static_profile",
+            "oracle_ipas"]
+
+
+# -- generator and format -----------------------------------------------------------------
+
+def test_generator_is_seeded_and_checks_its_own_cues():
+    a, b = generate(3, seed=7), generate(3, seed=7)
+    assert dump_scenarios(a) == dump_scenarios(b)
+    assert dump_scenarios(generate(3, seed=8)) != dump_scenarios(a)
+    assert a.source == {"generator": "nanobot-memory-preferences", "version": GENERATOR_VERSION,
+                        "seed": 7, "personas": 3}
+    for persona in a.personas:
+        options = [t for t in persona.tests if t.kind == "option"]
+        assert len(options) >= 10
+        assert {t.dimension for t in options} == {"CS", "PET", "IQI"}
+        assert any(t.kind == "open" and t.rubric for t in persona.tests)
+        # PET: a value that changed; the earlier one ends where the later one starts.
+        changed = [p for p in persona.preferences if p.valid_until is not None]
+        assert changed and all(persona.preference(t.target).valid_at(t.at) for t in options)
+        # IQI: implied, never stated - the value's name occurs in no turn.
+        for pref in persona.preferences:
+            if pref.revealed == "implicit":
+                text = " ".join(t.content.lower() for s in persona.sessions for t in s.turns)
+                assert not any(name in text for name in ("dairy", "dog-friendly",
+                                                         "early nights", "strong sun"))
+
+
+def test_format_refuses_overlapping_values_and_unknown_targets(tmp_path):
+    data = json.loads(dump_scenarios(generate(1, 0)))
+    prefs = data["personas"][0]["preferences"]
+    earlier = next(p for p in prefs if p.get("valid_until"))
+    earlier["valid_until"] = (datetime.fromisoformat(earlier["valid_until"])
+                              + timedelta(days=30)).isoformat()
+    with pytest.raises(ScenarioError, match="overlap; a change must end the previous value"):
+        parse_scenarios(data)
+    data = json.loads(dump_scenarios(generate(1, 0)))
+    data["personas"][0]["tests"][0]["target"] = "nope"
+    with pytest.raises(ScenarioError, match="target 'nope' is not a preference id"):
+        parse_scenarios(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ScenarioError, match="not JSON"):
+        load_scenarios(bad)
+    with pytest.raises(ScenarioError, match="is a directory"):
+        load_scenarios(tmp_path)
+
+
+def test_a_change_fills_the_end_of_the_previous_value():
+    data = json.loads(dump_scenarios(generate(1, 0)))
+    for pref in data["personas"][0]["preferences"]:
+        pref.pop("valid_until", None)
+    scenario = parse_scenarios(data)
+    ended = [p for p in scenario.personas[0].preferences if p.valid_until is not None]
+    assert len(ended) == 2  # the two PET attributes' first values
+
+
+# -- scoring ----------------------------------------------------------------------------------
+
+def test_parse_choice_and_error_kinds():
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7
+                and t.kind == "option")
+    good = next(o.id for o in test.options if test.target in o.satisfies)
+    stale = next(o.id for o in test.options if o.violates and o.satisfies)
+    assert parse_choice(f"({good}) sounds right", test) == good
+    assert parse_choice(f"{good.upper()}) that one", test) == good
+    assert parse_choice(f"I'd go with option {good}.", test) == good
+    text = next(o.text for o in test.options if o.id == stale)
+    assert parse_choice(f"Definitely: {text}!", test) == stale
+    assert parse_choice("Hmm, hard to say.", test) is None
+    assert judge_choice(good, test, persona)["correct"]
+    assert judge_choice(stale, test, persona)["error"] == "stale"
+    assert judge_choice(None, test, persona)["error"] == "unparsed"
+    cs = next(t for t in persona.tests if t.dimension == "CS" and t.kind == "option")
+    other = next(o.id for o in cs.options if o.satisfies and cs.target not in o.satisfies)
+    assert judge_choice(other, cs, persona)["error"] == "wrong_context"
+
+
+def test_exposure_sees_current_and_stale_values_and_validity_marks():
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7)
+    target = persona.preference(test.target)
+    old = persona.superseded(target)[0]
+    new_cue, old_cue = target.cues[0], old.cues[0]
+    both = f"<memory-context>\n- [score=0.9] likes {new_cue}\n- [score=0.8] {old_cue} daily\n"
+    assert exposure(both, test, persona) == {"current": True, "stale": True}
+    marked = (f"- [valid=2024-01-01T00:00+00:00..2024-02-01T00:00+00:00] {old_cue} daily\n"
+              f"- [valid=2024-02-01T00:00+00:00..now] {new_cue}")
+    assert exposure(marked, test, persona) == {"current": True, "stale": False}
+    assert exposure("", test, persona) == {"current": False, "stale": False}
+
+
+# -- PersonaMem -------------------------------------------------------------------------------
+
+def _personamem_fixture(tmp_path: Path) -> tuple[Path, Path]:
+    """A tiny file pair in PersonaMem's release layout, written here (not PersonaMem data)."""
+    cid = "c" * 64
+    context = [
+        {"role": "system", "content": "Current user persona:Name: Test Person\n"},
+        {"role": "user", "content": "User: I have started cycling to work every day."},
+        {"role": "assistant", "content": "Assistant: That sounds healthy!"},
+        {"role": "system", "content": "Current user persona:Name: Test Person\n"},
+        {"role": "user", "content": "User: Lately I prefer quiet cafes over loud bars."},
+        {"role": "assistant", "content": "Assistant: Noted."},
+    ]
+    contexts = tmp_path / "shared_contexts_tiny.jsonl"
+    contexts.write_text(json.dumps({cid: context}) + "\n" + json.dumps({"d" * 64: []}) + "\n")
+    questions = tmp_path / "questions_tiny.csv"
+    header = ["persona_id", "question_id", "question_type", "topic", "context_length_in_tokens",
+              "context_length_in_letters", "distance_to_ref_in_blocks",
+              "distance_to_ref_in_tokens", "num_irrelevant_tokens",
+              "distance_to_ref_proportion_in_context", "user_question_or_message",
+              "correct_answer", "all_options", "shared_context_id",
+              "end_index_in_shared_context"]
+    opts = str(["(a) Meet at the loud sports bar.", "(b) Meet at a quiet cafe.",
+                "(c) Meet at a nightclub.", "(d) Skip the meeting."])
+    rows = [
+        ["7", "q1", "acknowledge_latest_user_preferences", "social", "100", "400", "1", "50",
+         "0", "50%", "Where should we meet tonight?", "(b)", opts, cid, "6"],
+        ["7", "q2", "recall_user_shared_facts", "travel", "100", "400", "1", "50", "0", "50%",
+         "How do I get to work?", "(a)", opts, cid, "3"],
+        ["7", "q3", "generalizing_to_new_scenarios", "travel", "100", "400", "1", "50", "0",
+         "50%", "Plan my commute.", "(c)", opts, cid, "3"],
+    ]
+    with questions.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return questions, contexts
+
+
+def test_personamem_loader_maps_types_and_places_questions(tmp_path):
+    questions, contexts = _personamem_fixture(tmp_path)
+    scenario, stats = load_personamem(questions, contexts)
+    assert stats["used"] == 2 and stats["skipped_fact_recall"] == 1
+    [persona] = scenario.personas
+    assert persona.persona_id == "7-cccccccc" and len(persona.sessions) == 2
+    by_id = {t.test_id: t for t in persona.tests}
+    q1, q3 = by_id["7-cccccccc-q1"], by_id["7-cccccccc-q3"]
+    assert (q1.dimension, q1.after_session) == ("PET", 2)
+    assert (q3.dimension, q3.after_session) == ("CS", 1)
+    assert [o.id for o in q1.options if q1.target in o.satisfies] == ["b"]
+    assert exposure("anything", q1, persona)["current"] is None  # no cues: n/a
+    out = tmp_path / "pm.json"
+    result = CliRunner().invoke(app, ["preferences", "personamem", "--questions",
+                                      str(questions), "--contexts", str(contexts), "--out",
+                                      str(out)])
+    assert result.exit_code == 0, result.output
+    assert load_scenarios(out).personas[0].persona_id == "7-cccccccc"
+
+
+# -- the full flow ---------------------------------------------------------------------------
+
+def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
+    kw.setdefault("scenario", generate(1, 0))
+    kw.setdefault("agent", AgentLLM(double.base_url, "double"))
+    return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedSimulator(),
+                                 **kw)
+
+
+@pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+async def test_every_control_through_nanobot_writes_nothing_and_exposure_separates(
+    tmp_path, llm_double
+):
+    out = tmp_path / "controls"
+    outcome = await run_preferences(_cfg(
+        out, CONTROLS, llm_double,
+        provider_configs={"static_profile": {"profile": "Likes films."}}))
+    results, manifest = outcome.results, outcome.manifest
+    assert list(results["providers"]) == CONTROLS and not outcome.skipped
+    source = manifest["dataset"]["source"]
+    assert source["seed"] == 0 and source["version"] == GENERATOR_VERSION
+    for name, m in results["providers"].items():
+        assert sum(m["failures"].values()) == 0, (name, m["failures"])
+        assert m["gate_probes"] == 14
+        assert m["scores"]["overall"]["option_tasks"] == 12
+    oracle = results["providers"]["oracle_ipas"]["scores"]["overall"]
+    none = results["providers"]["no_memory"]["scores"]["overall"]
+    assert oracle["current_exposure"] == 1.0 and oracle["stale_exposure"] == 0.0
+    assert none["current_exposure"] == 0.0
+    rag = results["providers"]["simple_rag"]["scores"]
+    assert rag["overall"]["current_exposure"] > 0.3
+    assert rag["overall"]["stale_exposure"] == 1.0  # both values, no validity marks
+    # nanobot answered every option task through its real loop (the double chose).
+    replies = [r for r in read_traces(out / "traces.jsonl")
+               if r.get("kind") == "preference_test" and r["outcome"]]
+    assert len(replies) == 6 * 12 and all(r["reply"].startswith("(") for r in replies)
+    contexts = [r["memory_context"] for r in read_traces(out / "traces.jsonl")
+                if r.get("kind") == "preference_test" and r.get("memory_context")
+                and r["provider"] == "oracle_ipas"]
+    assert contexts and all("oracle_ipas" in c for c in contexts)
+    # Nothing of a test session became memory: every opening is absent afterwards.
+    from nanobot_memory_adapters.registry import load_provider
+
+    persona = generate(1, 0).personas[0]
+    for name in ("full_history", "simple_rag"):
+        adapter = load_provider({"condition": name}, data_dir=out / "stores" / name)
+        try:
+            result = await adapter.retrieve(RetrieveRequest(
+                query=persona.tests[0].opening, scope=MemoryScope(run_id="prefs",
+                                                                  persona_id=persona.persona_id),
+                budget=ContextBudget(max_tokens=20000)))
+            text = result.formatted_context
+            assert text and not any(t.opening[:40] in text for t in persona.tests), name
+            assert "Pick the one option" not in text
+        finally:
+            await adapter.aclose()
+    assert (out / "report.html").read_text().count("<svg") >= 3
+
+
+@pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+async def test_architectures_on_the_double(tmp_path, llm_double):
+    llm = {"base_url": llm_double.base_url, "model": "double", "api_key": "k"}
+    outcome = await run_preferences(_cfg(
+        tmp_path / "arch", ["mem0", "graphiti"], llm_double,
+        provider_configs={"mem0": {"llm": llm}, "graphiti": {"llm": llm}}))
+    assert not outcome.skipped, outcome.skipped
+    for name, m in outcome.results["providers"].items():
+        assert sum(m["failures"].values()) == 0, (name, m["failures"])
+        assert m["scores"]["overall"]["option_tasks"] == 12
+        assert m["memory_form"] == "derived"
+
+
+async def test_retrieval_only_is_deterministic_and_resumes(tmp_path, llm_double):
+    """Without a model: exposure only; the same command twice gives the same hashes; an
+    interrupted run resumes to the same results."""
+    scenario = generate(2, 3)
+    first = await run_preferences(_cfg(tmp_path / "a", ["no_memory", "full_history",
+                                                        "oracle_ipas"], llm_double,
+                                       scenario=scenario, agent=None))
+    second = await run_preferences(_cfg(tmp_path / "b", ["no_memory", "full_history",
+                                                         "oracle_ipas"], llm_double,
+                                        scenario=scenario, agent=None))
+    assert first.results["metrics_sha256"] == second.results["metrics_sha256"]
+    assert first.manifest["manifest_sha256"] == second.manifest["manifest_sha256"]
+    assert first.results["providers"]["full_history"]["scores"]["overall"]["accuracy"] is None
+    assert first.manifest["settings"]["agent_mode"].startswith("retrieval only")
+    # a resumed run (checkpoint kept, one unit dropped) gives the same metrics
+    cp_path = tmp_path / "b" / "checkpoint.json"
+    cp = json.loads(cp_path.read_text())
+    dropped = next(iter(cp["units"]))
+    del cp["units"][dropped]
+    cp_path.write_text(json.dumps(cp))
+    again = await run_preferences(_cfg(tmp_path / "b", ["no_memory", "full_history",
+                                                        "oracle_ipas"], llm_double,
+                                       scenario=scenario, agent=None))
+    assert again.resumed_units == len(cp["units"])
+    assert again.results["metrics_sha256"] == first.results["metrics_sha256"]
+
+
+async def test_feedback_is_its_own_experiment_group(tmp_path, llm_double, fake_providers):
+    outcome = await run_preferences(_cfg(
+        tmp_path / "fb", ["with_feedback", "with_feedback+feedback", "full_history+feedback"],
+        llm_double))
+    results = outcome.results["providers"]
+    assert results["with_feedback"]["experiment_group"] == "accumulation"
+    assert results["with_feedback"]["feedback_sent"] == 0
+    group = results["with_feedback+feedback"]
+    assert group["experiment_group"] == "feedback" and group["feedback_sent"] == 12
+    assert group["failures"]["feedback"] == 0
+    skipped = {s["name"]: s["reason"] for s in outcome.skipped}
+    assert "has no native feedback" in skipped["full_history+feedback"]
+    groups = {p["name"]: p["experiment_group"] for p in outcome.manifest["providers"]}
+    assert groups == {"with_feedback": "accumulation", "with_feedback+feedback": "feedback"}
+    lines = [r for r in read_traces(tmp_path / "fb" / "traces.jsonl")
+             if r.get("kind") == "feedback"]
+    assert len(lines) == 12 and all(r["provider"] == "with_feedback+feedback" for r in lines)
+
+
+def test_cli_generate_run_and_bench_task(tmp_path):
+    scen = tmp_path / "s.json"
+    result = CliRunner().invoke(app, ["preferences", "generate", "--personas", "1", "--seed",
+                                      "2", "--out", str(scen)])
+    assert result.exit_code == 0, result.output
+    assert load_scenarios(scen).source["seed"] == 2
+    run = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(scen), "--providers",
+                                   "no_memory,oracle_ipas", "--out", str(tmp_path / "run"),
+                                   "--json"])
+    assert run.exit_code == 0, run.output
+    data = json.loads(run.stdout)
+    assert data["providers"]["oracle_ipas"]["scores"]["overall"]["current_exposure"] == 1.0
+    bench = CliRunner().invoke(app, ["bench", "--task", "preferences", "--dataset", str(scen),
+                                     "--providers", "no_memory", "--out",
+                                     str(tmp_path / "bench"), "--json"])
+    assert bench.exit_code == 0, bench.output
+    bad = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(tmp_path),
+                                   "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "is a directory" in bad.stderr
+
+
+async def test_rolling_summary_shows_users_md_and_reset_clears_it(tmp_path):
+    from nanobot_memory_adapters.conditions.rolling_summary import RollingSummary
+
+    adapter = RollingSummary(tmp_path / "rs")
+    scope = MemoryScope(run_id="r", persona_id="p")
+    await adapter.setup_scope(scope)
+    store = adapter.store(scope)
+    request = RetrieveRequest(query="x", scope=scope, budget=ContextBudget(max_tokens=500))
+    from nanobot.utils.helpers import load_bundled_template
+
+    Path(store.user_file).write_text(load_bundled_template("USER.md") or "")
+    assert (await adapter.retrieve(request)).items == []  # nanobot's untouched template
+    Path(store.user_file).write_text("# User\n- prefers decaf since January\n")
+    result = await adapter.retrieve(request)
+    assert [i.native_id for i in result.items] == ["USER.md"]
+    assert "prefers decaf" in result.formatted_context
+    await adapter.reset_scope(scope)
+    assert not Path(store.user_file).exists()
+    assert (await adapter.retrieve(request)).items == []
+
+
+async def test_oracle_answers_as_of_the_requests_time():
+    from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
+
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    oracle = OracleIPAS({"p": [
+        Preference(attribute="coffee", value="espresso", valid_from=t0,
+                   valid_until=t0 + timedelta(days=10)),
+        Preference(attribute="coffee", value="decaf", valid_from=t0 + timedelta(days=10)),
+    ]})
+    scope = MemoryScope(run_id="r", persona_id="p")
+
+    async def shown(at: datetime) -> list[str]:
+        result = await oracle.retrieve(RetrieveRequest(
+            query="coffee", scope=scope, budget=ContextBudget(max_tokens=200), as_of=at))
+        return [i.text for i in result.items]
+
+    assert await shown(t0 + timedelta(days=1)) == ["coffee: espresso"]
+    assert await shown(t0 + timedelta(days=11)) == ["coffee: decaf"]
