@@ -33,6 +33,9 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
+# A CPU model reads a cold ~6k-token prompt for longer than nanobot's 90 s stream-idle
+# default; nanobot would abort and resend it.
+os.environ.setdefault("NANOBOT_STREAM_IDLE_TIMEOUT_S", "1800")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

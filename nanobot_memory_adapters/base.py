@@ -171,6 +171,18 @@ class BaseAdapter:
         self.backend_name = info.name
         self.trace_sink = trace_sink
         self._mode = AdapterMode(read_only=False, reason="default")
+        # Failed writes since start: health shows them (degraded while the latest failed).
+        self.failed_write_count = 0
+        self.last_failed_write: tuple[float, str] | None = None
+        self.last_write_failed = False
+
+    def _note_write(self, error: AdapterError | None) -> None:
+        if error is None:
+            self.last_write_failed = False
+            return
+        self.failed_write_count += 1
+        self.last_failed_write = (time.time(), error.message[:1000])
+        self.last_write_failed = True
 
     # -- mode ------------------------------------------------------------------------
     @property
@@ -251,9 +263,15 @@ class BaseAdapter:
         if self._mode.read_only:
             return self._skipped_receipts([event], operation="record_event")[0]
         started = time.perf_counter()
-        native = await self._call(
-            "record_event", lambda: self._record(event), retryable=self.write_failures_retryable
-        )
+        try:
+            native = await self._call(
+                "record_event", lambda: self._record(event),
+                retryable=self.write_failures_retryable,
+            )
+        except AdapterError as exc:
+            self._note_write(exc)
+            raise
+        self._note_write(None)
         latency = (time.perf_counter() - started) * 1000
         return self._write_receipt(event, native, latency, "record_event")
 
@@ -379,8 +397,20 @@ class BaseAdapter:
         except Exception as exc:  # health never raises: it reports
             raw, _ = native_diagnostics(exc)
             native = NativeHealth(status="unavailable", details={"error": raw})
+        status, warnings = native.status, list(native.warnings)
+        details = dict(native.details)
+        if self.failed_write_count and self.last_failed_write is not None:
+            when, last = self.last_failed_write
+            details["failed_writes"] = {"count": self.failed_write_count, "last": last,
+                                        "last_at": when, "latest_failed": self.last_write_failed}
+            warnings.append(
+                f"{self.failed_write_count} write(s) failed since start (not stored; an "
+                f"outbox keeps them for a retry); last: {last[:200]}"
+            )
+            if self.last_write_failed and status == "ok":
+                status = "degraded"  # the latest write failed: writes are failing now
         return BackendHealth(
-            status=native.status,
+            status=status,
             backend_name=self.backend_name,
             condition_kind=self.info.condition_kind,
             latency_ms=(time.perf_counter() - started) * 1000,
@@ -389,8 +419,8 @@ class BaseAdapter:
             native_ingest_modes=list(self.info.native_ingest_modes) or None,
             capabilities=capabilities_of(self),
             read_only=self._mode.read_only,
-            details=redact(native.details),
-            warnings=native.warnings,
+            details=redact(details),
+            warnings=warnings,
         )
 
     async def aclose(self) -> None:
@@ -470,6 +500,7 @@ class BulkIngest:
                 natives = [exc] * len(batch)
             latency = (time.perf_counter() - started) * 1000
             for event, native in zip(batch, natives, strict=True):
+                self._note_write(native if isinstance(native, AdapterError) else None)
                 if isinstance(native, AdapterError):
                     receipts.append(self._failed_receipt(event, native, latency, operation))
                 else:

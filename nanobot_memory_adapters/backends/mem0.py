@@ -56,8 +56,6 @@ import logging
 import os
 import sys
 import threading
-import time
-from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -369,10 +367,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         self._client_held = False
         self._init_lock = threading.Lock()
         self._closed = False
-        # Failed writes since this adapter started: health shows them.
-        self.failed_writes: deque[tuple[float, str]] = deque(maxlen=50)
-        self.failed_write_count = 0
-        self.last_write_failed = False
         if self.infer:
             self.write_failures_retryable = True
         _install_tap()
@@ -594,11 +588,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         self.scope_ids(scope, "setup_scope")
         await self._native()
 
-    def _note_failed_write(self, message: str) -> None:
-        self.failed_write_count += 1
-        self.failed_writes.append((time.time(), message[:1000]))
-        self.last_write_failed = True
-
     async def _add(
         self, events: Sequence[MemoryEvent], operation: str
     ) -> tuple[list[str], dict[str, Any], list[str]]:
@@ -614,9 +603,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         token = _ADD_PROBLEMS.set(problems)
         try:
             result = await memory.add(self._messages(events), **kwargs)
-        except Exception as exc:
-            self._note_failed_write(f"{type(exc).__name__}: {exc}")
-            raise
         finally:
             _ADD_PROBLEMS.reset(token)
         failures = write_failures(problems)
@@ -625,14 +611,12 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 f"mem0 stored nothing reliable for {len(events)} event(s): {failures[0][:300]}"
                 " (the model's answer was cut or not JSON; raise llm.max_tokens or retry)"
             )
-            self._note_failed_write(message)
             raise AdapterError(
                 message, backend_name=self.backend_name, operation=operation,
                 raw={"mem0_log": problems[:10], "event_ids": [e.event_id for e in events],
                      "request": request},
                 retryable=True,
             )
-        self.last_write_failed = False
         ids = [r["id"] for r in result.get("results", []) if r.get("id")]
         warnings = [f"mem0 logged: {p[:300]}" for p in problems]
         if self.infer and not ids:
@@ -748,16 +732,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 f"embedder gives {dims} dims but embedding_dims is {self.config.embedding_dims}"
             )
             status = "unavailable"
-        if self.failed_write_count:
-            when, last = self.failed_writes[-1]
-            details["failed_writes"] = {"count": self.failed_write_count, "last": last,
-                                        "last_at": when}
-            warnings.append(
-                f"{self.failed_write_count} write(s) failed since start (not committed; an "
-                f"outbox retries them); last: {last[:200]}"
-            )
-            if self.last_write_failed and status == "ok":
-                status = "degraded"  # the latest write failed: writes are failing now
         if self.llm is not None:
             details["llm"].update(base_url=self.llm.base_url, model=self.llm.model)
             probe = await probe_models(self.llm.base_url)

@@ -413,6 +413,11 @@ def bench_command(
         typer.Option(help="single: one persona per conversation (default); dual: one per "
                      "speaker, as mem0's and MemOS's own LoCoMo scripts record it."),
     ] = "single",
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(min=1, help="Only each conversation's first N sessions (and the "
+                     "questions whose evidence lies in them)."),
+    ] = None,
     task: Annotated[
         str,
         typer.Option(help="locomo: evidence recall on LoCoMo (default). preferences: "
@@ -467,6 +472,7 @@ def bench_command(
         deterministic_ids=deterministic_ids,
         judge=_judge_setup(llm_base_url, llm_model, llm_api_key_env),
         speakers=speakers,  # type: ignore[arg-type]
+        max_sessions=max_sessions,
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
     if as_json:

@@ -115,6 +115,7 @@ class BenchConfig:
     judge: JudgeSetup | None = None
     sessions: list[BehaviouralSession] = field(default_factory=list)
     speakers: SpeakerProtocol = "single"
+    max_sessions: int | None = None  # only each conversation's first N sessions
 
     @property
     def budget(self) -> ContextBudget:
@@ -860,6 +861,7 @@ def build_manifest(
             "agent_id": cfg.agent_id,
             "persona_id": "<sample_id>",
             "speakers": cfg.speakers,
+            "max_sessions": cfg.max_sessions,
             "turn_event": "one event per turn; " + describe_speakers(cfg.speakers)
             + "; image turns append '[shares a photo: caption]'",
             "gate_probe": cfg.gate_probe,
@@ -894,6 +896,8 @@ async def _run_bench(
     convs = load_locomo(cfg.dataset, cfg.conversations)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
+    if cfg.max_sessions is not None:
+        convs = [c.first_sessions(cfg.max_sessions) for c in convs]
     points = {
         c.sample_id: resolve_test_points(cfg.test_points, [s.number for s in c.sessions])
         for c in convs

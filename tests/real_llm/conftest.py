@@ -14,6 +14,8 @@ import os
 import pytest
 
 URL_ENV = "NANOBOT_MEMORY_TEST_LLM_URL"
+# nanobot aborts a stream idle for 90 s; a CPU model reading a cold prompt takes longer.
+os.environ.setdefault("NANOBOT_STREAM_IDLE_TIMEOUT_S", "1800")
 MODEL_ENV = "NANOBOT_MEMORY_TEST_LLM_MODEL"
 
 

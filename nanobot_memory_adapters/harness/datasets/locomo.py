@@ -156,6 +156,15 @@ class Conversation:
     def turn(self, dia_id: str) -> Turn:
         return self._index()[dia_id]
 
+    def first_sessions(self, n: int) -> Conversation:
+        """The conversation cut after its first ``n`` sessions, with the questions whose
+        evidence all lies in them (a smaller run of the same timeline)."""
+        kept = self.sessions[:n]
+        last = kept[-1].number if kept else 0
+        questions = tuple(q for q in self.questions if q.ready_after <= last)
+        return Conversation(self.sample_id, self.speaker_a, self.speaker_b, kept, questions,
+                            self.evidence_stats)
+
     def _index(self) -> dict[str, Turn]:
         cached = self.__dict__.get("_turn_index")
         if cached is None:

@@ -131,6 +131,9 @@ class NanobotAgent:
                                      "apiBase": self.llm.base_url}},
         }))
         os.environ["NANOBOT_MEMORY_AGENT_KEY"] = key  # the key never lands in a file
+        # nanobot aborts a stream that sends nothing for 90 s; a CPU model reading a cold
+        # prompt does exactly that (nanobot's own setting, raised unless the user set it).
+        os.environ.setdefault("NANOBOT_STREAM_IDLE_TIMEOUT_S", "1800")
         config = load_config(config_path)
         sessions = SessionManager(workspace, sessions_root=self.home / "sessions")
         with provided_memory(self.adapter, self.memory_settings):
