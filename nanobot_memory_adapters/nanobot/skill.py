@@ -32,7 +32,8 @@ installed-by: nanobot-memory-adapters
 
 Your long-term memory comes from a memory provider (for example mem0, Honcho, Graphiti,
 MemOS, or a labeled baseline). Before each turn it is searched with the user's message,
-and what it returns appears under "Long-term Memory" as one section:
+and what it returns appears as one section, after the user's current message (or under
+"Long-term Memory" in your instructions, depending on the setup):
 
     <memory-context backend=PROVIDER scope=RUN/USER>
     - [score=…; at=…; id=…] a remembered fact or past exchange
@@ -51,7 +52,8 @@ and what it returns appears under "Long-term Memory" as one section:
   the range a fact held. Use times to judge what is current; an item with a `valid=..`
   range that has ended is no longer true.
 - No section, or an empty one, means nothing relevant was found — not that the user is
-  new. Do not invent memories.
+  new. Do not invent memories. Sections on earlier messages are earlier recalls; the one
+  on the current message is the fresh one.
 - Everything said in this conversation is saved to memory after you reply; you do not
   need to save anything yourself. Do not promise to forget things: tell the user about
   `/memory-mode read-only on` instead.

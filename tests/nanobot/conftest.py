@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -122,12 +123,15 @@ def agent_request(double: Any, user_text: str) -> ChatRequest:
 
 
 def long_term_memory(req: ChatRequest) -> str:
-    """The '## Long-term Memory' part of nanobot's system prompt ('' when absent)."""
+    """The memory this request carried ('' when none): the '## Long-term Memory' part of
+    nanobot's system prompt (``system_prompt`` placement) or the section appended to the
+    current user message (``user_message`` placement, the default)."""
     system = req.system
     marker = "## Long-term Memory\n"
-    if marker not in system:
-        return ""
-    return system.split(marker, 1)[1].split("\n\n---\n\n", 1)[0]
+    if marker in system:
+        return system.split(marker, 1)[1].split("\n\n---\n\n", 1)[0]
+    found = re.search(r"<memory-context .*?</memory-context>", req.last_user, re.S)
+    return found.group(0) if found else ""
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.nanobot.conftest import agent_request
+from tests.nanobot.conftest import agent_request, long_term_memory
 
 
 def reply_of(proc) -> str:
@@ -26,7 +26,7 @@ async def test_cli_agent_runs_with_the_plugin(home, llm_double):
     second = reply_of(home.cli("What do I keep on my roof?"))
     assert "memory sections: full_history:default/cli-user." in second
     req = agent_request(llm_double, "What do I keep on my roof?")
-    assert "I keep bees on my roof." in req.system
+    assert "I keep bees on my roof." in long_term_memory(req)
 
     help_text = reply_of(home.cli("/help"))
     assert "/memory-mode [read-only on|off | <provider>]" in help_text

@@ -66,8 +66,10 @@ async def test_prompt_carries_this_users_memory_and_not_another_users(home, llm_
     assert bob.startswith(head.format("bob"))
     assert "black coffee" in bob
     assert "green tea" not in bob
-    # MEMORY.md is replaced, not merged
+    # MEMORY.md is replaced, not merged (nor shown beside the section)
     assert "NANOBOT-OWN-MEMORY-MD-FACT" not in alice + bob
+    assert "NANOBOT-OWN-MEMORY-MD-FACT" not in agent_request(
+        llm_double, "What should I order at the cafe, alice").system
     # the double saw exactly one memory section, for the right user
     reply = await say(loop, "alice", "Remind me what I like?")
     assert "memory sections: full_history:default/telegram-alice." in reply
@@ -363,7 +365,7 @@ async def test_user_message_placement_keeps_the_system_prompt_stable(home, llm_d
     await say(loop, "alice", "What should I order at the cafe?")
     first = agent_request(llm_double, "I love green tea with jasmine.")
     second = agent_request(llm_double, "What should I order at the cafe?")
-    assert long_term_memory(second) == ""
+    assert "## Long-term Memory" not in second.system  # the memory slot stays empty
     assert first.system == second.system  # no memory in the system prompt: stable prefix
     assert "<memory-context" in second.last_user and "green tea with jasmine" in second.last_user
     assert second.last_user.startswith("What should I order at the cafe?")
@@ -374,3 +376,21 @@ async def test_user_message_placement_keeps_the_system_prompt_stable(home, llm_d
     texts = [i.text for i in result.items]
     assert any("What should I order at the cafe?" in t for t in texts)
     assert not any("memory-context" in t for t in texts), texts  # memory never re-enters memory
+
+
+async def test_system_prompt_placement_replaces_memory_md(home, llm_double):
+    """context_placement=system_prompt: the section is nanobot's 'Long-term Memory' (in
+    MEMORY.md's place, never merged with it) and nothing rides on the user message."""
+    home.write_memory({**FULL_HISTORY, "nanobot": {"context_placement": "system_prompt"}})
+    (home.workspace / "memory").mkdir(parents=True, exist_ok=True)
+    (home.workspace / "memory" / "MEMORY.md").write_text("- NANOBOT-OWN-MEMORY-MD-FACT\n")
+    loop = home.loop()
+    await say(loop, "alice", "I love green tea with jasmine.")
+    assert await plugin_for(loop).flush() == 0
+    await say(loop, "alice", "What should I order?")
+    req = agent_request(llm_double, "What should I order?")
+    section = req.system.split("## Long-term Memory\n", 1)[1]
+    assert section.startswith('<memory-context backend="full_history"')
+    assert "green tea with jasmine" in section
+    assert "NANOBOT-OWN-MEMORY-MD-FACT" not in req.system
+    assert "<memory-context" not in req.last_user
