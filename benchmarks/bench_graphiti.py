@@ -48,7 +48,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.harness.metrics import percentile  # noqa: E402
+from nanobot_memory_adapters.stats import percentile  # noqa: E402
 from tests.llm_double import LLMDouble  # noqa: E402
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)

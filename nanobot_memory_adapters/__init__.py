@@ -6,15 +6,9 @@ the harness all depend on it and never on each other's internals.
 
 from __future__ import annotations
 
-import os
-
-# Telemetry off before any backend SDK is imported (they read these at import time).
-os.environ.setdefault("MEM0_TELEMETRY", "False")
-os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
+# Importing the package changes nothing in the host process's environment: SDK telemetry
+# is switched off where each backend loads its SDK (telemetry.py), and local models are
+# always loaded from local paths (local_models.py), so no hub access is possible.
 from nanobot_memory_adapters.config import ConfigError, MemoryConfig
 from nanobot_memory_adapters.contract import *  # noqa: F403
 from nanobot_memory_adapters.contract import __all__ as _contract_all

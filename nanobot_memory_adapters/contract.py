@@ -301,6 +301,11 @@ class ProviderInfo(BaseModel):
     native_memory_types: tuple[str, ...] = ()
     native_ingest_modes: tuple[str, ...] = ()
     requires_llm: bool = False
+    host_native: bool = Field(
+        default=False,
+        description="The provider is the host's own memory (rolling_summary: nanobot's "
+        "MEMORY.md and Dream); inside nanobot the plugin leaves it in charge.",
+    )
     description: str = ""
 
 

@@ -1,16 +1,18 @@
-"""Config -> provider. Built-in names plus the ``nanobot_memory_adapters.backends`` entry points.
+"""Config -> provider, through the ``nanobot_memory_adapters.backends`` entry points.
 
-Backends are imported only when selected, so a missing optional extra costs nothing until
-someone asks for that backend, and then it says which extra to install.
+Built-in providers are registered in this package's ``pyproject.toml`` exactly like a
+third party registers its own (``provider.py`` is the page for provider authors).
+Providers are imported only when selected, so a missing optional extra costs nothing until
+someone asks for that provider, and then it says which extra to install.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Literal
 
 from loguru import logger
 from pydantic import BaseModel, ValidationError
@@ -24,35 +26,16 @@ from nanobot_memory_adapters.config import (
     validation_to_config_error,
 )
 from nanobot_memory_adapters.contract import MemoryAdapter
+from nanobot_memory_adapters.provider import (
+    ENTRY_POINT_GROUP,
+    ProviderClass,
+    ProviderEnv,
+)
 from nanobot_memory_adapters.tracing import JsonlTraceWriter, TraceSink
 
-ENTRY_POINT_GROUP = "nanobot_memory_adapters.backends"
 ProviderKind = Literal["backend", "condition"]
-
-
-@dataclass(frozen=True)
-class ProviderEnv:
-    """What every provider gets besides its own block."""
-
-    data_dir: Path
-    memory: MemoryConfig
-    trace_sink: TraceSink | None = None
-
-
-class ProviderFactory(Protocol):
-    """A provider class: validates its block with ``config_model`` and builds itself.
-
-    Optional class attributes used by ``nanobot-memory conformance``:
-    ``no_native_backend`` (a reason string, for providers with no native layer to fail)
-    and ``failing_variant(block) -> adapter`` (an instance whose native backend fails,
-    e.g. pointed at an unreachable URL). Without either, item 7 runs the provider on a
-    data dir that cannot exist.
-    """
-
-    config_model: ClassVar[type[BaseModel]]
-
-    @classmethod
-    def from_config(cls, config: Any, env: ProviderEnv) -> MemoryAdapter: ...
+PACKAGE = "nanobot-memory-adapters"
+CONDITION_PREFIX = "condition."
 
 
 @dataclass(frozen=True)
@@ -60,53 +43,34 @@ class ProviderSpec:
     name: str
     kind: ProviderKind
     target: str  # "module:attribute"
-    extra: str | None = None
-    summary: str = ""
-    origin: str = "builtin"
-
-
-BUILTIN_PROVIDERS: tuple[ProviderSpec, ...] = (
-    ProviderSpec("mem0", "backend", "nanobot_memory_adapters.backends.mem0:Mem0Adapter", "mem0",
-                 "mem0 (AsyncMemory) on embedded Qdrant with local embeddings"),
-    ProviderSpec("graphiti", "backend",
-                 "nanobot_memory_adapters.backends.graphiti:GraphitiAdapter", "graphiti",
-                 "Graphiti temporal knowledge graph on embedded Kuzu"),
-    ProviderSpec("honcho", "backend", "nanobot_memory_adapters.backends.honcho:HonchoAdapter",
-                 "honcho", "Honcho v3 server (peers, sessions, derived representations)"),
-    ProviderSpec("memos", "backend", "nanobot_memory_adapters.backends.memos:MemOSAdapter",
-                 "memos", "MemOS product API server (MemCubes, grouped memories)"),
-    ProviderSpec("no_memory", "condition",
-                 "nanobot_memory_adapters.conditions.no_memory:NoMemory", None,
-                 "control: retrieve always returns an empty context"),
-    ProviderSpec("full_history", "condition",
-                 "nanobot_memory_adapters.conditions.full_history:FullHistory", None,
-                 "control: prior transcripts packed chronologically into the budget"),
-    ProviderSpec("rolling_summary", "condition",
-                 "nanobot_memory_adapters.conditions.rolling_summary:RollingSummary", None,
-                 "control: nanobot's own file memory (MEMORY.md, history.jsonl, Dream)"),
-    ProviderSpec("simple_rag", "condition",
-                 "nanobot_memory_adapters.backends.mem0:SimpleRagAdapter", "mem0",
-                 "control: mem0 with infer=False (an ablation of mem0, not an architecture)"),
-    ProviderSpec("static_profile", "condition",
-                 "nanobot_memory_adapters.conditions.static_profile:StaticProfile", None,
-                 "control: a fixed profile text, no writes"),
-    ProviderSpec("oracle_ipas", "condition",
-                 "nanobot_memory_adapters.conditions.oracle_ipas:OracleIPAS", None,
-                 "control: fixed ground-truth preferences, no writes"),
-)
+    extra: str | None = None  # the optional extra to install for it
+    origin: str = PACKAGE  # the distribution that registered it
 
 
 def available_providers() -> dict[str, ProviderSpec]:
-    """Built-ins, then third-party entry points (which may not shadow a built-in)."""
-    specs = {s.name: s for s in BUILTIN_PROVIDERS}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in specs:
-            logger.warning("entry point {!r} shadows a built-in provider; ignored", ep.name)
+    """Every registered provider: this package's own first, then third parties (which
+    may not shadow a name already registered)."""
+    try:
+        distribution(PACKAGE)
+    except PackageNotFoundError:
+        raise ConfigError(
+            "providers", f"{PACKAGE} is not installed, so its providers are not registered "
+            "(they are entry points)", "pip install -e . (or the package with its extras)",
+        ) from None
+    found = list(entry_points(group=ENTRY_POINT_GROUP))
+    found.sort(key=lambda ep: (ep.dist is None or ep.dist.name != PACKAGE))  # stable
+    specs: dict[str, ProviderSpec] = {}
+    for ep in found:
+        kind: ProviderKind = "condition" if ep.name.startswith(CONDITION_PREFIX) else "backend"
+        name = ep.name.removeprefix(CONDITION_PREFIX)
+        origin = ep.dist.name if ep.dist is not None else "?"
+        if name in specs:
+            logger.warning("provider {!r} of {} is already registered by {}; ignored", name,
+                           origin, specs[name].origin)
             continue
-        kind: ProviderKind = "condition" if ep.name.startswith("condition.") else "backend"
-        name = ep.name.removeprefix("condition.")
-        dist = ep.dist.name if ep.dist else "?"
-        specs[name] = ProviderSpec(name, kind, ep.value, None, f"third-party ({dist})", dist)
+        extras = list(getattr(ep, "extras", []) or [])
+        target = f"{ep.module}:{ep.attr}" if getattr(ep, "attr", None) else ep.value
+        specs[name] = ProviderSpec(name, kind, target, extras[0] if extras else None, origin)
     return specs
 
 
@@ -157,7 +121,7 @@ def load_provider(
 ) -> MemoryAdapter:
     """Build exactly one provider from a memory config (dict, JSON file path, or model)."""
     config, spec = resolve_config(source)
-    cls = provider_class(spec)
+    cls: ProviderClass = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
     try:
         block = block_model.model_validate(config.provider_block())

@@ -72,18 +72,38 @@ def test_missing_extra_names_the_extra(monkeypatch):
 def test_entry_point_plugins_are_discovered(monkeypatch):
     class FakeEP:
         name = "acme"
-        value = "nanobot_memory_adapters.conditions.no_memory:NoMemory"
+        module = "nanobot_memory_adapters.conditions.no_memory"
+        attr = "NoMemory"
+        value = f"{module}:{attr}"
+        extras: list[str] = []  # noqa: RUF012
         dist = None
+
+    class Shadow(FakeEP):
+        name = "condition.full_history"  # a built-in's name: the built-in keeps it
 
     real = registry.entry_points
     monkeypatch.setattr(
         registry,
         "entry_points",
-        lambda group: [FakeEP()] if group == registry.ENTRY_POINT_GROUP else real(group=group),
+        lambda group: [Shadow(), FakeEP(), *real(group=group)]
+        if group == registry.ENTRY_POINT_GROUP else real(group=group),
     )
     specs = registry.available_providers()
     assert specs["acme"].kind == "backend" and specs["acme"].origin == "?"
     assert nma.load_provider({"backend": "acme"}).backend_name == "no_memory"
+    assert specs["full_history"].origin == "nanobot-memory-adapters"
+
+
+def test_built_ins_are_registered_as_entry_points_with_their_extras():
+    from importlib.metadata import entry_points
+
+    own = {ep.name: ep for ep in entry_points(group=registry.ENTRY_POINT_GROUP)
+           if ep.dist is not None and ep.dist.name == "nanobot-memory-adapters"}
+    assert set(own) >= {"mem0", "graphiti", "honcho", "memos", "condition.no_memory",
+                        "condition.simple_rag", "condition.oracle_ipas"}
+    specs = registry.available_providers()
+    assert specs["mem0"].extra == "mem0" and specs["simple_rag"].extra == "mem0"
+    assert specs["no_memory"].extra is None and specs["no_memory"].kind == "condition"
 
 
 def test_backends_are_imported_lazily():

@@ -47,6 +47,7 @@ INFO = ProviderInfo(
     # Turns reach MEMORY.md only through Dream, which needs an LLM.
     stores_events=False,
     memory_form="derived",
+    host_native=True,
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
@@ -95,6 +96,7 @@ def _memory_store(workspace: Path) -> Any:
 
 class RollingSummary(BaseAdapter):
     config_model = RollingSummaryConfig
+    default_info = INFO
 
     def __init__(
         self,
@@ -162,7 +164,7 @@ class RollingSummary(BaseAdapter):
                     },
                 }
             )
-            from nanobot_memory_adapters.nanobot import plugin_disabled
+            from nanobot_memory_adapters.hosting import plugin_disabled
 
             # A private loop for Dream only: the user's memory plugin must not load into it.
             with plugin_disabled():

@@ -43,6 +43,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.stats import percentile
+
 TIMING_KEY = "timing"
 _ROUND = 6
 
@@ -143,16 +145,6 @@ def session_of(dia_id: str) -> int:
     return int(dia_id[1:].split(":", 1)[0])
 
 
-def percentile(values: list[float], p: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not values:
-        return None
-    data = sorted(values)
-    k = (len(data) - 1) * p / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    if lo == hi:
-        return data[lo]
-    return data[lo] + (data[hi] - data[lo]) * (k - lo)
 
 
 def _r(value: float | None) -> float | None:

@@ -13,7 +13,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from nanobot_memory_adapters.harness.metrics import TIMING_KEY, percentile
+from nanobot_memory_adapters.harness.metrics import TIMING_KEY
+from nanobot_memory_adapters.stats import percentile
 
 PALETTE = (
     "#4e79a7",

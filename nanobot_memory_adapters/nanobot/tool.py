@@ -9,64 +9,23 @@ model-facing function). If nanobot's shape is not the one this plugin knows,
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
 from nanobot.agent.tools.base import Tool
 
+from nanobot_memory_adapters.hosting import (  # noqa: F401 - re-exported for callers
+    ProvidedMemory,
+    plugin_disabled,
+    plugin_suppressed,
+    provided,
+    provided_memory,
+)
 from nanobot_memory_adapters.nanobot import seams
 
 TOOL_NAME = "memory_adapters"
 ENV_SWITCH = "NANOBOT_MEMORY_PLUGIN"  # "0" / "off": never attach (nanobot runs untouched)
-_suppressed: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "nanobot_memory_plugin_suppressed", default=False
-)
-
-
-@dataclass(frozen=True)
-class ProvidedMemory:
-    """A provider the embedding program already holds, with the memory.json content that
-    describes it (``{"memory": {...}, "nanobot": {...}}``). The plugin uses the adapter as
-    it is, instead of building one from memory.json, and never closes it."""
-
-    adapter: Any
-    settings: dict[str, Any]
-
-
-_provided: contextvars.ContextVar[ProvidedMemory | None] = contextvars.ContextVar(
-    "nanobot_memory_plugin_provided", default=None
-)
-
-
-@contextlib.contextmanager
-def provided_memory(adapter: Any, settings: dict[str, Any]) -> Iterator[None]:
-    """AgentLoops built inside this block get the memory plugin on ``adapter`` (the
-    benchmark harness runs its test sessions through a real nanobot this way, on the very
-    provider instance it accumulated memory into)."""
-    token = _provided.set(ProvidedMemory(adapter, settings))
-    try:
-        yield
-    finally:
-        _provided.reset(token)
-
-
-@contextlib.contextmanager
-def plugin_disabled() -> Iterator[None]:
-    """AgentLoops built inside this block get no memory plugin.
-
-    For programs that embed nanobot for their own purposes (e.g. the rolling_summary
-    condition's private Dream loop), so a user's ``memory.json`` does not reach them.
-    """
-    token = _suppressed.set(True)
-    try:
-        yield
-    finally:
-        _suppressed.reset(token)
 
 
 class MemoryPluginTool(Tool):
@@ -77,7 +36,7 @@ class MemoryPluginTool(Tool):
 
     @classmethod
     def enabled(cls, ctx: Any) -> bool:
-        if _suppressed.get() or os.environ.get(ENV_SWITCH, "").strip().lower() in (
+        if plugin_suppressed() or os.environ.get(ENV_SWITCH, "").strip().lower() in (
             "0", "off", "false", "no"
         ):
             return False
@@ -100,7 +59,7 @@ class MemoryPluginTool(Tool):
         loop = seams.agent_loop_of(ctx)
         plugin = MemoryPlugin(loop, sessions=ctx.sessions or loop.sessions,
                               bus=ctx.bus or loop.bus, workspace=Path(ctx.workspace),
-                              provided=_provided.get())
+                              provided=provided())
         plugin.attach()
         seams.register_commands(loop, make_installer(plugin, TOOL_NAME))
         seams.add_help_specs(HELP_SPECS)

@@ -13,7 +13,6 @@ from nanobot_memory_adapters.backends.graphiti import (
     GraphitiAdapter,
     GraphitiConfig,
     GraphitiTripletAdapter,
-    _SharedKuzu,
     group_id_for,
 )
 from nanobot_memory_adapters.config import ConfigError
@@ -289,7 +288,9 @@ async def test_reopening_the_same_kuzu_directory(llm_double, data_dir):
     await first.record_event(_event(scope, 1, "I live in Paris.", T1))
     path = str(first.kuzu_path.resolve())
     await first.aclose()
-    assert path not in _SharedKuzu._open  # the database was really closed
+    from nanobot_memory_adapters.backends.graphiti.kuzu import KUZU
+
+    assert not KUZU.is_open(path)  # the database was really closed
 
     second = _load(llm_double, data_dir)
     try:

@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 from nanobot_memory_adapters.backends.mem0 import (
-    _CLIENTS,
     LLMSettings,
     Mem0Adapter,
     Mem0Config,
@@ -494,8 +493,10 @@ async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
     await a.setup_scope(scope)
     await b.setup_scope(scope)
     await c.setup_scope(scope)
+    from nanobot_memory_adapters.backends.mem0.qdrant import QDRANT
+
     key = str((data_dir / "mem0" / "qdrant").resolve())
-    assert _CLIENTS[key].users == 3
+    assert QDRANT.users(key) == 3
     assert a._memory.vector_store.client is b._memory.vector_store.client
     await a.record_event(_event(scope, "I play the cello."))
     await a.aclose()
@@ -506,7 +507,7 @@ async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
     await b.aclose()
     await c.aclose()
     await c.aclose()  # twice is fine
-    assert key not in _CLIENTS
+    assert not QDRANT.is_open(key)
     # The lock is released: a fresh client on the same path opens.
     from qdrant_client import QdrantClient
 

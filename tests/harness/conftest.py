@@ -150,21 +150,28 @@ def locomo_file(tmp_path) -> Path:
 
 @pytest.fixture
 def fake_providers(monkeypatch):
-    """Register the test-only providers through the entry-point group, as a plugin would."""
+    """Register the test-only providers through the entry-point group, as a plugin would
+    (beside the real ones, this package's built-ins among them)."""
     from tests.harness.fakes import FAKES
+
+    class Dist:
+        name = "test-fakes"
 
     class EP:
         def __init__(self, name: str, cls: type) -> None:
             self.name = name
-            self.value = f"tests.harness.fakes:{cls.__name__}"
-            self.dist = None
+            self.module = "tests.harness.fakes"
+            self.attr = cls.__name__
+            self.value = f"{self.module}:{self.attr}"
+            self.extras: list[str] = []
+            self.dist = Dist()
 
     real = registry.entry_points
     monkeypatch.setattr(
         registry,
         "entry_points",
         lambda group: (
-            [EP(n, c) for n, c in FAKES.items()]
+            [*real(group=group), *(EP(n, c) for n, c in FAKES.items())]
             if group == registry.ENTRY_POINT_GROUP
             else real(group=group)
         ),

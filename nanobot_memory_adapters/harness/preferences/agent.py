@@ -112,8 +112,8 @@ class NanobotAgent:
         from nanobot.config.loader import load_config
         from nanobot.session.manager import SessionManager
 
+        from nanobot_memory_adapters.hosting import provided_memory
         from nanobot_memory_adapters.nanobot import plugin_for
-        from nanobot_memory_adapters.nanobot.tool import provided_memory
 
         workspace = self.home / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)

@@ -41,8 +41,8 @@ drops everything for every scope and is never called by this adapter:
   the same scope as "Last k Messages" context, so old turns can still inform extraction
   after a reset. Use a fresh run_id after a reset when that matters (the harness does).
 
-Environment notes: mem0 telemetry is switched off (``MEM0_TELEMETRY=False``) before
-mem0 is imported. Without spaCy, mem0 skips lemmatization and entity boosts; without
+Environment notes: mem0 is imported with its telemetry off (``telemetry.quiet_mem0``;
+the host's environment is left as it was). Without spaCy, mem0 skips lemmatization and entity boosts; without
 fastembed, Qdrant BM25 is off: search is then purely semantic (mem0's own fallback).
 mem0's OpenAI LLM would prefer ``OPENROUTER_API_KEY`` (and openrouter.ai) from the
 environment over the configured endpoint; the adapter pins the client to ``llm.base_url``.
@@ -51,17 +51,27 @@ environment over the configured endpoint; the adapter pins the client to ``llm.b
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import logging
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel
 
+from nanobot_memory_adapters.backends.mem0.config import (
+    IDENTITY_KEYS,
+    MEM0_INFO,
+    SIMPLE_RAG_INFO,
+    LLMSettings,
+    Mem0Config,
+    SimpleRagConfig,
+)
+from nanobot_memory_adapters.backends.mem0.extraction_log import (
+    problems_of_this_add,
+    write_failures,
+)
+from nanobot_memory_adapters.backends.mem0.qdrant import acquire_client, release_client
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     BulkIngest,
@@ -74,261 +84,18 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
     MemoryScope,
-    ProviderInfo,
     Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
+from nanobot_memory_adapters.telemetry import quiet_mem0
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
-# Telemetry off before mem0 is imported anywhere (its flag is read at import time).
-os.environ["MEM0_TELEMETRY"] = "False"
-for _name in ("mem0.memory.telemetry", "mem0.memory.main"):
-    if _name in sys.modules:  # imported earlier with telemetry on: switch it off too
-        sys.modules[_name].MEM0_TELEMETRY = False  # type: ignore[attr-defined]
-
-__all__ = [
-    "MEM0_INFO",
-    "SIMPLE_RAG_INFO",
-    "LLMSettings",
-    "Mem0Adapter",
-    "Mem0Config",
-    "SimpleRagAdapter",
-    "SimpleRagConfig",
-]
-
-_ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
-_IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
-
-MEM0_INFO = ProviderInfo(
-    name="mem0",
-    condition_kind="architecture",
-    consistency_model="immediate",
-    stores_events=True,
-    tag_mapping="filter",
-    memory_form="derived",
-    item_fields=_ITEM_FIELDS,
-    native_memory_types=("memory",),
-    native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
-    requires_llm=True,
-    description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
-)
-
-# The same adapter without extraction: a labelled control, never presented as mem0.
-SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
-    update={
-        "name": "simple_rag",
-        "condition_kind": "control",
-        "memory_form": "verbatim",
-        "native_memory_types": ("message",),
-        "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
-        "requires_llm": False,
-        "description": "mem0 with infer=False: messages stored verbatim, semantic search "
-        "(ablation).",
-    }
-)
-
-
-# -- config ------------------------------------------------------------------------
-
-class LLMSettings(BaseModel):
-    """An OpenAI-compatible chat endpoint for mem0's extraction."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field(min_length=1, description="e.g. http://127.0.0.1:8000/v1")
-    model: str = Field(min_length=1)
-    api_key: str | None = Field(
-        default=None, description="Defaults to $OPENAI_API_KEY, else a placeholder."
-    )
-    temperature: float = Field(default=0.1, ge=0, le=2)
-    max_tokens: int = Field(
-        default=4000, gt=0,
-        description="Cap on one extraction answer; an answer cut here is a failed write.",
-    )
-    timeout_s: float = Field(
-        default=600.0, gt=0,
-        description="Seconds one extraction call may take (a small CPU model reading "
-        "mem0's ~8k-token prompt cold needs minutes).",
-    )
-    max_retries: int = Field(default=1, ge=0, description="openai client retries per call.")
-
-
-class SimpleRagConfig(BaseModel):
-    """The ``simple_rag`` block (also the base of the ``mem0`` block)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: str | None = Field(
-        default=None, description="Directory for Qdrant and history (default <data_dir>/mem0)."
-    )
-    collection_name: str | None = Field(
-        default=None,
-        description="Qdrant collection (default 'mem0' with inference, 'simple_rag' without).",
-    )
-    history_db_path: str | None = None
-    embedding_model: str | None = Field(
-        default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
-    )
-    embedding_dims: int = Field(default=384, gt=0)
-    agent_scoped: bool = Field(
-        default=False, description="Also write and filter by agent_id (scope.agent_id)."
-    )
-    threshold: float = Field(default=0.1, ge=0, le=1, description="mem0 search threshold.")
-    rerank: bool = False
-    reranker: dict[str, Any] | None = Field(
-        default=None, description="mem0 reranker block {provider, config}; needed for rerank."
-    )
-    tag_mapping: Literal["filter", "metadata"] = "filter"
-    tokens_per_item: int = Field(default=60, gt=0, description="Budget tokens per search hit.")
-    top_k_ceiling: int = Field(default=100, gt=0)
-    bulk_max_messages: int | None = Field(
-        default=None, gt=0,
-        description="Messages per bulk add call (default 40 without extraction; 2 with it, "
-        "as mem0's own LoCoMo evaluation batches: one LLM call per 2 messages keeps the "
-        "extraction answer short and provenance per turn pair).",
-    )
-
-    @model_validator(mode="after")
-    def _rerank_needs_reranker(self) -> SimpleRagConfig:
-        if self.rerank and not self.reranker:
-            raise ValueError(
-                "rerank is true but no reranker is configured; mem0 would silently skip "
-                "reranking — add a 'reranker' block or set rerank to false"
-            )
-        return self
-
-
-class Mem0Config(SimpleRagConfig):
-    """The ``mem0`` block. Without ``llm`` it runs infer=False and reports ``simple_rag``."""
-
-    llm: LLMSettings | None = None
-    infer: bool = Field(default=True, description="Use mem0 extraction when an LLM is set.")
-    custom_instructions: str | None = Field(
-        default=None, description="mem0's own custom extraction instructions."
-    )
-
-
-# -- one Qdrant local client per path per process -------------------------------------
-
-class _Serialized:
-    """Forwards to the local Qdrant engine one call at a time.
-
-    Qdrant's local mode is not thread-safe, and mem0 calls it from worker threads
-    (``asyncio.to_thread``, and ``gather`` inside ``delete_all``); adapters sharing a
-    path share this lock too.
-    """
-
-    def __init__(self, target: Any, lock: threading.RLock) -> None:
-        self._target = target
-        self._lock = lock
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._target, name)
-        if not callable(attr):
-            return attr
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return locked
-
-
-class _SharedClient:
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self.users = 0
-
-
-_CLIENTS: dict[str, _SharedClient] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def _acquire_client(path: Path) -> Any:
-    """The process-wide QdrantClient for ``path`` (created on first use)."""
-    from qdrant_client import QdrantClient
-
-    key = str(path.resolve())
-    with _CLIENTS_LOCK:
-        shared = _CLIENTS.get(key)
-        if shared is None:
-            path.mkdir(parents=True, exist_ok=True)
-            try:
-                client = QdrantClient(path=key)
-            except RuntimeError as exc:
-                raise RuntimeError(
-                    f"{exc} — another process holds {key}; Qdrant local mode allows one "
-                    "process per path (stop it, or give this one another mem0 path)"
-                ) from exc
-            client._client = _Serialized(client._client, threading.RLock())
-            shared = _CLIENTS[key] = _SharedClient(client)
-        shared.users += 1
-        return shared.client
-
-
-def _release_client(path: Path) -> None:
-    key = str(path.resolve())
-    with _CLIENTS_LOCK:
-        shared = _CLIENTS.get(key)
-        if shared is None:
-            return
-        shared.users -= 1
-        if shared.users <= 0:
-            del _CLIENTS[key]
-            shared.client.close()
-
-
-# -- what mem0 swallows ----------------------------------------------------------------------
-#
-# mem0 2.2.1 catches a model answer it cannot parse (cut at max_tokens, not JSON) and a
-# failed embedding or insert, logs an error and returns a partial or empty result
-# without raising. Only its log says so. The tap below collects those log records for the
-# add call that produced them (a context variable, so concurrent adds never mix), and
-# the adapter turns them into a failed, retryable write instead of a receipt that says
-# "committed" for a turn that stored nothing. mem0's own detection, not ours.
-
-_ADD_PROBLEMS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
-    "nanobot_memory_mem0_add_problems", default=None
-)
-# Log messages (prefixes) that mean the add did not store what the model extracted.
-WRITE_FAILURE_MARKERS = (
-    "Error parsing extraction response",
-    "Failed to embed memory text",
-    "Failed to insert memory",
-)
-
-
-class _AddProblemTap(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        sink = _ADD_PROBLEMS.get()
-        if sink is not None and record.levelno >= logging.WARNING:
-            try:
-                sink.append(record.getMessage()[:2000])
-            except Exception:  # a log record that cannot be formatted is not our failure
-                sink.append(str(record.msg)[:2000])
-
-
-_TAP = _AddProblemTap(level=logging.WARNING)
-
-
-def _install_tap() -> None:
-    native = logging.getLogger("mem0.memory.main")
-    if _TAP not in native.handlers:
-        native.addHandler(_TAP)
-
-
-def write_failures(problems: Sequence[str]) -> list[str]:
-    """The logged problems that mean an add stored less than mem0 extracted."""
-    return [p for p in problems if p.startswith(WRITE_FAILURE_MARKERS)]
-
-
-# -- the adapter ---------------------------------------------------------------------
 
 class Mem0Adapter(BulkIngest, BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
@@ -369,7 +136,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         self._closed = False
         if self.infer:
             self.write_failures_retryable = True
-        _install_tap()
 
     @classmethod
     def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
@@ -426,10 +192,11 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 return self._memory
             if self._closed:
                 raise RuntimeError("adapter is closed")
+            quiet_mem0()
             from mem0 import AsyncMemory
 
             self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
-            client = _acquire_client(self.qdrant_path)
+            client = acquire_client(self.qdrant_path)
             self._client_held = True
             try:
                 config = self._mem0_config(client)
@@ -438,7 +205,7 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 self._memory = memory
             except BaseException:
                 self._client_held = False
-                _release_client(self.qdrant_path)
+                release_client(self.qdrant_path)
                 raise
             return self._memory
 
@@ -472,7 +239,7 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                     memory.close()
                 if self._client_held:
                     self._client_held = False
-                    _release_client(self.qdrant_path)
+                    release_client(self.qdrant_path)
 
         await asyncio.to_thread(close)
 
@@ -523,7 +290,7 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         for key, value in extra.items():
             # mem0 merges AND sub-conditions into the top level (a nested user_id replaces
             # the scope's), so identity keys are refused at any depth, not just on top.
-            if key in _IDENTITY_KEYS or key in filters or _names_identity(value):
+            if key in IDENTITY_KEYS or key in filters or _names_identity(value):
                 raise AdapterError(
                     f"filter key {key!r} would override the scope; scope ids come from "
                     "request.scope only",
@@ -599,12 +366,8 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         kwargs = self._add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
         memory = await self._native()
-        problems: list[str] = []
-        token = _ADD_PROBLEMS.set(problems)
-        try:
+        with problems_of_this_add() as problems:
             result = await memory.add(self._messages(events), **kwargs)
-        finally:
-            _ADD_PROBLEMS.reset(token)
         failures = write_failures(problems)
         if failures:
             message = (
@@ -848,7 +611,7 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                     "update needs 'text' and/or 'metadata'",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
                 )
-            if metadata is not None and (_IDENTITY_KEYS & set(metadata)):
+            if metadata is not None and (IDENTITY_KEYS & set(metadata)):
                 raise AdapterError(
                     "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
@@ -905,7 +668,7 @@ def _names_identity(value: Any) -> bool:
     """Whether a filter value (AND/OR/NOT lists, operator dicts) mentions a scope id key."""
     if isinstance(value, dict):
         return any(
-            (isinstance(k, str) and k.lower() in _IDENTITY_KEYS) or _names_identity(v)
+            (isinstance(k, str) and k.lower() in IDENTITY_KEYS) or _names_identity(v)
             for k, v in value.items()
         )
     if isinstance(value, list | tuple):

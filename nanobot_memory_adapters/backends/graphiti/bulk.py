@@ -1,0 +1,132 @@
+"""Bulk ingest: ``add_episode_bulk`` per scope, falling back to one ``add_episode`` per
+event when the all-or-nothing bulk call fails."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from graphiti_core import Graphiti
+from graphiti_core.driver.driver import GraphDriver
+from graphiti_core.nodes import EpisodeType
+from graphiti_core.utils.bulk_utils import RawEpisode
+
+from nanobot_memory_adapters.backends.graphiti.config import (
+    GraphitiConfig,
+)
+from nanobot_memory_adapters.base import (
+    NativeWrite,
+    native_diagnostics,
+)
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryEvent,
+    MemoryScope,
+)
+
+
+class GraphitiBulk:
+    config: GraphitiConfig
+    backend_name: str
+
+    if TYPE_CHECKING:  # provided by GraphitiAdapter
+        async def graphiti(self) -> Graphiti: ...
+        def group_id(self, scope: MemoryScope) -> str: ...
+        def _lock_for(self, group: str) -> asyncio.Lock: ...
+        def _episode_kwargs(self) -> dict[str, Any]: ...
+        def episode_body(self, event: MemoryEvent) -> str: ...
+        def episode_name(self, event: MemoryEvent) -> str: ...
+        def source_description(self, event: MemoryEvent) -> str: ...
+        def event_id_of(self, source_description: str | None) -> str | None: ...
+        def _driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver: ...
+        async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite: ...
+        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any: ...
+
+    # -- SupportsBulkIngest ----------------------------------------------------------------
+    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        """Runs of consecutive events of one scope (one Graphiti group)."""
+        batches: list[list[MemoryEvent]] = []
+        for event in events:
+            if batches and self.group_id(batches[-1][0].scope()) == self.group_id(event.scope()):
+                batches[-1].append(event)
+            else:
+                batches.append([event])
+        return batches
+
+    async def _record_batch(
+        self, batch: list[MemoryEvent]
+    ) -> list[NativeWrite | AdapterError]:
+        """``add_episode_bulk`` for the batch. It is all-or-nothing (it saves the episodes
+        first, then one failed extraction discards every other result), so on failure
+        each event is written with ``add_episode`` on its own: the episode the bulk call
+        already saved is processed in place (by its uuid), never duplicated."""
+        if self.config.ingest.bulk == "native":
+            group = self.group_id(batch[0].scope())
+            try:
+                results = await self._bulk(group, batch)
+            except Exception as exc:
+                raw, _ = native_diagnostics(exc)
+                note = (f"add_episode_bulk failed ({raw.get('type')}: "
+                        f"{str(raw.get('message'))[:200]}); wrote each event on its own")
+                return await self._per_event(batch, fallback_note=note)
+            out: list[NativeWrite | AdapterError] = []
+            for event, episode in zip(batch, results.episodes, strict=True):
+                edges = [e.uuid for e in results.edges if episode.uuid in e.episodes]
+                out.append(NativeWrite(
+                    "committed", [episode.uuid, *edges], "graphiti.add_episode_bulk",
+                    {"group_id": group, "episodes_in_call": len(batch), "name": episode.name,
+                     "reference_time": event.timestamp.isoformat()},
+                ))
+            return out
+        return await self._per_event(batch)
+
+    async def _per_event(
+        self, batch: list[MemoryEvent], fallback_note: str | None = None
+    ) -> list[NativeWrite | AdapterError]:
+        out: list[NativeWrite | AdapterError] = []
+        for event in batch:
+            started = time.perf_counter()
+            try:
+                saved = await self._saved_episode(event) if fallback_note else None
+                native = await self._call(
+                    "record_events", lambda e=event, u=saved: self._record(e, uuid=u),
+                    retryable=True,
+                )
+            except AdapterError as exc:
+                out.append(exc)
+                continue
+            native.latency_ms = (time.perf_counter() - started) * 1000
+            if fallback_note:
+                native.warnings.append(fallback_note)
+            out.append(native)
+        return out
+
+    async def _saved_episode(self, event: MemoryEvent) -> str | None:
+        """The uuid of this event's episode if one is stored in its group (by name)."""
+        graphiti = await self.graphiti()
+        group = self.group_id(event.scope())
+        driver = self._driver_for(graphiti, group)
+        records, _, _ = await driver.execute_query(
+            "MATCH (e:Episodic) WHERE e.group_id = $group_id AND e.name = $name "
+            "RETURN e.uuid AS uuid",
+            group_id=group, name=self.episode_name(event), routing_="r",
+        )
+        return str(records[0]["uuid"]) if records else None
+
+    async def _bulk(self, group: str, events: list[MemoryEvent]) -> Any:
+        graphiti = await self.graphiti()
+        raw = [
+            RawEpisode(
+                name=self.episode_name(e),
+                content=self.episode_body(e),
+                source_description=self.source_description(e),
+                source=EpisodeType.message,
+                reference_time=e.timestamp,
+            )
+            for e in events
+        ]
+        kwargs = self._episode_kwargs()
+        async with self._lock_for(group):
+            return await graphiti.add_episode_bulk(raw, group_id=group, **kwargs)
+

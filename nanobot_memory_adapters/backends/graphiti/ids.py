@@ -1,0 +1,41 @@
+"""Scope -> Graphiti group id (injective), and the event id an episode was recorded from."""
+
+from __future__ import annotations
+
+import re
+
+from nanobot_memory_adapters.contract import (
+    MemoryScope,
+)
+
+_GROUP_SAFE = re.compile(r"[A-Za-z0-9-]")
+EVENT_IN_SOURCE = re.compile(r"^nanobot event=(.+?); session=")
+KUZU_FTS_SPECIAL = re.compile(r"[?*\\]")
+
+
+def _encode_group_part(value: str) -> str:
+    """Graphiti group ids allow [A-Za-z0-9_-]. Keep letters, digits and '-', escape the
+    rest (including '_') as ``_xx`` hex bytes, so the encoding is injective and ``__``
+    can never occur inside a part.
+
+    Deliberately not shared with ``honcho.native_name``: the two agree on ASCII but not
+    beyond (UTF-8 bytes here, code points there), and changing either would move existing
+    users' data to new group ids."""
+    out = []
+    for ch in value:
+        if _GROUP_SAFE.fullmatch(ch):
+            out.append(ch)
+        else:
+            out.extend(f"_{b:02x}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def group_id_for(scope: MemoryScope) -> str:
+    """``<run>__<persona>``: the run is the prefix, the persona the suffix."""
+    parts = [scope.run_id, scope.persona_id]
+    group = "__".join(_encode_group_part(p) for p in parts)
+    if not group or not re.fullmatch(r"[A-Za-z0-9_-]+", group):  # pragma: no cover
+        raise ValueError(f"cannot build a Graphiti group_id from scope {scope.key!r}")
+    return group
+
+

@@ -1,0 +1,121 @@
+"""The ``mem0`` and ``simple_rag`` config blocks and what each provider declares."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nanobot_memory_adapters.contract import ProviderInfo
+
+ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
+IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
+
+MEM0_INFO = ProviderInfo(
+    name="mem0",
+    condition_kind="architecture",
+    consistency_model="immediate",
+    stores_events=True,
+    tag_mapping="filter",
+    memory_form="derived",
+    item_fields=ITEM_FIELDS,
+    native_memory_types=("memory",),
+    native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
+    requires_llm=True,
+    description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
+)
+
+# The same adapter without extraction: a labelled control, never presented as mem0.
+SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
+    update={
+        "name": "simple_rag",
+        "condition_kind": "control",
+        "memory_form": "verbatim",
+        "native_memory_types": ("message",),
+        "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
+        "requires_llm": False,
+        "description": "mem0 with infer=False: messages stored verbatim, semantic search "
+        "(ablation).",
+    }
+)
+
+
+
+class LLMSettings(BaseModel):
+    """An OpenAI-compatible chat endpoint for mem0's extraction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1, description="e.g. http://127.0.0.1:8000/v1")
+    model: str = Field(min_length=1)
+    api_key: str | None = Field(
+        default=None, description="Defaults to $OPENAI_API_KEY, else a placeholder."
+    )
+    temperature: float = Field(default=0.1, ge=0, le=2)
+    max_tokens: int = Field(
+        default=4000, gt=0,
+        description="Cap on one extraction answer; an answer cut here is a failed write.",
+    )
+    timeout_s: float = Field(
+        default=600.0, gt=0,
+        description="Seconds one extraction call may take (a small CPU model reading "
+        "mem0's ~8k-token prompt cold needs minutes).",
+    )
+    max_retries: int = Field(default=1, ge=0, description="openai client retries per call.")
+
+
+class SimpleRagConfig(BaseModel):
+    """The ``simple_rag`` block (also the base of the ``mem0`` block)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(
+        default=None, description="Directory for Qdrant and history (default <data_dir>/mem0)."
+    )
+    collection_name: str | None = Field(
+        default=None,
+        description="Qdrant collection (default 'mem0' with inference, 'simple_rag' without).",
+    )
+    history_db_path: str | None = None
+    embedding_model: str | None = Field(
+        default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
+    )
+    embedding_dims: int = Field(default=384, gt=0)
+    agent_scoped: bool = Field(
+        default=False, description="Also write and filter by agent_id (scope.agent_id)."
+    )
+    threshold: float = Field(default=0.1, ge=0, le=1, description="mem0 search threshold.")
+    rerank: bool = False
+    reranker: dict[str, Any] | None = Field(
+        default=None, description="mem0 reranker block {provider, config}; needed for rerank."
+    )
+    tag_mapping: Literal["filter", "metadata"] = "filter"
+    tokens_per_item: int = Field(default=60, gt=0, description="Budget tokens per search hit.")
+    top_k_ceiling: int = Field(default=100, gt=0)
+    bulk_max_messages: int | None = Field(
+        default=None, gt=0,
+        description="Messages per bulk add call (default 40 without extraction; 2 with it, "
+        "as mem0's own LoCoMo evaluation batches: one LLM call per 2 messages keeps the "
+        "extraction answer short and provenance per turn pair).",
+    )
+
+    @model_validator(mode="after")
+    def _rerank_needs_reranker(self) -> SimpleRagConfig:
+        if self.rerank and not self.reranker:
+            raise ValueError(
+                "rerank is true but no reranker is configured; mem0 would silently skip "
+                "reranking — add a 'reranker' block or set rerank to false"
+            )
+        return self
+
+
+class Mem0Config(SimpleRagConfig):
+    """The ``mem0`` block. Without ``llm`` it runs infer=False and reports ``simple_rag``."""
+
+    llm: LLMSettings | None = None
+    infer: bool = Field(default=True, description="Use mem0 extraction when an LLM is set.")
+    custom_instructions: str | None = Field(
+        default=None, description="mem0's own custom extraction instructions."
+    )
+
+

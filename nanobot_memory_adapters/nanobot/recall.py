@@ -1,0 +1,181 @@
+"""The plugin's read path: recall before each turn, served to the prompt from a cache.
+
+nanobot awaits the plugin's runtime-context provider before it builds a turn's prompt;
+the plugin retrieves with the user's text as the query (bounded by ``recall_timeout_s``)
+and caches the formatted ``<memory-context>`` per session. The prompt build then reads
+the cache (``system_prompt`` placement, through ``MemoryView``) or gets the section as a
+runtime-context block (``user_message`` placement) — no I/O in synchronous prompt code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryAdapter,
+    MemoryScope,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.settings import LoadedSettings
+from nanobot_memory_adapters.nanobot.state import (
+    CACHE_SESSIONS,
+    LOG,
+    CacheEntry,
+    LastError,
+    LatencyStats,
+)
+from nanobot_memory_adapters.nanobot.turns import (
+    as_of_from,
+    identity_values,
+    scope_for,
+    tags_from,
+)
+
+
+class RecallMixin:
+    # Plugin state the mixins share (set up by MemoryPlugin.__init__).
+    loop: Any
+    sessions: Any
+    status: str
+    provider: str
+    read_only: bool
+    settings: LoadedSettings
+    adapter: MemoryAdapter | None
+    cache: OrderedDict[str, CacheEntry]
+    retrieve_stats: LatencyStats
+    record_stats: LatencyStats
+    enqueue_stats: LatencyStats
+    last_error: LastError | None
+    writes_failing_since: float | None
+    reads_failing_since: float | None
+
+    if TYPE_CHECKING:  # provided by MemoryPlugin and the other mixins
+        def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
+        def _note_read_failure(self, operation: str, exc: Any, timed_out: str) -> None: ...
+        async def _ensure_adapter(self) -> bool: ...
+        async def _ensure_scope(self, scope: MemoryScope) -> None: ...
+        async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None: ...
+
+    def text_for_prompt(self) -> str | None:
+        """Sync, no I/O: the cached context for the current session, or None for MEMORY.md.
+
+        With ``context_placement: user_message`` the memory slot stays empty (the context
+        travels in the user message instead; MEMORY.md is still not shown)."""
+        if self.status != "active":
+            return None
+        key = seams.current_session_key()
+        if not key or key.startswith("dream:"):
+            return None
+        if self.settings.plugin.context_placement == "user_message":
+            return ""
+        entry = self.cache.get(key)
+        return entry.text if entry is not None else ""
+
+    async def provide(self, request: Any) -> Any:
+        """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
+
+        ``system_prompt`` placement (default) returns no block: the context goes into the
+        system prompt's memory slot (replacing MEMORY.md) through ``text_for_prompt``.
+        ``user_message`` placement returns it as a runtime-context block, which nanobot
+        appends to the user message after everything stable (system prompt, tools,
+        history); the turn recorder strips such blocks, so memory never re-enters memory.
+        """
+        entry = None
+        try:
+            entry = await self.recall(
+                session_key=request.session_key,
+                query=request.original_user_text,
+                channel=request.channel,
+                chat_id=request.chat_id,
+                sender_id=request.sender_id,
+                attributes=request.attributes,
+            )
+        except Exception as exc:  # a memory problem must never fail the turn
+            self._note_error("retrieve", exc, retryable=False)
+            logger.exception("{}: recall failed", LOG)
+        if (self.settings.plugin.context_placement == "user_message" and entry is not None
+                and entry.text):
+            return seams.runtime_context_block(entry.text)
+        return None
+
+    async def recall(
+        self, *, session_key: str | None, query: str | None, channel: str, chat_id: str,
+        sender_id: str | None, attributes: dict[str, Any] | None = None,
+    ) -> CacheEntry | None:
+        if self.status != "active" or not session_key or session_key.startswith("dream:"):
+            return None
+        if not query or not query.strip():
+            return None  # system turns keep the session's last context
+        if not seams.session_persists(self.sessions, session_key):
+            return None  # nanobot shows no long-term memory to ephemeral sessions
+        memory = self.settings.memory
+        assert memory is not None
+        values = identity_values(channel=channel, chat_id=chat_id, sender_id=sender_id,
+                                 session_key=session_key, attributes=attributes)
+        try:
+            scope, session_id = scope_for(memory, values)
+        except ValueError as exc:
+            self._note_error("scope", exc, retryable=False)
+            self.cache.pop(session_key, None)
+            return None
+        previous = self.cache.get(session_key)
+        entry: CacheEntry
+        if not await self._ready_for(scope):
+            entry = self._stale(previous, scope, query)
+        else:
+            assert self.adapter is not None
+            request = RetrieveRequest(
+                query=query, scope=scope, session_id=session_id,
+                budget=memory.budget.to_budget(), as_of=as_of_from(attributes),
+                **tags_from(attributes),
+            )
+            await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
+            started = time.perf_counter()
+            try:
+                result = await asyncio.wait_for(
+                    self.adapter.retrieve(request), self.settings.plugin.recall_timeout_s
+                )
+            except (AdapterError, TimeoutError) as exc:
+                self._note_read_failure("retrieve", exc, f"retrieve took longer than "
+                                        f"{self.settings.plugin.recall_timeout_s}s")
+                logger.warning("{}: retrieve from '{}' failed ({}); answering with {} memory",
+                               LOG, self.provider, exc or "timeout",
+                               "stale" if previous else "no")
+                entry = self._stale(previous, scope, query)
+            else:
+                self.retrieve_stats.add((time.perf_counter() - started) * 1000)
+                self.reads_failing_since = None
+                text = result.formatted_context or ""
+                entry = CacheEntry(text, scope.key, self.provider, time.time(), query)
+        self.cache[session_key] = entry
+        self.cache.move_to_end(session_key)
+        while len(self.cache) > CACHE_SESSIONS:
+            self.cache.popitem(last=False)
+        return entry
+
+    async def _ready_for(self, scope: MemoryScope) -> bool:
+        """Provider built and scope set up (a startup cost, under ``startup_timeout_s``)."""
+        try:
+            async with asyncio.timeout(self.settings.plugin.startup_timeout_s):
+                if not await self._ensure_adapter():
+                    return False
+                await self._ensure_scope(scope)
+            return True
+        except (AdapterError, TimeoutError) as exc:
+            self._note_read_failure("setup_scope", exc, f"provider start took longer than "
+                                    f"{self.settings.plugin.startup_timeout_s}s")
+            return False
+
+    def _stale(self, previous: CacheEntry | None, scope: MemoryScope, query: str) -> CacheEntry:
+        if previous and previous.scope_key == scope.key and previous.provider == self.provider:
+            return CacheEntry(previous.text, previous.scope_key, previous.provider,
+                              previous.at, previous.query, stale=True)
+        return CacheEntry("", scope.key, self.provider, time.time(), query, stale=True)
+

@@ -1,0 +1,157 @@
+"""What the plugin tells the user: ``/memory-mode`` and ``/memory-health`` replies."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nanobot_memory_adapters.contract import MemoryAdapter, capabilities_of
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.settings import LoadedSettings
+from nanobot_memory_adapters.nanobot.state import LastError, LatencyStats
+from nanobot_memory_adapters.nanobot.state import ago as _ago
+from nanobot_memory_adapters.nanobot.turns import identity_values, scope_for
+
+
+class ReportsMixin:
+    # Plugin state the mixins share (set up by MemoryPlugin.__init__).
+    loop: Any
+    status: str
+    reason: str
+    provider: str
+    read_only: bool
+    data_dir: Path | None
+    settings: LoadedSettings
+    adapter: MemoryAdapter | None
+    retrieve_stats: LatencyStats
+    record_stats: LatencyStats
+    last_error: LastError | None
+    writes_failing_since: float | None
+    reads_failing_since: float | None
+
+    if TYPE_CHECKING:  # provided by MemoryPlugin and the other mixins
+        @property
+        def outbox(self) -> Outbox: ...
+        def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
+        async def _ensure_adapter(self) -> bool: ...
+
+    def scope_line(self, ctx: Any) -> str:
+        memory = self.settings.memory
+        if memory is None:
+            return "scope: -"
+        msg = ctx.msg
+        values = identity_values(channel=msg.channel, chat_id=msg.chat_id,
+                                 sender_id=msg.sender_id, session_key=ctx.key)
+        try:
+            scope, session_id = scope_for(memory, values)
+        except ValueError as exc:
+            return f"scope: cannot be built ({exc})"
+        return (f"scope (this chat): run={scope.run_id} user={scope.persona_id} "
+                f"agent={scope.agent_id} session={session_id}")
+
+    def mode_report(self, ctx: Any) -> str:
+        lines = []
+        if self.status == "active":
+            kind = "backend" if self.settings.memory and self.settings.memory.backend \
+                else "condition"
+            lines.append(f"memory provider: {self.provider} ({kind})")
+            adapter = self.adapter
+            if adapter is not None and adapter.backend_name != self.provider:
+                lines.append(f"runs as: {adapter.backend_name} — {adapter.info.description}")
+            lines.append("mode: " + ("read-only (turns are not saved)" if self.read_only
+                                     else "read-write (turns are saved after each reply)"))
+            lines.append(self.scope_line(ctx))
+            lines.append(f"data dir: {self.data_dir}")
+        elif self.status == "passthrough":
+            lines.append(f"memory provider: {self.provider} (control)")
+            lines.append("mode: nanobot's own MEMORY.md / history.jsonl / Dream, untouched")
+        else:
+            lines.append(f"memory: {self.status} — {self.reason}")
+        lines.append(f"config: {self.settings.path}")
+        lines.append("switch: /memory-mode <provider> | /memory-mode read-only on|off")
+        return "\n".join(lines)
+
+    async def health_report(self, ctx: Any) -> str:
+        lines: list[str] = []
+        if self.status == "passthrough":
+            return "\n".join([
+                f"memory: {self.provider} (control) — nanobot's own memory is in charge",
+                *self._native_memory_lines(),
+                f"config: {self.settings.path}",
+            ])
+        if self.status != "active":
+            return "\n".join([f"memory: {self.status} — {self.reason}",
+                              f"config: {self.settings.path}",
+                              "nanobot is running with its own memory (MEMORY.md)."])
+        health = None
+        if await self._ensure_adapter():
+            assert self.adapter is not None
+            try:
+                health = await asyncio.wait_for(self.adapter.health(),
+                                                self.settings.plugin.health_timeout_s)
+            except Exception as exc:
+                self._note_error("health", exc, retryable=True)
+        stats = await asyncio.to_thread(self.outbox.stats, self.provider)
+        status = health.status if health is not None else "unavailable"
+        if status == "ok" and (self.writes_failing_since or self.reads_failing_since):
+            status = "degraded"
+        if self.writes_failing_since and stats.pending:
+            status = "unavailable" if status != "ok" else "degraded"
+        info = getattr(self.adapter, "info", None)
+        lines.append(f"memory: {self.provider} — {status}")
+        if self.writes_failing_since:
+            lines.append(f"writes failing since {_ago(self.writes_failing_since)}; "
+                         "turns are kept in the outbox")
+        if self.reads_failing_since:
+            lines.append(f"reads failing since {_ago(self.reads_failing_since)}; "
+                         "answering with stale or no memory")
+        if health is not None:
+            lines.append(f"backend health: {health.status}"
+                         + (f" ({health.latency_ms:.0f} ms)" if health.latency_ms else ""))
+            lines.append(f"kind: {health.condition_kind}; consistency: "
+                         f"{health.consistency_model}")
+            lines.append("capabilities: " + (", ".join(health.capabilities) or "none"))
+            if health.native_memory_types:
+                lines.append("native memory types: " + ", ".join(health.native_memory_types))
+            if health.native_ingest_modes:
+                lines.append("ingest modes: " + ", ".join(health.native_ingest_modes))
+            for warning in health.warnings[:3]:
+                lines.append(f"warning: {warning}")
+        elif info is not None:
+            lines.append(f"kind: {info.condition_kind}; consistency: {info.consistency_model}; "
+                         "capabilities: " + (", ".join(capabilities_of(self.adapter)) or "none"))
+        else:
+            lines.append("backend health: unavailable (provider could not be started)")
+        lines.append("mode: " + ("read-only" if self.read_only else "read-write"))
+        outbox = f"outbox: {stats.pending} pending"
+        if stats.pending:
+            outbox += f" (oldest {_ago(stats.oldest_pending_at)})"
+        outbox += f", {stats.failed} failed, {stats.delivered} delivered"
+        if stats.pending_other_providers:
+            outbox += f"; {stats.pending_other_providers} pending for other providers"
+        lines.append(outbox)
+        if self.last_error is not None:
+            e = self.last_error
+            lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
+        else:
+            lines.append("last error: none")
+        lines.append(f"retrieve latency: {self.retrieve_stats.line()}")
+        lines.append(f"record latency: {self.record_stats.line()}")
+        lines.append(f"config: {self.settings.path}")
+        return "\n".join(lines)
+
+    def _native_memory_lines(self) -> list[str]:
+        return seams.native_memory_summary(self.loop)
+
+    def status_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "provider": self.provider,
+            "read_only": self.read_only, "config": str(self.settings.path),
+            "data_dir": str(self.data_dir) if self.data_dir else None,
+            "at": datetime.now(UTC).isoformat(),
+        }
+
+

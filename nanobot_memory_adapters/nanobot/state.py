@@ -1,0 +1,62 @@
+"""Small shared pieces of the plugin: the recall cache entry, errors, latency figures."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.stats import percentile
+
+LOG = seams.LOG_PREFIX
+OUTBOX_FILE = "nanobot-outbox.sqlite3"
+CACHE_SESSIONS = 512
+
+
+class LatencyStats:
+    """The last ``size`` samples; percentiles as everywhere else (``stats.percentile``)."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self.samples: deque[float] = deque(maxlen=size)
+
+    def add(self, ms: float) -> None:
+        self.samples.append(ms)
+
+    def percentile(self, p: float) -> float | None:
+        return percentile(list(self.samples), p)
+
+    def line(self) -> str:
+        if not self.samples:
+            return "no samples yet"
+        p50, p95 = self.percentile(50) or 0.0, self.percentile(95) or 0.0
+        return f"p50 {p50:.1f} ms, p95 {p95:.1f} ms (n={len(self.samples)})"
+
+
+@dataclass
+class CacheEntry:
+    text: str
+    scope_key: str
+    provider: str
+    at: float
+    query: str
+    stale: bool = False
+
+
+@dataclass
+class LastError:
+    at: float
+    operation: str
+    message: str
+    retryable: bool
+
+
+def ago(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    secs = max(0.0, time.time() - ts)
+    if secs < 120:
+        return f"{secs:.0f}s ago"
+    if secs < 7200:
+        return f"{secs / 60:.0f}m ago"
+    return f"{secs / 3600:.1f}h ago"
