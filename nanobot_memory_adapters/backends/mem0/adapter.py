@@ -44,8 +44,9 @@ drops everything for every scope and is never called by this adapter:
 Environment notes: mem0 is imported with its telemetry off (``telemetry.quiet_mem0``;
 the host's environment is left as it was). Without spaCy, mem0 skips lemmatization and
 entity boosts; without fastembed, Qdrant BM25 is off: search is then purely semantic
-(mem0's own fallback). mem0's OpenAI LLM would prefer ``OPENROUTER_API_KEY`` (and openrouter.ai) from the
-environment over the configured endpoint; the adapter pins the client to ``llm.base_url``.
+(mem0's own fallback). mem0's OpenAI LLM would prefer ``OPENROUTER_API_KEY`` (and
+openrouter.ai) from the environment over the configured endpoint; the adapter pins the
+client to ``llm.base_url``.
 """
 
 from __future__ import annotations
