@@ -26,12 +26,11 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
@@ -39,7 +38,6 @@ from nanobot_memory_adapters.base import (
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
-    poll_readiness,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
@@ -47,14 +45,12 @@ from nanobot_memory_adapters.contract import (
     ContextBudget,
     MemoryEvent,
     MemoryScope,
-    ProviderInfo,
-    Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
 from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_tokens
 from nanobot_memory_adapters.formatting import render_context as _render_context
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import TraceSink
@@ -71,99 +67,27 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
         name=exc.name,
     ) from exc
 
-T = TypeVar("T")
-BACKEND = "honcho"
-EPOCH_KEY = "nma_reset_epoch"
-MAX_BATCH = 100  # server limit for add_messages (1..100, else 422)
-PET_WARNING = (
-    "pet_observability=weak: Honcho's context exposes no representation version or "
-    "derivation time; observation timestamps are the source messages' times"
+from nanobot_memory_adapters.backends.honcho.config import (
+    EPOCH_KEY,
+    INFO,
+    MAX_BATCH,
+    PET_WARNING,
+    Dirty,
+    HonchoConfig,
+    ScopeState,
+    T,
+    native_name,
+)
+from nanobot_memory_adapters.backends.honcho.readiness import HonchoReadiness
+from nanobot_memory_adapters.backends.honcho.records import (
+    _reraise,
+    group_title,
+    message_json,
+    summary_json,
 )
 
-INFO = ProviderInfo(
-    name=BACKEND,
-    condition_kind="architecture",
-    consistency_model="async_derived",
-    stores_events=True,
-    tag_mapping="metadata",
-    memory_form="mixed",
-    item_fields=("native_type", "source"),
-    native_memory_types=("peer_representation", "peer_card", "session_summary", "message"),
-    native_ingest_modes=("session.add_messages",),
-    requires_llm=True,
-    description="Honcho v3: peers, sessions and the deriver's peer representations; "
-    "session.context(summary, tokens, peer_target, search_query) is the one read.",
-)
 
-_SAFE = re.compile(r"[A-Za-z0-9-]")
-
-
-def native_name(value: str) -> str:
-    """An id in Honcho's name alphabet, injectively: ``-``/alphanumerics kept, every other
-    character (``_`` included) becomes ``_xx`` (``_uxxxx`` beyond Latin-1). ``__`` therefore
-    never occurs inside an escaped id and can separate the parts of a composite name.
-    (Not shared with graphiti's group-id encoder, which escapes non-ASCII as UTF-8 bytes:
-    unifying them would rename existing workspaces, peers and sessions.)"""
-    out = []
-    for ch in value:
-        if _SAFE.fullmatch(ch):
-            out.append(ch)
-        elif ord(ch) < 256:
-            out.append(f"_{ord(ch):02x}")
-        else:
-            out.append(f"_u{ord(ch):04x}" if ord(ch) < 0x10000 else f"_U{ord(ch):08x}")
-    return "".join(out)
-
-
-class HonchoConfig(BaseModel):
-    """``memory.honcho`` block."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str | None = Field(
-        default=None,
-        description="Honcho server URL. Falls back to HONCHO_URL; never the SDK's cloud "
-        "default unless you configure it here.",
-    )
-    api_key: str | None = Field(default=None, description="Falls back to HONCHO_API_KEY.")
-    timeout_s: float = Field(default=30.0, gt=0)
-    max_retries: int = Field(default=2, ge=0)
-    search_top_k: int | None = Field(
-        default=None, ge=1, le=100,
-        description="Conclusions retrieved by semantic search; default derives from the "
-        "budget (ContextBudget.top_k), capped at 100.",
-    )
-    include_summary: bool = True
-    observe_assistant: bool = Field(
-        default=False,
-        description="Let Honcho derive a representation of the assistant peer too "
-        "(extra LLM work; never read by retrieve).",
-    )
-    readiness_poll_s: float = Field(default=0.5, gt=0)
-    readiness_settle_s: float = Field(
-        default=2.0, ge=0,
-        description="After a write, an empty queue counts as done only once work was "
-        "seen or this long has passed (the server enqueues after its response).",
-    )
-
-
-@dataclass
-class _ScopeState:
-    workspace: str
-    user_peer: str
-    assistant_peer: str
-    epoch: int
-    sessions: set[str] = field(default_factory=set)  # native sessions known to exist
-
-
-@dataclass
-class _Dirty:
-    last_write: float
-    seen_work: bool = False
-    deleted_sessions: set[str] = field(default_factory=set)
-
-
-class HonchoAdapter(BulkIngest, BaseAdapter):
+class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
 
     def __init__(
@@ -179,8 +103,8 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self._clients: dict[str, Honcho] = {}
-        self._scopes: dict[str, _ScopeState] = {}
-        self._dirty: dict[str, _Dirty] = {}
+        self._scopes: dict[str, ScopeState] = {}
+        self._dirty: dict[str, Dirty] = {}
         # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
         # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
         self.readiness_timeout_s = 90.0
@@ -288,7 +212,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
             error = exc
             return await super()._call(operation, lambda: _reraise(error), retryable=retryable)
 
-    async def _scope_state(self, scope: MemoryScope) -> _ScopeState:
+    async def _scope_state(self, scope: MemoryScope) -> ScopeState:
         state = self._scopes.get(self.state_key(scope))
         if state is not None:
             return state
@@ -300,11 +224,11 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
             configuration=PeerConfig(observe_me=self.config.observe_assistant),
         )
         epoch = int((user.metadata or {}).get(EPOCH_KEY, 0) or 0)
-        state = _ScopeState(workspace, user.id, self.assistant_peer_name(scope), epoch)
+        state = ScopeState(workspace, user.id, self.assistant_peer_name(scope), epoch)
         self._scopes[self.state_key(scope)] = state
         return state
 
-    async def _ensure_session(self, scope: MemoryScope, state: _ScopeState,
+    async def _ensure_session(self, scope: MemoryScope, state: ScopeState,
                               session_id: str) -> Session:
         name = self.session_name(scope, session_id, state.epoch)
         client = self._client(state.workspace)
@@ -326,7 +250,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
     async def _setup(self, scope: MemoryScope) -> None:
         await self._scope_state(scope)
 
-    def _to_messages(self, state: _ScopeState, event: MemoryEvent
+    def _to_messages(self, state: ScopeState, event: MemoryEvent
                      ) -> tuple[list[MessageCreateParams], int]:
         base: dict[str, Any] = {
             "event_id": event.event_id, "turn_id": event.turn_id, "run_id": event.run_id,
@@ -433,10 +357,10 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
             )
             raw = {
                 "session_id": ctx.session_id,
-                "summary": _summary_json(ctx.summary),
+                "summary": summary_json(ctx.summary),
                 "peer_representation": ctx.peer_representation,
                 "peer_card": ctx.peer_card,
-                "messages": [_message_json(m) for m in ctx.messages],
+                "messages": [message_json(m) for m in ctx.messages],
             }
             items += self._representation_items(state, ctx.peer_representation, ctx.peer_card)
             if ctx.summary is not None:
@@ -456,7 +380,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
                     group="messages", created_at=m.created_at,
                     source=f"session={m.session_id} peer={m.peer_id}",
                     source_event_ids=[str(meta["event_id"])] if meta.get("event_id") else None,
-                    metadata=meta, raw=_message_json(m),
+                    metadata=meta, raw=message_json(m),
                 ))
             native_op = "session.context"
             native_request = {"session": name, "tokens": request.budget.max_tokens,
@@ -467,7 +391,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
                                native_request=native_request, warnings=warnings)
 
     @staticmethod
-    def _representation_items(state: _ScopeState, representation: str | None,
+    def _representation_items(state: ScopeState, representation: str | None,
                               card: list[str] | None) -> list[RetrievedItem]:
         items = []
         if representation and representation.strip():
@@ -494,7 +418,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
         messages = [i for i in items if i.group == "messages"]
         room = budget.max_tokens - frame_tokens(self.backend_name, key)
         for group in {i.group or "ungrouped" for i in items}:  # the titles render_context writes
-            room -= count_tokens(_group_title(group, []) + "\n")
+            room -= count_tokens(group_title(group, []) + "\n")
         for i in fixed:
             room -= item_tokens(i)
         kept: list[RetrievedItem] = []
@@ -508,61 +432,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
         if budget.max_items is not None:
             chosen = chosen[: budget.max_items]
         return _render_context(backend=self.backend_name, scope=key, items=chosen,
-                               budget=budget, group_title=_group_title)
-
-    # -- readiness -----------------------------------------------------------------------------
-    def _mark_dirty(self, key: str) -> None:
-        dirty = self._dirty.setdefault(key, _Dirty(last_write=time.monotonic()))
-        dirty.last_write = time.monotonic()
-        dirty.seen_work = False
-
-    async def _probe(self, scope: MemoryScope) -> tuple[int, int, set[str]]:
-        state = await self._scope_state(scope)
-        aio = self._client(state.workspace).aio
-        senders = [state.user_peer] + ([state.assistant_peer] if self.config.observe_assistant
-                                       else [])
-        busy = total = 0
-        for sender in senders:
-            # sender_id (payload "observed") is the filter the server honours for
-            # representation work; observer_id matches nothing for it (docs/honcho.md).
-            q = await aio.queue_status(sender=sender)
-            busy += q.pending_work_units + q.in_progress_work_units
-            total += q.total_work_units
-        dirty = self._dirty.get(self.state_key(scope))
-        still_deleting: set[str] = set()
-        if dirty and dirty.deleted_sessions:
-            alive = await self._peer_sessions(state)
-            still_deleting = {s for s in dirty.deleted_sessions if s in alive}
-            dirty.deleted_sessions = still_deleting
-        return busy, total, still_deleting
-
-    async def _peer_sessions(self, state: _ScopeState) -> dict[str, bool]:
-        peer = Peer(state.user_peer, self._client(state.workspace))
-        page = await peer.aio.sessions(size=100)
-        return {s.id: bool(s.is_active) async for s in page}
-
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        started = time.perf_counter()
-        busy, _, deleting = await self._call("readiness", lambda: self._probe(scope))
-        dirty = self._dirty.get(self.state_key(scope))
-        if busy:
-            if dirty:
-                dirty.seen_work = True
-            status, detail = "pending", f"{busy} Honcho work unit(s) pending or in progress"
-        elif deleting:
-            status, detail = "pending", f"{len(deleting)} deleted session(s) not yet removed"
-        elif dirty and not dirty.seen_work and (
-            time.monotonic() - dirty.last_write < self.config.readiness_settle_s
-        ):
-            status, detail = "pending", "write just accepted; the server enqueues after replying"
-        else:
-            status, detail = "ready", "queue drained for this persona"
-        return Readiness(status=status, pending_count=busy + len(deleting),
-                         waited_ms=(time.perf_counter() - started) * 1000, detail=detail)
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
-                                    interval_s=self.config.readiness_poll_s)
+                               budget=budget, group_title=group_title)
 
     # -- reset / health / diagnostics ----------------------------------------------------------
     async def _reset(self, scope: MemoryScope) -> str | None:
@@ -587,7 +457,7 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
         await user.aio.set_metadata(metadata)
         state.sessions.clear()
         dirty = self._dirty.setdefault(self.state_key(scope),
-                                       _Dirty(last_write=time.monotonic()))
+                                       Dirty(last_write=time.monotonic()))
         dirty.deleted_sessions |= deleted
         return (
             f"deleted {len(deleted)} session(s) of {state.user_peer} in workspace "
@@ -651,31 +521,3 @@ class HonchoAdapter(BulkIngest, BaseAdapter):
                 inner.close()
 
 
-async def _reraise(exc: Exception) -> Any:
-    raise exc
-
-
-def _message_json(m: Any) -> dict[str, Any]:
-    return {"id": m.id, "content": m.content, "peer_id": m.peer_id, "session_id": m.session_id,
-            "workspace_id": m.workspace_id, "metadata": m.metadata,
-            "created_at": m.created_at.isoformat() if m.created_at else None,
-            "token_count": m.token_count}
-
-
-def _summary_json(s: Any) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    return {"content": s.content, "message_id": s.message_id, "summary_type": s.summary_type,
-            "created_at": s.created_at, "token_count": s.token_count}
-
-
-_GROUP_TITLES = {
-    "representation": "## Honcho peer representation (derived; prose as Honcho wrote it)",
-    "peer_card": "## Honcho peer card",
-    "summary": "## Session summary",
-    "messages": "## Recent session messages",
-}
-
-
-def _group_title(group: str, members: Sequence[RetrievedItem]) -> str:
-    return _GROUP_TITLES.get(group, f"## {group}")

@@ -1,0 +1,79 @@
+"""Honcho readiness: the deriver's queue for this persona, settled (``SupportsReadiness``)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from honcho import Honcho
+from honcho.peer import Peer
+
+from nanobot_memory_adapters.backends.honcho.config import Dirty, HonchoConfig, ScopeState
+from nanobot_memory_adapters.base import poll_readiness
+from nanobot_memory_adapters.contract import MemoryScope, Readiness
+
+
+class HonchoReadiness:
+    config: HonchoConfig
+    _dirty: dict[str, Dirty]
+
+    if TYPE_CHECKING:  # provided by HonchoAdapter
+        async def _scope_state(self, scope: MemoryScope) -> ScopeState: ...
+        def _client(self, workspace: str) -> Honcho: ...
+        def state_key(self, scope: MemoryScope) -> str: ...
+        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
+            ...
+
+    def _mark_dirty(self, key: str) -> None:
+        dirty = self._dirty.setdefault(key, Dirty(last_write=time.monotonic()))
+        dirty.last_write = time.monotonic()
+        dirty.seen_work = False
+
+    async def _probe(self, scope: MemoryScope) -> tuple[int, int, set[str]]:
+        state = await self._scope_state(scope)
+        aio = self._client(state.workspace).aio
+        senders = [state.user_peer] + ([state.assistant_peer] if self.config.observe_assistant
+                                       else [])
+        busy = total = 0
+        for sender in senders:
+            # sender_id (payload "observed") is the filter the server honours for
+            # representation work; observer_id matches nothing for it (docs/honcho.md).
+            q = await aio.queue_status(sender=sender)
+            busy += q.pending_work_units + q.in_progress_work_units
+            total += q.total_work_units
+        dirty = self._dirty.get(self.state_key(scope))
+        still_deleting: set[str] = set()
+        if dirty and dirty.deleted_sessions:
+            alive = await self._peer_sessions(state)
+            still_deleting = {s for s in dirty.deleted_sessions if s in alive}
+            dirty.deleted_sessions = still_deleting
+        return busy, total, still_deleting
+
+    async def _peer_sessions(self, state: ScopeState) -> dict[str, bool]:
+        peer = Peer(state.user_peer, self._client(state.workspace))
+        page = await peer.aio.sessions(size=100)
+        return {s.id: bool(s.is_active) async for s in page}
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        started = time.perf_counter()
+        busy, _, deleting = await self._call("readiness", lambda: self._probe(scope))
+        dirty = self._dirty.get(self.state_key(scope))
+        if busy:
+            if dirty:
+                dirty.seen_work = True
+            status, detail = "pending", f"{busy} Honcho work unit(s) pending or in progress"
+        elif deleting:
+            status, detail = "pending", f"{len(deleting)} deleted session(s) not yet removed"
+        elif dirty and not dirty.seen_work and (
+            time.monotonic() - dirty.last_write < self.config.readiness_settle_s
+        ):
+            status, detail = "pending", "write just accepted; the server enqueues after replying"
+        else:
+            status, detail = "ready", "queue drained for this persona"
+        return Readiness(status=status, pending_count=busy + len(deleting),
+                         waited_ms=(time.perf_counter() - started) * 1000, detail=detail)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                    interval_s=self.config.readiness_poll_s)
+
