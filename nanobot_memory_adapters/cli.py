@@ -252,7 +252,7 @@ def _mount_optional_rooms() -> None:
     else:
         register_harness(app)
     try:
-        from nanobot_memory_adapters.memos_server import memos_app
+        from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:
         pass
     else:

@@ -37,7 +37,7 @@ from nanobot_memory_adapters.contract import (
     SupportsReadiness,
     capabilities_of,
 )
-from nanobot_memory_adapters.memos_server import (
+from nanobot_memory_adapters.backends.memos.server import (
     MemosServerSettings,
     default_home,
     default_venv,

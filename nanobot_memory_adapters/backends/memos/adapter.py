@@ -1,7 +1,7 @@
 """MemOS (PyPI ``MemoryOS`` 2.0.33) over its product HTTP API, with httpx.
 
 MemOS needs ``openai<2`` and nanobot ``openai>=2.8``, so MemOS runs as its own server
-(``nanobot-memory memos-server start`` provisions one: see ``memos_server.py``) and this
+(``nanobot-memory memos-server start`` provisions one: see ``server.py``) and this
 adapter speaks the server's native product API — the same request models MemOS's own
 clients use (``APIADDRequest``, ``APISearchRequest``, ``APIFeedbackRequest``,
 ``DeleteMemoryRequest``) plus ``/product/scheduler/*``. The adapter maps ids, builds
@@ -43,135 +43,41 @@ scores, timestamps and sources, in raw results and in the formatted context.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import time
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
+from nanobot_memory_adapters.backends.memos.config import (
+    MEMOS_GROUPS,
+    SCOPE_KEYS,
+    TAG_KEYS,
+    MemOSConfig,
+    id_part,
+    provider_info,
+    safe_id,
+)
+from nanobot_memory_adapters.backends.memos.readiness import MemOSReadiness
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
-    poll_readiness,
 )
 from nanobot_memory_adapters.contract import (
     AdapterError,
-    FeedbackRequest,
     MemoryEvent,
     MemoryScope,
-    ProviderInfo,
-    Readiness,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
-__all__ = ["MEMOS_GROUPS", "MemOSAdapter", "MemOSConfig", "MemOSFeedbackAdapter"]
 
-DEFAULT_URL = "http://127.0.0.1:8765"
-MEMOS_GROUPS = ("text_mem", "pref_mem", "tool_mem", "skill_mem", "act_mem", "para_mem")
-_TERMINAL = {"completed", "failed", "cancelled"}
-_SAFE = re.compile(r"[^A-Za-z0-9_.@-]")
-_TAG_KEYS = ("scenario", "context", "attribute")
-# Filter keys that would reach across scopes (the cube is the scope).
-_SCOPE_KEYS = {"user_name", "user_id", "cube_id", "mem_cube_id"}
-
-_NATIVE_TYPES = (
-    "LongTermMemory", "UserMemory", "WorkingMemory", "PreferenceMemory",
-    "ToolSchemaMemory", "ToolTrajectoryMemory", "SkillMemory", "RawFileMemory",
-)  # fmt: skip
-
-
-class MemOSConfig(BaseModel):
-    """The ``memos`` block."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str | None = Field(
-        default=None, description=f"MemOS server (default $MEMOS_URL, else {DEFAULT_URL})."
-    )
-    api_key: str | None = Field(default=None, description="Sent as 'Authorization: Bearer'.")
-    timeout_s: float = Field(default=60.0, gt=0)
-    namespace: str = Field(default="nbm", min_length=1, description="Cube namespace prefix.")
-    user_id_template: str = "{run_id}__{persona_id}"
-    cube_id_template: str = "{namespace}__{run_id}__{persona_id}"
-    async_mode: Literal["async", "sync"] = "async"
-    add_mode: Literal["fast", "fine"] | None = Field(
-        default=None, description="MemOS add mode for sync adds (None = MemOS default, fine)."
-    )
-    search_mode: Literal["fast", "fine", "mixture"] = "fast"
-    relativity: float = Field(
-        default=0.1,
-        ge=0,
-        description="MemOS relevance threshold. Its default 0.45 drops good hits with MiniLM "
-        "(question vs. statement scores ~0.2); 0.1 matches the mem0 adapter's threshold.",
-    )
-    dedup: Literal["no", "sim", "mmr"] | None = "mmr"
-    rerank: bool = True
-    include_preference: bool = False
-    pref_top_k: int = Field(default=6, ge=0)
-    search_tool_memory: bool = False
-    tool_mem_top_k: int = Field(default=6, ge=0)
-    include_skill_memory: bool = False
-    skill_mem_top_k: int = Field(default=3, ge=0)
-    tag_mapping: Literal["filter", "metadata"] = "filter"
-    tokens_per_item: int = Field(default=60, gt=0)
-    top_k_ceiling: int = Field(default=50, gt=0)
-    readiness_poll_s: float = Field(default=0.25, gt=0)
-    feedback: bool = Field(
-        default=False, description="Declare the feedback capability (/product/feedback)."
-    )
-    feedback_async_mode: Literal["async", "sync"] = "sync"
-
-    def resolved_url(self) -> str:
-        return (self.base_url or os.environ.get("MEMOS_URL") or DEFAULT_URL).rstrip("/")
-
-
-def _info(config: MemOSConfig) -> ProviderInfo:
-    asynchronous = config.async_mode == "async"
-    return ProviderInfo(
-        name="memos",
-        condition_kind="architecture",
-        consistency_model="async_derived" if asynchronous else "immediate",
-        stores_events=True,
-        tag_mapping=config.tag_mapping,
-        memory_form="derived",
-        item_fields=("native_id", "native_type", "group", "score", "created_at"),
-        native_memory_types=_NATIVE_TYPES,
-        native_ingest_modes=("add(async)", "add(sync, fast)", "add(sync, fine)"),
-        requires_llm=True,
-        description="MemOS product API: MemCube per persona, LLM extraction by the "
-        "scheduler, grouped textual/preference/tool/skill memories.",
-    )
-
-
-def _safe_id(value: str) -> str:
-    """An id MemOS can use as cube/user id and inside ``:``-separated stream keys."""
-    clean = _SAFE.sub("_", value)
-    if clean == value:
-        return value
-    return f"{clean}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
-
-
-def _id_part(value: str) -> str:
-    """A scope id as one part of a ``__``-joined MemOS id. Parts that contain ``__`` or
-    start/end with ``_`` would make ``(a__b, c)`` and ``(a, b__c)`` the same cube, so they
-    lose their ``_`` and get a hash suffix; every other id is kept as it is."""
-    if "__" in value or value.startswith("_") or value.endswith("_"):
-        return f"{value.replace('_', '-')}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
-    return value
-
-
-class MemOSAdapter(BaseAdapter):
+class MemOSAdapter(MemOSReadiness, BaseAdapter):
     """MemOS's product API behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = MemOSConfig
@@ -185,7 +91,7 @@ class MemOSAdapter(BaseAdapter):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config or MemOSConfig()
-        super().__init__(info=_info(self.config), trace_sink=trace_sink)
+        super().__init__(info=provider_info(self.config), trace_sink=trace_sink)
         self.base_url = self.config.resolved_url()
         headers = {"content-type": "application/json"}
         if self.config.api_key:
@@ -200,6 +106,8 @@ class MemOSAdapter(BaseAdapter):
 
     @classmethod
     def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
+        from nanobot_memory_adapters.backends.memos.feedback import MemOSFeedbackAdapter
+
         target = MemOSFeedbackAdapter if config.feedback else MemOSAdapter
         return target(config, trace_sink=env.trace_sink)
 
@@ -225,7 +133,7 @@ class MemOSAdapter(BaseAdapter):
         try:
             for key in ("run_id", "persona_id", "namespace"):
                 check_scope_id(values[key], field=key)
-            parts = {k: _id_part(v) if v else v for k, v in values.items()}
+            parts = {k: id_part(v) if v else v for k, v in values.items()}
             user = self.config.user_id_template.format(**parts)
             cube = self.config.cube_id_template.format(**parts)
         except (KeyError, ValueError) as exc:
@@ -235,7 +143,7 @@ class MemOSAdapter(BaseAdapter):
                 operation=operation,
                 raw={"scope": scope.model_dump(), "reason": str(exc)},
             ) from None
-        return {"user_id": _safe_id(user), "cube_id": _safe_id(cube)}
+        return {"user_id": safe_id(user), "cube_id": safe_id(cube)}
 
     def _event_scope(self, event: MemoryEvent) -> MemoryScope:
         return event.scope()
@@ -317,7 +225,7 @@ class MemOSAdapter(BaseAdapter):
             "task_id": event.event_id,
             "writable_cube_ids": [ids["cube_id"]],
             "messages": messages,
-            "custom_tags": [tags[k] for k in _TAG_KEYS if k in tags] or None,
+            "custom_tags": [tags[k] for k in TAG_KEYS if k in tags] or None,
             "info": info,
             "async_mode": self.config.async_mode,
         }
@@ -366,7 +274,7 @@ class MemOSAdapter(BaseAdapter):
         if self.config.tag_mapping == "filter":
             conditions += [{f"info.{k}": v} for k, v in request.tags().items()]
         for key, value in request.filters.items():
-            if key in ("and", "or") or key in _SCOPE_KEYS:
+            if key in ("and", "or") or key in SCOPE_KEYS:
                 raise AdapterError(
                     f"filter key {key!r} is not allowed: the scope (cube) comes from "
                     "request.scope only; give plain field conditions",
@@ -467,7 +375,7 @@ class MemOSAdapter(BaseAdapter):
         info = meta.get("info") or {}
         event: str | None = None
         if isinstance(info, dict):
-            for key in _TAG_KEYS:
+            for key in TAG_KEYS:
                 if key in info:
                     metadata[key] = info[key]
             event = str(info["event_id"]) if info.get("event_id") else None
@@ -532,58 +440,6 @@ class MemOSAdapter(BaseAdapter):
             "which contain the prompts with the deleted text"
         )
 
-    # -- readiness -------------------------------------------------------------------
-    async def _queue_available(self) -> bool:
-        """Whether MemOS's scheduler queue (Redis) can report task status."""
-        if self._redis is None:
-            try:
-                await self._request(
-                    "readiness",
-                    "GET",
-                    "/product/scheduler/task_queue_status",
-                    params={"user_id": "nbm-probe"},
-                    ok_codes=(200, 404),
-                )
-                self._redis = True
-            except AdapterError as exc:
-                if exc.raw.get("status_code") == 503 or (
-                    isinstance(exc.raw.get("body"), dict) and exc.raw["body"].get("code") == 503
-                ):
-                    self._redis = False
-                else:
-                    raise
-        return self._redis
-
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        ids = self.native_ids(scope, "readiness")
-        if not await self._queue_available():
-            return Readiness(
-                status="unknown",
-                detail="MemOS runs without its Redis scheduler queue: task status is not "
-                "reported (start the server with --redis)",
-            )
-        result = await self._call(
-            "readiness",
-            lambda: self._request(
-                "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
-            ),
-        )
-        tasks = result.get("data") or []
-        open_tasks = [t for t in tasks if str(t.get("status", "")).lower() not in _TERMINAL]
-        failed = [t for t in tasks if str(t.get("status", "")).lower() == "failed"]
-        detail = f"{len(tasks)} scheduler tasks for {ids['user_id']}"
-        if failed:
-            detail += f", {len(failed)} failed"
-        return Readiness(
-            status="pending" if open_tasks else "ready",
-            pending_count=len(open_tasks),
-            detail=detail,
-        )
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
-                                    interval_s=self.config.readiness_poll_s)
-
     # -- lifecycle and health --------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
         self.native_ids(scope, "setup_scope")
@@ -629,61 +485,3 @@ class MemOSAdapter(BaseAdapter):
         return NativeHealth(status=status, details=details, warnings=warnings)
 
 
-class MemOSFeedbackAdapter(MemOSAdapter):
-    """``memos`` with ``feedback: true``: also declares MemOS's feedback endpoint."""
-
-    def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:
-        ids = self.native_ids(request.scope, "apply_feedback")
-        history = request.metadata.get("history") or []
-        return {
-            "user_id": ids["user_id"],
-            "session_id": request.session_id,
-            "history": history,
-            "retrieved_memory_ids": request.native_ids or None,
-            "feedback_content": request.feedback,
-            "feedback_time": request.metadata.get("feedback_time"),
-            "writable_cube_ids": [ids["cube_id"]],
-            "async_mode": self.config.feedback_async_mode,
-            "info": {k: v for k, v in request.metadata.items() if k != "history"} or None,
-        }
-
-    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
-        """POST /product/feedback (MemOS judges the feedback with its LLM and adds or
-        updates memories itself). ``metadata.history``: the chat turns it refers to."""
-        scope_key = request.scope.key
-        if self._mode.read_only:
-            trace = self._trace(
-                "apply_feedback", scope=scope_key, status="skipped_read_only", latency_ms=0.0
-            )
-            self._emit(trace)
-            return WriteReceipt(status="skipped_read_only", trace=trace)
-        body = self.feedback_request(request)
-        started = time.perf_counter()
-        result = await self._call(
-            "apply_feedback",
-            lambda: self._request("apply_feedback", "POST", "/product/feedback", json=body),
-        )
-        latency = (time.perf_counter() - started) * 1000
-        native_ids: list[str] = []
-        for entry in result.get("data") or []:
-            record = (entry or {}).get("record") or {}
-            for op in ("add", "update"):
-                native_ids += [str(r["id"]) for r in record.get(op) or [] if r.get("id")]
-        sync = body["async_mode"] == "sync"
-        trace = self._trace(
-            "apply_feedback",
-            native_operation="POST /product/feedback",
-            scope=scope_key,
-            native_request={k: v for k, v in body.items() if k not in ("history", "info")},
-            native_ids=native_ids,
-            latency_ms=latency,
-            status="committed" if sync else "queued",
-            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"],
-        )
-        self._emit(trace)
-        return WriteReceipt(
-            status="committed" if sync else "queued",
-            native_ids=native_ids,
-            latency_ms=latency,
-            trace=trace,
-        )

@@ -1,0 +1,82 @@
+"""MemOS readiness: its scheduler's task status (Redis-backed), per user."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nanobot_memory_adapters.backends.memos.config import (
+    TERMINAL,
+    MemOSConfig,
+)
+from nanobot_memory_adapters.base import (
+    poll_readiness,
+)
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryScope,
+    Readiness,
+)
+
+
+class MemOSReadiness:
+    config: MemOSConfig
+    _redis: bool | None
+
+    if TYPE_CHECKING:  # provided by MemOSAdapter
+        def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]: ...
+        async def _request(self, operation: str, method: str, path: str, **kwargs: Any
+                           ) -> dict[str, Any]: ...
+        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
+            ...
+
+    async def _queue_available(self) -> bool:
+        """Whether MemOS's scheduler queue (Redis) can report task status."""
+        if self._redis is None:
+            try:
+                await self._request(
+                    "readiness",
+                    "GET",
+                    "/product/scheduler/task_queue_status",
+                    params={"user_id": "nbm-probe"},
+                    ok_codes=(200, 404),
+                )
+                self._redis = True
+            except AdapterError as exc:
+                if exc.raw.get("status_code") == 503 or (
+                    isinstance(exc.raw.get("body"), dict) and exc.raw["body"].get("code") == 503
+                ):
+                    self._redis = False
+                else:
+                    raise
+        return self._redis
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        ids = self.native_ids(scope, "readiness")
+        if not await self._queue_available():
+            return Readiness(
+                status="unknown",
+                detail="MemOS runs without its Redis scheduler queue: task status is not "
+                "reported (start the server with --redis)",
+            )
+        result = await self._call(
+            "readiness",
+            lambda: self._request(
+                "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
+            ),
+        )
+        tasks = result.get("data") or []
+        open_tasks = [t for t in tasks if str(t.get("status", "")).lower() not in TERMINAL]
+        failed = [t for t in tasks if str(t.get("status", "")).lower() == "failed"]
+        detail = f"{len(tasks)} scheduler tasks for {ids['user_id']}"
+        if failed:
+            detail += f", {len(failed)} failed"
+        return Readiness(
+            status="pending" if open_tasks else "ready",
+            pending_count=len(open_tasks),
+            detail=detail,
+        )
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                    interval_s=self.config.readiness_poll_s)
+

@@ -1,0 +1,218 @@
+"""The MemOS launcher's services: MemOS's own venv, Postgres+pgvector, Redis, and the
+helper scripts that run in that venv (``runtime_scripts/``, shipped as package data)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from nanobot_memory_adapters.backends.memos.launcher import (
+    MARKER_FILE,
+    MEMOS_REQUIREMENTS,
+    TORCH_REQUIREMENT,
+    MemosServerError,
+    default_venv,
+    free_port,
+    pid_alive,
+    port_in_use,
+    tail,
+)
+
+# --------------------------------------------------------------------------- provisioning
+
+
+def requirements_fingerprint() -> dict[str, Any]:
+    return {"torch": TORCH_REQUIREMENT, "requirements": list(MEMOS_REQUIREMENTS)}
+
+
+def pip(py: Path, args: list[str], log: Path) -> None:
+    cmd = [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
+    logger.info("memos-server: pip install {}", " ".join(args))
+    with open(log, "a") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n")
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        raise MemosServerError(
+            f"pip install failed (exit {proc.returncode}); see {log}:\n{tail(log)}"
+        )
+
+
+def provision(home: Path, python: str = sys.executable, venv: Path | None = None) -> Path:
+    """Create (or complete) MemOS's own venv; returns its python. Idempotent."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "logs").mkdir(exist_ok=True)
+    venv = (venv or default_venv(home)).absolute()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    py = venv / "bin" / "python"
+    marker = venv / MARKER_FILE
+    wanted = requirements_fingerprint()
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if py.exists() and marker.exists():
+            with contextlib.suppress(json.JSONDecodeError, OSError):
+                if json.loads(marker.read_text()).get("fingerprint") == wanted:
+                    logger.info("memos-server: venv already provisioned at {}", venv)
+                    return py
+        started = time.monotonic()
+        log = home / "logs" / "pip.log"
+        if not py.exists():
+            logger.info("memos-server: creating MemOS venv at {}", venv)
+            subprocess.run([python, "-m", "venv", str(venv)], check=True)
+        # torch first: the CPU wheel; a plain torch requirement pulls a multi-GB CUDA build.
+        pip(py, [TORCH_REQUIREMENT], log)
+        pip(py, list(MEMOS_REQUIREMENTS), log)
+        freeze = subprocess.run(
+            [str(py), "-m", "pip", "freeze", "--disable-pip-version-check"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        (venv / "requirements.lock.txt").write_text(freeze)
+        elapsed = time.monotonic() - started
+        marker.write_text(json.dumps({"fingerprint": wanted, "seconds": round(elapsed, 1)}))
+        logger.info("memos-server: venv provisioned in {:.0f} s", elapsed)
+        return py
+
+
+# --------------------------------------------------------------------------- helper scripts
+# (they run in MemOS's venv)
+
+_SCRIPTS = resources.files("nanobot_memory_adapters.backends.memos") / "runtime_scripts"
+
+
+def script(name: str) -> str:
+    """A helper that runs in MemOS's venv (shipped as package data, linted like the rest)."""
+    return (_SCRIPTS / name).read_text(encoding="utf-8")
+
+
+
+
+
+def run_helper(py: Path, script: str, *args: str, timeout: float = 120.0) -> str:
+    env = base_env()
+    proc = subprocess.run(
+        [str(py), "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise MemosServerError(
+            f"helper failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        )
+    return proc.stdout
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    # never let the launcher's own venv leak into MemOS's interpreter
+    for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(key, None)
+    return env
+
+
+# --------------------------------------------------------------------------- postgres / redis
+
+
+def start_postgres(home: Path, py: Path) -> dict[str, Any]:
+    pgdata = home / "pgdata"
+    out = run_helper(py, script("pg_start.py"), str(pgdata))
+    info = json.loads(out.strip().splitlines()[-1])
+    logger.info(
+        "memos-server: postgres+pgvector running (pid {}, socket dir {})",
+        info["pid"],
+        info["socket_dir"],
+    )
+    return info
+
+
+def stop_postgres(home: Path, py: Path) -> None:
+    pgdata = home / "pgdata"
+    if not (pgdata / "postmaster.pid").exists():
+        return
+    try:
+        run_helper(py, script("pg_stop.py"), str(pgdata))
+        logger.info("memos-server: postgres stopped")
+    except MemosServerError as exc:
+        logger.warning("memos-server: postgres stop: {}", exc)
+
+
+def postgres_running(home: Path) -> tuple[bool, int | None]:
+    pidfile = home / "pgdata" / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False, None
+    return pid_alive(pid), pid
+
+
+def start_redis(home: Path) -> dict[str, Any]:
+    exe = shutil.which("redis-server")
+    if not exe:
+        raise MemosServerError(
+            "redis-server not found (Debian: apt-get install redis-server), or use --no-redis"
+        )
+    port = free_port()
+    rdir = home / "redis"
+    rdir.mkdir(exist_ok=True)
+    log = home / "logs" / "redis.log"
+    cmd = [
+        exe, "--bind", "127.0.0.1", "--port", str(port), "--protected-mode", "yes",
+        "--save", "", "--appendonly", "no", "--dir", str(rdir), "--daemonize", "no",
+    ]  # fmt: skip
+    with open(log, "a") as fh:
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=rdir
+        )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise MemosServerError(f"redis-server exited ({proc.returncode}):\n{tail(log)}")
+        if port_in_use(port):
+            logger.info("memos-server: redis running (pid {}, 127.0.0.1:{})", proc.pid, port)
+            return {"pid": proc.pid, "port": port}
+        time.sleep(0.1)
+    raise MemosServerError(f"redis-server did not listen on 127.0.0.1:{port}:\n{tail(log)}")
+
+
+def terminate(pid: int | None, name: str, timeout: float = 20.0) -> None:
+    if not pid_alive(pid):
+        return
+    assert pid is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            logger.info("memos-server: {} stopped (pid {})", name, pid)
+            return
+        time.sleep(0.2)
+    logger.warning("memos-server: {} (pid {}) ignored SIGTERM; killing it", name, pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
