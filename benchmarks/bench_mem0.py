@@ -58,8 +58,8 @@ from nanobot_memory_adapters.harness.datasets.locomo import (  # noqa: E402
     Conversation,
     load_locomo,
 )
+from nanobot_memory_adapters.harness.locomo_mapping import turn_event  # noqa: E402
 from nanobot_memory_adapters.stats import percentile  # noqa: E402
-from nanobot_memory_adapters.harness.timeline import turn_event  # noqa: E402
 from nanobot_memory_adapters.tokens import clear_token_count_cache  # noqa: E402
 
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"

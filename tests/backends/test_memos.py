@@ -25,6 +25,13 @@ from nanobot_memory_adapters.backends.memos import (
     MemOSConfig,
     MemOSFeedbackAdapter,
 )
+from nanobot_memory_adapters.backends.memos.server import (
+    MemosServerSettings,
+    default_home,
+    default_venv,
+    start_server,
+    stop_server,
+)
 from nanobot_memory_adapters.contract import (
     AdapterError,
     AdapterMode,
@@ -36,13 +43,6 @@ from nanobot_memory_adapters.contract import (
     SupportsFeedback,
     SupportsReadiness,
     capabilities_of,
-)
-from nanobot_memory_adapters.backends.memos.server import (
-    MemosServerSettings,
-    default_home,
-    default_venv,
-    start_server,
-    stop_server,
 )
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget

@@ -71,14 +71,9 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     parse_choice,
     provider_scores,
 )
-from nanobot_memory_adapters.harness.timeline import (
-    AnnotatingSink,
-    Prepared,
-    SeededIds,
-    _error,
-    _failure_trace,
-    prepare_provider,
-)
+from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
+from nanobot_memory_adapters.harness.seeded_ids import SeededIds
+from nanobot_memory_adapters.harness.trace_sink import AnnotatingSink, error_text, failure_trace
 from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
@@ -202,7 +197,7 @@ class PreferenceUnit:
             self.unit["reset_status"] = (await self.adapter.reset_scope(self.scope)).status
         except Exception as exc:
             self.unit["reset_status"] = "failed"
-            self.sink.write(_failure_trace(self.p.name, self.adapter, "reset_scope", _error(exc),
+            self.sink.write(failure_trace(self.p.name, self.adapter, "reset_scope", error_text(exc),
                                            scope=self.scope.key), kind="reset")
         points = sorted({t.after_session for t in self.persona.tests})
         agent = await self._agent() if self.cfg.agent is not None else None
@@ -239,7 +234,7 @@ class PreferenceUnit:
             return True
         except Exception as exc:
             self.unit["mode_failures"] += 1
-            self.sink.write(_failure_trace(self.p.name, self.adapter, "set_mode", _error(exc)),
+            self.sink.write(failure_trace(self.p.name, self.adapter, "set_mode", error_text(exc)),
                             kind="mode", reason=reason)
             return False
 
@@ -284,8 +279,8 @@ class PreferenceUnit:
         for event, receipt in zip(events, receipts, strict=True):
             if isinstance(receipt, BaseException):
                 self.unit["record_failures"] += 1
-                trace = _failure_trace(self.p.name, self.adapter, "record_event",
-                                       _error(receipt), event.event_id, self.scope.key)
+                trace = failure_trace(self.p.name, self.adapter, "record_event",
+                                       error_text(receipt), event.event_id, self.scope.key)
                 status = "failed"
             else:
                 trace, status = receipt.trace, receipt.status
@@ -309,8 +304,8 @@ class PreferenceUnit:
                 status = state.status
             except Exception as exc:
                 status = "pending"
-                self.sink.write(_failure_trace(self.p.name, self.adapter, "wait_until_ready",
-                                               _error(exc), scope=self.scope.key),
+                self.sink.write(failure_trace(self.p.name, self.adapter, "wait_until_ready",
+                                               error_text(exc), scope=self.scope.key),
                                 kind="readiness")
             self.unit["readiness"].append({"point": point, "status": status,
                                            "waited_s": time.perf_counter() - t0})
@@ -349,7 +344,7 @@ class PreferenceUnit:
                         record["error"] = turn.recall_error
                         self.unit["retrieve_failures"] += 1
                 except Exception as exc:
-                    record["error"] = f"agent: {_error(exc)}"
+                    record["error"] = f"agent: {error_text(exc)}"
                     self.unit["agent_failures"] += 1
             else:
                 try:
@@ -360,7 +355,7 @@ class PreferenceUnit:
                     ))
                     context = result.formatted_context
                 except Exception as exc:
-                    record["error"] = f"retrieve: {_error(exc)}"
+                    record["error"] = f"retrieve: {error_text(exc)}"
                     self.unit["retrieve_failures"] += 1
         self.unit["retrieve_latency_ms"].append((time.perf_counter() - t0) * 1000)
         retrieves = [t for t in held if t.operation == "retrieve"]
@@ -373,7 +368,7 @@ class PreferenceUnit:
                 try:
                     record["verdict"] = (await self.cfg.judge.judge(test, reply)).to_dict()
                 except Exception as exc:
-                    record["verdict"] = {"label": "error", "score": None, "raw": _error(exc)}
+                    record["verdict"] = {"label": "error", "score": None, "raw": error_text(exc)}
         record["follow_ups"] = follow_ups
         sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
         line: dict[str, Any] = {
@@ -388,7 +383,7 @@ class PreferenceUnit:
             self.seen.add(sha)
         if record["error"]:
             line["error"] = record["error"]
-        anchor = retrieves[0] if retrieves else _failure_trace(
+        anchor = retrieves[0] if retrieves else failure_trace(
             self.p.name, self.adapter, "test_session", record["error"] or "",
             scope=self.scope.key)
         self.sink.write(anchor, **line)
@@ -416,7 +411,7 @@ class PreferenceUnit:
                 receipt: WriteReceipt | None = await self.adapter.record_event(event)
                 status = receipt.status if receipt else "none"
             except Exception as exc:
-                receipt, status = None, f"failed: {_error(exc)}"
+                receipt, status = None, f"failed: {error_text(exc)}"
         if status != "skipped_read_only":
             self.unit["gate_violations"] += 1
         if receipt is not None:
@@ -440,8 +435,8 @@ class PreferenceUnit:
                     trace: Trace = receipt.trace
                 except Exception as exc:
                     ok = False
-                    trace = _failure_trace(self.p.name, self.adapter, "apply_feedback",
-                                           _error(exc), scope=self.scope.key)
+                    trace = failure_trace(self.p.name, self.adapter, "apply_feedback",
+                                           error_text(exc), scope=self.scope.key)
             self.unit["feedback"]["sent" if ok else "failed"] += 1
             self.sink.write(trace, kind="feedback", test_id=test.test_id, feedback=text)
             self.sink.flush(held, {trace.trace_id})

@@ -1,0 +1,546 @@
+"""One LoCoMo unit (provider x conversation): record the sessions in order, and at each
+test point ask the placed questions read-only, with gate probes and the optional judge."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from nanobot_memory_adapters.contract import (
+    ACCEPTED_WRITE_STATUSES,
+    AdapterMode,
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    Message,
+    RetrieveRequest,
+    RetrieveResult,
+    SupportsBulkIngest,
+    SupportsReadiness,
+    Trace,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.formatting import compose_sections, split_budget
+from nanobot_memory_adapters.harness.datasets.locomo import (
+    Conversation,
+    Turn,
+)
+from nanobot_memory_adapters.harness.judge import (
+    BehaviouralSession,
+    SessionContext,
+)
+from nanobot_memory_adapters.harness.locomo_mapping import (
+    Persona,
+    personas,
+    turn_event,
+)
+from nanobot_memory_adapters.harness.metrics import (
+    answer_present,
+    normalize_answer,
+    normalize_text,
+    provenance_counts,
+    session_hits,
+    turn_hits,
+)
+from nanobot_memory_adapters.harness.prepared import Prepared
+from nanobot_memory_adapters.harness.trace_sink import (
+    error_text,
+    failure_trace,
+    note_trace,
+)
+from nanobot_memory_adapters.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.harness.timeline import BenchConfig, Progress
+
+def unit_scope(cfg: BenchConfig, conv: Conversation) -> MemoryScope:
+    """The first (in single mode the only) scope a conversation is recorded into."""
+    return personas(conv, cfg.speakers, cfg.run_id, cfg.agent_id)[0].scope
+
+
+@dataclass
+class Asked:
+    """What one question got from a provider: the (composed) context and its sources."""
+
+    context: str
+    shown_sources: list[list[str] | None]
+    results: list[RetrieveResult]
+    error: str | None
+    latency_ms: float
+    held: list[Trace]
+
+
+class UnitRunner:
+    def __init__(
+        self,
+        p: Prepared,
+        conv: Conversation,
+        points: list[int],
+        cfg: BenchConfig,
+        progress: Progress | None,
+    ) -> None:
+        self.p = p
+        self.adapter = p.adapter
+        self.sink = p.sink
+        self.conv = conv
+        self.points = points
+        self.cfg = cfg
+        self.progress = progress
+        self.personas: list[Persona] = personas(conv, cfg.speakers, cfg.run_id, cfg.agent_id)
+        self.scope = self.personas[0].scope
+        self.seen_contexts: set[str] = set()
+        self.distinctive: dict[int, list[str]] = {
+            s.number: [t.text for t in s.turns if t.distinctive] for s in conv.sessions
+        }
+        self.dia_of_event: dict[str, str] = {}
+        self.unit: dict[str, Any] = {
+            "provider": p.name,
+            "conversation": conv.sample_id,
+            "events": 0,
+            "ingest_mode": "bulk" if isinstance(self.adapter, SupportsBulkIngest) else "single",
+            "record_failures": 0,
+            "record_latency_ms": [],
+            "record_latency_per_event_ms": [],
+            "ingest_s": 0.0,
+            "readiness": [],
+            "mode_failures": 0,
+            "gate_violations": 0,
+            "gate_probes": 0,
+            "asks": [],
+            "judged": [],
+            "behavioural": [],
+            "reset_status": None,
+        }
+
+    async def run(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.sink.base = {
+            "provider": self.p.name,
+            "unit": f"{self.p.name}/{self.conv.sample_id}",
+            "conversation": self.conv.sample_id,
+        }
+        await self._set_mode(False, "bench_unit_start")
+        statuses = []
+        for persona in self.personas:
+            await self.adapter.setup_scope(persona.scope)
+            try:  # a fresh scope: nothing from an earlier or interrupted run survives
+                statuses.append((await self.adapter.reset_scope(persona.scope)).status)
+            except Exception as exc:
+                statuses.append("failed")
+                self.sink.write(
+                    failure_trace(self.p.name, self.adapter, "reset_scope", error_text(exc),
+                                   scope=persona.scope.key),
+                    kind="reset",
+                )
+        self.unit["reset_status"] = "failed" if "failed" in statuses else statuses[0]
+        final = self.points[-1] if self.points else None
+        for session in self.conv.sessions:
+            for copy, persona in enumerate(self.personas):
+                await self._record_session(session.turns, persona, copy)
+            if session.number in self.points:
+                await self._test_point(
+                    session.number,
+                    session.number == final,
+                    session.turns[-1].timestamp if session.turns else None,
+                )
+            if self.progress:
+                self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
+        self.unit["wall_s"] = time.perf_counter() - started
+        return self.unit
+
+    async def _set_mode(self, read_only: bool, reason: str) -> bool:
+        try:
+            with self.sink.capture() as held:
+                receipt = await self.adapter.set_mode(
+                    AdapterMode(read_only=read_only, reason=reason)
+                )
+            written = set()
+            if receipt.trace is not None:
+                self.sink.write(receipt.trace, kind="mode", reason=reason)
+                written.add(receipt.trace.trace_id)
+            self.sink.flush(held, written)
+            return True
+        except Exception as exc:
+            self.unit["mode_failures"] += 1
+            self.sink.write(
+                failure_trace(self.p.name, self.adapter, "set_mode", error_text(exc)),
+                kind="mode",
+                reason=reason,
+            )
+            return False
+
+    # -- ingest ------------------------------------------------------------------------
+    def _record_line(
+        self, trace: Trace, turn: Turn, event: MemoryEvent, status: str, copy: int
+    ) -> None:
+        self.dia_of_event[event.event_id] = turn.dia_id
+        self.sink.write(
+            trace,
+            kind="record",
+            phase="ingest",
+            session=turn.session,
+            dia_id=turn.dia_id,
+            event_id=event.event_id,
+            persona=event.user_id,
+            speaker_copy=copy,
+            text=turn.text,
+            distinctive=turn.distinctive,
+            status=status,
+        )
+
+    async def _record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
+        if not turns:
+            return
+        events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]
+        started = time.perf_counter()
+        if isinstance(self.adapter, SupportsBulkIngest):
+            receipts: list[WriteReceipt | BaseException] = []
+            t0 = time.perf_counter()
+            with self.sink.capture() as held:
+                try:
+                    receipts = list(await self.adapter.record_events(events))
+                except Exception as exc:
+                    receipts = [exc] * len(events)
+            ms = (time.perf_counter() - t0) * 1000
+            if len(receipts) != len(events):
+                receipts = [
+                    RuntimeError(
+                        f"record_events returned {len(receipts)} receipts for {len(events)} events"
+                    )
+                ] * len(events)
+            self.unit["record_latency_ms"].append(ms)
+            self.unit["record_latency_per_event_ms"].append(ms / len(events))
+            written = self._receipt_lines(turns, events, receipts, copy)
+            self.sink.flush(held, written)
+        else:
+            for turn, ev in zip(turns, events, strict=True):
+                t0 = time.perf_counter()
+                with self.sink.capture() as held:
+                    try:
+                        receipt: WriteReceipt | BaseException = await self.adapter.record_event(ev)
+                    except Exception as exc:
+                        receipt = exc
+                ms = (time.perf_counter() - t0) * 1000
+                self.unit["record_latency_ms"].append(ms)
+                self.unit["record_latency_per_event_ms"].append(ms)
+                written = self._receipt_lines([turn], [ev], [receipt], copy)
+                self.sink.flush(held, written)
+        self.unit["events"] += len(events)
+        self.unit["ingest_s"] += time.perf_counter() - started
+
+    def _receipt_lines(
+        self,
+        turns: Sequence[Turn],
+        events: Sequence[MemoryEvent],
+        receipts: Sequence[WriteReceipt | BaseException],
+        copy: int,
+    ) -> set[str]:
+        written: set[str] = set()
+        for turn, ev, receipt in zip(turns, events, receipts, strict=True):
+            if isinstance(receipt, BaseException):
+                self.unit["record_failures"] += 1
+                trace = failure_trace(
+                    self.p.name,
+                    self.adapter,
+                    "record_event",
+                    error_text(receipt),
+                    ev.event_id,
+                    ev.scope().key,
+                )
+                self._record_line(trace, turn, ev, "failed", copy)
+                continue
+            if receipt.status not in ACCEPTED_WRITE_STATUSES:
+                self.unit["record_failures"] += 1
+            self._record_line(receipt.trace, turn, ev, receipt.status, copy)
+            written.add(receipt.trace.trace_id)
+        return written
+
+    # -- test points ---------------------------------------------------------------------
+    async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
+        if isinstance(self.adapter, SupportsReadiness):
+            t0 = time.perf_counter()
+            status = "ready"
+            for persona in self.personas:
+                try:
+                    state = await self.adapter.wait_until_ready(
+                        persona.scope, self.cfg.readiness_timeout_s
+                    )
+                    if state.status != "ready":
+                        status = state.status
+                except Exception as exc:
+                    status = "pending"
+                    self.sink.write(
+                        failure_trace(
+                            self.p.name,
+                            self.adapter,
+                            "wait_until_ready",
+                            error_text(exc),
+                            scope=persona.scope.key,
+                        ),
+                        kind="readiness",
+                    )
+            self.unit["readiness"].append(
+                {"point": point, "status": status, "waited_s": time.perf_counter() - t0}
+            )
+        questions = [q for q in self.conv.questions if q.ready_after <= point]
+        gated = await self._set_mode(True, "test_session")
+        try:
+            for q in questions:
+                await self._ask(q, point, is_final, gated, last_ts)
+            for session in self.cfg.sessions:
+                await self._behavioural(session, point, last_ts)
+        finally:
+            await self._set_mode(False, "test_session_end")
+
+    async def _retrieve_one(
+        self, query: str, session_id: str, scope: MemoryScope, budget: ContextBudget
+    ) -> tuple[RetrieveResult | None, str | None, list[Trace]]:
+        request = RetrieveRequest(
+            query=query, scope=scope, session_id=session_id, budget=budget
+        )
+        with self.sink.capture() as held:
+            try:
+                result = await self.adapter.retrieve(request)
+                error = None
+            except Exception as exc:
+                result, error = None, error_text(exc)
+        return result, error, held
+
+    async def _retrieve(self, query: str, session_id: str) -> Asked:
+        """The question asked of every persona of the unit; one (composed) context."""
+        t0 = time.perf_counter()
+        if len(self.personas) == 1:
+            result, error, held = await self._retrieve_one(
+                query, session_id, self.scope, self.cfg.budget
+            )
+            results = [result] if result is not None else []
+            context = result.formatted_context if result is not None else ""
+        else:
+            budgets = split_budget(
+                self.cfg.budget, self.p.name, self._composed_scope,
+                [(p.label, p.scope.key) for p in self.personas],
+            )
+            results, held, errors, parts = [], [], [], []
+            for persona, budget in zip(self.personas, budgets, strict=True):
+                one, err, got = await self._retrieve_one(query, session_id, persona.scope, budget)
+                held += got
+                if one is None:
+                    errors.append(err or "retrieve failed")
+                    continue
+                results.append(one)
+                parts.append((persona.label, one.formatted_context))
+            error = "; ".join(errors) if errors else None
+            context, complete = compose_sections(
+                self.p.name, self._composed_scope, parts, self.cfg.budget_tokens
+            )
+            if errors:
+                context, results = "", []
+            elif not complete:  # never expected (split_budget's shares fit): be strict
+                results = []
+                error = "composed context overflowed the budget"
+        ms = (time.perf_counter() - t0) * 1000
+        sources = [r.items[i].source_event_ids for r in results for i in r.shown]
+        return Asked(context, sources, results, error, ms, held)
+
+    @property
+    def _composed_scope(self) -> str:
+        return MemoryScope(run_id=self.cfg.run_id, persona_id=self.conv.sample_id).key
+
+    async def _ask(self, q: Any, point: int, is_final: bool, gated: bool, last_ts: Any) -> None:
+        conv = self.conv
+        evidence_text = {d: conv.turn(d).text for d in q.evidence}
+        session_id = f"{conv.sample_id}-test-{point}"
+        if gated:
+            asked = await self._retrieve(q.question, session_id)
+        else:  # the read-only gate could not be set: do not test without it
+            asked = Asked("", [], [], "set_mode(read_only) failed", 0.0, [])
+        context = asked.context
+        sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
+        tokens = count_tokens(context)
+        norm = normalize_text(context)
+        th = turn_hits(evidence_text, norm)
+        sh = session_hits(q.evidence_sessions, evidence_text, self.distinctive, norm)
+        answer_applicable = 1 <= int(q.category) <= 4 and q.answer is not None
+        answer_hit = (
+            answer_present(q.answer, normalize_answer(context)) if answer_applicable else None
+        )
+        prov = provenance_counts(list(q.evidence), asked.shown_sources, self.dia_of_event)
+        first = asked.results[0] if asked.results else None
+        trace = (
+            first.trace
+            if first is not None
+            else failure_trace(
+                self.p.name, self.adapter, "retrieve", asked.error or "", scope=self.scope.key
+            )
+        )
+        extra: dict[str, Any] = {
+            "kind": "ask",
+            "phase": "test",
+            "point": point,
+            "question_id": q.qid,
+            "category": q.category,
+            "question": q.question,
+            "evidence": list(q.evidence),
+            "evidence_text": evidence_text,
+            "gold": q.answer,
+            "answer_applicable": answer_applicable,
+            "shown_sources": asked.shown_sources,
+            "context_sha256": sha,
+            "context_tokens": tokens,
+        }
+        if len(asked.results) > 1:
+            extra["composed_of"] = [r.trace.trace_id for r in asked.results]
+        if sha not in self.seen_contexts:
+            extra["context"] = context
+            self.seen_contexts.add(sha)
+        if asked.error:
+            extra["error"] = asked.error
+        self.sink.write(trace, **extra)
+        self.sink.flush(asked.held, {trace.trace_id})
+        self.unit["asks"].append(
+            {
+                "qid": q.qid,
+                "point": point,
+                "is_final": is_final,
+                "category": q.category,
+                "n_evidence": len(q.evidence),
+                "turn_hits": th,
+                "n_sessions": len(q.evidence_sessions),
+                "session_hits": sh,
+                "turn_recall": th / len(q.evidence),
+                "session_recall": sh / len(q.evidence_sessions),
+                "answer_hit": answer_hit,
+                **prov,
+                "tokens": tokens,
+                "budget_violation": tokens > self.cfg.budget_tokens,
+                "retrieved_count": sum(r.trace.retrieved_count or 0 for r in asked.results)
+                if asked.results else None,
+                "latency_ms": asked.latency_ms if asked.results else None,
+                "failed": asked.error,
+            }
+        )
+        if gated and self.cfg.gate_probe:
+            for persona in self.personas:
+                await self._gate_probe(
+                    f"{conv.sample_id}-p{point}-q{q.index}",
+                    session_id,
+                    [Message(role="user", content=q.question)],
+                    last_ts,
+                    q.qid,
+                    scope=persona.scope,
+                )
+        if is_final and self.cfg.judge is not None:
+            await self._judge(q, context)
+
+    async def _gate_probe(
+        self,
+        event_id: str,
+        session_id: str,
+        messages: Sequence[Message],
+        last_ts: Any,
+        label: str,
+        counter: str = "gate_probes",
+        scope: MemoryScope | None = None,
+    ) -> WriteReceipt | None:
+        """Offer a test-session turn to record_event; only ``skipped_read_only`` is right."""
+        scope = scope or self.scope
+        event = MemoryEvent(
+            event_id=f"locomo-probe-{event_id}"
+            + (f"@{scope.persona_id}" if scope != self.scope else ""),
+            run_id=scope.run_id,
+            user_id=scope.persona_id,
+            agent_id=scope.agent_id or "nanobot",
+            session_id=session_id,
+            turn_id=event_id,
+            timestamp=(last_ts + timedelta(hours=1)) if last_ts else epoch(),
+            messages=list(messages),
+            metadata={"harness": "gate_probe", "about": label},
+        )
+        self.unit[counter] = self.unit.get(counter, 0) + 1
+        with self.sink.capture() as held:
+            try:
+                receipt: WriteReceipt | None = await self.adapter.record_event(event)
+                status = receipt.status if receipt else "none"
+            except Exception as exc:
+                receipt, status = None, f"failed: {error_text(exc)}"
+        if status != "skipped_read_only":
+            self.unit["gate_violations"] += 1
+        if receipt is not None:
+            self.sink.write(receipt.trace, kind="gate_probe", about=label, status=status)
+            self.sink.flush(held, {receipt.trace.trace_id})
+        else:
+            self.sink.flush(held, set())
+        return receipt
+
+    async def _judge(self, q: Any, context: str) -> None:
+        judge = self.cfg.judge
+        assert judge is not None
+        try:
+            answer = await judge.answerer.answer(q.question, context)
+            verdict = (
+                await judge.judge.judge(q.question, q.gold, answer, category=q.category)
+            ).to_dict()
+        except Exception as exc:
+            answer, verdict = "", {"label": "error", "score": None, "raw": error_text(exc)}
+        record = {"qid": q.qid, "category": q.category, "answer": answer, "verdict": verdict}
+        self.unit["judged"].append(record)
+        self.sink.writer.emit(
+            note_trace(self.p.name, self.adapter, "judge"),
+            **self.sink.base,
+            kind="judge",
+            question_id=q.qid,
+            gold=q.gold,
+            **record,
+        )
+
+    async def _behavioural(self, session: BehaviouralSession, point: int, last_ts: Any) -> None:
+        turn_no = 0
+
+        async def retrieve(query: str) -> RetrieveResult:
+            result, error, held = await self._retrieve_one(
+                query, f"{self.conv.sample_id}-{session.name}-{point}", self.scope,
+                self.cfg.budget,
+            )
+            if result is None:
+                raise RuntimeError(error)
+            self.sink.write(
+                result.trace, kind="behavioural_retrieve", session=session.name, point=point
+            )
+            self.sink.flush(held, {result.trace.trace_id})
+            return result
+
+        async def record(messages: Sequence[Message]) -> WriteReceipt:
+            nonlocal turn_no
+            turn_no += 1
+            receipt = await self._gate_probe(
+                f"{self.conv.sample_id}-p{point}-{session.name}-{turn_no}",
+                f"{self.conv.sample_id}-{session.name}-{point}",
+                messages,
+                last_ts,
+                session.name,
+                counter="behavioural_writes",
+            )
+            if receipt is None:
+                raise RuntimeError("record_event failed during a behavioural session")
+            return receipt
+
+        ctx = SessionContext(
+            self.p.name, self.conv.sample_id, point, self.cfg.budget, retrieve, record
+        )
+        try:
+            outcome = await session.run(ctx)
+        except Exception as exc:
+            outcome = {"error": error_text(exc)}
+        self.unit["behavioural"].append({"session": session.name, "point": point, **outcome})
+
+
+def epoch() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime(2000, 1, 1, tzinfo=UTC)
+
+

@@ -1,0 +1,74 @@
+"""Providers of a bench: built through the registry, or skipped with the reason."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    MemoryAdapter,
+)
+from nanobot_memory_adapters.harness import manifest as mf
+from nanobot_memory_adapters.harness.trace_sink import AnnotatingSink, error_text
+from nanobot_memory_adapters.tracing import JsonlTraceWriter
+
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.harness.timeline import BenchConfig
+
+@dataclass
+class Prepared:
+    name: str
+    kind: str
+    block: dict[str, Any]
+    adapter: MemoryAdapter
+    sink: AnnotatingSink
+
+
+async def prepare_provider(
+    name: str, cfg: BenchConfig, writer: JsonlTraceWriter, *, label: str | None = None,
+    block: dict[str, Any] | None = None,
+) -> tuple[Prepared | None, str | None]:
+    """Build one provider, or say why it is skipped (needs an LLM, missing extra, down).
+
+    ``label`` names a variant of the provider (an experiment group) with a store of its
+    own; ``block`` overrides the provider's block from ``cfg.provider_configs``."""
+    from nanobot_memory_adapters.registry import load_provider
+
+    block = block if block is not None else cfg.provider_configs.get(name)
+    source = mf.provider_source(name, block)
+    sink = AnnotatingSink(writer)
+    store = (label or name).replace("+", "_")
+    try:
+        _, kind, native_block = mf.native_config(source)
+        adapter = load_provider(source, data_dir=cfg.out / "stores" / store, trace_sink=sink)
+    except ConfigError as exc:
+        return None, f"config: {exc}"
+    except ImportError as exc:
+        return None, f"not installed: {exc}"
+    except Exception as exc:  # a provider that cannot even be built is skipped, not fatal
+        return None, f"could not be built: {error_text(exc)[:300]}"
+    if adapter.info.requires_llm and not block:
+        await adapter.aclose()
+        return None, (
+            "needs an LLM (ProviderInfo.requires_llm); configure one in its block "
+            "via --provider-config to include it"
+        )
+    if adapter.info.name != name:
+        await adapter.aclose()
+        return None, (
+            f"runs as '{adapter.info.name}' with this config (e.g. no LLM configured); "
+            f"benchmark '{adapter.info.name}' under its own name or configure {name} fully"
+        )
+    try:
+        health = await adapter.health()
+    except Exception as exc:  # health must report, not raise; a third party may not
+        await adapter.aclose()
+        return None, f"health() raised: {error_text(exc)[:300]}"
+    if health.status == "unavailable":
+        await adapter.aclose()
+        return None, f"unavailable: {json.dumps(health.details, default=str)[:300]}"
+    return Prepared(label or name, kind, native_block, adapter, sink), None
+
+
