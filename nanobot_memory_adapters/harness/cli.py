@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,14 +21,14 @@ DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
 DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
 DEMO_PROVIDERS = ("no_memory", "full_history", "simple_rag")
 DEMO_PREFERENCE_PROVIDERS = ("no_memory", "full_history", "simple_rag", "oracle_ipas")
-_MARK = {
+STATUS_MARK = {
     "passed": "✓",
     "not_applicable": "(n/a)",
     "pending": "(PENDING)",
     "skipped": "(skipped)",
     "failed": "(FAILED)",
 }
-_STATUS_STYLE = {
+STATUS_STYLE = {
     "passed": "green",
     "not_applicable": "cyan",
     "pending": "yellow",
@@ -39,28 +37,28 @@ _STATUS_STYLE = {
 }
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
-def _source(config: Path | None, backend: str | None, condition: str | None) -> Any:
+def source_of(config: Path | None, backend: str | None, condition: str | None) -> Any:
     given = [x for x in (config, backend, condition) if x]
     if len(given) != 1:
-        raise _fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
+        raise fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
     if config:
         return config
     return {"backend": backend} if backend else {"condition": condition}
 
 
-def _default_dataset() -> Path:
+def default_dataset() -> Path:
     return Path(os.environ.get(DATASET_ENV) or DEFAULT_DATASET)
 
 
 # -- swap ----------------------------------------------------------------------------------
 
 
-def _swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
+def swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
     from nanobot_memory_adapters.config import ConfigError
     from nanobot_memory_adapters.registry import resolve_config
 
@@ -105,12 +103,12 @@ def swap_command(
     the readiness gate is still pending; the failed gate is named."""
     from nanobot_memory_adapters.harness.swap import run_swap
 
-    source = _source(config, backend, condition)
-    path = manifest or _swap_manifest_path(source, data_dir)
+    source = source_of(config, backend, condition)
+    path = manifest or swap_manifest_path(source, data_dir)
 
     def live(gate: Any) -> None:
         if not as_json:
-            style = _STATUS_STYLE.get(gate.status, "white")
+            style = STATUS_STYLE.get(gate.status, "white")
             console.print(
                 f"  [{style}]{gate.status:>14}[/{style}]  {gate.name}: {gate.detail[:110]}",
                 highlight=False,
@@ -155,7 +153,7 @@ class RichProgress:
         self.progress.update(self.tasks[provider], advance=steps, note=note)
 
 
-def _progress() -> Progress:
+def progress_bar() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description:<14}"),
         BarColumn(),
@@ -214,46 +212,46 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
     return table
 
 
-def _endpoint_or_none(base_url: str | None, model: str | None, key_env: str) -> Any:
+def endpoint_or_none(base_url: str | None, model: str | None, key_env: str) -> Any:
     if not base_url:
         return None
     if not model:
-        raise _fail("--llm-model is required with --llm-base-url")
+        raise fail("--llm-model is required with --llm-base-url")
     from nanobot_memory_adapters.harness.judge import LLMEndpoint
 
     return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
 
 
-def _judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
+def judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
     if not base_url:
         return None
     from nanobot_memory_adapters.harness.judge import LLMEndpoint, llm_judge_setup
 
     if not model:
-        raise _fail("--llm-model is required with --llm-base-url")
+        raise fail("--llm-model is required with --llm-base-url")
     return llm_judge_setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
 
 
-def _provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
+def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
     if path is None:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise _fail(f"--provider-config {path}: {exc}") from None
+        raise fail(f"--provider-config {path}: {exc}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise _fail('--provider-config must be a JSON object {"provider": {block...}}')
+        raise fail('--provider-config must be a JSON object {"provider": {block...}}')
     return data
 
 
-def _check_names(names: list[str]) -> None:
+def check_names(names: list[str]) -> None:
     from nanobot_memory_adapters.config import _suggest
     from nanobot_memory_adapters.registry import available_providers
 
     specs = available_providers()
     for n in names:
         if n not in specs:
-            raise _fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
+            raise fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
 
 
 def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
@@ -265,7 +263,7 @@ def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
         if quiet:
             outcome = asyncio.run(run_bench(cfg))
         else:
-            with _progress() as progress:
+            with progress_bar() as progress:
                 outcome = asyncio.run(run_bench(cfg, RichProgress(progress)))
     except KeyboardInterrupt:
         err_console.print(
@@ -274,9 +272,9 @@ def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
         )
         raise typer.Exit(130) from None
     except CheckpointMismatch as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (FileNotFoundError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     outcome.wall_s = time.perf_counter() - started
     return outcome
 
@@ -301,7 +299,7 @@ def outcome_exit_code(results: dict[str, Any]) -> int:
     return EXIT_PENDING if counts else 0
 
 
-def _report_failures(results: dict[str, Any]) -> int:
+def report_failures(results: dict[str, Any]) -> int:
     """Print what failed (stderr) and return the exit code the run ends with."""
     code = outcome_exit_code(results)
     for name, counts in failure_counts(results).items():
@@ -339,7 +337,7 @@ def judged_table(results: dict[str, Any]) -> Table | None:
     return table
 
 
-def _print_outcome(outcome: Any, title: str) -> None:
+def print_outcome(outcome: Any, title: str) -> None:
     # A pipe or log file gets the full table instead of an 80-column squeeze.
     wide = console if console.is_terminal else Console(width=200)
     headline = judged_table(outcome.results)
@@ -442,7 +440,7 @@ def bench_command(
     if task == "preferences":
         from nanobot_memory_adapters.harness.preferences import cli as prefs
 
-        endpoint = _endpoint_or_none(llm_base_url, llm_model, llm_api_key_env)
+        endpoint = endpoint_or_none(llm_base_url, llm_model, llm_api_key_env)
         cfg = prefs.build_config(
             out=out, providers=providers, scenario=prefs.load_scenario(dataset, 3, seed),
             budget_tokens=budget_tokens, provider_config=provider_config, seed=seed,
@@ -452,13 +450,13 @@ def bench_command(
         prefs.run_and_report(cfg, as_json=as_json)
         return
     if task != "locomo":
-        raise _fail(f"--task {task!r}: use locomo or preferences")
+        raise fail(f"--task {task!r}: use locomo or preferences")
     names = [p.strip() for p in providers.split(",") if p.strip()]
-    _check_names(names)
+    check_names(names)
     if speakers not in SPEAKER_PROTOCOLS:
-        raise _fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
+        raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
     cfg = BenchConfig(
-        dataset=dataset or _default_dataset(),
+        dataset=dataset or default_dataset(),
         out=out,
         providers=names,
         conversations=[c.strip() for c in conversations.split(",")] if conversations else None,
@@ -467,10 +465,10 @@ def bench_command(
         run_id=run_id,
         seed=seed,
         readiness_timeout_s=readiness_timeout,
-        provider_configs=_provider_configs(provider_config),
+        provider_configs=provider_configs(provider_config),
         fresh=fresh,
         deterministic_ids=deterministic_ids,
-        judge=_judge_setup(llm_base_url, llm_model, llm_api_key_env),
+        judge=judge_setup(llm_base_url, llm_model, llm_api_key_env),
         speakers=speakers,  # type: ignore[arg-type]
         max_sessions=max_sessions,
     )
@@ -478,15 +476,15 @@ def bench_command(
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
-        _print_outcome(outcome, f"LoCoMo evidence recall at {budget_tokens} tokens")
+        print_outcome(outcome, f"LoCoMo evidence recall at {budget_tokens} tokens")
     if verify:
-        _verify(outcome)
-    code = _report_failures(outcome.results)
+        verify_recall(outcome)
+    code = report_failures(outcome.results)
     if code:
         raise typer.Exit(code)
 
 
-def _verify(outcome: Any) -> None:
+def verify_recall(outcome: Any) -> None:
     from nanobot_memory_adapters.harness.metrics import recompute_from_traces
 
     again = recompute_from_traces(outcome.out / "traces.jsonl")
@@ -494,7 +492,7 @@ def _verify(outcome: Any) -> None:
     # categories 1-4, per category), as the tests compare it.
     bad = [n for n, m in outcome.results["providers"].items() if again.get(n) != m["recall"]]
     if bad:
-        raise _fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
+        raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
     err_console.print("[green]verified[/green]: every recall metric recomputed from "
                       "traces.jsonl matches")
 
@@ -502,148 +500,12 @@ def _verify(outcome: Any) -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-async def _probe_others(skip: set[str]) -> list[dict[str, str]]:
-    """Why each other registered provider is not in the demo (built in a throwaway dir)."""
-    from nanobot_memory_adapters.harness.manifest import provider_source
-    from nanobot_memory_adapters.registry import available_providers, load_provider
-
-    out = []
-    with tempfile.TemporaryDirectory(prefix="nanobot-memory-probe-") as tmp:
-        for name in available_providers():
-            if name in skip:
-                continue
-            adapter = None
-            try:
-                adapter = load_provider(provider_source(name), data_dir=Path(tmp) / name)
-                info = adapter.info
-                if info.requires_llm:
-                    reason = "needs an LLM (extraction/derivation); configure one to include it"
-                elif info.name != name:
-                    reason = (
-                        f"without an LLM it runs as '{info.name}' (see that row); configure an "
-                        f"LLM in its block to run {name} itself"
-                    )
-                else:
-                    health = await asyncio.wait_for(adapter.health(), timeout=15)
-                    if health.status == "unavailable":
-                        err = health.details.get("error", {})
-                        msg = err.get("message") if isinstance(err, dict) else err
-                        reason = f"unavailable: {str(msg or health.details)[:140]}"
-                    elif health.status == "degraded" and health.warnings:
-                        reason = f"degraded without an LLM: {health.warnings[0][:160]}"
-                    else:
-                        reason = f"not in the demo set (try: bench --providers {name})"
-            except Exception as exc:
-                reason = f"{type(exc).__name__}: {str(exc)[:240]}"
-            finally:
-                if adapter is not None:
-                    with contextlib.suppress(Exception):
-                        await adapter.aclose()
-            out.append({"name": name, "reason": reason})
-    return out
-
-
-def demo_command(
-    dataset: Annotated[
-        Path | None,
-        typer.Option(help=f"LoCoMo-format JSON (default: ${DATASET_ENV} or {DEFAULT_DATASET})."),
-    ] = None,
-    conversation: Annotated[str, typer.Option(help="One sample id.")] = "conv-26",
-    budget_tokens: Annotated[int, typer.Option()] = 2000,
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("bench-out/demo"),
-    resume: Annotated[
-        bool, typer.Option(help="Resume a previous demo instead of starting fresh.")
-    ] = False,
-    probe: Annotated[
-        bool, typer.Option(help="Say why the other providers are not in the demo.")
-    ] = True,
-    preferences: Annotated[
-        bool, typer.Option(help="Also run a small generated preference set (controls).")
-    ] = True,
-) -> None:
-    """The main job on embedded defaults, no LLM: the swap flow for no_memory, full_history
-    and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
-    at one budget, and the comparison table."""
-    from nanobot_memory_adapters.harness.manifest import provider_source
-    from nanobot_memory_adapters.harness.swap import run_swap
-    from nanobot_memory_adapters.harness.timeline import BenchConfig, clear_outputs
-
-    started = time.perf_counter()
-    data = dataset or _default_dataset()
-    if not data.is_file():
-        raise _fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
-    if not resume:
-        clear_outputs(out)
-    console.rule("1. swap flow (DESIGN §8) for each provider")
-    ready: list[str] = []
-    skipped: list[dict[str, str]] = []
-    for name in DEMO_PROVIDERS:
-        swap_dir = out / "swap" / name
-        report = asyncio.run(
-            run_swap(
-                provider_source(name), data_dir=swap_dir, manifest_path=swap_dir / "manifest.json"
-            )
-        )
-        gates = " ".join(
-            f"[{_STATUS_STYLE.get(g.status, 'white')}]{g.name}{_MARK.get(g.status, '?')}[/]"
-            for g in report.gates
-        )
-        console.print(f"{name:>13}: {gates}", highlight=False)
-        gate = report.failed_gate
-        if gate is None:
-            ready.append(name)
-        else:
-            skipped.append(
-                {
-                    "name": name,
-                    "reason": f"swap gate '{gate.name}' {gate.status}: {gate.detail[:200]}",
-                }
-            )
-    console.rule(f"2. LoCoMo timeline on {conversation} at {budget_tokens} tokens")
-    cfg = BenchConfig(
-        dataset=data,
-        out=out,
-        providers=ready,
-        conversations=[conversation],
-        budget_tokens=budget_tokens,
-    )
-    outcome = run_bench_cli(cfg)
-    outcome.skipped = skipped + outcome.skipped
-    if probe:
-        outcome.skipped += asyncio.run(_probe_others(set(DEMO_PROVIDERS)))
-    outcome.wall_s = time.perf_counter() - started
-    console.rule("3. comparison")
-    _print_outcome(
-        outcome, f"{conversation}: evidence recall at {budget_tokens} tokens (judge-free)"
-    )
-    console.print(f"open {out / 'report.html'} for the plots")
-    code = _report_failures(outcome.results)
-    if preferences:
-        console.rule("4. preference sessions (generated, 1 persona; retrieval only, no LLM)")
-        from nanobot_memory_adapters.harness.preferences import cli as prefs
-
-        cfg = prefs.build_config(
-            out=out / "preferences", providers=",".join(DEMO_PREFERENCE_PROVIDERS),
-            scenario=prefs.load_scenario(None, 1, 0), budget_tokens=800,
-            provider_config=None, seed=0, fresh=not resume, readiness_timeout=120.0,
-            agent=None, judge=None, simulator="scripted", test_tags="context",
-            placement="system_prompt",
-        )
-        try:
-            prefs.run_and_report(cfg)
-        except typer.Exit as exc:
-            code = code or exc.exit_code
-        console.print(f"open {out / 'preferences' / 'report.html'}; with a model, "
-                      "nanobot-memory preferences run --agent-base-url URL --agent-model M "
-                      "runs the test sessions through nanobot")
-    if code:
-        raise typer.Exit(code)
-
-
 def register(app: typer.Typer) -> None:
     from nanobot_memory_adapters.harness.preferences.cli import prefs_app
 
     app.command("swap")(swap_command)
     app.command("bench")(bench_command)
+    from nanobot_memory_adapters.harness.demo import demo_command
+
     app.command("demo")(demo_command)
     app.add_typer(prefs_app, name="preferences")

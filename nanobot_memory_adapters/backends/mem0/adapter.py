@@ -61,7 +61,6 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.backends.mem0.config import (
-    IDENTITY_KEYS,
     MEM0_INFO,
     SIMPLE_RAG_INFO,
     LLMSettings,
@@ -72,7 +71,9 @@ from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
 )
+from nanobot_memory_adapters.backends.mem0.native_ops import Mem0NativeOps
 from nanobot_memory_adapters.backends.mem0.qdrant import acquire_client, release_client
+from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     BulkIngest,
@@ -85,20 +86,18 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
     MemoryScope,
-    Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.scope import check_scope_id
 from nanobot_memory_adapters.telemetry import quiet_mem0
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 
-class Mem0Adapter(BulkIngest, BaseAdapter):
+class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
@@ -243,113 +242,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                     release_client(self.qdrant_path)
 
         await asyncio.to_thread(close)
-
-    # -- ids and native arguments ------------------------------------------------------
-    def _id(self, value: str | None, field: str, operation: str) -> str:
-        try:
-            if value is None:
-                raise ValueError(f"{field} is missing")
-            check_scope_id(value, field=field)
-            if any(c.isspace() for c in value):
-                raise ValueError(
-                    f"{field} {value!r} contains whitespace, which mem0 rejects; "
-                    "use an id without spaces"
-                )
-        except ValueError as exc:
-            raise AdapterError(
-                f"refused scope id before calling mem0: {exc}",
-                backend_name=self.backend_name,
-                operation=operation,
-                raw={"field": field, "value": value, "reason": str(exc)},
-            ) from None
-        return value
-
-    def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
-        """mem0 entity ids for a scope: always user_id and run_id, agent_id when scoped."""
-        ids = {
-            "user_id": self._id(scope.persona_id, "persona_id", operation),
-            "run_id": self._id(scope.run_id, "run_id", operation),
-        }
-        if self.config.agent_scoped:
-            ids["agent_id"] = self._id(scope.agent_id, "agent_id", operation)
-        return ids
-
-    def _event_ids(self, event: MemoryEvent, operation: str) -> dict[str, str]:
-        return self.scope_ids(
-            MemoryScope.model_construct(
-                run_id=event.run_id, persona_id=event.user_id, agent_id=event.agent_id,
-            ),
-            operation,
-        )
-
-    def search_arguments(self, request: RetrieveRequest) -> tuple[str, dict[str, Any]]:
-        """The exact ``AsyncMemory.search`` arguments for a request (used by benchmarks)."""
-        filters: dict[str, Any] = dict(self.scope_ids(request.scope, "retrieve"))
-        extra = dict(request.filters)
-        if self.config.tag_mapping == "filter":
-            extra.update(request.tags())
-        for key, value in extra.items():
-            # mem0 merges AND sub-conditions into the top level (a nested user_id replaces
-            # the scope's), so identity keys are refused at any depth, not just on top.
-            if key in IDENTITY_KEYS or key in filters or _names_identity(value):
-                raise AdapterError(
-                    f"filter key {key!r} would override the scope; scope ids come from "
-                    "request.scope only",
-                    backend_name=self.backend_name, operation="retrieve",
-                    raw={"filters": request.filters},
-                )
-            if _has_wildcard(value):
-                raise AdapterError(
-                    f"filter {key!r} contains '*', which mem0 reads as match-all",
-                    backend_name=self.backend_name, operation="retrieve",
-                    raw={"filters": request.filters},
-                )
-            filters[key] = value
-        top_k = request.budget.top_k(self.config.tokens_per_item, self.config.top_k_ceiling)
-        return request.query, {
-            "top_k": top_k,
-            "filters": filters,
-            "threshold": self.config.threshold,
-            "rerank": self.config.rerank,
-        }
-
-    def _metadata(self, events: Sequence[MemoryEvent]) -> dict[str, Any]:
-        first, last = events[0], events[-1]
-        metadata: dict[str, Any] = {
-            "event_id": first.event_id,
-            "session_id": first.session_id,
-            "turn_id": first.turn_id,
-            "timestamp": first.timestamp.isoformat(),
-            **first.tags(),
-        }
-        if len(events) > 1:
-            metadata["event_ids"] = [e.event_id for e in events]
-            metadata["turn_ids"] = [e.turn_id for e in events]
-            metadata["timestamp_end"] = last.timestamp.isoformat()
-        extra = {e.event_id: e.metadata for e in events if e.metadata}
-        if extra:
-            metadata["event_metadata"] = (
-                extra[first.event_id] if len(events) == 1 else extra
-            )
-        return metadata
-
-    @staticmethod
-    def _messages(events: Sequence[MemoryEvent]) -> list[dict[str, str]]:
-        out = []
-        for event in events:
-            for m in event.messages:
-                msg = {"role": m.role, "content": m.content}
-                if m.name:
-                    msg["name"] = m.name
-                out.append(msg)
-        return out
-
-    def _add_kwargs(self, events: Sequence[MemoryEvent], operation: str) -> dict[str, Any]:
-        return {
-            **self._event_ids(events[0], operation),
-            "metadata": self._metadata(events),
-            "infer": self.infer,
-        }
 
     # -- native parts ------------------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
@@ -552,99 +444,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
             cursor += n
         return out
 
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        self.scope_ids(scope, "readiness")
-        return Readiness(
-            status="ready", pending_count=0, waited_ms=0.0,
-            detail="mem0 add is synchronous: memories are searchable when add returns",
-        )
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await self.readiness(scope)
-
-    async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
-        """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
-        ids = self.scope_ids(scope, operation)
-        memory = await self._call(operation, self._native)
-        record = await self._call(operation, lambda: memory.get(native_id))
-        if not record or any(record.get(k) != v for k, v in ids.items()):
-            raise AdapterError(
-                f"memory {native_id!r} does not exist in scope {scope.key}",
-                backend_name=self.backend_name, operation=operation,
-                raw={"native_id": native_id, "scope": ids},
-            )
-        return record
-
-    async def native_mutation(
-        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
-    ) -> dict[str, Any]:
-        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``.
-
-        payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. update and
-        delete obey the read-only gate (``{"status": "skipped_read_only"}``).
-        """
-        op = f"native_mutation.{operation}"
-        if operation not in ("update", "delete", "history"):
-            raise AdapterError(
-                f"unknown mutation {operation!r}; mem0 supports update, delete, history",
-                backend_name=self.backend_name, operation=op, raw={"operation": operation},
-            )
-        native_id = payload.get("native_id")
-        if not isinstance(native_id, str) or not native_id:
-            raise AdapterError(
-                "payload needs 'native_id' (a mem0 memory id)",
-                backend_name=self.backend_name, operation=op, raw={"payload": payload},
-            )
-        if operation != "history" and self._mode.read_only:
-            return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
-        await self._owned(scope, native_id, op)
-        memory = await self._native()
-        if operation == "history":
-            rows = await self._call(op, lambda: memory.history(native_id))
-            return {"status": "ok", "operation": operation, "native_id": native_id,
-                    "history": rows}
-        if operation == "delete":
-            result = await self._call(op, lambda: memory.delete(native_id))
-        else:
-            text, metadata = payload.get("text"), payload.get("metadata")
-            if text is None and metadata is None:
-                raise AdapterError(
-                    "update needs 'text' and/or 'metadata'",
-                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
-                )
-            if metadata is not None and (IDENTITY_KEYS & set(metadata)):
-                raise AdapterError(
-                    "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
-                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
-                )
-            result = await self._call(
-                op, lambda: memory.update(native_id, text=text, metadata=metadata)
-            )
-        trace = self._trace(op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
-                            native_ids=[native_id], status="committed")
-        self._emit(trace)
-        return {"status": "committed", "operation": operation, "native_id": native_id,
-                "result": result}
-
-    async def provenance(
-        self, scope: MemoryScope, native_id: str | None = None, **query: Any
-    ) -> dict[str, Any]:
-        """mem0's record and ``history`` for one memory of the scope; without an id, the
-        scope's memories as listed natively by ``get_all(filters=<scope>)``."""
-        if native_id is not None:
-            record = await self._owned(scope, native_id, "provenance")
-            memory = await self._native()
-            rows = await self._call("provenance", lambda: memory.history(native_id))
-            return {"native_id": native_id, "memory": record, "history": rows}
-        ids = self.scope_ids(scope, "provenance")
-        memory = await self._call("provenance", self._native)
-        top_k = int(query.get("top_k", 100))
-        listed = await self._call(
-            "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
-        )
-        return {"scope": ids, "memories": listed.get("results", [])}
-
-
 class SimpleRagAdapter(Mem0Adapter):
     """The ``simple_rag`` control condition: mem0 with ``infer=False``, always."""
 
@@ -665,23 +464,3 @@ class SimpleRagAdapter(Mem0Adapter):
         super().__init__(data_dir, config, trace_sink=trace_sink)
 
 
-def _names_identity(value: Any) -> bool:
-    """Whether a filter value (AND/OR/NOT lists, operator dicts) mentions a scope id key."""
-    if isinstance(value, dict):
-        return any(
-            (isinstance(k, str) and k.lower() in IDENTITY_KEYS) or _names_identity(v)
-            for k, v in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return any(_names_identity(v) for v in value)
-    return False
-
-
-def _has_wildcard(value: Any) -> bool:
-    if isinstance(value, str):
-        return value == "*"
-    if isinstance(value, dict):
-        return any(_has_wildcard(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_wildcard(v) for v in value)
-    return False

@@ -22,7 +22,7 @@ prefs_app = typer.Typer(
 DEFAULT_PROVIDERS = "no_memory,full_history,simple_rag,oracle_ipas"
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+def fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
@@ -40,9 +40,9 @@ def generate_command(
     try:
         scenario = generate(personas, seed)
     except ValueError as exc:
-        raise _fail(f"--personas: {exc}") from None
+        raise fail(f"--personas: {exc}") from None
     if out.is_dir():
-        raise _fail(f"--out {out} is a directory; give a file name such as scenarios.json")
+        raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_scenarios(scenario), encoding="utf-8")
     tests = sum(len(p.tests) for p in scenario.personas)
@@ -67,7 +67,7 @@ def personamem_command(
         scenario, stats = load_personamem(questions, contexts, limit=limit,
                                           personas=persona or None)
     except ScenarioError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_scenarios(scenario), encoding="utf-8")
     console.print(f"wrote {out}: {stats}")
@@ -80,16 +80,16 @@ def load_scenario(dataset: Path | None, personas: int, seed: int) -> Any:
     try:
         return load_scenarios(dataset) if dataset else generate(personas, seed)
     except ScenarioError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except ValueError as exc:
-        raise _fail(f"--personas: {exc}") from None
+        raise fail(f"--personas: {exc}") from None
 
 
 def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) -> Any:
     if not base_url:
         return None
     if not model:
-        raise _fail(f"--{what}-model is required with --{what}-base-url")
+        raise fail(f"--{what}-model is required with --{what}-base-url")
     from nanobot_memory_adapters.harness.judge import LLMEndpoint
 
     return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
@@ -100,7 +100,7 @@ def build_config(
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str,
 ) -> Any:
-    from nanobot_memory_adapters.harness.cli import _check_names, _provider_configs
+    from nanobot_memory_adapters.harness.cli import check_names, provider_configs
     from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient
     from nanobot_memory_adapters.harness.preferences.agent import (
         AgentLLM,
@@ -114,13 +114,13 @@ def build_config(
     )
 
     names = [p.strip() for p in providers.split(",") if p.strip()]
-    _check_names([split_group(n)[0] for n in names])
+    check_names([split_group(n)[0] for n in names])
     if test_tags not in ("context", "all", "none"):
-        raise _fail(f"--test-tags {test_tags!r}: use context, all or none")
+        raise fail(f"--test-tags {test_tags!r}: use context, all or none")
     if placement not in ("system_prompt", "user_message"):
-        raise _fail(f"--placement {placement!r}: use system_prompt or user_message")
+        raise fail(f"--placement {placement!r}: use system_prompt or user_message")
     if simulator not in ("scripted", "llm"):
-        raise _fail(f"--simulator {simulator!r}: use scripted or llm")
+        raise fail(f"--simulator {simulator!r}: use scripted or llm")
     closers: list[Any] = []
     rubric = None
     if judge is not None:
@@ -131,7 +131,7 @@ def build_config(
     if simulator == "llm":
         endpoint = judge or agent
         if endpoint is None:
-            raise _fail("--simulator llm needs a model: give --judge-base-url or "
+            raise fail("--simulator llm needs a model: give --judge-base-url or "
                         "--agent-base-url")
         client = OpenAICompatibleClient(endpoint)
         closers.append(client.aclose)
@@ -140,7 +140,7 @@ def build_config(
         out=out, providers=names, scenario=scenario, budget_tokens=budget_tokens,
         agent=AgentLLM(agent.base_url, agent.model, agent.api_key_env) if agent else None,
         simulator=sim, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
-        placement=placement, provider_configs=_provider_configs(provider_config),
+        placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
     )
 
@@ -173,8 +173,8 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
     from nanobot_memory_adapters.harness.cli import (
         RichProgress,
-        _progress,
-        _report_failures,
+        progress_bar,
+        report_failures,
     )
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
 
@@ -183,14 +183,14 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
         if as_json:
             outcome = asyncio.run(run_preferences(cfg))
         else:
-            with _progress() as progress:
+            with progress_bar() as progress:
                 outcome = asyncio.run(run_preferences(cfg, RichProgress(progress)))
     except KeyboardInterrupt:
         err_console.print(f"[yellow]interrupted[/yellow]: rerun the same command to resume "
                           f"from {cfg.out / 'checkpoint.json'}")
         raise typer.Exit(130) from None
     except CheckpointMismatch as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
@@ -205,7 +205,7 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
                       f"{outcome.results['metrics_sha256'][:12]}")
         console.print(f"outputs in {outcome.out}: scenarios.json manifest.json traces.jsonl "
                       "results.json report.html")
-    code = _report_failures(outcome.results)
+    code = report_failures(outcome.results)
     if code:
         raise typer.Exit(code)
 

@@ -6,15 +6,15 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
-from nanobot_memory_adapters.harness.report import (
+from nanobot_memory_adapters.harness.charts import (
     CSS,
-    _colors,
-    _fmt,
-    _legend,
-    _table,
+    colors_for,
+    fmt,
     grouped_bars,
+    legend,
+    table,
 )
+from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
 
 DIMENSION_NAMES = {
     "CS": "context sensitivity",
@@ -31,11 +31,11 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
         escape(m.get("condition_kind", "")),
         escape(m.get("experiment_group", "")),
         escape(m.get("tag_mapping", "")),
-        _fmt(s["overall"]["accuracy"]),
-        *[_fmt(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
-        f'{_fmt(s["open_tasks"]["judged_accuracy"])} (n={s["open_tasks"]["count"]})',
-        _fmt(s["overall"]["current_exposure"]),
-        _fmt(s["overall"]["stale_exposure"]),
+        fmt(s["overall"]["accuracy"]),
+        *[fmt(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
+        f'{fmt(s["open_tasks"]["judged_accuracy"])} (n={s["open_tasks"]["count"]})',
+        fmt(s["overall"]["current_exposure"]),
+        fmt(s["overall"]["stale_exposure"]),
         str(s["overall"]["errors"].get("unparsed", 0)),
         f'<span class="bad">{fails}</span>' if fails else "0",
     ]
@@ -43,7 +43,7 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
 
 def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
     providers = results["providers"]
-    colors = _colors(list(providers))
+    colors = colors_for(list(providers))
     ds, settings = manifest.get("dataset", {}), manifest.get("settings", {})
     labels = [f"{d} ({DIMENSION_NAMES[d]})" for d in DIMENSIONS]
     accuracy = {n: [m["scores"]["overall"]["accuracy"],
@@ -56,8 +56,8 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
     points = sorted({p for m in providers.values() for p in m["scores"]["by_point"]}, key=int)
     point_rows = [
         [escape(n), *[
-            f'{_fmt(m["scores"]["by_point"].get(p, {}).get("accuracy"))} / '
-            f'{_fmt(m["scores"]["by_point"].get(p, {}).get("current_exposure"))}'
+            f'{fmt(m["scores"]["by_point"].get(p, {}).get("accuracy"))} / '
+            f'{fmt(m["scores"]["by_point"].get(p, {}).get("current_exposure"))}'
             for p in points]]
         for n, m in providers.items()
     ]
@@ -81,9 +81,9 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"tags <code>{escape(str(settings.get('test_tags')))}</code> · manifest "
         f"<code>{manifest.get('manifest_sha256', '')[:16]}</code> · exposure metrics "
         f"<code>{results.get('metrics_sha256', '')[:16]}</code></div>",
-        "<div class='card'>" + _legend(colors) + "</div>",
+        "<div class='card'>" + legend(colors) + "</div>",
         "<h2>Summary</h2><div class='card'>",
-        _table(["provider", "kind", "group", "tags", "accuracy", *DIMENSIONS, "open (judged)",
+        table(["provider", "kind", "group", "tags", "accuracy", *DIMENSIONS, "open (judged)",
                 "current exposure", "stale exposure", "unparsed", "failures"],
                [_row(n, m, colors) for n, m in providers.items()]),
         "<p class='note'>Accuracy: option tasks answered by nanobot with this memory, scored "
@@ -101,20 +101,20 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         grouped_bars(["stale"], stale, colors, "Stale exposure (lower is better)", ymax=1.0),
         "</div>",
         "<h2>Along the timeline</h2><div class='card'>",
-        _table(["provider", *[f"after session {p} (accuracy / exposure)" for p in points]],
+        table(["provider", *[f"after session {p} (accuracy / exposure)" for p in points]],
                point_rows),
         "</div>",
         "<h2>Wrong choices</h2><div class='card'>",
-        _table(["provider", *error_kinds], error_rows) if error_kinds else "<p>none</p>",
+        table(["provider", *error_kinds], error_rows) if error_kinds else "<p>none</p>",
         "<p class='note'>stale: chose a superseded value; wrong_context: the value of "
         "another context; violates: an option against the preference; neutral: an option "
         "unrelated to it; unparsed: no option could be read from the reply.</p></div>",
         "<h2>Failures and gates</h2><div class='card'>",
-        _table([*fail_heads, "gate probes"], fail_rows),
+        table([*fail_heads, "gate probes"], fail_rows),
         "<p class='note'>Each test session's turns are offered to record_event while the "
         "provider is read-only: anything but skipped_read_only is a gate violation.</p></div>",
         "<h2>Run</h2><div class='card'>",
-        _table(["", ""], [
+        table(["", ""], [
             ["skipped", escape("; ".join(f"{s['name']}: {s['reason']}"
                                          for s in results.get("skipped", [])) or "none")],
             ["agent", escape(str(settings.get("agent_mode")))],

@@ -1,0 +1,126 @@
+"""mem0's optional capabilities: readiness (immediate), native mutation (its own update /
+delete / history on one memory of the scope) and provenance (its record and history)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nanobot_memory_adapters.backends.mem0.config import (
+    IDENTITY_KEYS,
+    SimpleRagConfig,
+)
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryScope,
+    Readiness,
+)
+
+
+class Mem0NativeOps:
+    config: SimpleRagConfig
+    backend_name: str
+    infer: bool
+
+    if TYPE_CHECKING:  # provided by Mem0Adapter
+        async def _native(self) -> Any: ...
+        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
+            ...
+        def _trace(self, operation: str, **fields: Any) -> Any: ...
+        def _emit(self, trace: Any) -> None: ...
+        def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]: ...
+        @property
+        def mode(self) -> Any: ...
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        self.scope_ids(scope, "readiness")
+        return Readiness(
+            status="ready", pending_count=0, waited_ms=0.0,
+            detail="mem0 add is synchronous: memories are searchable when add returns",
+        )
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await self.readiness(scope)
+
+    async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
+        """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
+        ids = self.scope_ids(scope, operation)
+        memory = await self._call(operation, self._native)
+        record = await self._call(operation, lambda: memory.get(native_id))
+        if not record or any(record.get(k) != v for k, v in ids.items()):
+            raise AdapterError(
+                f"memory {native_id!r} does not exist in scope {scope.key}",
+                backend_name=self.backend_name, operation=operation,
+                raw={"native_id": native_id, "scope": ids},
+            )
+        return record
+
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``.
+
+        payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. update and
+        delete obey the read-only gate (``{"status": "skipped_read_only"}``).
+        """
+        op = f"native_mutation.{operation}"
+        if operation not in ("update", "delete", "history"):
+            raise AdapterError(
+                f"unknown mutation {operation!r}; mem0 supports update, delete, history",
+                backend_name=self.backend_name, operation=op, raw={"operation": operation},
+            )
+        native_id = payload.get("native_id")
+        if not isinstance(native_id, str) or not native_id:
+            raise AdapterError(
+                "payload needs 'native_id' (a mem0 memory id)",
+                backend_name=self.backend_name, operation=op, raw={"payload": payload},
+            )
+        if operation != "history" and self._mode.read_only:
+            return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
+        await self._owned(scope, native_id, op)
+        memory = await self._native()
+        if operation == "history":
+            rows = await self._call(op, lambda: memory.history(native_id))
+            return {"status": "ok", "operation": operation, "native_id": native_id,
+                    "history": rows}
+        if operation == "delete":
+            result = await self._call(op, lambda: memory.delete(native_id))
+        else:
+            text, metadata = payload.get("text"), payload.get("metadata")
+            if text is None and metadata is None:
+                raise AdapterError(
+                    "update needs 'text' and/or 'metadata'",
+                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
+                )
+            if metadata is not None and (IDENTITY_KEYS & set(metadata)):
+                raise AdapterError(
+                    "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
+                    backend_name=self.backend_name, operation=op, raw={"payload": payload},
+                )
+            result = await self._call(
+                op, lambda: memory.update(native_id, text=text, metadata=metadata)
+            )
+        trace = self._trace(op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
+                            native_ids=[native_id], status="committed")
+        self._emit(trace)
+        return {"status": "committed", "operation": operation, "native_id": native_id,
+                "result": result}
+
+    async def provenance(
+        self, scope: MemoryScope, native_id: str | None = None, **query: Any
+    ) -> dict[str, Any]:
+        """mem0's record and ``history`` for one memory of the scope; without an id, the
+        scope's memories as listed natively by ``get_all(filters=<scope>)``."""
+        if native_id is not None:
+            record = await self._owned(scope, native_id, "provenance")
+            memory = await self._native()
+            rows = await self._call("provenance", lambda: memory.history(native_id))
+            return {"native_id": native_id, "memory": record, "history": rows}
+        ids = self.scope_ids(scope, "provenance")
+        memory = await self._call("provenance", self._native)
+        top_k = int(query.get("top_k", 100))
+        listed = await self._call(
+            "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
+        )
+        return {"scope": ids, "memories": listed.get("results", [])}
+
+
