@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import (
-    ACCEPTED_WRITE_STATUSES,
     AdapterMode,
     ContextBudget,
     MemoryEvent,
@@ -27,16 +26,15 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.formatting import compose_sections, split_budget
 from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
-    Turn,
 )
 from nanobot_memory_adapters.harness.judge import (
     BehaviouralSession,
     SessionContext,
 )
+from nanobot_memory_adapters.harness.locomo_ingest import LocomoIngest
 from nanobot_memory_adapters.harness.locomo_mapping import (
     Persona,
     personas,
-    turn_event,
 )
 from nanobot_memory_adapters.harness.metrics import (
     answer_present,
@@ -74,7 +72,7 @@ class Asked:
     held: list[Trace]
 
 
-class UnitRunner:
+class UnitRunner(LocomoIngest):
     def __init__(
         self,
         p: Prepared,
@@ -172,92 +170,6 @@ class UnitRunner:
                 reason=reason,
             )
             return False
-
-    # -- ingest ------------------------------------------------------------------------
-    def _record_line(
-        self, trace: Trace, turn: Turn, event: MemoryEvent, status: str, copy: int
-    ) -> None:
-        self.dia_of_event[event.event_id] = turn.dia_id
-        self.sink.write(
-            trace,
-            kind="record",
-            phase="ingest",
-            session=turn.session,
-            dia_id=turn.dia_id,
-            event_id=event.event_id,
-            persona=event.user_id,
-            speaker_copy=copy,
-            text=turn.text,
-            distinctive=turn.distinctive,
-            status=status,
-        )
-
-    async def _record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
-        if not turns:
-            return
-        events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]
-        started = time.perf_counter()
-        if isinstance(self.adapter, SupportsBulkIngest):
-            receipts: list[WriteReceipt | BaseException] = []
-            t0 = time.perf_counter()
-            with self.sink.capture() as held:
-                try:
-                    receipts = list(await self.adapter.record_events(events))
-                except Exception as exc:
-                    receipts = [exc] * len(events)
-            ms = (time.perf_counter() - t0) * 1000
-            if len(receipts) != len(events):
-                receipts = [
-                    RuntimeError(
-                        f"record_events returned {len(receipts)} receipts for {len(events)} events"
-                    )
-                ] * len(events)
-            self.unit["record_latency_ms"].append(ms)
-            self.unit["record_latency_per_event_ms"].append(ms / len(events))
-            written = self._receipt_lines(turns, events, receipts, copy)
-            self.sink.flush(held, written)
-        else:
-            for turn, ev in zip(turns, events, strict=True):
-                t0 = time.perf_counter()
-                with self.sink.capture() as held:
-                    try:
-                        receipt: WriteReceipt | BaseException = await self.adapter.record_event(ev)
-                    except Exception as exc:
-                        receipt = exc
-                ms = (time.perf_counter() - t0) * 1000
-                self.unit["record_latency_ms"].append(ms)
-                self.unit["record_latency_per_event_ms"].append(ms)
-                written = self._receipt_lines([turn], [ev], [receipt], copy)
-                self.sink.flush(held, written)
-        self.unit["events"] += len(events)
-        self.unit["ingest_s"] += time.perf_counter() - started
-
-    def _receipt_lines(
-        self,
-        turns: Sequence[Turn],
-        events: Sequence[MemoryEvent],
-        receipts: Sequence[WriteReceipt | BaseException],
-        copy: int,
-    ) -> set[str]:
-        written: set[str] = set()
-        for turn, ev, receipt in zip(turns, events, receipts, strict=True):
-            if isinstance(receipt, BaseException):
-                self.unit["record_failures"] += 1
-                trace = failure_trace(
-                    self.p.name,
-                    self.adapter,
-                    "record_event",
-                    error_text(receipt),
-                    ev.event_id,
-                    ev.scope().key,
-                )
-                self._record_line(trace, turn, ev, "failed", copy)
-                continue
-            if receipt.status not in ACCEPTED_WRITE_STATUSES:
-                self.unit["record_failures"] += 1
-            self._record_line(receipt.trace, turn, ev, receipt.status, copy)
-            written.add(receipt.trace.trace_id)
-        return written
 
     # -- test points ---------------------------------------------------------------------
     async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
