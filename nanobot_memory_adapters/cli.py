@@ -226,17 +226,20 @@ def _readiness_timeout(config: Any, adapter: Any) -> float:
     """The config's ``readiness_timeout_s`` when set; else the adapter's own minimum or 60 s."""
     if "readiness_timeout_s" in config.model_fields_set:
         return float(config.readiness_timeout_s)
-    return float(max(60.0, getattr(adapter, "readiness_timeout_s", 0.0)))
+    from nanobot_memory_adapters.provider import readiness_floor_s
+
+    return max(60.0, readiness_floor_s(adapter))
 
 
 def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:
     """How item 7 gets a failing backend: the provider's own recipe, or a blocked store."""
+    from nanobot_memory_adapters.provider import failing_variant, no_native_backend
     from nanobot_memory_adapters.registry import provider_class, resolve_config
 
     config, spec = resolve_config(source)
     cls = provider_class(spec)
-    no_native = getattr(cls, "no_native_backend", None)
-    recipe = getattr(cls, "failing_variant", None)
+    no_native = no_native_backend(cls)
+    recipe = failing_variant(cls)
     if recipe is None:
         return no_native, None
     block = cls.config_model.model_validate(config.provider_block())

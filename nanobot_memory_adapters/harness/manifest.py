@@ -61,12 +61,15 @@ def scope_mapping(adapter: MemoryAdapter, scope: MemoryScope) -> dict[str, Any]:
         "agent_id": scope.agent_id,
         "scope_key": scope.key,
     }
-    native = getattr(adapter, "native_scope", None)
-    if callable(native):
-        try:
-            mapping["native"] = redact(native(scope))
-        except Exception as exc:  # a diagnostic, never a reason to fail a manifest
-            mapping["native_error"] = f"{type(exc).__name__}: {exc}"
+    from nanobot_memory_adapters.provider import native_scope
+
+    try:
+        native = native_scope(adapter, scope)
+    except Exception as exc:  # a diagnostic, never a reason to fail a manifest
+        mapping["native_error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        if native is not None:
+            mapping["native"] = redact(native)
     return mapping
 
 

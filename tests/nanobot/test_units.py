@@ -195,7 +195,9 @@ def test_settings_file_shapes_and_edits(tmp_path, monkeypatch):
 
 
 def test_skill_copy_matches_the_repository_skill(tmp_path):
-    assert (REPO / "skills" / "memory-context" / "SKILL.md").read_text() == SKILL_TEXT
+    shipped = REPO / "nanobot_memory_adapters" / "nanobot" / "skills" / "memory-context"
+    assert (shipped / "SKILL.md").read_text() == SKILL_TEXT  # the one copy, as installed
+    assert SKILL_TEXT.startswith("---\nname: memory-context\n")
     assert install_skill(tmp_path) and not install_skill(tmp_path)
     path = tmp_path / "skills" / "memory-context" / "SKILL.md"
     assert remove_skill(tmp_path) and not path.exists()
