@@ -30,12 +30,19 @@ def _configure_logging(
     log_level: Annotated[
         str, typer.Option("--log-level", envvar="NANOBOT_MEMORY_LOG_LEVEL", help="loguru level")
     ] = "WARNING",
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--log-file", envvar="NANOBOT_MEMORY_LOG_FILE",
+            help="Also log everything at DEBUG (the SDKs' own output too) to this file; "
+            "bench, demo and preferences run default to <out>/debug.log.",
+        ),
+    ] = None,
 ) -> None:
     """Backends (and nanobot) log at DEBUG through loguru; keep the CLI's output readable."""
-    from loguru import logger
+    from nanobot_memory_adapters.logs import configure_logging
 
-    logger.remove()
-    logger.add(sys.stderr, level=log_level.upper())
+    configure_logging(log_level, log_file)
 
 ConfigOpt = Annotated[
     Path | None,
@@ -134,7 +141,7 @@ def conformance(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the contract suite (DESIGN §9 items 1-11) against a provider; non-zero on failure.
+    """Run the contract suite (docs/design.md: items 1-11) against a provider; non-zero on failure.
 
     Without --data-dir, embedded stores live in a temporary directory that is removed
     afterwards, so a conformance run never touches your real memory.

@@ -98,7 +98,7 @@ def swap_command(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """DESIGN §8 swap flow: health, setup, capabilities, isolation and write/read smoke,
+    """The swap flow (docs/design.md): health, setup, capabilities, isolation and write/read smoke,
     readiness gate, manifest. Exit 0 when every gate is green, 1 when one fails, 3 when
     the readiness gate is still pending; the failed gate is named."""
     from nanobot_memory_adapters.harness.swap import run_swap
@@ -436,7 +436,9 @@ def bench_command(
     stderr), 130 interrupted."""
     from nanobot_memory_adapters.harness.locomo_mapping import SPEAKER_PROTOCOLS
     from nanobot_memory_adapters.harness.timeline import BenchConfig
+    from nanobot_memory_adapters.logs import default_log_file
 
+    default_log_file(out)
     if task == "preferences":
         from nanobot_memory_adapters.harness.preferences import cli as prefs
 
@@ -445,7 +447,7 @@ def bench_command(
             out=out, providers=providers, scenario=prefs.load_scenario(dataset, 3, seed),
             budget_tokens=budget_tokens, provider_config=provider_config, seed=seed,
             fresh=fresh, readiness_timeout=readiness_timeout, agent=endpoint, judge=endpoint,
-            simulator="scripted", test_tags="context", placement="system_prompt",
+            simulator="scripted", test_tags="context", placement="user_message",
         )
         prefs.run_and_report(cfg, as_json=as_json)
         return

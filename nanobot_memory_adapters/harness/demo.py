@@ -92,6 +92,7 @@ def demo_command(
     from nanobot_memory_adapters.harness.manifest import provider_source
     from nanobot_memory_adapters.harness.swap import run_swap
     from nanobot_memory_adapters.harness.timeline import BenchConfig, clear_outputs
+    from nanobot_memory_adapters.logs import default_log_file
 
     started = time.perf_counter()
     data = dataset or default_dataset()
@@ -99,7 +100,8 @@ def demo_command(
         raise fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
     if not resume:
         clear_outputs(out)
-    console.rule("1. swap flow (DESIGN §8) for each provider")
+    default_log_file(out)
+    console.rule("1. swap flow for each provider")
     ready: list[str] = []
     skipped: list[dict[str, str]] = []
     for name in DEMO_PROVIDERS:
@@ -152,7 +154,7 @@ def demo_command(
             scenario=prefs.load_scenario(None, 1, 0), budget_tokens=800,
             provider_config=None, seed=0, fresh=not resume, readiness_timeout=120.0,
             agent=None, judge=None, simulator="scripted", test_tags="context",
-            placement="system_prompt",
+            placement="user_message",
         )
         try:
             prefs.run_and_report(cfg)

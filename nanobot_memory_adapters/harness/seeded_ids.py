@@ -11,7 +11,7 @@ class SeededIds:
     """Seeds ``uuid.uuid4`` while a bench runs, re-seeded per unit.
 
     Some backends name what they store with ``uuid4`` (mem0 does) and show that id in the
-    formatted context, as DESIGN §6 asks. A uuid costs 20 to 33 tokens, so random ids
+    formatted context, as the design asks. A uuid costs 20 to 33 tokens, so random ids
     change how much fits in the budget and the same command would not give the same
     metrics. Per-unit seeds keep a resumed run identical to an uninterrupted one. Ids stay
     unique within a run; turn it off (``deterministic_ids=False``) for a shared server

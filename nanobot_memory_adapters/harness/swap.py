@@ -1,4 +1,4 @@
-"""The backend swap flow (DESIGN §8), one gate at a time, each reported.
+"""The backend swap flow (docs/design.md), one gate at a time, each reported.
 
     identity -> instantiate -> health -> setup -> capabilities -> smoke_write ->
     readiness -> isolation -> write_read -> read_only -> manifest

@@ -1,4 +1,4 @@
-"""The contract checks (DESIGN §9, items 1-11), runnable from pytest or the CLI.
+"""The contract checks (docs/design.md: items 1-11), runnable from pytest or the CLI.
 
 Each check gets a fresh adapter from the target's ``make`` and its own run id, so items
 never see each other's data. A check returns normally when the item passes and raises

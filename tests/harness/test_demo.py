@@ -52,3 +52,9 @@ def test_demo_runs_swap_then_bench_and_prints_the_table(locomo_file, tmp_path):
     assert oracle["current_exposure"] == 1.0
     assert prefs["providers"]["no_memory"]["scores"]["overall"]["current_exposure"] == 0.0
     assert (out / "preferences" / "report.html").is_file()
+    # The SDKs' own chatter is not on the console, but kept in the DEBUG log file.
+    for noise in ("Loading weights", "UserWarning", "spaCy", "fastembed", "Deprecat"):
+        assert noise not in proc.stderr, proc.stderr[-2000:]
+    if mem0_installed():
+        log = (out / "debug.log").read_text(encoding="utf-8")
+        assert "Payload indexes have no effect" in log

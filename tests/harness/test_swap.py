@@ -1,4 +1,5 @@
-"""`nanobot-memory swap`: DESIGN §8 end to end, every gate reported, failures named."""
+"""`nanobot-memory swap`: the design's swap flow end to end, every gate reported, failures
+named."""
 
 from __future__ import annotations
 

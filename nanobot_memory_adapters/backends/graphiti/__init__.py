@@ -9,14 +9,19 @@
 
 from __future__ import annotations
 
-from nanobot_memory_adapters.backends.graphiti.adapter import GraphitiAdapter
-from nanobot_memory_adapters.backends.graphiti.config import (
+from nanobot_memory_adapters.sdk_output import route_sdk_output
+
+# before the SDK is imported: what it prints while loading goes to loguru at DEBUG
+route_sdk_output()
+
+from nanobot_memory_adapters.backends.graphiti.adapter import GraphitiAdapter  # noqa: E402
+from nanobot_memory_adapters.backends.graphiti.config import (  # noqa: E402
     GraphitiConfig,
     effective_max_coroutines,
     provider_info,
 )
-from nanobot_memory_adapters.backends.graphiti.ids import group_id_for
-from nanobot_memory_adapters.backends.graphiti.triplets import GraphitiTripletAdapter
+from nanobot_memory_adapters.backends.graphiti.ids import group_id_for  # noqa: E402
+from nanobot_memory_adapters.backends.graphiti.triplets import GraphitiTripletAdapter  # noqa: E402
 
 __all__ = [
     "GraphitiAdapter",

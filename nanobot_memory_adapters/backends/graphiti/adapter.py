@@ -1,6 +1,6 @@
 """Graphiti (graphiti-core 0.31.1): a temporal knowledge graph, embedded Kuzu by default.
 
-How nanobot maps onto Graphiti (DESIGN §4):
+How nanobot maps onto Graphiti (docs/design.md, scope and ids):
 
 | nanobot            | Graphiti                                                          |
 |--------------------|-------------------------------------------------------------------|

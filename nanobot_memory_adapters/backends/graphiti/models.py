@@ -10,6 +10,8 @@ from typing import Any
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.embedder.client import EmbedderClient, EmbedderConfig
 
+from nanobot_memory_adapters.sdk_output import quiet_progress
+
 _MODELS: dict[tuple[str, str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
@@ -17,7 +19,7 @@ _MODELS_LOCK = threading.Lock()
 def _load_model(kind: str, path: str, device: str) -> Any:
     """One model object per (kind, path, device) per process; loading is slow."""
     key = (kind, path, device)
-    with _MODELS_LOCK:
+    with _MODELS_LOCK, quiet_progress():
         if key not in _MODELS:
             if kind == "embedder":
                 from sentence_transformers import SentenceTransformer

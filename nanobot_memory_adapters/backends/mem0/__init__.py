@@ -9,8 +9,13 @@ and the ``simple_rag`` control (the same adapter with ``infer=False``).
 
 from __future__ import annotations
 
-from nanobot_memory_adapters.backends.mem0.adapter import Mem0Adapter, SimpleRagAdapter
-from nanobot_memory_adapters.backends.mem0.config import (
+from nanobot_memory_adapters.sdk_output import route_sdk_output
+
+# before the SDK is imported: what it prints while loading goes to loguru at DEBUG
+route_sdk_output()
+
+from nanobot_memory_adapters.backends.mem0.adapter import Mem0Adapter, SimpleRagAdapter  # noqa: E402
+from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
     MEM0_INFO,
     SIMPLE_RAG_INFO,
     LLMSettings,

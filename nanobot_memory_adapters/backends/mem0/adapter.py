@@ -1,8 +1,8 @@
 """mem0 (mem0ai 2.2.1 ``AsyncMemory``) on embedded Qdrant with local MiniLM embeddings.
 
-What the adapter does, and nothing more (DESIGN §1): map scope ids, build mem0's native
-``add``/``search``/``delete_all`` requests, format results, manage the client lifecycle.
-Extraction, scoring and ranking are mem0's own.
+What the adapter does, and nothing more (docs/design.md, the rules): map scope ids,
+build mem0's native ``add``/``search``/``delete_all`` requests, format results, manage
+the client lifecycle. Extraction, scoring and ranking are mem0's own.
 
 Default layout (everything local, nothing downloaded at run time)::
 
@@ -92,6 +92,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv
+from nanobot_memory_adapters.sdk_output import quiet_progress
 from nanobot_memory_adapters.telemetry import quiet_mem0
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
@@ -200,7 +201,8 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             self._client_held = True
             try:
                 config = self._mem0_config(client)
-                memory = AsyncMemory(config)
+                with quiet_progress():
+                    memory = AsyncMemory(config)
                 self._pin_llm_endpoint(memory, config)
                 self._memory = memory
             except BaseException:

@@ -83,7 +83,7 @@ class NanobotAgent:
         budget_tokens: int,
         home: Path,
         *,
-        placement: str = "system_prompt",
+        placement: str = "user_message",
         recall_timeout_s: float = 120.0,
     ) -> None:
         self.llm = llm

@@ -237,7 +237,7 @@ def run_command(
     test_tags: Annotated[str, typer.Option(
         help="Which test tags reach RetrieveRequest: context | all | none.")] = "context",
     placement: Annotated[str, typer.Option(
-        help="Plugin context placement: system_prompt | user_message.")] = "system_prompt",
+        help="Plugin context placement: system_prompt | user_message.")] = "user_message",
     provider_config: Annotated[Path | None, typer.Option(
         help='JSON {"provider": {block}}; a block opts an LLM-needing provider in.')] = None,
     readiness_timeout: Annotated[float, typer.Option()] = 120.0,
@@ -247,6 +247,9 @@ def run_command(
     """Accumulate each persona's sessions into every provider, then run the test sessions
     through a real nanobot AgentLoop with the memory plugin on that provider (read-only)
     and score CS / PET / IQI. Exit codes as for bench (4: failures)."""
+    from nanobot_memory_adapters.logs import default_log_file
+
+    default_log_file(out)
     cfg = build_config(
         out=out, providers=providers, scenario=load_scenario(dataset, personas, seed),
         budget_tokens=budget_tokens, provider_config=provider_config, seed=seed, fresh=fresh,

@@ -94,7 +94,7 @@ class PreferenceBenchConfig:
     simulator: Any = None  # ScriptedSimulator (default) or LLMSimulator
     judge: RubricJudge | None = None
     test_tags: TestTags = "context"
-    placement: str = "system_prompt"
+    placement: str = "user_message"
     provider_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     readiness_timeout_s: float = 120.0
     seed: int = 0

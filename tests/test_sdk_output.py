@@ -1,0 +1,72 @@
+"""The backends' SDKs talk to loguru at DEBUG; the host's and the package's warnings and
+logs are untouched. Run in a fresh interpreter: pytest's own warning and log capture
+would otherwise stand between the code and stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import logging, sys, warnings
+    from pathlib import Path
+    from loguru import logger
+    import nanobot_memory_adapters.sdk_output as sdk_output
+
+    logger.remove()
+    logger.add(sys.stdout, level="DEBUG", format="{level} {message}")
+    sdk_output.route_sdk_output()
+    warnings.simplefilter("always")
+
+    def warn_from(filename, text):
+        warnings.warn_explicit(UserWarning(text), UserWarning, filename, 7, module="x")
+
+    site = Path("/env/lib/python3.11/site-packages")
+    warn_from(str(site / "qdrant_client" / "qdrant_client.py"), "payload indexes")
+    warn_from(str(site / "somehost" / "mod.py"), "the host's warning")
+    own = Path(sdk_output.__file__).parent / "backends" / "mem0" / "adapter.py"
+    warn_from(str(own), "the package's warning")  # backends/mem0 is not the mem0 SDK
+    logging.getLogger("mem0.utils.spacy_models").warning("spaCy is not installed")
+    logging.getLogger("somehost").warning("host logger untouched")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def routed() -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          timeout=120, check=True)
+
+
+def test_sdk_warnings_go_to_debug_others_are_shown(routed):
+    assert "payload indexes" not in routed.stderr
+    assert "DEBUG [warning UserWarning]" in routed.stdout
+    assert "payload indexes" in routed.stdout
+    assert "the host's warning" in routed.stderr
+    assert "the package's warning" in routed.stderr
+    assert "the host's warning" not in routed.stdout
+
+
+def test_sdk_loggers_reach_loguru_at_debug_not_stderr(routed):
+    assert "spaCy" not in routed.stderr
+    assert "DEBUG [mem0.utils.spacy_models WARNING] spaCy is not installed" in routed.stdout
+    assert "host logger untouched" in routed.stderr
+
+
+def test_quiet_progress_restores_the_host_setting():
+    hf_logging = pytest.importorskip("transformers.utils.logging")
+    from nanobot_memory_adapters import sdk_output
+
+    hf_logging.enable_progress_bar()
+    with sdk_output.quiet_progress():
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    with sdk_output.quiet_progress():
+        pass
+    assert not hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
