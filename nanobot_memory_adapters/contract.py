@@ -6,13 +6,13 @@ fields a backend cannot supply stay ``None`` and are never invented.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nanobot_memory_adapters.events import MemoryEvent, Message, set_tags
+from nanobot_memory_adapters.events import TAG_FIELDS, MemoryEvent, Message, set_tags
 from nanobot_memory_adapters.redaction import redact
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
@@ -120,6 +120,16 @@ class RetrieveRequest(BaseModel):
 
     def tags(self) -> dict[str, str]:
         return set_tags(self)
+
+    @classmethod
+    def with_tags(cls, tags: Mapping[str, str], **fields: Any) -> RetrieveRequest:
+        """A request whose scenario/context/attribute come from a tag mapping (what
+        ``tags()`` returns); a key that is not a tag is an error, not a silent drop."""
+        unknown = sorted(set(tags) - set(TAG_FIELDS))
+        if unknown:
+            raise ValueError(f"not request tags: {unknown}; tags are {', '.join(TAG_FIELDS)}")
+        chosen: dict[str, Any] = {name: tags[name] for name in TAG_FIELDS if name in tags}
+        return cls(**fields, **chosen)
 
 
 class Trace(BaseModel):

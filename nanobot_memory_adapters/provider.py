@@ -97,13 +97,13 @@ class DescribesNativeScope(Protocol):
     def native_scope(self, scope: MemoryScope) -> dict[str, Any]: ...
 
 
-def failing_variant(cls: type) -> Any | None:
+def failing_variant(cls: ProviderClass | type) -> Any | None:
     """The provider's ``failing_variant`` classmethod, or None."""
     hook = getattr(cls, "failing_variant", None)
     return hook if callable(hook) else None
 
 
-def no_native_backend(cls: type) -> str | None:
+def no_native_backend(cls: ProviderClass | type) -> str | None:
     """``no_native_backend``: why a provider has no native layer to fail (configuration-
     only controls), which makes contract item 7 not applicable."""
     reason = getattr(cls, "no_native_backend", None)
@@ -121,14 +121,14 @@ def native_scope(adapter: object, scope: MemoryScope) -> dict[str, Any] | None:
     return adapter.native_scope(scope) if isinstance(adapter, DescribesNativeScope) else None
 
 
-def default_info(cls: type) -> ProviderInfo | None:
+def default_info(cls: ProviderClass | type) -> ProviderInfo | None:
     """``default_info``: the provider's ProviderInfo before any config (class level), for
     decisions taken before an instance exists (the nanobot plugin's, below)."""
     info = getattr(cls, "default_info", None)
     return info if isinstance(info, ProviderInfo) else None
 
 
-def is_host_native(cls: type) -> bool:
+def is_host_native(cls: ProviderClass | type) -> bool:
     """Whether the provider *is* the host's own memory (``ProviderInfo.host_native``:
     rolling_summary is nanobot's MEMORY.md and Dream). Inside nanobot the plugin then
     leaves nanobot's memory in charge instead of serving it through the slot."""

@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from loguru import logger
 from pydantic import BaseModel, ValidationError
@@ -74,8 +74,9 @@ def available_providers() -> dict[str, ProviderSpec]:
     return specs
 
 
-def provider_class(spec: ProviderSpec) -> type:
-    """Import a provider lazily; a missing extra becomes an actionable ConfigError."""
+def provider_class(spec: ProviderSpec) -> ProviderClass:
+    """Import a provider lazily; a missing extra, or a registration that names no provider
+    class, becomes an actionable ConfigError."""
     module_name, _, attr = spec.target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -87,7 +88,16 @@ def provider_class(spec: ProviderSpec) -> type:
                 f"pip install 'nanobot-memory-adapters[{spec.extra}]'",
             ) from exc
         raise
-    return getattr(module, attr)
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and isinstance(getattr(cls, "config_model", None), type)
+            and callable(getattr(cls, "from_config", None))):
+        raise ConfigError(
+            f"memory.{spec.kind}",
+            f"'{spec.name}' is registered by {spec.origin} as {spec.target}, which is not a "
+            "provider class (it needs config_model and from_config)",
+            "fix the entry point or the class (see nanobot_memory_adapters/provider.py)",
+        )
+    return cast(ProviderClass, cls)
 
 
 def resolve_config(
@@ -121,7 +131,7 @@ def load_provider(
 ) -> MemoryAdapter:
     """Build exactly one provider from a memory config (dict, JSON file path, or model)."""
     config, spec = resolve_config(source)
-    cls: ProviderClass = provider_class(spec)
+    cls = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
     try:
         block = block_model.model_validate(config.provider_block())

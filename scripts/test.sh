@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what it needs into .venv, then lint + the whole test suite.
+# The test command: installs what it needs into .venv, then lint, types and the whole suite.
+# The fast suite (no server provisioning): ./scripts/test.sh -m "not servers"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
@@ -12,4 +13,5 @@ fi
 . scripts/env.sh
 . .venv/bin/activate
 ruff check .
+basedpyright   # pyright, basic mode ([tool.basedpyright] in pyproject.toml)
 python -m pytest "$@"

@@ -14,6 +14,18 @@ import pytest
 from tests.llm_double import LLMDouble
 
 
+# Fixtures that provision a server of their own (a MemOS venv, Postgres and Redis: minutes
+# on a cold machine). Tests using them carry the ``servers`` marker, so a contributor can
+# run the fast suite with ``-m "not servers"``; CI runs everything.
+SERVER_FIXTURES = frozenset({"memos_server"})
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.servers)
+
+
 @pytest.fixture(scope="session")
 def llm_double():
     with LLMDouble() as double:

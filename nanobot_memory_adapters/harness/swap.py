@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from nanobot_memory_adapters.contract import (
     ACCEPTED_WRITE_STATUSES,
@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     MemoryEvent,
     MemoryScope,
+    Message,
     RetrieveRequest,
     SupportsReadiness,
     capabilities_of,
@@ -129,6 +130,8 @@ class SwapReport:
 
 
 class _GateFailed(Exception):
+    status: GateStatus
+
     def __init__(self, status: GateStatus, detail: str, data: dict[str, Any] | None = None):
         super().__init__(detail)
         self.status = status
@@ -155,9 +158,10 @@ class _Flow:
             self._add(Gate(name, "skipped", "an earlier gate did not pass"))
             return False
         started = time.perf_counter()
+        status: GateStatus
         try:
             detail, data = await fn()
-            status: GateStatus = data.pop("_status", "passed")
+            status = cast(GateStatus, data.pop("_status", "passed"))
         except _GateFailed as exc:
             status, detail, data = exc.status, exc.detail, exc.data
         except Exception as exc:
@@ -284,8 +288,8 @@ async def run_swap(
             turn_id=str(n),
             timestamp=datetime(2024, 5, 8, 13, 56, tzinfo=UTC) + timedelta(minutes=n),
             messages=[
-                {"role": "user", "content": text},
-                {"role": "assistant", "content": "Noted."},
+                Message(role="user", content=text),
+                Message(role="assistant", content="Noted."),
             ],
             metadata={"harness": "swap-smoke"},
         )

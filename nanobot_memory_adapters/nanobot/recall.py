@@ -131,10 +131,10 @@ class RecallMixin:
             entry = self._stale(previous, scope, query)
         else:
             assert self.adapter is not None
-            request = RetrieveRequest(
+            request = RetrieveRequest.with_tags(
+                tags_from(attributes),
                 query=query, scope=scope, session_id=session_id,
                 budget=memory.budget.to_budget(), as_of=as_of_from(attributes),
-                **tags_from(attributes),
             )
             await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
             started = time.perf_counter()

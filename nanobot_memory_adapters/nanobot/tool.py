@@ -57,6 +57,8 @@ class MemoryPluginTool(Tool):
         from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
 
         loop = seams.agent_loop_of(ctx)
+        if loop is None:  # enabled() said no already; nanobot creates only enabled tools
+            raise RuntimeError("memory plugin: no AgentLoop behind the tool context")
         plugin = MemoryPlugin(loop, sessions=ctx.sessions or loop.sessions,
                               bus=ctx.bus or loop.bus, workspace=Path(ctx.workspace),
                               provided=provided())

@@ -23,6 +23,7 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     MemoryEvent,
     MemoryScope,
+    Message,
     RetrieveRequest,
     RetrieveResult,
     SupportsBulkIngest,
@@ -118,8 +119,8 @@ class _Ctx:
             turn_id=str(self._turn),
             timestamp=_T0 + timedelta(minutes=self._turn),
             messages=[
-                {"role": "user", "content": user},
-                {"role": "assistant", "content": assistant},
+                Message(role="user", content=user),
+                Message(role="assistant", content=assistant),
             ],
             metadata={"suite": "contract"},
             **tags,
@@ -140,12 +141,12 @@ class _Ctx:
         self, scope: MemoryScope, query: str, max_tokens: int = 1500, **tags: str
     ) -> RetrieveResult:
         return await self.adapter.retrieve(
-            RetrieveRequest(
+            RetrieveRequest.with_tags(
+                tags,
                 query=query,
                 scope=scope,
                 session_id=f"{scope.persona_id}-s1",
                 budget=ContextBudget(max_tokens=max_tokens),
-                **tags,
             )
         )
 

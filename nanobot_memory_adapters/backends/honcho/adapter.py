@@ -77,6 +77,7 @@ from nanobot_memory_adapters.backends.honcho.config import (
     ScopeState,
     T,
     native_name,
+    reset_epoch,
 )
 from nanobot_memory_adapters.backends.honcho.readiness import HonchoReadiness
 from nanobot_memory_adapters.backends.honcho.records import (
@@ -223,7 +224,7 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
             self.assistant_peer_name(scope),
             configuration=PeerConfig(observe_me=self.config.observe_assistant),
         )
-        epoch = int((user.metadata or {}).get(EPOCH_KEY, 0) or 0)
+        epoch = reset_epoch(user.metadata)
         state = ScopeState(workspace, user.id, self.assistant_peer_name(scope), epoch)
         self._scopes[self.state_key(scope)] = state
         return state
@@ -239,8 +240,11 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
             metadata={"nma": {"run_id": scope.run_id, "persona_id": scope.persona_id,
                               "session_id": session_id, "reset_epoch": state.epoch}},
             peers=[
-                (state.user_peer, SessionPeerConfig()),
-                (state.assistant_peer, SessionPeerConfig(observe_others=False)),
+                # the SDK's fields default through a positional Field(None), which
+                # pyright does not read as a default
+                (state.user_peer, SessionPeerConfig()),  # pyright: ignore[reportCallIssue]
+                (state.assistant_peer,
+                 SessionPeerConfig(observe_others=False)),  # pyright: ignore[reportCallIssue]
             ],
         )
         state.sessions.add(name)
@@ -452,7 +456,7 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
             deleted.add(name)
         user = Peer(state.user_peer, client)
         metadata = dict(await user.aio.get_metadata() or {})
-        state.epoch = int(metadata.get(EPOCH_KEY, 0) or 0) + 1
+        state.epoch = reset_epoch(metadata) + 1
         metadata[EPOCH_KEY] = state.epoch
         await user.aio.set_metadata(metadata)
         state.sessions.clear()

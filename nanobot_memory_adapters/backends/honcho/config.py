@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -37,6 +38,14 @@ INFO = ProviderInfo(
 )
 
 _SAFE = re.compile(r"[A-Za-z0-9-]")
+
+
+def reset_epoch(metadata: Mapping[str, object] | None) -> int:
+    """The scope's reset epoch kept in the user peer's metadata (0 before any reset)."""
+    value = (metadata or {}).get(EPOCH_KEY)
+    if isinstance(value, int | str) and str(value).isdigit():
+        return int(value)
+    return 0
 
 
 def native_name(value: str) -> str:

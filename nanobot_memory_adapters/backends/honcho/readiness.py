@@ -52,7 +52,8 @@ class HonchoReadiness:
     async def _peer_sessions(self, state: ScopeState) -> dict[str, bool]:
         peer = Peer(state.user_peer, self._client(state.workspace))
         page = await peer.aio.sessions(size=100)
-        return {s.id: bool(s.is_active) async for s in page}
+        # AsyncPage declares ``async def __aiter__``, an async generator pyright misreads
+        return {s.id: bool(s.is_active) async for s in page}  # pyright: ignore[reportGeneralTypeIssues]
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         started = time.perf_counter()

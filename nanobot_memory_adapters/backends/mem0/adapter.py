@@ -113,7 +113,10 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
         *,
         trace_sink: TraceSink | None = None,
     ) -> None:
-        config = config if config is not None else self.config_model()
+        if config is None:
+            default = self.config_model()
+            assert isinstance(default, SimpleRagConfig)
+            config = default
         llm = getattr(config, "llm", None)
         self.infer: bool = bool(llm is not None and getattr(config, "infer", False))
         info = MEM0_INFO if self.infer else SIMPLE_RAG_INFO

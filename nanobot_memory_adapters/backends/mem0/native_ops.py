@@ -74,7 +74,7 @@ class Mem0NativeOps:
                 "payload needs 'native_id' (a mem0 memory id)",
                 backend_name=self.backend_name, operation=op, raw={"payload": payload},
             )
-        if operation != "history" and self._mode.read_only:
+        if operation != "history" and self.mode.read_only:
             return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
         await self._owned(scope, native_id, op)
         memory = await self._native()

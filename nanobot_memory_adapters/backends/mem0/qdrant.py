@@ -45,7 +45,9 @@ def _open(key: str) -> Any:
             f"{exc} — another process holds {key}; Qdrant local mode allows one "
             "process per path (stop it, or give this one another mem0 path)"
         ) from exc
-    client._client = _Serialized(client._client, threading.RLock())
+    client._client = _Serialized(  # pyright: ignore[reportAttributeAccessIssue]
+        client._client, threading.RLock()
+    )
     return client
 
 

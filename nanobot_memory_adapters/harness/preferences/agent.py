@@ -178,7 +178,7 @@ class NanobotAgent:
         """The memory section the plugin put into this turn's prompt, and why it is not a
         fresh one when it is not (a failed or timed-out retrieve)."""
         entry = self.plugin.cache.get(session_key) if self.plugin is not None else None
-        if entry is None:
+        if entry is None or self.plugin is None:
             return "", "the plugin made no recall for this turn"
         if entry.stale:
             last = self.plugin.last_error

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from nanobot_memory_adapters.harness.preferences.bank import (
     DOMAINS,
@@ -49,6 +50,8 @@ FILLERS_PER_SESSION = 6
 _START = datetime(2024, 1, 8, 9, 0, tzinfo=UTC)
 LETTERS = "abcd"
 
+T = TypeVar("T")
+
 
 def cue_pattern(cue: str) -> re.Pattern[str]:
     """A cue as whole words, case-insensitive (the exposure metrics use the same rule)."""
@@ -63,7 +66,7 @@ class _Session:
         self.items: list[tuple[str, str, str | None]] = []  # (user, assistant, pref key)
 
 
-def _pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+def _pick(rng: random.Random, options: Sequence[T]) -> T:
     return options[rng.randrange(len(options))]
 
 

@@ -253,10 +253,10 @@ class PreferenceUnit:
                     self.unit["agent_failures"] += 1
             else:
                 try:
-                    result = await self.adapter.retrieve(RetrieveRequest(
+                    result = await self.adapter.retrieve(RetrieveRequest.with_tags(
+                        _request_tags(test, self.cfg.test_tags),
                         query=opening_message(test), scope=self.scope, session_id=session_key,
                         budget=_budget(self.cfg.budget_tokens), as_of=test.at,
-                        **_request_tags(test, self.cfg.test_tags),
                     ))
                     context = result.formatted_context
                 except Exception as exc:
