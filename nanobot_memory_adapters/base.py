@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
@@ -457,13 +457,16 @@ class BulkIngest:
 
     bulk_operation = "record_events"
 
+    def _batch_key(self, event: MemoryEvent) -> Hashable:
+        """Events with equal keys may share one native bulk call (default: same scope
+        and session)."""
+        return (event.scope().key, event.session_id)
+
     def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
-        """Runs of consecutive events that share scope and session (order is kept)."""
+        """Runs of consecutive events with the same ``_batch_key`` (order is kept)."""
         batches: list[list[MemoryEvent]] = []
         for event in events:
-            key = (event.scope().key, event.session_id)
-            last = batches[-1][0] if batches else None
-            if last is not None and (last.scope().key, last.session_id) == key:
+            if batches and self._batch_key(batches[-1][0]) == self._batch_key(event):
                 batches[-1].append(event)
             else:
                 batches.append([event])

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.console import console, err_console, fail, memory_config_source
 
 app = typer.Typer(
     name="nanobot-memory",
@@ -21,8 +21,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 
 @app.callback()
@@ -61,23 +59,6 @@ DataDirOpt = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Where embedded stores live (default: from config)."),
 ]
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def memory_config_source(
-    config: Path | None, backend: str | None, condition: str | None
-) -> dict[str, Any] | Path:
-    """``--config`` or exactly one of ``--backend``/``--condition`` (built-in defaults)."""
-    given = [x for x in (config, backend, condition) if x]
-    if len(given) != 1:
-        raise fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
-    if config:
-        return config
-    return {"backend": backend} if backend else {"condition": condition}
 
 
 def load(source: dict[str, Any] | Path, data_dir: Path | None) -> Any:

@@ -13,7 +13,6 @@ import pytest
 
 from tests.llm_double import LLMDouble
 
-
 # Fixtures that provision a server of their own (a MemOS venv, Postgres and Redis: minutes
 # on a cold machine). Tests using them carry the ``servers`` marker, so a contributor can
 # run the fast suite with ``-m "not servers"``; CI runs everything.

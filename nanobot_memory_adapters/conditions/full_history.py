@@ -26,7 +26,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
 )
 from nanobot_memory_adapters.formatting import frame_tokens, item_tokens
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope, ProviderInfo, RetrieveRequest
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(

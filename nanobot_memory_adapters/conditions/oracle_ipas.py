@@ -24,7 +24,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     utcnow,
 )
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(

@@ -37,7 +37,7 @@ from nanobot_memory_adapters.contract import (
     RetrievedItem,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.registry import ProviderEnv
+from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -127,6 +128,23 @@ def grouped_bars(
     return "".join(parts)
 
 
+def _frame_0_to_1(w: int, h: int, left: int, title: str, py: Callable[[float], float]
+                  ) -> list[str]:
+    """An SVG's opening, its title and a 0-1 y axis with grid lines every 0.2."""
+    parts = [
+        f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{escape(title)}">',
+        f'<text x="{left}" y="14" font-weight="600">{escape(title)}</text>',
+    ]
+    for i in range(6):
+        v = i / 5
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{w - 20}" y1="{py(v):.1f}" '
+            f'y2="{py(v):.1f}"/><text x="{left - 6}" y="{py(v) + 4:.1f}" '
+            f'text-anchor="end">{v:.1f}</text>'
+        )
+    return parts
+
+
 def line_chart(
     xs: list[int],
     series: dict[str, dict[int, float]],
@@ -147,17 +165,7 @@ def line_chart(
     def py(v: float) -> float:
         return top + plot_h - plot_h * v
 
-    parts = [
-        f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{escape(title)}">',
-        f'<text x="{left}" y="14" font-weight="600">{escape(title)}</text>',
-    ]
-    for i in range(6):
-        v = i / 5
-        parts.append(
-            f'<line class="grid" x1="{left}" x2="{w - 20}" y1="{py(v):.1f}" '
-            f'y2="{py(v):.1f}"/><text x="{left - 6}" y="{py(v) + 4:.1f}" '
-            f'text-anchor="end">{v:.1f}</text>'
-        )
+    parts = _frame_0_to_1(w, h, left, title, py)
     step = max(1, math.ceil(len(xs) / 20))
     for x in xs[::step]:
         parts.append(f'<text x="{px(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x}</text>')
@@ -249,17 +257,7 @@ def scatter(
     def py(v: float) -> float:
         return top + plot_h - plot_h * v
 
-    parts = [
-        f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{escape(title)}">',
-        f'<text x="{left}" y="14" font-weight="600">{escape(title)}</text>',
-    ]
-    for i in range(6):
-        v = i / 5
-        parts.append(
-            f'<line class="grid" x1="{left}" x2="{w - 20}" y1="{py(v):.1f}" '
-            f'y2="{py(v):.1f}"/><text x="{left - 6}" y="{py(v) + 4:.1f}" '
-            f'text-anchor="end">{v:.1f}</text>'
-        )
+    parts = _frame_0_to_1(w, h, left, title, py)
     for i in range(6):
         x = xmax * i / 5
         parts.append(

@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+from nanobot_memory_adapters.console import (
+    console,
+    err_console,
+    fail,
+    memory_config_source,
+    wide_console,
+)
 
 DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
 DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
@@ -35,20 +39,6 @@ STATUS_STYLE = {
     "skipped": "dim",
     "failed": "red",
 }
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def source_of(config: Path | None, backend: str | None, condition: str | None) -> Any:
-    given = [x for x in (config, backend, condition) if x]
-    if len(given) != 1:
-        raise fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
-    if config:
-        return config
-    return {"backend": backend} if backend else {"condition": condition}
 
 
 def default_dataset() -> Path:
@@ -103,7 +93,7 @@ def swap_command(
     the readiness gate is still pending; the failed gate is named."""
     from nanobot_memory_adapters.harness.swap import run_swap
 
-    source = source_of(config, backend, condition)
+    source = memory_config_source(config, backend, condition)
     path = manifest or swap_manifest_path(source, data_dir)
 
     def live(gate: Any) -> None:
@@ -338,8 +328,7 @@ def judged_table(results: dict[str, Any]) -> Table | None:
 
 
 def print_outcome(outcome: Any, title: str) -> None:
-    # A pipe or log file gets the full table instead of an 80-column squeeze.
-    wide = console if console.is_terminal else Console(width=200)
+    wide = wide_console()
     headline = judged_table(outcome.results)
     if headline is not None:
         wide.print(headline)

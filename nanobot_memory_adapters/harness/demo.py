@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.harness.cli import (
     DATASET_ENV,
     DEFAULT_DATASET,
@@ -18,9 +19,7 @@ from nanobot_memory_adapters.harness.cli import (
     DEMO_PROVIDERS,
     STATUS_MARK,
     STATUS_STYLE,
-    console,
     default_dataset,
-    fail,
     print_outcome,
     report_failures,
     run_bench_cli,

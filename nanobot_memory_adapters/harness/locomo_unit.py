@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import (
-    AdapterMode,
     ContextBudget,
     MemoryEvent,
     MemoryScope,
@@ -49,6 +48,8 @@ from nanobot_memory_adapters.harness.trace_sink import (
     error_text,
     failure_trace,
     note_trace,
+    probe_read_only_gate,
+    switch_mode,
 )
 from nanobot_memory_adapters.tokens import count_tokens
 
@@ -151,25 +152,8 @@ class UnitRunner(LocomoIngest):
         return self.unit
 
     async def _set_mode(self, read_only: bool, reason: str) -> bool:
-        try:
-            with self.sink.capture() as held:
-                receipt = await self.adapter.set_mode(
-                    AdapterMode(read_only=read_only, reason=reason)
-                )
-            written = set()
-            if receipt.trace is not None:
-                self.sink.write(receipt.trace, kind="mode", reason=reason)
-                written.add(receipt.trace.trace_id)
-            self.sink.flush(held, written)
-            return True
-        except Exception as exc:
-            self.unit["mode_failures"] += 1
-            self.sink.write(
-                failure_trace(self.p.name, self.adapter, "set_mode", error_text(exc)),
-                kind="mode",
-                reason=reason,
-            )
-            return False
+        return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,
+                                 reason)
 
     # -- test points ---------------------------------------------------------------------
     async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
@@ -372,21 +356,8 @@ class UnitRunner(LocomoIngest):
             messages=list(messages),
             metadata={"harness": "gate_probe", "about": label},
         )
-        self.unit[counter] = self.unit.get(counter, 0) + 1
-        with self.sink.capture() as held:
-            try:
-                receipt: WriteReceipt | None = await self.adapter.record_event(event)
-                status = receipt.status if receipt else "none"
-            except Exception as exc:
-                receipt, status = None, f"failed: {error_text(exc)}"
-        if status != "skipped_read_only":
-            self.unit["gate_violations"] += 1
-        if receipt is not None:
-            self.sink.write(receipt.trace, kind="gate_probe", about=label, status=status)
-            self.sink.flush(held, {receipt.trace.trace_id})
-        else:
-            self.sink.flush(held, set())
-        return receipt
+        return await probe_read_only_gate(self.adapter, self.sink, event, self.unit, label,
+                                          counter)
 
     async def _judge(self, q: Any, context: str) -> None:
         judge = self.cfg.judge

@@ -53,6 +53,7 @@ from nanobot_memory_adapters.harness.metrics import (
     metrics_sha256,
     provider_metrics,
 )
+from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
@@ -129,15 +130,7 @@ def resolve_test_points(spec: str, sessions: Sequence[int]) -> list[int]:
 # -- the run -----------------------------------------------------------------------------
 
 
-@dataclass
-class BenchOutcome:
-    out: Path
-    manifest: dict[str, Any]
-    results: dict[str, Any]
-    skipped: list[dict[str, str]]
-    resumed_units: int = 0
-    wall_s: float = 0.0
-
+class BenchOutcome(RunOutcome):
     @property
     def paths(self) -> dict[str, Path]:
         return {name: self.out / name for name in OUTPUT_FILES}

@@ -12,45 +12,19 @@ import asyncio
 import contextlib
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 
-from nanobot_memory_adapters.contract import AdapterError, MemoryAdapter, MemoryScope
+from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.outbox import Outbox, OutboxRow
-from nanobot_memory_adapters.nanobot.settings import LoadedSettings
-from nanobot_memory_adapters.nanobot.state import LOG, LastError, LatencyStats
+from nanobot_memory_adapters.nanobot.outbox import OutboxRow
+from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.state import LOG
 from nanobot_memory_adapters.nanobot.turns import build_event
 
 
-class DeliveryMixin:
-    # Plugin state the mixins share (set up by MemoryPlugin.__init__).
-    loop: Any
-    sessions: Any
-    status: str
-    provider: str
-    read_only: bool
-    settings: LoadedSettings
-    adapter: MemoryAdapter | None
-    record_stats: LatencyStats
-    enqueue_stats: LatencyStats
-    last_error: LastError | None
-    writes_failing_since: float | None
-    _closed: bool
-    _retry_task: asyncio.Task[Any] | None
-    _retry_delay: float
-    _unsettled: dict[str, int]
-    _settled: asyncio.Condition | None
-
-    if TYPE_CHECKING:  # provided by MemoryPlugin and the other mixins
-        @property
-        def outbox(self) -> Outbox: ...
-        def _lock(self) -> asyncio.Lock: ...
-        def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
-        async def _ensure_adapter(self) -> bool: ...
-        async def _ensure_scope(self, scope: MemoryScope) -> None: ...
-
+class DeliveryMixin(PluginState):
     async def on_turn_persisted(self, event: Any) -> None:
         """Bus subscriber: durable local append, then background delivery. Never raises."""
         try:

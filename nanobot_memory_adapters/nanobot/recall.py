@@ -11,25 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 
 from nanobot_memory_adapters.contract import (
     AdapterError,
-    MemoryAdapter,
     MemoryScope,
     RetrieveRequest,
 )
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.settings import LoadedSettings
+from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import (
     CACHE_SESSIONS,
     LOG,
     CacheEntry,
-    LastError,
-    LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.turns import (
     as_of_from,
@@ -39,30 +35,7 @@ from nanobot_memory_adapters.nanobot.turns import (
 )
 
 
-class RecallMixin:
-    # Plugin state the mixins share (set up by MemoryPlugin.__init__).
-    loop: Any
-    sessions: Any
-    status: str
-    provider: str
-    read_only: bool
-    settings: LoadedSettings
-    adapter: MemoryAdapter | None
-    cache: OrderedDict[str, CacheEntry]
-    retrieve_stats: LatencyStats
-    record_stats: LatencyStats
-    enqueue_stats: LatencyStats
-    last_error: LastError | None
-    writes_failing_since: float | None
-    reads_failing_since: float | None
-
-    if TYPE_CHECKING:  # provided by MemoryPlugin and the other mixins
-        def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
-        def _note_read_failure(self, operation: str, exc: Any, timed_out: str) -> None: ...
-        async def _ensure_adapter(self) -> bool: ...
-        async def _ensure_scope(self, scope: MemoryScope) -> None: ...
-        async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None: ...
-
+class RecallMixin(PluginState):
     def text_for_prompt(self) -> str | None:
         """Sync, no I/O: the cached context for the current session, or None for MEMORY.md.
 

@@ -4,40 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nanobot_memory_adapters.contract import MemoryAdapter, capabilities_of
+from nanobot_memory_adapters.contract import capabilities_of
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.settings import LoadedSettings
-from nanobot_memory_adapters.nanobot.state import LastError, LatencyStats
+from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import ago as _ago
 from nanobot_memory_adapters.nanobot.turns import identity_values, scope_for
 
 
-class ReportsMixin:
-    # Plugin state the mixins share (set up by MemoryPlugin.__init__).
-    loop: Any
-    status: str
-    reason: str
-    provider: str
-    read_only: bool
-    data_dir: Path | None
-    settings: LoadedSettings
-    adapter: MemoryAdapter | None
-    retrieve_stats: LatencyStats
-    record_stats: LatencyStats
-    last_error: LastError | None
-    writes_failing_since: float | None
-    reads_failing_since: float | None
-
-    if TYPE_CHECKING:  # provided by MemoryPlugin and the other mixins
-        @property
-        def outbox(self) -> Outbox: ...
-        def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
-        async def _ensure_adapter(self) -> bool: ...
-
+class ReportsMixin(PluginState):
     def scope_line(self, ctx: Any) -> str:
         memory = self.settings.memory
         if memory is None:

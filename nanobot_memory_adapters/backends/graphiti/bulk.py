@@ -3,18 +3,14 @@ event when the all-or-nothing bulk call fails."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import Any
 
-from graphiti_core import Graphiti
-from graphiti_core.driver.driver import GraphDriver
 from graphiti_core.nodes import EpisodeType
 from graphiti_core.utils.bulk_utils import RawEpisode
 
-from nanobot_memory_adapters.backends.graphiti.config import (
-    GraphitiConfig,
-)
+from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.base import (
     NativeWrite,
     native_diagnostics,
@@ -22,37 +18,15 @@ from nanobot_memory_adapters.base import (
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
-    MemoryScope,
 )
 
 
-class GraphitiBulk:
-    config: GraphitiConfig
-    backend_name: str
-
-    if TYPE_CHECKING:  # provided by GraphitiAdapter
-        async def graphiti(self) -> Graphiti: ...
-        def group_id(self, scope: MemoryScope) -> str: ...
-        def _lock_for(self, group: str) -> asyncio.Lock: ...
-        def _episode_kwargs(self) -> dict[str, Any]: ...
-        def episode_body(self, event: MemoryEvent) -> str: ...
-        def episode_name(self, event: MemoryEvent) -> str: ...
-        def source_description(self, event: MemoryEvent) -> str: ...
-        def event_id_of(self, source_description: str | None) -> str | None: ...
-        def _driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver: ...
-        async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any: ...
+class GraphitiBulk(GraphitiHost):
 
     # -- SupportsBulkIngest ----------------------------------------------------------------
-    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
-        """Runs of consecutive events of one scope (one Graphiti group)."""
-        batches: list[list[MemoryEvent]] = []
-        for event in events:
-            if batches and self.group_id(batches[-1][0].scope()) == self.group_id(event.scope()):
-                batches[-1].append(event)
-            else:
-                batches.append([event])
-        return batches
+    def _batch_key(self, event: MemoryEvent) -> Hashable:
+        """One Graphiti group per bulk call (sessions may share it)."""
+        return self.group_id(event.scope())
 
     async def _record_batch(
         self, batch: list[MemoryEvent]

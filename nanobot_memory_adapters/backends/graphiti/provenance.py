@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from graphiti_core import Graphiti
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from graphiti_core.edges import EntityEdge, get_entity_edge_from_record
 from graphiti_core.models.edges.edge_db_queries import get_entity_edge_return_query
@@ -18,37 +16,16 @@ from graphiti_core.search.search_filters import (
     edge_search_filter_query_constructor,
 )
 
-from nanobot_memory_adapters.backends.graphiti.config import (
-    GraphitiConfig,
-)
+from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
-from nanobot_memory_adapters.base import (
-    NativeWrite,
-)
 from nanobot_memory_adapters.contract import (
     AdapterError,
-    MemoryEvent,
     MemoryScope,
 )
 from nanobot_memory_adapters.timeparse import require_time
 
 
-class GraphitiProvenance:
-    config: GraphitiConfig
-    backend_name: str
-
-    if TYPE_CHECKING:  # provided by GraphitiAdapter
-        async def graphiti(self) -> Graphiti: ...
-        def group_id(self, scope: MemoryScope) -> str: ...
-        def _lock_for(self, group: str) -> asyncio.Lock: ...
-        def _episode_kwargs(self) -> dict[str, Any]: ...
-        def episode_body(self, event: MemoryEvent) -> str: ...
-        def episode_name(self, event: MemoryEvent) -> str: ...
-        def source_description(self, event: MemoryEvent) -> str: ...
-        def event_id_of(self, source_description: str | None) -> str | None: ...
-        def _driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver: ...
-        async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any: ...
+class GraphitiProvenance(GraphitiHost):
 
     # -- SupportsProvenance ----------------------------------------------------------------
     async def provenance(

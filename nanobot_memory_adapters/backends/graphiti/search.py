@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphiti_core import Graphiti
-from graphiti_core.driver.driver import GraphDriver
 from graphiti_core.nodes import EpisodicNode
 from graphiti_core.search.search_config import SearchConfig, SearchResults
 from graphiti_core.search.search_filters import (
@@ -19,41 +17,23 @@ from graphiti_core.search.search_filters import (
 
 from nanobot_memory_adapters.backends.graphiti.config import (
     RECIPES,
-    GraphitiConfig,
 )
+from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.backends.graphiti.ids import (
     KUZU_FTS_SPECIAL,
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw, source_label, utc
 from nanobot_memory_adapters.base import (
     NativeRetrieval,
-    NativeWrite,
 )
 from nanobot_memory_adapters.contract import (
-    MemoryEvent,
-    MemoryScope,
     RetrievedItem,
     RetrieveRequest,
 )
 from nanobot_memory_adapters.timeparse import require_time
 
 
-class GraphitiSearch:
-    config: GraphitiConfig
-    backend_name: str
-
-    if TYPE_CHECKING:  # provided by GraphitiAdapter
-        async def graphiti(self) -> Graphiti: ...
-        def group_id(self, scope: MemoryScope) -> str: ...
-        def _lock_for(self, group: str) -> asyncio.Lock: ...
-        def _episode_kwargs(self) -> dict[str, Any]: ...
-        def episode_body(self, event: MemoryEvent) -> str: ...
-        def episode_name(self, event: MemoryEvent) -> str: ...
-        def source_description(self, event: MemoryEvent) -> str: ...
-        def event_id_of(self, source_description: str | None) -> str | None: ...
-        def _driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver: ...
-        async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any: ...
+class GraphitiSearch(GraphitiHost):
 
     def search_filters(self, request: RetrieveRequest) -> tuple[SearchFilters, dict[str, Any],
                                                                 list[str]]:

@@ -3,12 +3,12 @@ delete / history on one memory of the scope) and provenance (its record and hist
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nanobot_memory_adapters.backends.mem0.config import (
     IDENTITY_KEYS,
-    SimpleRagConfig,
 )
+from nanobot_memory_adapters.backends.mem0.host import Mem0Host
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -16,20 +16,7 @@ from nanobot_memory_adapters.contract import (
 )
 
 
-class Mem0NativeOps:
-    config: SimpleRagConfig
-    backend_name: str
-    infer: bool
-
-    if TYPE_CHECKING:  # provided by Mem0Adapter
-        async def _native(self) -> Any: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
-            ...
-        def _trace(self, operation: str, **fields: Any) -> Any: ...
-        def _emit(self, trace: Any) -> None: ...
-        def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]: ...
-        @property
-        def mode(self) -> Any: ...
+class Mem0NativeOps(Mem0Host):
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         self.scope_ids(scope, "readiness")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nanobot_memory_adapters.backends.mem0.config import (
     IDENTITY_KEYS,
-    SimpleRagConfig,
 )
+from nanobot_memory_adapters.backends.mem0.host import Mem0Host
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
@@ -18,19 +18,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.scope import check_scope_id
 
 
-class Mem0Requests:
-    config: SimpleRagConfig
-    backend_name: str
-    infer: bool
-
-    if TYPE_CHECKING:  # provided by Mem0Adapter
-        async def _native(self) -> Any: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
-            ...
-        def _trace(self, operation: str, **fields: Any) -> Any: ...
-        def _emit(self, trace: Any) -> None: ...
-        @property
-        def mode(self) -> Any: ...
+class Mem0Requests(Mem0Host):
 
     def _id(self, value: str | None, field: str, operation: str) -> str:
         try:

@@ -9,22 +9,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+from nanobot_memory_adapters.console import console, err_console, fail, wide_console
+
 prefs_app = typer.Typer(
     help="Behavioural preference sessions: generate scenarios, import PersonaMem, run them.",
     no_args_is_help=True,
 )
 
 DEFAULT_PROVIDERS = "no_memory,full_history,simple_rag,oracle_ipas"
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 @prefs_app.command("generate")
@@ -194,7 +188,7 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
-        wide = console if console.is_terminal else Console(width=200)
+        wide = wide_console()
         wide.print(results_table(outcome.results))
         for s in outcome.skipped:
             console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",

@@ -38,6 +38,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
 from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient, Verdict, _verdict
+from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.preferences.agent import (
     AgentLLM,
     ScriptedSimulator,
@@ -140,14 +141,8 @@ def oracle_block(scenario: ScenarioSet) -> dict[str, Any]:
     }}
 
 
-@dataclass
-class PreferenceOutcome:
-    out: Path
-    manifest: dict[str, Any]
-    results: dict[str, Any]
-    skipped: list[dict[str, str]]
-    resumed_units: int = 0
-    wall_s: float = 0.0
+class PreferenceOutcome(RunOutcome):
+    """A preference run's outcome (results.json holds the scores)."""
 
 
 def clear_outputs(out: Path) -> None:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import (
     ACCEPTED_WRITE_STATUSES,
-    AdapterMode,
     FeedbackRequest,
     MemoryEvent,
     MemoryScope,
@@ -36,7 +35,13 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     parse_choice,
 )
 from nanobot_memory_adapters.harness.prepared import Prepared
-from nanobot_memory_adapters.harness.trace_sink import AnnotatingSink, error_text, failure_trace
+from nanobot_memory_adapters.harness.trace_sink import (
+    AnnotatingSink,
+    error_text,
+    failure_trace,
+    probe_read_only_gate,
+    switch_mode,
+)
 from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -127,21 +132,8 @@ class PreferenceUnit:
         ).start()
 
     async def _mode(self, read_only: bool, reason: str) -> bool:
-        try:
-            with self.sink.capture() as held:
-                receipt = await self.adapter.set_mode(AdapterMode(read_only=read_only,
-                                                                  reason=reason))
-            written = set()
-            if receipt.trace is not None:
-                self.sink.write(receipt.trace, kind="mode", reason=reason)
-                written.add(receipt.trace.trace_id)
-            self.sink.flush(held, written)
-            return True
-        except Exception as exc:
-            self.unit["mode_failures"] += 1
-            self.sink.write(failure_trace(self.p.name, self.adapter, "set_mode", error_text(exc)),
-                            kind="mode", reason=reason)
-            return False
+        return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,
+                                 reason)
 
     # -- accumulation ------------------------------------------------------------------
     def _events(self, session: Any) -> list[MemoryEvent]:
@@ -310,20 +302,7 @@ class PreferenceUnit:
                       for m in transcript if m.get("content")],
             metadata={"harness": "gate_probe", "about": test.test_id},
         )
-        self.unit["gate_probes"] += 1
-        with self.sink.capture() as held:
-            try:
-                receipt: WriteReceipt | None = await self.adapter.record_event(event)
-                status = receipt.status if receipt else "none"
-            except Exception as exc:
-                receipt, status = None, f"failed: {error_text(exc)}"
-        if status != "skipped_read_only":
-            self.unit["gate_violations"] += 1
-        if receipt is not None:
-            self.sink.write(receipt.trace, kind="gate_probe", about=test.test_id, status=status)
-            self.sink.flush(held, {receipt.trace.trace_id})
-        else:
-            self.sink.flush(held, set())
+        await probe_read_only_gate(self.adapter, self.sink, event, self.unit, test.test_id)
 
     async def _feedback(self, done: list[tuple[TestSession, dict[str, Any]]]) -> None:
         assert isinstance(self.adapter, SupportsFeedback)

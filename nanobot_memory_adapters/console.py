@@ -1,0 +1,39 @@
+"""What every ``nanobot-memory`` command shares: its consoles, the one-line error exit, and
+the ``--config`` / ``--backend`` / ``--condition`` choice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+__all__ = ["console", "err_console", "fail", "memory_config_source", "wide_console"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def wide_console() -> Console:
+    """The console for a results table: a pipe or log file gets the full table instead
+    of an 80-column squeeze."""
+    return console if console.is_terminal else Console(width=200)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print one ``error:`` line naming the input and the fix; raise the returned Exit."""
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def memory_config_source(
+    config: Path | None, backend: str | None, condition: str | None
+) -> dict[str, Any] | Path:
+    """``--config`` or exactly one of ``--backend``/``--condition`` (built-in defaults)."""
+    given = [x for x in (config, backend, condition) if x]
+    if len(given) != 1:
+        raise fail("give exactly one of --config PATH, --backend NAME, --condition NAME")
+    if config:
+        return config
+    return {"backend": backend} if backend else {"condition": condition}

@@ -1,0 +1,17 @@
+"""What a harness run returns (LoCoMo bench and preference sessions alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class RunOutcome:
+    out: Path
+    manifest: dict[str, Any]
+    results: dict[str, Any]
+    skipped: list[dict[str, str]]
+    resumed_units: int = 0
+    wall_s: float = 0.0
