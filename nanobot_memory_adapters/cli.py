@@ -40,7 +40,13 @@ def _configure_logging(
     """Backends (and nanobot) log at DEBUG through loguru; keep the CLI's output readable."""
     from nanobot_memory_adapters.logs import configure_logging
 
-    configure_logging(log_level, log_file)
+    try:
+        configure_logging(log_level, log_file)
+    except ValueError as exc:
+        raise fail(f"--log-level: {exc}") from None
+    except OSError as exc:
+        raise fail(f"--log-file {log_file}: cannot write it ({exc.strerror or exc}); "
+                   "give a writable file path") from None
 
 ConfigOpt = Annotated[
     Path | None,
@@ -111,6 +117,25 @@ def health(
         raise typer.Exit(1)
 
 
+def _suite_items(text: str | None) -> list[int] | None:
+    """``--items 1,3,5`` -> [1, 3, 5]; anything else is one error line listing the items."""
+    from nanobot_memory_adapters.testing import ITEMS
+
+    if text is None:
+        return None
+    valid = {number: name for number, name, _, _ in ITEMS}
+    listing = ", ".join(f"{n} ({name})" for n, name in valid.items())
+    wanted: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit() or int(part) not in valid:
+            raise fail(f"--items {text!r}: {part!r} is not a contract item; valid: {listing}")
+        if int(part) not in wanted:
+            wanted.append(int(part))
+    if not wanted:
+        raise fail(f"--items is empty; give item numbers such as 1,3 (valid: {listing})")
+    return wanted
+
+
 @app.command()
 def conformance(
     config: ConfigOpt = None,
@@ -130,7 +155,7 @@ def conformance(
     from nanobot_memory_adapters.testing import SuiteTarget, run_contract_suite
 
     source = memory_config_source(config, backend, condition)
-    wanted = [int(x) for x in items.split(",")] if items else None
+    wanted = _suite_items(items)
     # Fail fast on config errors, before any item runs or any directory is made.
     from nanobot_memory_adapters.registry import resolve_config
 

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from nanobot_memory_adapters.contract import ContextBudget
+from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
 from nanobot_memory_adapters.scope import ScopeTemplates
 
 
@@ -30,9 +30,9 @@ class ConfigError(ValueError):
 class BudgetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_tokens: int = Field(default=2000, gt=0)
-    min_tokens: int | None = Field(default=None, ge=0)
-    max_items: int | None = Field(default=None, gt=0)
+    max_tokens: StrictInt = Field(default=2000, gt=0, le=MAX_BUDGET_TOKENS)
+    min_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
+    max_items: StrictInt | None = Field(default=None, gt=0, le=MAX_BUDGET_ITEMS)
 
     def to_budget(self) -> ContextBudget:
         return ContextBudget(
@@ -86,20 +86,40 @@ class MemoryConfig(BaseModel):
         return Path(env).expanduser() if env else Path.home() / ".nanobot" / "memory-adapters"
 
 
+def read_text_file(path: Path, *, what: str, fix: str) -> str:
+    """The UTF-8 text of a file the user named, or a ConfigError that says what is wrong
+    with it (missing, a directory, unreadable, not UTF-8, not JSON when parsed after)."""
+    if not path.exists():
+        raise ConfigError(str(path), f"{what} not found", f"pass the path of a {what}")
+    if path.is_dir():
+        raise ConfigError(str(path), "is a directory", f"pass the path of a {what} inside it")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(path), f"is not UTF-8 text (byte {exc.start})", f"save the {what} as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot be read ({exc.strerror or exc})",
+                          "check the file's permissions") from None
+    return text
+
+
+def _json_error(path: Path, exc: json.JSONDecodeError, fix: str) -> ConfigError:
+    return ConfigError(str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno}, "
+                       f"column {exc.colno})", fix)
+
+
 def read_config_source(source: dict[str, Any] | str | Path) -> dict[str, Any]:
     """A memory config from a dict or a JSON file; a file may wrap it in ``{"memory": ...}``."""
     if isinstance(source, dict):
         data = source
     else:
         path = Path(source).expanduser()
-        if not path.exists():
-            raise ConfigError(str(path), "file not found", "pass the path of a JSON config file")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text_file(path, what="JSON config file", fix="fix the JSON"))
         except json.JSONDecodeError as exc:
-            raise ConfigError(
-                str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
-            ) from None
+            raise _json_error(path, exc, "fix the JSON") from None
     if isinstance(data, dict) and isinstance(data.get("memory"), dict):
         data = data["memory"]
     if not isinstance(data, dict):
@@ -133,6 +153,11 @@ def validation_to_config_error(exc: ValidationError, prefix: str) -> ConfigError
         msg, fix = "unknown setting", "remove it or check the spelling"
     elif error["type"] in ("greater_than", "greater_than_equal"):
         fix = "use a positive number"
+    elif error["type"] in ("less_than", "less_than_equal"):
+        fix = "use a smaller number"
+    elif error["type"] == "int_type":
+        msg = f"must be a whole number, not {error.get('input')!r}"
+        fix = "write it without quotes, e.g. 2000"
     return ConfigError(key, msg, fix)
 
 

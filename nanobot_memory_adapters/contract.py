@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from nanobot_memory_adapters.events import TAG_FIELDS, MemoryEvent, Message, set_tags
-from nanobot_memory_adapters.redaction import redact
+from nanobot_memory_adapters.redaction import redact, redact_text
 from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 __all__ = [
     "ACCEPTED_WRITE_STATUSES",
+    "MAX_BUDGET_ITEMS",
+    "MAX_BUDGET_TOKENS",
     "STORED_WRITE_STATUSES",
     "AdapterError",
     "AdapterMode",
@@ -71,8 +73,20 @@ STORED_WRITE_STATUSES: frozenset[str] = frozenset({"committed", "queued", "pendi
 ACCEPTED_WRITE_STATUSES: frozenset[str] = STORED_WRITE_STATUSES | {"ignored"}
 
 
+# Free text a backend or its diagnostics can fill (warnings, details, errors) leaves the
+# package through these models: it is scrubbed of credentials on the way in.
+RedactedText = Annotated[str, AfterValidator(redact_text)]
+RedactedData = Annotated[dict[str, Any], AfterValidator(redact)]
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+# Bounds of a budget: whole numbers (``true`` or ``"100"`` are mistakes, not 1 and 100),
+# at most a million tokens (beyond any model's context) and ten thousand items.
+MAX_BUDGET_TOKENS = 1_000_000
+MAX_BUDGET_ITEMS = 10_000
 
 
 class ContextBudget(BaseModel):
@@ -80,9 +94,11 @@ class ContextBudget(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_tokens: int = Field(gt=0, description="Hard cap on the formatted context's tokens.")
-    min_tokens: int | None = Field(default=None, ge=0)
-    max_items: int | None = Field(default=None, gt=0)
+    max_tokens: StrictInt = Field(
+        gt=0, le=MAX_BUDGET_TOKENS, description="Hard cap on the formatted context's tokens."
+    )
+    min_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
+    max_items: StrictInt | None = Field(default=None, gt=0, le=MAX_BUDGET_ITEMS)
 
     @model_validator(mode="after")
     def _min_below_max(self) -> ContextBudget:
@@ -146,7 +162,7 @@ class Trace(BaseModel):
     scope: str | None = None
     event_id: str | None = None
     native_ids: list[str] = Field(default_factory=list)
-    native_request: dict[str, Any] = Field(
+    native_request: RedactedData = Field(
         default_factory=dict,
         description="Non-secret native arguments that matter for fairness (top_k, tokens...).",
     )
@@ -165,7 +181,7 @@ class Trace(BaseModel):
     representation_version: str | None = None
     last_derived_at: datetime | None = None
     status: str | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[RedactedText] = Field(default_factory=list)
 
 
 class RetrievedItem(BaseModel):
@@ -228,7 +244,7 @@ class WriteReceipt(BaseModel):
     event_id: str | None = None
     native_ids: list[str] = Field(default_factory=list)
     latency_ms: float | None = None
-    error: dict[str, Any] | None = None
+    error: RedactedData | None = None
     trace: Trace
 
     @property
@@ -261,7 +277,9 @@ class ResetReceipt(BaseModel):
 
     status: Literal["reset", "refused_read_only", "nothing_to_reset"]
     scope: str
-    detail: str | None = Field(default=None, description="What the backend keeps after reset.")
+    detail: RedactedText | None = Field(
+        default=None, description="What the backend keeps after reset."
+    )
     trace: Trace
 
 
@@ -273,7 +291,7 @@ class Readiness(BaseModel):
     status: Literal["ready", "pending", "unknown"]
     pending_count: int | None = None
     waited_ms: float | None = None
-    detail: str | None = None
+    detail: RedactedText | None = None
 
 
 class FeedbackRequest(BaseModel):
@@ -331,8 +349,8 @@ class BackendHealth(BaseModel):
     native_ingest_modes: list[str] | None = None
     capabilities: list[str] = Field(default_factory=list)
     read_only: bool = False
-    details: dict[str, Any] = Field(default_factory=dict)
-    warnings: list[str] = Field(default_factory=list)
+    details: RedactedData = Field(default_factory=dict)
+    warnings: list[RedactedText] = Field(default_factory=list)
 
 
 class AdapterError(Exception):

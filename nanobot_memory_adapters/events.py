@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nanobot_memory_adapters.scope import MemoryScope, ScopeId
+from nanobot_memory_adapters.scope import MemoryScope, ScopeId, refuse_control_chars
 
 Role = Literal["user", "assistant", "system", "tool"]
 TAG_FIELDS = ("scenario", "context", "attribute")
@@ -46,6 +46,11 @@ class MemoryEvent(BaseModel):
     context: str | None = None
     attribute: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("turn_id")
+    @classmethod
+    def _single_line_turn(cls, value: str) -> str:
+        return refuse_control_chars(value, field="turn_id")
 
     @field_validator("timestamp")
     @classmethod

@@ -26,8 +26,19 @@ def escape_text(text: str) -> str:
     return escape(text, quote=False)
 
 
+# Controls, zero-width and bidi format characters, line/paragraph separators: none may
+# reach a label, where it could start a forged line or hide text (ZWNJ/ZWJ are kept,
+# some scripts need them inside names).
+_LABEL_NOISE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def one_line(value: str) -> str:
+    """A label part, whatever a backend returned: one line, single spaces, no controls."""
+    return " ".join(_LABEL_NOISE.sub(" ", value).split())
+
+
 def _attr(value: str) -> str:
-    return escape(value, quote=True)
+    return escape(one_line(value), quote=True)
 
 
 def _time(value: datetime | None) -> str | None:
@@ -41,7 +52,7 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
     head: list[str] = []
     tail: list[str] = []
     if item.native_type:
-        (head if item.score is not None else tail).append(f"type={item.native_type}")
+        (head if item.score is not None else tail).append(f"type={one_line(item.native_type)}")
     if item.score is not None:
         head.append(f"score={item.score:.3f}")
     # One time for when it happened: the event's own time, else when the backend stored
@@ -58,9 +69,9 @@ def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
     if item.expired_at:
         tail.append(f"expired={_time(item.expired_at)}")
     if item.source:
-        tail.append(f"source={item.source}")
+        tail.append(f"source={one_line(item.source)}")
     if item.native_id:
-        tail.append(f"id={item.native_id}")
+        tail.append(f"id={one_line(item.native_id)}")
     return head, tail
 
 
@@ -181,7 +192,9 @@ def render_context(
         """
         for group, members in groups.items():
             if titled:
-                title = title_of(group or "ungrouped", members)
+                # a provider's own title too is one heading line, never a forged item
+                title = "## " + one_line(title_of(group or "ungrouped", members)).removeprefix(
+                    "## ").removeprefix("##")
                 yield title, count_tokens(title + "\n"), None
             for item in members:
                 if line is item_line:
@@ -206,7 +219,7 @@ def render_context(
             continue
         room = limit - used - 1
         if item is not None and room >= _MIN_TRUNCATED_ITEM_TOKENS:
-            cut = truncate_to_tokens(text, room)
+            cut = _keep_line_shape(truncate_to_tokens(text, room))
             lines.append(cut)
             owners.append(item)
             whole.append(False)
@@ -235,10 +248,19 @@ def render_context(
     )
 
 
+def _keep_line_shape(cut: str) -> str:
+    """A cut can end inside a continuation's indent ("...\\n …"); then the marker goes to
+    the end of the previous line, so every line is still an item line or indented."""
+    head, newline, last = cut.rpartition("\n")
+    if newline and not last.startswith("  "):
+        return head.rstrip() + " …"
+    return cut
+
+
 def _default_group_title(group: str, members: Sequence[RetrievedItem]) -> str:
-    types = sorted({m.native_type for m in members if m.native_type})
+    types = sorted({one_line(m.native_type) for m in members if m.native_type})
     suffix = f" ({', '.join(types)})" if types else ""
-    return f"## {escape_text(group)}{escape_text(suffix)}"
+    return f"## {escape_text(one_line(group))}{escape_text(suffix)}"
 
 
 def _shortfall(budget: ContextBudget, tokens: int) -> int | None:
@@ -251,7 +273,7 @@ def _shortfall(budget: ContextBudget, tokens: int) -> int | None:
 
 
 def _heading(label: str) -> str:
-    return f"## {escape_text(' '.join(label.split()))}"
+    return f"## {escape_text(one_line(label))}"
 
 
 def split_budget(

@@ -14,7 +14,6 @@ from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from loguru import logger
 from pydantic import BaseModel, ValidationError
 
 from nanobot_memory_adapters.config import (
@@ -26,6 +25,7 @@ from nanobot_memory_adapters.config import (
     validation_to_config_error,
 )
 from nanobot_memory_adapters.contract import MemoryAdapter
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.provider import (
     ENTRY_POINT_GROUP,
     ProviderClass,

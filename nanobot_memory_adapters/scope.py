@@ -8,12 +8,37 @@ before any adapter builds a native request.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 # Characters that some backend query languages read as patterns or separators.
 _WILDCARD_CHARS = re.compile(r"[*?%\x00]")
+# Joiners some scripts need inside names (ZWNJ, ZWJ); every other format character is
+# refused with the controls and line/paragraph separators.
+_ALLOWED_FORMAT = {"\u200c", "\u200d"}
+
+
+def _control_char(value: str) -> str | None:
+    """The first control, format or line-separator character of ``value`` (an id shown in
+    a memory section must never start a new line or hide text), or None."""
+    for ch in value:
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Zl", "Zp") or (category == "Cf" and ch not in _ALLOWED_FORMAT):
+            return ch
+    return None
+
+
+def refuse_control_chars(value: str, *, field: str = "id") -> str:
+    """``value`` unless it holds a control, format or line-separator character."""
+    bad = _control_char(value)
+    if bad is not None:
+        raise ValueError(
+            f"{field} {value!r} contains the control character U+{ord(bad):04X}; ids are "
+            "single-line plain text, remove it"
+        )
+    return value
 
 
 def check_scope_id(value: str, *, field: str = "id") -> str:
@@ -24,6 +49,7 @@ def check_scope_id(value: str, *, field: str = "id") -> str:
         raise ValueError(f"{field} is empty; give a non-empty id such as 'alice'")
     if value != value.strip():
         raise ValueError(f"{field} {value!r} has leading/trailing whitespace; strip it")
+    refuse_control_chars(value, field=field)
     if _WILDCARD_CHARS.search(value):
         raise ValueError(
             f"{field} {value!r} contains a wildcard character (* ? % or NUL) that a backend "

@@ -28,12 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from loguru import logger
+from nanobot_memory_adapters.logs import logger
 
 __all__ = ["SDK_LOGGERS", "SDK_PACKAGES", "quiet_progress", "route_sdk_output"]
 
 #: stdlib logger names of the SDKs the adapters load in-process.
-SDK_LOGGERS = ("mem0", "qdrant_client", "graphiti_core", "sentence_transformers", "transformers")
+SDK_LOGGERS = (
+    "mem0", "qdrant_client", "graphiti_core", "neo4j", "sentence_transformers", "transformers"
+)
 #: top-level packages whose warnings are SDK chatter when raised from their own code.
 SDK_PACKAGES = (*SDK_LOGGERS, "kuzu")
 

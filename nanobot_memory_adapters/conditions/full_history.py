@@ -41,6 +41,10 @@ INFO = ProviderInfo(
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
 
+# Consecutive turns that did not fit before packing stops (nothing more is likely to fit,
+# and scanning a long history on every retrieve would cost more than it finds).
+MAX_SKIPS_IN_A_ROW = 20
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     scope TEXT NOT NULL,
@@ -121,10 +125,16 @@ class FullHistory(BaseAdapter):
             "WHERE scope = ? ORDER BY ts DESC, rowid DESC",
             (request.scope.key,),
         )
-        # Newest first until the budget is spent, then back to chronological order.
+        # Newest first until the budget is spent, then back to chronological order. A turn
+        # too large for the room left is skipped (and named in the trace), so one huge turn
+        # never hides the whole past; after MAX_SKIPS_IN_A_ROW misses nothing more fits.
         room = request.budget.max_tokens - frame_tokens(self.backend_name, request.scope.key)
         picked: list[RetrievedItem] = []
+        skipped: list[str] = []
+        misses = 0
         for event_id, session_id, turn_id, ts, transcript, tags in rows:
+            if request.budget.max_items and len(picked) >= request.budget.max_items:
+                break
             item = RetrievedItem(
                 native_id=event_id,
                 text=transcript,
@@ -135,18 +145,28 @@ class FullHistory(BaseAdapter):
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )
             cost = item_tokens(item)
-            if cost > room or (
-                request.budget.max_items and len(picked) >= request.budget.max_items
-            ):
-                break
+            if cost > room:
+                skipped.append(event_id)
+                misses += 1
+                if misses >= MAX_SKIPS_IN_A_ROW:
+                    break
+                continue
+            misses = 0
             room -= cost
             picked.append(item)
         picked.reverse()
+        warnings = []
+        if skipped:
+            warnings.append(
+                f"skipped {len(skipped)} turn(s) larger than the budget left for them "
+                f"(newest first: {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''})"
+            )
         return NativeRetrieval(
             items=picked,
-            raw={"total_events": len(rows), "packed": len(picked)},
+            raw={"total_events": len(rows), "packed": len(picked), "skipped": skipped},
             native_operation="sqlite.select_recent",
             native_request={"max_tokens": request.budget.max_tokens},
+            warnings=warnings,
         )
 
     async def _reset(self, scope: MemoryScope) -> str | None:

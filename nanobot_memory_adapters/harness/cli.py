@@ -20,6 +20,12 @@ from nanobot_memory_adapters.console import (
     memory_config_source,
     wide_console,
 )
+from nanobot_memory_adapters.harness.cli_options import (
+    check_budget,
+    check_out_dir,
+    provider_configs,
+    provider_names,
+)
 
 DEFAULT_DATASET = "../shared/data/locomo/locomo7.json"
 DATASET_ENV = "NANOBOT_MEMORY_LOCOMO"
@@ -222,28 +228,6 @@ def judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
     return llm_judge_setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
 
 
-def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise fail(f"--provider-config {path}: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise fail('--provider-config must be a JSON object {"provider": {block...}}')
-    return data
-
-
-def check_names(names: list[str]) -> None:
-    from nanobot_memory_adapters.config import _suggest
-    from nanobot_memory_adapters.registry import available_providers
-
-    specs = available_providers()
-    for n in names:
-        if n not in specs:
-            raise fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
-
-
 def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
     from nanobot_memory_adapters.harness.timeline import run_bench
@@ -427,6 +411,8 @@ def bench_command(
     from nanobot_memory_adapters.harness.timeline import BenchConfig
     from nanobot_memory_adapters.logs import default_log_file
 
+    check_out_dir(out)
+    check_budget(budget_tokens)
     default_log_file(out)
     if task == "preferences":
         from nanobot_memory_adapters.harness.preferences import cli as prefs
@@ -442,8 +428,7 @@ def bench_command(
         return
     if task != "locomo":
         raise fail(f"--task {task!r}: use locomo or preferences")
-    names = [p.strip() for p in providers.split(",") if p.strip()]
-    check_names(names)
+    names = provider_names(providers)
     if speakers not in SPEAKER_PROTOCOLS:
         raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
     cfg = BenchConfig(

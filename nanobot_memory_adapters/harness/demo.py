@@ -24,6 +24,7 @@ from nanobot_memory_adapters.harness.cli import (
     report_failures,
     run_bench_cli,
 )
+from nanobot_memory_adapters.harness.cli_options import check_budget, check_out_dir
 
 
 async def _probe_others(skip: set[str]) -> list[dict[str, str]]:
@@ -95,8 +96,12 @@ def demo_command(
 
     started = time.perf_counter()
     data = dataset or default_dataset()
+    if data.is_dir():
+        raise fail(f"LoCoMo file {data} is a directory; pass the JSON file in it")
     if not data.is_file():
         raise fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
+    check_out_dir(out)
+    check_budget(budget_tokens)
     if not resume:
         clear_outputs(out)
     default_log_file(out)

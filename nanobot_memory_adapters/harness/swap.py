@@ -36,6 +36,7 @@ from nanobot_memory_adapters.contract import (
     capabilities_of,
 )
 from nanobot_memory_adapters.harness import manifest as mf
+from nanobot_memory_adapters.redaction import redact, redact_text
 
 GateStatus = Literal["passed", "failed", "pending", "not_applicable", "skipped"]
 GATES = (
@@ -90,6 +91,11 @@ class Gate:
     detail: str = ""
     seconds: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a gate's detail and data are printed and written: no credential in them
+        self.detail = redact_text(self.detail)
+        self.data = redact(self.data)
 
 
 @dataclass

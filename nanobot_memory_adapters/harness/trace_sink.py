@@ -15,6 +15,7 @@ from nanobot_memory_adapters.contract import (
     Trace,
     WriteReceipt,
 )
+from nanobot_memory_adapters.redaction import redact_text
 from nanobot_memory_adapters.tracing import JsonlTraceWriter, new_trace_id
 
 
@@ -72,7 +73,9 @@ def failure_trace(
 
 
 def error_text(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, AdapterError) else f"{type(exc).__name__}: {exc}"
+    """An error as one line for results and traces, scrubbed of credentials."""
+    text = str(exc) if isinstance(exc, AdapterError) else f"{type(exc).__name__}: {exc}"
+    return redact_text(text)
 
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from loguru import logger
-
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
+from nanobot_memory_adapters.redaction import redact_text
 
 HELP_SPECS: list[dict[str, Any]] = [
     {
@@ -55,7 +55,7 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
         except Exception as exc:  # a command must answer, not crash the turn
             logger.exception("{}: /memory-mode failed", seams.LOG_PREFIX)
             text = f"/memory-mode failed: {exc}"
-        return seams.outbound(ctx, text)
+        return seams.outbound(ctx, redact_text(text))  # replies are saved in sessions
 
     async def memory_health(ctx: Any) -> Any:
         try:
@@ -63,7 +63,7 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
         except Exception as exc:
             logger.exception("{}: /memory-health failed", seams.LOG_PREFIX)
             text = f"/memory-health failed: {exc}"
-        return seams.outbound(ctx, text)
+        return seams.outbound(ctx, redact_text(text))  # replies are saved in sessions
 
     def install(router: Any) -> None:
         router.exact("/memory-mode", memory_mode)

@@ -14,9 +14,8 @@ import json
 import time
 from typing import Any
 
-from loguru import logger
-
 from nanobot_memory_adapters.contract import AdapterError
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import OutboxRow
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState

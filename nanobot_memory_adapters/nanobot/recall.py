@@ -13,13 +13,12 @@ import asyncio
 import time
 from typing import Any
 
-from loguru import logger
-
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import (

@@ -15,7 +15,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
 from pydantic import ValidationError
 
 from nanobot_memory_adapters.config import ConfigError, _suggest, validation_to_config_error
@@ -25,6 +24,7 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     MemoryScope,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams, skill
 from nanobot_memory_adapters.nanobot.delivery import DeliveryMixin
 from nanobot_memory_adapters.nanobot.outbox import Outbox

@@ -36,7 +36,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
+from nanobot_memory_adapters.logs import logger
 
 SUPPORTED_SERIES = "0.3."
 LOG_PREFIX = "nanobot-memory-adapters"

@@ -14,7 +14,7 @@ import contextlib
 from importlib import resources
 from pathlib import Path
 
-from loguru import logger
+from nanobot_memory_adapters.logs import logger
 
 SKILL_NAME = "memory-context"
 MARKER = "installed-by: nanobot-memory-adapters"

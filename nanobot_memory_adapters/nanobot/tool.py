@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from loguru import logger
 from nanobot.agent.tools.base import Tool
 
 from nanobot_memory_adapters.hosting import (  # noqa: F401 - re-exported for callers
@@ -22,6 +21,7 @@ from nanobot_memory_adapters.hosting import (  # noqa: F401 - re-exported for ca
     provided,
     provided_memory,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 
 TOOL_NAME = "memory_adapters"

@@ -32,6 +32,7 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
+from nanobot_memory_adapters.redaction import redact_text
 from nanobot_memory_adapters.tokens import count_tokens
 
 AdapterMaker = Callable[[], Awaitable[MemoryAdapter]]
@@ -67,6 +68,9 @@ class ItemResult:
     status: Literal["passed", "failed", "not_applicable"]
     detail: str = ""
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.detail = redact_text(self.detail)  # printed and written by the CLI
 
 
 @dataclass

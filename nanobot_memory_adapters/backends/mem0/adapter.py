@@ -401,7 +401,9 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             )
             if details["llm"]["status"] != "reachable" and self.infer and status == "ok":
                 status = "degraded"
-                warnings.append("LLM endpoint unreachable: infer=True writes will fail")
+                warnings.append(
+                    f"LLM endpoint {self.llm.base_url} unreachable: infer=True writes will fail"
+                )
         return NativeHealth(status=status, details=details, warnings=warnings)
 
     # -- capabilities --------------------------------------------------------------------

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from loguru import logger
 
 from nanobot_memory_adapters.backends.memos.launcher import (
     MARKER_FILE,
@@ -71,6 +70,7 @@ from nanobot_memory_adapters.backends.memos.services import (
     stop_postgres,
     terminate,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.redaction import redact
 
 # --------------------------------------------------------------------------- server

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from loguru import logger
 
 from nanobot_memory_adapters.backends.memos.launcher import (
     DEFAULT_LLM_MODEL,
@@ -24,6 +23,7 @@ from nanobot_memory_adapters.backends.memos.server import (
     stop_server,
 )
 from nanobot_memory_adapters.backends.memos.services import provision
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.redaction import redact
 
 memos_app = typer.Typer(

@@ -16,8 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
 from nanobot_memory_adapters.backends.memos.launcher import (
     MARKER_FILE,
     MEMOS_REQUIREMENTS,
@@ -29,6 +27,7 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     port_in_use,
     tail,
 )
+from nanobot_memory_adapters.logs import logger
 
 # --------------------------------------------------------------------------- provisioning
 

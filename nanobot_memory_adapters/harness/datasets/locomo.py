@@ -321,22 +321,75 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+class DatasetError(ValueError):
+    """A LoCoMo file that cannot be read: names the file, the sample and the field."""
+
+
+def _check_sample(p: Path, index: int, item: Any) -> None:
+    """The structure ``_conversation`` relies on; anything else is one DatasetError."""
+    where = f"{p}: sample #{index}"
+    if not isinstance(item, dict):
+        raise DatasetError(f"{where} is {type(item).__name__}, not an object with "
+                           "'sample_id', 'conversation' and 'qa'")
+    if "sample_id" not in item:
+        raise DatasetError(f"{where}: field 'sample_id' is missing")
+    where = f"{p}: sample {item['sample_id']!r}"
+    conv = item.get("conversation")
+    if not isinstance(conv, dict):
+        state = "is missing" if conv is None else f"is {type(conv).__name__}, not an object"
+        raise DatasetError(f"{where}: field 'conversation' {state} (it holds 'speaker_a', "
+                           "'speaker_b', 'session_N' lists and 'session_N_date_time')")
+    for key, turns in conv.items():
+        if not _SESSION_KEY.match(key):
+            continue
+        if not isinstance(turns, list):
+            raise DatasetError(f"{where}: field 'conversation.{key}' is "
+                               f"{type(turns).__name__}, not a list of turns")
+        for i, turn in enumerate(turns):
+            if not isinstance(turn, dict) or "dia_id" not in turn:
+                raise DatasetError(f"{where}: 'conversation.{key}[{i}]' is not a turn with "
+                                   "a 'dia_id'")
+    qa = item.get("qa", [])
+    if not isinstance(qa, list) or not all(isinstance(q, dict) for q in qa):
+        raise DatasetError(f"{where}: field 'qa' is not a list of question objects")
+    for i, q in enumerate(qa):
+        category = q.get("category", 0)
+        if category is not None and not str(category).isdigit():
+            raise DatasetError(f"{where}: 'qa[{i}].category' is {category!r}, not a number")
+        if not isinstance(q.get("evidence", []), list | type(None)):
+            raise DatasetError(f"{where}: 'qa[{i}].evidence' is not a list of turn ids")
+
+
 def load_locomo(path: str | Path, conversations: Iterable[str] | None = None) -> list[Conversation]:
-    """Read a LoCoMo-format file; ``conversations`` selects sample ids (in file order)."""
+    """Read a LoCoMo-format file; ``conversations`` selects sample ids (in file order).
+    A file that is missing, a directory, not UTF-8, not JSON, or not LoCoMo-shaped raises
+    ``FileNotFoundError`` or ``DatasetError`` with one line naming the file and the field."""
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise DatasetError(f"LoCoMo file {str(p)!r} is a directory; pass the JSON file in it")
     if not p.is_file():
         raise FileNotFoundError(
             f"LoCoMo file {str(p)!r} not found; pass --dataset PATH "
             "(e.g. ../shared/data/locomo/locomo7.json from the repo root)"
         )
-    data = json.loads(p.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                           f"{exc.colno})") from None
     if not isinstance(data, list):
-        raise ValueError(f"{p}: expected a JSON list of LoCoMo samples")
+        raise DatasetError(f"{p}: expected a JSON list of LoCoMo samples")
+    for index, item in enumerate(data):
+        _check_sample(p, index, item)
     wanted = list(conversations) if conversations else None
     items = [d for d in data if wanted is None or str(d.get("sample_id")) in wanted]
     if wanted:
         missing = [w for w in wanted if w not in {str(d.get("sample_id")) for d in items}]
         if missing:
             have = ", ".join(str(d.get("sample_id")) for d in data)
-            raise ValueError(f"conversations not in {p.name}: {', '.join(missing)}; have: {have}")
+            raise DatasetError(
+                f"conversations not in {p.name}: {', '.join(missing)}; have: {have}"
+            )
     return [_conversation(d) for d in items]

@@ -94,7 +94,11 @@ def build_config(
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str,
 ) -> Any:
-    from nanobot_memory_adapters.harness.cli import check_names, provider_configs
+    from nanobot_memory_adapters.harness.cli_options import (
+        check_budget,
+        provider_configs,
+        provider_names,
+    )
     from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient
     from nanobot_memory_adapters.harness.preferences.agent import (
         AgentLLM,
@@ -107,8 +111,8 @@ def build_config(
         split_group,
     )
 
-    names = [p.strip() for p in providers.split(",") if p.strip()]
-    check_names([split_group(n)[0] for n in names])
+    names = provider_names(providers, base=lambda n: split_group(n)[0])
+    check_budget(budget_tokens)
     if test_tags not in ("context", "all", "none"):
         raise fail(f"--test-tags {test_tags!r}: use context, all or none")
     if placement not in ("system_prompt", "user_message"):
@@ -241,8 +245,10 @@ def run_command(
     """Accumulate each persona's sessions into every provider, then run the test sessions
     through a real nanobot AgentLoop with the memory plugin on that provider (read-only)
     and score CS / PET / IQI. Exit codes as for bench (4: failures)."""
+    from nanobot_memory_adapters.harness.cli_options import check_out_dir
     from nanobot_memory_adapters.logs import default_log_file
 
+    check_out_dir(out)
     default_log_file(out)
     cfg = build_config(
         out=out, providers=providers, scenario=load_scenario(dataset, personas, seed),

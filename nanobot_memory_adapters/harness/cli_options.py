@@ -1,0 +1,64 @@
+"""Checks of the harness's command-line options: each bad value becomes one line naming
+the option and the fix (exit 2), before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.console import fail
+
+
+def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
+    if path is None:
+        return {}
+    from nanobot_memory_adapters.config import ConfigError, read_text_file
+
+    try:
+        data = json.loads(read_text_file(path, what="JSON file", fix="fix the file"))
+    except ConfigError as exc:
+        raise fail(f"--provider-config {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise fail(f"--provider-config {path}: not valid JSON ({exc.msg} at line "
+                   f"{exc.lineno}, column {exc.colno})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise fail('--provider-config must be a JSON object {"provider": {block...}}')
+    return data
+
+
+def provider_names(text: str, base: Any = None) -> list[str]:
+    """``--providers a,b`` -> ["a", "b"]: not empty, each once, each registered (``base``
+    maps a listed name to the registered one, e.g. ``mem0+feedback`` -> ``mem0``)."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise fail(f"--providers {text!r} names no provider; give a comma-separated list "
+                   "such as no_memory,full_history")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise fail(f"--providers lists {', '.join(twice)} more than once; give each once")
+    check_names([base(n) for n in names] if base else names)
+    return names
+
+
+def check_budget(tokens: int, option: str = "--budget-tokens") -> None:
+    from nanobot_memory_adapters.contract import MAX_BUDGET_TOKENS
+
+    if not 0 < tokens <= MAX_BUDGET_TOKENS:
+        raise fail(f"{option} {tokens}: give a whole number of tokens from 1 to "
+                   f"{MAX_BUDGET_TOKENS}")
+
+
+def check_out_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise fail(f"--out {out} is a file; give a directory (it is created if missing)")
+
+
+def check_names(names: list[str]) -> None:
+    from nanobot_memory_adapters.config import _suggest
+    from nanobot_memory_adapters.registry import available_providers
+
+    specs = available_providers()
+    for n in names:
+        if n not in specs:
+            raise fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
