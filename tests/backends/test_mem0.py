@@ -424,7 +424,7 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
     events.append(_event(scope, "I cycle to work.", context="work"))  # other tags: new call
     # With extraction the default is mem0's own evaluation batch: 2 messages per add,
     # so each two-message event is its own call.
-    assert infer_adapter.batch_messages == 2 and raw_adapter.batch_messages == 40
+    assert infer_adapter.batch_messages == 2 and raw_adapter.batch_messages == 1
     before = len(llm_double.chat_requests())
     default = await infer_adapter.record_events(events)
     assert len(llm_double.chat_requests()) - before == 3
@@ -441,6 +441,16 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
     raw_receipts = await raw_adapter.record_events(events)
     assert [len(r.native_ids) for r in raw_receipts] == [2, 2, 2]
     assert len({i for r in raw_receipts for i in r.native_ids}) == 6
+    # ...and each stored message names exactly its own event (one event per add)
+    listed = await raw_adapter.provenance(scope)
+    assert not [m for m in listed["memories"] if m["metadata"].get("event_ids")]
+    by_event = {e.event_id: 0 for e in events}
+    for m in listed["memories"]:
+        by_event[m["metadata"]["event_id"]] += 1
+    assert by_event == {e.event_id: 2 for e in events}
+    raw_adapter.config.bulk_max_messages = 40  # a configured batch: one add, shared metadata
+    await raw_adapter.reset_scope(scope)
+    await raw_adapter.record_events(events[:2])
     listed = await raw_adapter.provenance(scope)
     batch = [m for m in listed["memories"] if m["metadata"].get("event_ids")]
     assert batch and batch[0]["metadata"]["event_ids"] == [events[0].event_id, events[1].event_id]
@@ -638,4 +648,4 @@ async def test_items_name_the_events_they_derive_from(infer_adapter, raw_adapter
     result = await raw_adapter.retrieve(RetrieveRequest(
         query="kayak", scope=scope, budget=ContextBudget(max_tokens=500)))
     kayak = next(i for i in result.items if "kayak" in i.text)
-    assert kayak.source_event_ids == [e.event_id for e in batch]  # one add, both events
+    assert kayak.source_event_ids == [batch[0].event_id]  # verbatim: its own turn only

@@ -410,7 +410,9 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
     @property
     def batch_messages(self) -> int:
         configured = self.config.bulk_max_messages
-        return configured if configured is not None else (2 if self.infer else 40)
+        # infer=False stores each message as its own memory with the add's metadata: one
+        # event per add keeps every memory's provenance exact (embedding cost is the same).
+        return configured if configured is not None else (2 if self.infer else 1)
 
     def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
         """Bulk ingest with mem0's own multi-message ``add``: one call per run of

@@ -94,9 +94,11 @@ class SimpleRagConfig(BaseModel):
     top_k_ceiling: int = Field(default=100, gt=0)
     bulk_max_messages: int | None = Field(
         default=None, gt=0,
-        description="Messages per bulk add call (default 40 without extraction; 2 with it, "
-        "as mem0's own LoCoMo evaluation batches: one LLM call per 2 messages keeps the "
-        "extraction answer short and provenance per turn pair).",
+        description="Messages per bulk add call (default 2 with extraction, as mem0's own "
+        "LoCoMo evaluation batches: one LLM call per 2 messages keeps the extraction answer "
+        "short and provenance per turn pair; without extraction one event per add, so each "
+        "stored message names exactly its own turn — a larger value gives every message of "
+        "the batch the whole batch as its source).",
     )
 
     @model_validator(mode="after")
