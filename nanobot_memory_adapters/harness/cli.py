@@ -228,17 +228,19 @@ def judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
     return llm_judge_setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
 
 
-def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
+def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False) -> Any:
+    """``runner(cfg[, progress])`` to completion with a progress bar (none when ``quiet``);
+    Ctrl-C says how to resume from the checkpoint and exits 130; a mismatched checkpoint
+    or bad input is one line. The outcome gets its ``wall_s``."""
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
-    from nanobot_memory_adapters.harness.timeline import run_bench
 
     started = time.perf_counter()
     try:
         if quiet:
-            outcome = asyncio.run(run_bench(cfg))
+            outcome = asyncio.run(runner(cfg))
         else:
             with progress_bar() as progress:
-                outcome = asyncio.run(run_bench(cfg, RichProgress(progress)))
+                outcome = asyncio.run(runner(cfg, RichProgress(progress)))
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]interrupted[/yellow]: rerun the same command to resume "
@@ -251,6 +253,12 @@ def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
         raise fail(str(exc)) from None
     outcome.wall_s = time.perf_counter() - started
     return outcome
+
+
+def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
+    from nanobot_memory_adapters.harness.timeline import run_bench
+
+    return run_resumable(run_bench, cfg, quiet=quiet)
 
 
 EXIT_PENDING = 3  # a readiness wait timed out (results measured on pending memory)

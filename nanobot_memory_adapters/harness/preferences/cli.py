@@ -3,7 +3,6 @@ preferences``, which runs the same with bench's options)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from nanobot_memory_adapters.console import console, err_console, fail, wide_console
+from nanobot_memory_adapters.console import console, fail, wide_console
 
 prefs_app = typer.Typer(
     help="Behavioural preference sessions: generate scenarios, import PersonaMem, run them.",
@@ -166,29 +165,10 @@ def results_table(results: dict[str, Any]) -> Table:
 
 
 def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
-    import time
-
-    from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
-    from nanobot_memory_adapters.harness.cli import (
-        RichProgress,
-        progress_bar,
-        report_failures,
-    )
+    from nanobot_memory_adapters.harness.cli import report_failures, run_resumable
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
 
-    started = time.perf_counter()
-    try:
-        if as_json:
-            outcome = asyncio.run(run_preferences(cfg))
-        else:
-            with progress_bar() as progress:
-                outcome = asyncio.run(run_preferences(cfg, RichProgress(progress)))
-    except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted[/yellow]: rerun the same command to resume "
-                          f"from {cfg.out / 'checkpoint.json'}")
-        raise typer.Exit(130) from None
-    except CheckpointMismatch as exc:
-        raise fail(str(exc)) from None
+    outcome = run_resumable(run_preferences, cfg, quiet=as_json)
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
@@ -198,7 +178,7 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
             console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",
                           highlight=False, soft_wrap=True)
         agent = outcome.manifest["settings"]["agent_mode"]
-        console.print(f"wall time {time.perf_counter() - started:.1f}s · {agent} · manifest "
+        console.print(f"wall time {outcome.wall_s:.1f}s · {agent} · manifest "
                       f"{outcome.manifest['manifest_sha256'][:12]} · exposure metrics "
                       f"{outcome.results['metrics_sha256'][:12]}")
         console.print(f"outputs in {outcome.out}: scenarios.json manifest.json traces.jsonl "
