@@ -163,7 +163,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             async def via_graphiti(req: RetrieveRequest = req_a) -> list[str]:
                 t = time.perf_counter()
-                limit = req.budget.top_k(config.search.tokens_per_item, config.search.max_results)
+                limit = req.budget.top_k(config.search.item_text_tokens, config.search.max_results)
                 filters, _, _ = adapter.search_filters(req)
                 results = await graphiti.search_(
                     adapter.query_text(req), config=adapter.search_config(limit),

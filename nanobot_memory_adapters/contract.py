@@ -86,6 +86,10 @@ def utcnow() -> datetime:
 # Bounds of a budget: whole numbers (``true`` or ``"100"`` are mistakes, not 1 and 100),
 # at most a million tokens (beyond any model's context) and ten thousand items.
 MAX_BUDGET_TOKENS = 1_000_000
+#: Tokens a typical compact item label takes in the memory section (``formatting``:
+#: ``- [0.60 2023-09-06 20:31 Jolene #be888d] ``); budgets are turned into result counts
+#: with it. tests/test_formatting.py checks the formatter stays within it.
+LABEL_TOKENS = 25
 MAX_BUDGET_ITEMS = 10_000
 
 
@@ -109,11 +113,14 @@ class ContextBudget(BaseModel):
             )
         return self
 
-    def top_k(self, tokens_per_item: int = 60, ceiling: int = 100) -> int:
-        """How many native results to ask for: ``max_items`` or what the tokens can hold."""
+    def top_k(self, item_text_tokens: int = 30, ceiling: int = 100) -> int:
+        """How many native results to ask for: ``max_items``, or as many items as the
+        budget can show — each costs its compact label (``LABEL_TOKENS``), its text (the
+        provider's typical ``item_text_tokens``) and a newline."""
         if self.max_items is not None:
             return self.max_items
-        return max(1, min(ceiling, self.max_tokens // max(1, tokens_per_item)))
+        per_item = LABEL_TOKENS + max(1, item_text_tokens) + 1
+        return max(1, min(ceiling, self.max_tokens // per_item))
 
 
 class RetrieveRequest(BaseModel):

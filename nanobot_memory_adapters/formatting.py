@@ -7,6 +7,7 @@ is XML-escaped and can neither close the section nor open a forged one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -41,44 +42,61 @@ def _attr(value: str) -> str:
     return escape(one_line(value), quote=True)
 
 
-def _time(value: datetime | None) -> str | None:
-    return value.isoformat(timespec="minutes") if value else None
+def _when(value: datetime) -> str:
+    """Minute resolution; the zone only when it is not UTC (a naive time shows none)."""
+    text = value.strftime("%Y-%m-%d %H:%M")
+    offset = value.utcoffset()
+    if offset is None or not offset:
+        return text
+    zone = value.strftime("%z")
+    return f"{text}{zone[:3]}:{zone[3:5]}"
+
+
+def _day(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d") if value else ""
+
+
+def short_id(native_id: str) -> str:
+    """Six hex characters standing for a native id in the prompt (unique within a section
+    but for a 1-in-16-million chance per pair); the full id stays in the item and trace."""
+    return hashlib.blake2s(native_id.encode("utf-8"), digest_size=3).hexdigest()
 
 
 def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
-    """Label parts split after the score: (type and score, everything else).
+    """The compact label, split after the relevance: (relevance, everything else).
 
-    The score is the only part that changes from one retrieval of an item to the next."""
+    One grammar for every provider, written for the model that reads it, space-separated
+    in a fixed order: relevance (2 decimals), when it happened (minute resolution), the
+    validity of a temporal fact (``valid=from..to``, ``expired=``), who said it, and a
+    short id. What only a debugger needs (native types, full ids, storage details) stays
+    in the trace. The relevance is the only part that changes between retrievals."""
     head: list[str] = []
     tail: list[str] = []
-    if item.native_type:
-        (head if item.score is not None else tail).append(f"type={one_line(item.native_type)}")
     if item.score is not None:
-        head.append(f"score={item.score:.3f}")
+        head.append(f"{item.score:.2f}")
     # One time for when it happened: the event's own time, else when the backend stored
-    # it. A replayed history is stored long after it happened, and two clashing dates
-    # would cost tokens and invite the model to answer with the storage date.
+    # it (marked: a replayed history is stored long after it happened).
     if item.event_at:
-        tail.append(f"at={_time(item.event_at)}")
+        tail.append(_when(item.event_at))
     elif item.created_at:
-        tail.append(f"created={_time(item.created_at)}")
-    if item.updated_at and item.updated_at != item.created_at:
-        tail.append(f"updated={_time(item.updated_at)}")
+        tail.append(f"stored={_day(item.created_at)}")
     if item.valid_at or item.invalid_at:
-        tail.append(f"valid={_time(item.valid_at) or '?'}..{_time(item.invalid_at) or 'now'}")
+        tail.append(f"valid={_day(item.valid_at)}..{_day(item.invalid_at)}")
     if item.expired_at:
-        tail.append(f"expired={_time(item.expired_at)}")
+        tail.append(f"expired={_day(item.expired_at)}")
     if item.source:
-        tail.append(f"source={one_line(item.source)}")
+        who = one_line(item.source)
+        if who:
+            tail.append(who)
     if item.native_id:
-        tail.append(f"id={one_line(item.native_id)}")
+        tail.append("#" + short_id(item.native_id))
     return head, tail
 
 
-# An item label that says the fact no longer holds: validity with an end other than "now",
-# or an expiry (see ``_label_parts``). Used by metrics that must tell a superseded fact
-# shown as history from one shown as current.
-_ENDED = re.compile(r"\bvalid=[^;\]]*\.\.(?!now\b)[^;\]\s]+|\bexpired=")
+# An item label that says the fact no longer holds: validity with an end, or an expiry
+# (see ``_label_parts``). Used by metrics that must tell a superseded fact shown as
+# history from one shown as current.
+_ENDED = re.compile(r"\bvalid=[^\s\]]*\.\.\d|\bexpired=")
 
 
 def ended_validity(line: str) -> bool:
@@ -94,19 +112,19 @@ def _body(item: RetrievedItem) -> str:
 def item_line_parts(item: RetrievedItem) -> tuple[str, str]:
     """``item_line`` as ``(head, tail)`` with ``head + tail == item_line(item)``.
 
-    ``head`` is ``"- [type=..; score=0.812"`` (empty without a score) and ends with the
-    score's last digit or letter; ``tail`` starts with ``";"`` or ``"]"``. cl100k's
-    pre-tokenizer never puts a letter or digit and a following punctuation mark in one
-    piece, so ``tokens(head) + tokens(tail) == tokens(head + tail)``: the tail (times, id,
-    text) is the same each time an item comes back, so its count can be cached while the
-    score is counted afresh. The property test in tests/test_formatting.py checks it."""
+    ``head`` is ``"- [0.81"`` (empty without a relevance) and ends with its last digit;
+    ``tail`` starts with ``" "`` or ``"]"``. cl100k's pre-tokenizer never joins a digit
+    to a following space or bracket, so ``tokens(head) + tokens(tail) ==
+    tokens(head + tail)``: the tail (time, who, id, text) is the same each time an item
+    comes back, so its count can be cached while the relevance is counted afresh. The
+    property test in tests/test_formatting.py checks it."""
     head, tail = _label_parts(item)
     body = _body(item)
     if not head:
-        label = escape_text("[" + "; ".join(tail) + "]") if tail else ""
+        label = escape_text("[" + " ".join(tail) + "]") if tail else ""
         return "", f"- {label} {body}" if label else f"- {body}"
-    rest = "".join("; " + part for part in tail) + "]"
-    return "- " + escape_text("[" + "; ".join(head)), escape_text(rest) + " " + body
+    rest = "".join(" " + part for part in tail) + "]"
+    return "- " + escape_text("[" + " ".join(head)), escape_text(rest) + " " + body
 
 
 def item_line(item: RetrievedItem) -> str:

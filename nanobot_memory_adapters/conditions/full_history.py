@@ -36,7 +36,7 @@ INFO = ProviderInfo(
     stores_events=True,
     tag_mapping="metadata",
     memory_form="verbatim",
-    item_fields=("native_id", "event_at", "source", "source_event_ids"),
+    item_fields=("native_id", "event_at", "source_event_ids"),
     native_ingest_modes=("transcript",),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
@@ -140,7 +140,8 @@ class FullHistory(BaseAdapter):
                 text=transcript,
                 native_type="transcript",
                 event_at=datetime.fromisoformat(ts),
-                source=f"session={session_id} turn={turn_id}",
+                # who said it is already in the transcript ("Caroline: ..."); session and
+                # turn ids stay in the metadata and the trace
                 source_event_ids=[event_id],
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )

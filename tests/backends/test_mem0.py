@@ -322,10 +322,12 @@ async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter
         assert item.metadata["session_id"] == "s1" and item.metadata["timestamp"]
     scores = [i.score for i in result.items]
     assert scores == sorted(scores, reverse=True)  # mem0's order kept
-    # Score and the turn's time (at=); mem0's storage time stays in created_at and raw.
-    assert "score=" in result.formatted_context and "at=" in result.formatted_context
-    assert "created=" not in result.formatted_context
-    # Budget by tokens only: top_k = max_tokens // tokens_per_item (60).
+    # Relevance and the turn's time; mem0's storage time stays in created_at and raw.
+    first = result.formatted_context.splitlines()[1]
+    assert first.startswith(f"- [{result.items[0].score:.2f} ")
+    assert "stored=" not in result.formatted_context
+    # Budget by tokens only: top_k = what 300 tokens can show with compact labels
+    # (300 // (LABEL_TOKENS 25 + item_text_tokens 32 + 1) = 5).
     by_tokens = await raw_adapter.retrieve(_request(scope, "cities", max_tokens=300))
     assert by_tokens.trace.native_request["top_k"] == 5
 
@@ -567,7 +569,7 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
             query="my dog", scope=scope, budget=nma.ContextBudget(max_tokens=400)))
         assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
         assert result.items[0].created_at != result.items[0].event_at
-        assert "at=2023-05-08T13:56+00:00" in result.formatted_context
+        assert "2023-05-08 13:56" in result.formatted_context  # the turn's time, not storage
     finally:
         await adapter.aclose()
 

@@ -31,7 +31,7 @@ def test_answer_forms_and_presence():
     assert answer_forms("May 7, 2023")[-1] == "2023 05 07"
     assert answer_forms("June 2023")[-1] == "2023 06"
     assert answer_forms(2022) == ["2022"] and answer_forms(None) == []
-    context = normalize_answer("- [at=2023-05-07T13:56] User adopted Pistachio, a greyhound.")
+    context = normalize_answer("- [2023-05-07 13:56] User adopted Pistachio, a greyhound.")
     assert answer_present("Pistachio", context)
     assert answer_present("7 May 2023", context)
     assert not answer_present("Pist", context)  # whole words only

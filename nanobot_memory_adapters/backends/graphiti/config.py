@@ -178,7 +178,9 @@ class SearchSettings(BaseModel):
         default=False,
         description="Exclude facts Graphiti has invalidated (invalid_at in the past).",
     )
-    tokens_per_item: int = Field(default=80, gt=0, description="Budget -> result limit.")
+    item_text_tokens: int = Field(
+        default=25, gt=0, description="Typical tokens of one fact's text (budget -> limit)."
+    )
     max_results: int = Field(default=50, gt=0)
     reranker_min_score: float = 0.0
     sim_min_score: float | None = Field(
@@ -321,7 +323,7 @@ def provider_info(config: GraphitiConfig) -> ProviderInfo:
         stores_events=True,
         tag_mapping="semantic" if config.search.tags_in_query else "metadata",
         memory_form="derived",
-        item_fields=("native_id", "score", "created_at", "source"),
+        item_fields=("native_id", "score", "created_at"),
         native_memory_types=tuple(types),
         native_ingest_modes=tuple(modes),
         requires_llm=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,12 +26,5 @@ def dump(model: BaseModel, *exclude: str) -> dict[str, Any]:
 
 def edge_raw(edge: EntityEdge) -> dict[str, Any]:
     return dump(edge, "fact_embedding")
-
-
-def source_label(episodes: Sequence[str]) -> str | None:
-    if not episodes:
-        return None
-    more = f" (+{len(episodes) - 1} more)" if len(episodes) > 1 else ""
-    return f"episode {episodes[0]}{more}"
 
 

@@ -22,7 +22,7 @@ from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.backends.graphiti.ids import (
     KUZU_FTS_SPECIAL,
 )
-from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw, source_label, utc
+from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw, utc
 from nanobot_memory_adapters.base import (
     NativeRetrieval,
 )
@@ -106,7 +106,7 @@ class GraphitiSearch(GraphitiHost):
         graphiti = await self.graphiti()
         group = self.group_id(request.scope)
         search_cfg = self.config.search
-        limit = request.budget.top_k(search_cfg.tokens_per_item, search_cfg.max_results)
+        limit = request.budget.top_k(search_cfg.item_text_tokens, search_cfg.max_results)
         filters, described, warnings_ = self.search_filters(request)
         config = self.search_config(limit)
         query = self.query_text(request)
@@ -178,7 +178,6 @@ class GraphitiSearch(GraphitiHost):
                     valid_at=utc(edge.valid_at),
                     invalid_at=utc(edge.invalid_at),
                     expired_at=utc(edge.expired_at),
-                    source=source_label(edge.episodes),
                     source_event_ids=(
                         [events[u] for u in edge.episodes if u in events]
                         if events is not None else None
@@ -207,7 +206,7 @@ class GraphitiSearch(GraphitiHost):
                     group="entities",
                     score=scores[i] if i < len(scores) else None,
                     created_at=utc(node.created_at),
-                    source=f"entity {node.name}",
+                    source=node.name,  # whom the summary is about
                     metadata={"labels": list(node.labels), "group_id": node.group_id},
                     raw=dump(node, "name_embedding"),
                 )
@@ -225,7 +224,6 @@ class GraphitiSearch(GraphitiHost):
                     score=scores[i] if i < len(scores) else None,
                     created_at=utc(episode.created_at),
                     valid_at=utc(episode.valid_at),
-                    source=f"{episode.name} ({episode.source_description})",
                     source_event_ids=(
                         [e] if (e := self.event_id_of(episode.source_description)) else None
                     ),
@@ -245,7 +243,7 @@ class GraphitiSearch(GraphitiHost):
                     group="communities",
                     score=scores[i] if i < len(scores) else None,
                     created_at=utc(community.created_at),
-                    source=f"community {community.name}",
+                    source=community.name,
                     raw=dump(community, "name_embedding"),
                 )
             )

@@ -372,7 +372,6 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
                     native_id=ctx.summary.message_id, text=ctx.summary.content,
                     native_type=f"session_summary.{ctx.summary.summary_type}",
                     group="summary", created_at=parse_time(ctx.summary.created_at),
-                    source=f"session={name} up_to_message={ctx.summary.message_id}",
                     metadata={"token_count": ctx.summary.token_count},
                     raw=raw["summary"] or {},
                 ))
@@ -382,7 +381,7 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
                 items.append(RetrievedItem(
                     native_id=m.id, text=f"{role}: {m.content}", native_type="message",
                     group="messages", created_at=m.created_at,
-                    source=f"session={m.session_id} peer={m.peer_id}",
+                    source=m.peer_id,  # who said it: the peer Honcho stored
                     source_event_ids=[str(meta["event_id"])] if meta.get("event_id") else None,
                     metadata=meta, raw=message_json(m),
                 ))
@@ -401,14 +400,14 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
         if representation and representation.strip():
             items.append(RetrievedItem(
                 text=representation.strip(), native_type="peer_representation",
-                group="representation", source=f"peer={state.user_peer}",
+                group="representation",
                 metadata={"observer": state.user_peer, "observed": state.user_peer},
                 raw={"peer_representation": representation},
             ))
         if card:
             items.append(RetrievedItem(
                 text="\n".join(card), native_type="peer_card", group="peer_card",
-                source=f"peer={state.user_peer}", raw={"peer_card": card},
+                raw={"peer_card": card},
             ))
         return items
 

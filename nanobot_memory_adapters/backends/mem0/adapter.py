@@ -319,7 +319,9 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
                     "expiration_date"):
             if key in result:
                 metadata[key] = result[key]
-        source = result.get("role") or result.get("attributed_to")
+        # who said it: the speaker's name mem0 stored from the message (``actor_id``),
+        # else its role or attribution; never a name mem0 did not store
+        source = result.get("actor_id") or result.get("role") or result.get("attributed_to")
         # The add that produced the memory stored its events' ids in the metadata.
         events = metadata.get("event_ids") or (
             [metadata["event_id"]] if metadata.get("event_id") else None

@@ -8,6 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.contract import ProviderInfo
 
+#: Typical text tokens of one mem0 memory: an extracted fact, a verbatim chat message
+#: (medians measured on LoCoMo conv-26, benchmarks/bench_context_labels.py).
+EXTRACTED_ITEM_TOKENS = 20
+VERBATIM_ITEM_TOKENS = 32
 ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
 IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
 
@@ -90,7 +94,11 @@ class SimpleRagConfig(BaseModel):
         default=None, description="mem0 reranker block {provider, config}; needed for rerank."
     )
     tag_mapping: Literal["filter", "metadata"] = "filter"
-    tokens_per_item: int = Field(default=60, gt=0, description="Budget tokens per search hit.")
+    item_text_tokens: int | None = Field(
+        default=None, gt=0, description="Typical tokens of one memory's text; with the "
+        "label estimate it turns the budget into the search's top_k (default: 20 for an "
+        "extracted fact, 32 for a stored chat message).",
+    )
     top_k_ceiling: int = Field(default=100, gt=0)
     bulk_max_messages: int | None = Field(
         default=None, gt=0,
@@ -113,7 +121,6 @@ class SimpleRagConfig(BaseModel):
 
 class Mem0Config(SimpleRagConfig):
     """The ``mem0`` block. Without ``llm`` it runs infer=False and reports ``simple_rag``."""
-
     llm: LLMSettings | None = None
     infer: bool = Field(default=True, description="Use mem0 extraction when an LLM is set.")
     custom_instructions: str | None = Field(

@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from nanobot_memory_adapters.backends.mem0.config import (
+    EXTRACTED_ITEM_TOKENS,
     IDENTITY_KEYS,
+    VERBATIM_ITEM_TOKENS,
 )
 from nanobot_memory_adapters.backends.mem0.host import Mem0Host
 from nanobot_memory_adapters.contract import (
@@ -80,7 +82,10 @@ class Mem0Requests(Mem0Host):
                     raw={"filters": request.filters},
                 )
             filters[key] = value
-        top_k = request.budget.top_k(self.config.tokens_per_item, self.config.top_k_ceiling)
+        text_tokens = self.config.item_text_tokens or (
+            EXTRACTED_ITEM_TOKENS if self.infer else VERBATIM_ITEM_TOKENS
+        )
+        top_k = request.budget.top_k(text_tokens, self.config.top_k_ceiling)
         return request.query, {
             "top_k": top_k,
             "filters": filters,

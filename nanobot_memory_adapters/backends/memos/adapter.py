@@ -289,7 +289,7 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
         """The exact ``/product/search`` body for a request (``APISearchRequest``)."""
         ids = self.native_ids(request.scope, "retrieve")
         cfg = self.config
-        top_k = request.budget.top_k(cfg.tokens_per_item, cfg.top_k_ceiling)
+        top_k = request.budget.top_k(cfg.item_text_tokens, cfg.top_k_ceiling)
         body: dict[str, Any] = {
             "query": request.query,
             "user_id": ids["user_id"],
@@ -379,7 +379,6 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
                 if key in info:
                     metadata[key] = info[key]
             event = str(info["event_id"]) if info.get("event_id") else None
-        session = meta.get("session_id")
         return RetrievedItem(
             native_id=str(memory.get("id") or meta.get("id") or "") or None,
             text=str(memory.get("memory") or meta.get("memory") or ""),
@@ -388,7 +387,6 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
             score=float(score) if isinstance(score, int | float) else None,
             created_at=parse_time(meta.get("created_at")),
             updated_at=parse_time(meta.get("updated_at")),
-            source=f"session:{session}" if session else None,
             # MemOS copies the add's ``info`` onto every memory it derives from it.
             source_event_ids=[event] if event else None,
             metadata=metadata,

@@ -61,7 +61,9 @@ class MemOSConfig(BaseModel):
     include_skill_memory: bool = False
     skill_mem_top_k: int = Field(default=3, ge=0)
     tag_mapping: Literal["filter", "metadata"] = "filter"
-    tokens_per_item: int = Field(default=60, gt=0)
+    item_text_tokens: int = Field(
+        default=35, gt=0, description="Typical tokens of one memory's text (budget -> top_k)."
+    )
     top_k_ceiling: int = Field(default=50, gt=0)
     readiness_poll_s: float = Field(default=0.25, gt=0)
     feedback: bool = Field(
