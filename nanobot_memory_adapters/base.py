@@ -98,8 +98,28 @@ _RETRYABLE_NAMES = frozenset(
 )
 
 
+# Another process holds an embedded store (Qdrant local's folder lock, Kuzu's file lock,
+# SQLite's write lock): a wait, not a failure — the same write succeeds once it lets go.
+_LOCK_NAMES = frozenset({"AlreadyLocked", "LockException", "BlockingIOError"})
+_LOCK_MESSAGES = (
+    "database is locked",
+    "database is busy",
+    "already accessed by another instance",  # qdrant_client local mode
+    "could not set lock on file",  # kuzu
+    "resource temporarily unavailable",  # fcntl/flock on a held lock (EAGAIN)
+)
+
+
+def is_lock_contention(exc: BaseException) -> bool:
+    """Whether ``exc`` says another process holds an embedded store's lock."""
+    if any(cls.__name__ in _LOCK_NAMES for cls in type(exc).__mro__):
+        return True
+    message = str(exc).lower()
+    return any(m in message for m in _LOCK_MESSAGES)
+
+
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, _RETRYABLE):
+    if isinstance(exc, _RETRYABLE) or is_lock_contention(exc):
         return True
     return any(cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__)
 

@@ -44,6 +44,8 @@ INFO = ProviderInfo(
 # Consecutive turns that did not fit before packing stops (nothing more is likely to fit,
 # and scanning a long history on every retrieve would cost more than it finds).
 MAX_SKIPS_IN_A_ROW = 20
+# Seconds a write waits for another process's SQLite write lock before it fails (retryable).
+LOCK_WAIT_S = 30.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -85,7 +87,10 @@ class FullHistory(BaseAdapter):
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False)
+            # Two processes (a gateway and a CLI turn) may write at once: wait for the
+            # other's write lock instead of failing, and let readers run beside a writer.
+            db = sqlite3.connect(self.path, check_same_thread=False, timeout=LOCK_WAIT_S)
+            db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
             self._db = db
         return self._db

@@ -93,10 +93,11 @@ class Outbox:
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                 timeout=30.0)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA busy_timeout=5000")
+            db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
             db.executescript(_SCHEMA)
             self._db = db
         return self._db
