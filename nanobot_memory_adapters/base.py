@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-import httpx
-
 from nanobot_memory_adapters.contract import (
     AdapterError,
     AdapterMode,
@@ -35,6 +33,7 @@ from nanobot_memory_adapters.contract import (
     WriteStatus,
     capabilities_of,
 )
+from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.formatting import RenderedContext, render_context
 from nanobot_memory_adapters.tracing import TraceSink, new_trace_id, redact
 
@@ -70,90 +69,6 @@ class NativeHealth:
     status: Literal["ok", "degraded", "unavailable"]
     details: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-
-
-_RETRYABLE = (ConnectionError, TimeoutError, asyncio.TimeoutError, httpx.TransportError)
-# SDKs vendor their own HTTP stacks (openai 3.x raises over its bundled ``httpx2``), so
-# transport failures are also recognised by class name anywhere in the MRO. The names
-# cover openai's, graphiti-core's and httpx's transient errors; SDKs that wrap them (mem0's
-# LLMError) are seen through, because the whole cause chain is checked.
-_RETRYABLE_NAMES = frozenset(
-    {
-        "APIConnectionError",
-        "APITimeoutError",
-        "TransportError",
-        "ConnectError",
-        "ConnectTimeout",
-        "ReadTimeout",
-        "RemoteProtocolError",
-        "ServiceUnavailableError",
-        "RateLimitError",
-        "InternalServerError",  # openai's 5xx, also when wrapped (no status_code on top)
-        # A model's answer that could not be used (cut at max_tokens, not JSON, empty):
-        # the next attempt may well succeed (graphiti-core raises these after its retries).
-        "JSONDecodeError",
-        "EmptyResponseError",
-        "LengthFinishReasonError",
-    }
-)
-
-
-# Another process holds an embedded store (Qdrant local's folder lock, Kuzu's file lock,
-# SQLite's write lock): a wait, not a failure — the same write succeeds once it lets go.
-_LOCK_NAMES = frozenset({"AlreadyLocked", "LockException", "BlockingIOError"})
-_LOCK_MESSAGES = (
-    "database is locked",
-    "database is busy",
-    "already accessed by another instance",  # qdrant_client local mode
-    "could not set lock on file",  # kuzu
-    "resource temporarily unavailable",  # fcntl/flock on a held lock (EAGAIN)
-)
-
-
-def is_lock_contention(exc: BaseException) -> bool:
-    """Whether ``exc`` says another process holds an embedded store's lock."""
-    if any(cls.__name__ in _LOCK_NAMES for cls in type(exc).__mro__):
-        return True
-    message = str(exc).lower()
-    return any(m in message for m in _LOCK_MESSAGES)
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, _RETRYABLE) or is_lock_contention(exc):
-        return True
-    return any(cls.__name__ in _RETRYABLE_NAMES for cls in type(exc).__mro__)
-
-
-def native_diagnostics(exc: BaseException) -> tuple[dict[str, Any], bool]:
-    """The backend's own error, kept raw, and whether retrying later could succeed."""
-    raw: dict[str, Any] = {
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc)[:4000],
-    }
-    retryable = _retryable(exc)
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None) or getattr(exc, "status_code", None)
-    if status is not None:
-        raw["status_code"] = status
-        try:
-            raw["body"] = response.text[:4000] if response is not None else None
-        except Exception:  # a streamed or closed body
-            raw["body"] = None
-        retryable = retryable or int(status) >= 500 or int(status) == 429
-    # Every cause decides retryability; the first 8 are kept in the diagnostics.
-    causes: list[str] = []
-    seen = {id(exc)}
-    cause = exc.__cause__ or exc.__context__
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if len(causes) < 8:
-            causes.append(f"{type(cause).__qualname__}: {str(cause)[:1000]}")
-        retryable = retryable or _retryable(cause)
-        cause = cause.__cause__ or cause.__context__
-    if causes:
-        raw["cause"] = causes[0]
-        raw["cause_chain"] = causes
-    return redact(raw), retryable
 
 
 async def poll_readiness(

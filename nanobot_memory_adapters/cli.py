@@ -260,13 +260,20 @@ def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:
 
 
 def _mount_optional_rooms() -> None:
-    """Harness and MemOS commands live in their own rooms; mount them when present."""
+    """Harness, plugin-outbox and MemOS commands live in their own rooms; mount them."""
     try:
         from nanobot_memory_adapters.harness.cli import register as register_harness
     except ImportError:
         pass
     else:
         register_harness(app)
+    try:
+        from nanobot_memory_adapters.nanobot.outbox_cli import outbox_app
+    except ImportError:
+        pass
+    else:
+        app.add_typer(outbox_app, name="outbox",
+                      help="The nanobot plugin's outbox: status, requeue failed turns.")
     try:
         from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:

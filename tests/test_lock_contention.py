@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from nanobot_memory_adapters.base import native_diagnostics
+from nanobot_memory_adapters.diagnostics import native_diagnostics
 
 
 class AlreadyLocked(Exception):  # portalocker's name, as qdrant_client raises it

@@ -37,7 +37,7 @@ def test_every_operation_is_traced_to_jsonl(tmp_path):
 
 
 def test_transport_errors_of_vendored_http_stacks_are_retryable():
-    from nanobot_memory_adapters.base import native_diagnostics
+    from nanobot_memory_adapters.diagnostics import native_diagnostics
 
     class APIConnectionError(Exception):  # the shape openai raises over its own httpx copy
         pass
@@ -62,7 +62,7 @@ def test_redact_covers_cloud_key_names_and_url_passwords():
 
 
 def test_cause_chain_is_walked():
-    from nanobot_memory_adapters.base import native_diagnostics
+    from nanobot_memory_adapters.diagnostics import native_diagnostics
 
     class RateLimitError(Exception):
         pass
@@ -83,7 +83,7 @@ def test_sdk_errors_the_backends_used_to_special_case_are_retryable_through_wrap
     import openai
     from graphiti_core.llm_client.errors import RateLimitError as GraphitiRateLimitError
 
-    from nanobot_memory_adapters.base import native_diagnostics
+    from nanobot_memory_adapters.diagnostics import native_diagnostics
 
     request = httpx.Request("POST", "http://llm.test/v1/chat/completions")
     server_error = openai.InternalServerError(
@@ -104,7 +104,7 @@ def test_sdk_errors_the_backends_used_to_special_case_are_retryable_through_wrap
 
 
 def test_retryability_looks_past_the_first_eight_causes():
-    from nanobot_memory_adapters.base import native_diagnostics
+    from nanobot_memory_adapters.diagnostics import native_diagnostics
 
     deepest: BaseException = ConnectionError("refused")
     for n in range(12):

@@ -16,7 +16,7 @@ HELP_SPECS: list[dict[str, Any]] = [
         "description": "Show the memory provider, mode and scope; switch provider or "
         "read-only.",
         "icon": "brain",
-        "arg_hint": "[read-only on|off | <provider>]",
+        "arg_hint": "[read-only on|off | retry-failed | <provider>]",
         "accepts_args": True,
     },
     {
@@ -31,6 +31,7 @@ HELP_SPECS: list[dict[str, Any]] = [
 USAGE = (
     "usage: /memory-mode                  show provider, mode and this chat's scope\n"
     "       /memory-mode read-only on|off stop/resume saving turns to memory\n"
+    "       /memory-mode retry-failed     requeue turns the provider refused\n"
     "       /memory-mode <provider>       switch provider (saved to memory.json)"
 )
 
@@ -48,6 +49,8 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                 if words[0].lower() in ("read-only", "readonly", "ro") and len(words) == 2 \
                         and words[1].lower() in ("on", "off"):
                     text = await plugin.set_read_only(words[1].lower() == "on")
+                elif len(words) == 1 and words[0].lower() in ("retry-failed", "retry"):
+                    text = await plugin.requeue_failed()
                 elif len(words) == 1:
                     text = await plugin.switch_provider(words[0])
                 else:

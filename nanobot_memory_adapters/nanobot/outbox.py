@@ -78,6 +78,7 @@ class OutboxStats:
     delivered: int
     oldest_pending_at: float | None
     last_error: str | None
+    last_failed_error: str | None = None
 
 
 class Outbox:
@@ -211,6 +212,11 @@ class Outbox:
             "ORDER BY last_attempt_at DESC LIMIT 1",
             (provider,),
         )
+        failed_error = self._exec(
+            "SELECT last_error FROM outbox WHERE provider=? AND status='failed' "
+            "ORDER BY last_attempt_at DESC LIMIT 1",
+            (provider,),
+        )
         return OutboxStats(
             pending=counts.get("pending", 0),
             pending_other_providers=other,
@@ -218,6 +224,7 @@ class Outbox:
             delivered=counts.get("delivered", 0),
             oldest_pending_at=oldest,
             last_error=error[0][0] if error else None,
+            last_failed_error=failed_error[0][0] if failed_error else None,
         )
 
     # -- one drainer across processes ------------------------------------------------

@@ -109,9 +109,16 @@ class ReportsMixin(PluginState):
         if stats.pending_other_providers:
             outbox += f"; {stats.pending_other_providers} pending for other providers"
         lines.append(outbox)
+        if stats.failed:
+            lines.append(f"failed turns: {stats.failed} (last error: "
+                         f"{(stats.last_failed_error or 'not recorded')[:300]}); requeue them "
+                         "with /memory-mode retry-failed or `nanobot-memory outbox requeue`")
         if self.last_error is not None:
             e = self.last_error
             lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
+        elif stats.last_error:
+            # an earlier process's delivery error, kept on the outbox row
+            lines.append(f"last error: record (outbox): {stats.last_error[:300]}")
         else:
             lines.append("last error: none")
         lines.append(f"retrieve latency: {self.retrieve_stats.line()}")

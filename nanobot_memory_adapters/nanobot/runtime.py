@@ -317,6 +317,16 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
             "read-write: turns are saved to memory"
         return f"memory is now {state} ({persisted})"
 
+    async def requeue_failed(self) -> str:
+        """Put this provider's failed outbox rows back to pending and deliver them now."""
+        if self.status != "active":
+            return f"memory is {self.status}: {self.reason}"
+        count = await asyncio.to_thread(self.outbox.requeue_failed, self.provider)
+        if count:
+            self._schedule_drain()
+        return (f"requeued {count} failed turn(s) for '{self.provider}'; delivering them now"
+                if count else f"no failed turns for '{self.provider}'")
+
     def _persist(self, raw: dict[str, Any]) -> str:
         try:
             write_settings(self.settings.path, raw)

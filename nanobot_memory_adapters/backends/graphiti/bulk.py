@@ -11,14 +11,12 @@ from graphiti_core.nodes import EpisodeType
 from graphiti_core.utils.bulk_utils import RawEpisode
 
 from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
-from nanobot_memory_adapters.base import (
-    NativeWrite,
-    native_diagnostics,
-)
+from nanobot_memory_adapters.base import NativeWrite
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
 )
+from nanobot_memory_adapters.diagnostics import native_diagnostics
 
 
 class GraphitiBulk(GraphitiHost):

@@ -80,7 +80,6 @@ from nanobot_memory_adapters.base import (
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
-    native_diagnostics,
 )
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -89,6 +88,7 @@ from nanobot_memory_adapters.contract import (
     RetrievedItem,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv

@@ -1,0 +1,86 @@
+"""``nanobot-memory outbox status | requeue``: the plugin's durable outbox from a terminal.
+
+The outbox lives beside nanobot's ``memory.json`` (``<data_dir>/nanobot-outbox.sqlite3``);
+every process on that config directory shares it. ``requeue`` puts a provider's failed
+rows back to pending: the next nanobot process (or turn) that can open the store delivers
+them. The same as ``/memory-mode retry-failed`` in chat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nanobot_memory_adapters.console import console, fail
+from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.settings import data_dir_for, load_settings
+from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
+
+outbox_app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+ConfigOption = Annotated[
+    Path,
+    typer.Option("--config", "-c", help="nanobot's memory.json (default: ~/.nanobot/memory.json)."),
+]
+ProviderOption = Annotated[
+    str | None, typer.Option(help="Provider whose rows to act on (default: the configured one).")
+]
+
+
+def _open(config: Path, provider: str | None) -> tuple[Outbox, str]:
+    settings = load_settings(config.expanduser())
+    if not settings.exists:
+        raise fail(f"--config {config}: no such file; give nanobot's memory.json")
+    if settings.error and provider is None:
+        raise fail(f"--config {config}: {settings.error}; or name the rows with --provider")
+    name = provider or (settings.memory.provider_name if settings.memory else None)
+    if not name:
+        raise fail(f"--config {config} selects no provider; name one with --provider")
+    path = data_dir_for(settings) / OUTBOX_FILE
+    if not path.exists():
+        raise fail(f"no outbox at {path}: the plugin has not run with this memory.json yet")
+    return Outbox(path), name
+
+
+@outbox_app.command()
+def status(
+    config: ConfigOption = Path("~/.nanobot/memory.json"),
+    provider: ProviderOption = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Pending, failed and delivered turns for a provider, and the last failed row's error."""
+    outbox, name = _open(config, provider)
+    try:
+        stats = outbox.stats(name)
+    finally:
+        outbox.close()
+    data = {"provider": name, "pending": stats.pending, "failed": stats.failed,
+            "delivered": stats.delivered, "pending_other_providers":
+            stats.pending_other_providers, "last_failed_error": stats.last_failed_error}
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    console.print(f"outbox for '{name}': {stats.pending} pending, {stats.failed} failed, "
+                  f"{stats.delivered} delivered", highlight=False)
+    if stats.failed:
+        console.print(f"last failed row's error: {stats.last_failed_error or 'not recorded'}",
+                      highlight=False, soft_wrap=True)
+
+
+@outbox_app.command()
+def requeue(
+    config: ConfigOption = Path("~/.nanobot/memory.json"),
+    provider: ProviderOption = None,
+) -> None:
+    """Put a provider's failed turns back to pending; the next nanobot turn delivers them."""
+    outbox, name = _open(config, provider)
+    try:
+        count = outbox.requeue_failed(name)
+    finally:
+        outbox.close()
+    console.print(f"requeued {count} failed turn(s) for '{name}'"
+                  + ("; the next nanobot process that can open the store delivers them"
+                     if count else ""), highlight=False)
