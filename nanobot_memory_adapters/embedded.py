@@ -8,6 +8,8 @@ data dir) therefore share one handle; the last ``release`` closes it.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +34,18 @@ class SharedStores(Generic[T]):
         self._close = close
         self._lock = threading.Lock()
         self._open: dict[str, _Entry[T]] = {}
+        # A host that never closes its adapters (``nanobot agent -m`` exits without it)
+        # still gets its stores closed while the interpreter can import: closing them in
+        # a destructor at shutdown fails ("sys.meta_path is None") and may leave a lock.
+        atexit.register(self.close_all)
+
+    def close_all(self) -> None:
+        """Close every handle still open (at exit); a failure to close one is ignored."""
+        with self._lock:
+            entries, self._open = list(self._open.values()), {}
+        for entry in entries:
+            with contextlib.suppress(Exception):  # shutting down: nothing left to tell
+                self._close(entry.handle)
 
     @staticmethod
     def key(path: str | Path) -> str:

@@ -54,3 +54,16 @@ async def test_cli_memory_mode_mem0_persists_to_the_next_process(home):
     reply_of(home.cli("My dog is called Rex."))
     answer = reply_of(home.cli("What is my dog called?"))
     assert "default/cli-user" in answer  # a mem0 section for this CLI user reached the LLM
+
+
+async def test_twenty_cli_runs_with_simple_rag_exit_cleanly(home):
+    """Embedded stores are closed before interpreter shutdown: no 'Exception ignored in
+    QdrantClient.__del__' (and no Qdrant lock left behind for the next run)."""
+    pytest.importorskip("mem0")
+    home.write_memory({"memory": {"condition": "simple_rag"}})
+    for i in range(20):
+        proc = home.cli("/memory-health" if i % 2 else f"Note number {i}: I like tea.")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "Exception ignored" not in proc.stderr, (i, proc.stderr[-2000:])
+        assert "already accessed by another instance" not in proc.stderr, i
+    assert "0 failed" in reply_of(home.cli("/memory-health"))
