@@ -651,3 +651,23 @@ async def test_items_name_the_events_they_derive_from(infer_adapter, raw_adapter
         query="kayak", scope=scope, budget=ContextBudget(max_tokens=500)))
     kayak = next(i for i in result.items if "kayak" in i.text)
     assert kayak.source_event_ids == [batch[0].event_id]  # verbatim: its own turn only
+
+
+async def test_a_replayed_event_is_not_stored_twice(raw_adapter, infer_adapter, llm_double):
+    """A process killed after mem0 stored a turn but before the outbox heard back replays
+    it: the adapter asks mem0 (get_all filtered by event_id) and does not add it again."""
+    for adapter in (raw_adapter, infer_adapter):
+        scope = _scope(_run())
+        event = _event(scope, "I keep three beehives on the roof.")
+        first = await adapter.record_event(event)
+        assert first.status == "committed" and first.native_ids
+        before = len(llm_double.chat_requests())
+        again = await adapter.record_event(event)
+        assert again.status == "committed"
+        assert sorted(again.native_ids) == sorted(first.native_ids)
+        assert any("already in mem0" in w for w in again.trace.warnings)
+        assert len(llm_double.chat_requests()) == before  # no second extraction
+        listed = await adapter.provenance(scope)
+        assert len(listed["memories"]) == len(first.native_ids)
+        other = await adapter.record_event(_event(scope, "I also keep a wasp hotel."))
+        assert other.status == "committed" and not set(other.native_ids) & set(first.native_ids)

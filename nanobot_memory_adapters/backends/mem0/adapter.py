@@ -285,6 +285,17 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
         return ids, request, warnings
 
     async def _record(self, event: MemoryEvent) -> NativeWrite:
+        stored = await self._stored_for(event)
+        if stored:
+            # A replay of an event that was stored (the process died before the outbox
+            # heard back): mem0's add has no idempotency key, so ask mem0 itself first.
+            return NativeWrite(
+                status="committed", native_ids=stored,
+                native_operation="AsyncMemory.get_all(filters=event_id)",
+                native_request={"event_id": event.event_id},
+                warnings=[f"event {event.event_id} is already in mem0 ({len(stored)} "
+                          "memories); not added again"],
+            )
         ids, request, warnings = await self._add([event], "record_event")
         return NativeWrite(
             status="committed",
@@ -293,6 +304,14 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             native_request=request,
             warnings=warnings,
         )
+
+    async def _stored_for(self, event: MemoryEvent) -> list[str]:
+        """Ids of the memories mem0 already holds from ``event`` (its own metadata-filtered
+        ``get_all``): a replayed event is not added twice."""
+        memory = await self._native()
+        filters = {**self._event_ids(event, "record_event"), "event_id": event.event_id}
+        found = await memory.get_all(filters=filters, top_k=100)
+        return [str(r["id"]) for r in found.get("results", [])]
 
     @staticmethod
     def _describe_add(kwargs: dict[str, Any], messages: int) -> dict[str, Any]:
