@@ -157,6 +157,13 @@ async def _run_bench(
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.fresh:
         clear_outputs(cfg.out)
+    elif (cfg.out / "checkpoint.json").exists():
+        # A resume: the interrupted unit left part of its writes in the embedded stores,
+        # and mem0's history keeps rows keyed by the run's seeded ids even after
+        # delete_all, so a re-run unit would collide with its own earlier attempt. Finished
+        # units need nothing from the stores (their results are in the checkpoint, and
+        # every unit has its own scope): start the stores empty.
+        shutil.rmtree(cfg.out / "stores", ignore_errors=True)
     convs = load_locomo(cfg.dataset, cfg.conversations)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")

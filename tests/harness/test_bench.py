@@ -278,3 +278,21 @@ async def test_conv26_conditions_at_2000_tokens(tmp_path):
     assert fh["context_tokens"]["mean"] > 1500  # it fills the budget
     assert_recall_recomputes(out, results)
     assert_within_budget(out, results)
+
+
+async def test_resumed_simple_rag_unit_equals_an_uninterrupted_one(locomo_file, tmp_path):
+    """mem0 keeps history rows keyed by the run's seeded ids after ``delete_all``; a unit
+    re-run after an interruption must not collide with them (it used to fail 'UNIQUE
+    constraint failed: history.id' on every re-added memory and change the metrics)."""
+    pytest.importorskip("mem0")
+    providers = ["simple_rag"]
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    out = tmp_path / "resumed"
+    # simple_rag syn-1 has 3 sessions: stop after its 2nd (its writes are in the store).
+    with pytest.raises(KeyboardInterrupt):
+        await run_bench(config(locomo_file, out, providers), progress=Interrupt(after=2))
+    resumed = await run_bench(config(locomo_file, out, providers))
+    failures = resumed.results["providers"]["simple_rag"]["failures"]
+    assert failures["record"] == 0, failures
+    assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
+    assert_recall_recomputes(out, resumed.results)
