@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
+import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +57,25 @@ class _ToLoguru(logging.Handler):
 
 
 _HANDLER = _ToLoguru(level=logging.DEBUG)
+
+
+class _SdkAsyncioNoise(logging.Filter):
+    """asyncio reports an SDK's orphaned task ("Task exception was never retrieved", e.g.
+    graphiti's Neo4j driver building indexes against a server that is down) on its own
+    logger with a traceback: when the SDK's code raised it, it goes to DEBUG instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "".join(traceback.format_exception(*record.exc_info))
+        if any(f"{os.sep}{pkg}{os.sep}" in text or f"{pkg}." in text
+               for pkg in SDK_PACKAGES):
+            _HANDLER.emit(record)
+            return False
+        return True
+
+
+_ASYNCIO_FILTER = _SdkAsyncioNoise()
 
 
 def _sdk_file(filename: str) -> bool:
@@ -109,6 +130,9 @@ def route_sdk_output() -> None:
             if _HANDLER not in sdk_logger.handlers:
                 sdk_logger.addHandler(_HANDLER)
             sdk_logger.propagate = False
+        asyncio_logger = logging.getLogger("asyncio")
+        if _ASYNCIO_FILTER not in asyncio_logger.filters:
+            asyncio_logger.addFilter(_ASYNCIO_FILTER)
         _route_warnings()
         _routed = True
 

@@ -32,6 +32,15 @@ SCRIPT = textwrap.dedent(
     warn_from(str(own), "the package's warning")  # backends/mem0 is not the mem0 SDK
     logging.getLogger("mem0.utils.spacy_models").warning("spaCy is not installed")
     logging.getLogger("somehost").warning("host logger untouched")
+    # asyncio reporting an SDK's orphaned task (graphiti's Neo4j index build, server down)
+    try:
+        raise ConnectionRefusedError("connect call failed")
+    except ConnectionRefusedError:
+        logging.getLogger("asyncio").error(
+            "Task exception was never retrieved\\nfuture: <Task coro=<Neo4jDriver."
+            "_execute_index_query()> exception=neo4j.exceptions.ServiceUnavailable()>",
+            exc_info=True)
+        logging.getLogger("asyncio").error("the host's own task failed", exc_info=True)
     """
 )
 
@@ -55,6 +64,13 @@ def test_sdk_loggers_reach_loguru_at_debug_not_stderr(routed):
     assert "spaCy" not in routed.stderr
     assert "DEBUG [mem0.utils.spacy_models WARNING] spaCy is not installed" in routed.stdout
     assert "host logger untouched" in routed.stderr
+
+
+def test_an_sdks_orphaned_task_goes_to_debug_not_a_traceback_on_stderr(routed):
+    assert "Neo4jDriver" not in routed.stderr
+    assert "DEBUG [asyncio ERROR] Task exception was never retrieved" in routed.stdout
+    assert "the host's own task failed" in routed.stderr  # not an SDK's: still shown
+    assert routed.stderr.count("Traceback") == 1
 
 
 def test_quiet_progress_restores_the_host_setting():
