@@ -12,6 +12,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -46,6 +47,25 @@ INFO = ProviderInfo(
 MAX_SKIPS_IN_A_ROW = 20
 # Seconds a write waits for another process's SQLite write lock before it fails (retryable).
 LOCK_WAIT_S = 30.0
+
+def _open_shared(path: Path) -> sqlite3.Connection:
+    """A connection two processes (a gateway and a CLI turn) can write through at once:
+    each waits for the other's write lock (busy timeout) and readers run beside a writer
+    (WAL). Switching to WAL and creating the schema can meet the other process doing the
+    same and fail at once instead of waiting, so that part is retried."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        db = sqlite3.connect(path, check_same_thread=False, timeout=LOCK_WAIT_S)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+            return db
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -87,12 +107,7 @@ class FullHistory(BaseAdapter):
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Two processes (a gateway and a CLI turn) may write at once: wait for the
-            # other's write lock instead of failing, and let readers run beside a writer.
-            db = sqlite3.connect(self.path, check_same_thread=False, timeout=LOCK_WAIT_S)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-            self._db = db
+            self._db = _open_shared(self.path)
         return self._db
 
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
