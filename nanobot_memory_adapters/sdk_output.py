@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
+import re
 import threading
 import traceback
 import warnings
@@ -59,20 +59,32 @@ class _ToLoguru(logging.Handler):
 _HANDLER = _ToLoguru(level=logging.DEBUG)
 
 
+_SITE_PATH = re.compile(r"[\\/](?:site|dist)-packages[\\/]([A-Za-z0-9_]+)[\\/]")
+
+
 class _SdkAsyncioNoise(logging.Filter):
     """asyncio reports an SDK's orphaned task ("Task exception was never retrieved", e.g.
     graphiti's Neo4j driver building indexes against a server that is down) on its own
-    logger with a traceback: when the SDK's code raised it, it goes to DEBUG instead."""
+    logger with a traceback: when an SDK raised it (the exception's class, a traceback
+    frame or the task's ``defined at`` path is an installed SDK's), it goes to DEBUG.
+    Anything else — the host's tasks, this package's own code — is left alone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        if record.exc_info and record.exc_info[1] is not None:
-            text += "".join(traceback.format_exception(*record.exc_info))
-        if any(f"{os.sep}{pkg}{os.sep}" in text or f"{pkg}." in text
-               for pkg in SDK_PACKAGES):
+        if self._from_sdk(record):
             _HANDLER.emit(record)
             return False
         return True
+
+    @staticmethod
+    def _from_sdk(record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            if type(exc).__module__.split(".", 1)[0] in SDK_PACKAGES:
+                return True
+            frames = traceback.extract_tb(exc.__traceback__)
+            if any(_sdk_file(frame.filename) for frame in frames):
+                return True
+        return any(m.group(1) in SDK_PACKAGES for m in _SITE_PATH.finditer(record.getMessage()))
 
 
 _ASYNCIO_FILTER = _SdkAsyncioNoise()

@@ -32,15 +32,26 @@ SCRIPT = textwrap.dedent(
     warn_from(str(own), "the package's warning")  # backends/mem0 is not the mem0 SDK
     logging.getLogger("mem0.utils.spacy_models").warning("spaCy is not installed")
     logging.getLogger("somehost").warning("host logger untouched")
-    # asyncio reporting an SDK's orphaned task (graphiti's Neo4j index build, server down)
+    # asyncio reporting an SDK's orphaned task (graphiti's Neo4j index build, server down),
+    # as asyncio words it: the coroutine's "defined at" path, the SDK's exception class
+    ServiceUnavailable = type("ServiceUnavailable", (Exception,),
+                              {"__module__": "neo4j.exceptions"})
+    try:
+        raise ServiceUnavailable("Couldn't connect to 127.0.0.1:9")
+    except ServiceUnavailable:
+        logging.getLogger("asyncio").error(
+            "Task exception was never retrieved\\nfuture: <Task finished name='Task-4' "
+            "coro=<Neo4jDriver._execute_index_query() done, defined at "
+            "/env/lib/python3.11/site-packages/graphiti_core/driver/neo4j_driver.py:61> "
+            "exception=ServiceUnavailable(...)>", exc_info=True)
     try:
         raise ConnectionRefusedError("connect call failed")
     except ConnectionRefusedError:
-        logging.getLogger("asyncio").error(
-            "Task exception was never retrieved\\nfuture: <Task coro=<Neo4jDriver."
-            "_execute_index_query()> exception=neo4j.exceptions.ServiceUnavailable()>",
-            exc_info=True)
         logging.getLogger("asyncio").error("the host's own task failed", exc_info=True)
+        # this package's own code (backends/mem0 is not the mem0 SDK) stays visible
+        logging.getLogger("asyncio").error(
+            "Task exception was never retrieved\\nfuture: <Task coro=<Mem0Adapter.record() "
+            f"defined at {own}:1>>", exc_info=True)
     """
 )
 
@@ -70,7 +81,8 @@ def test_an_sdks_orphaned_task_goes_to_debug_not_a_traceback_on_stderr(routed):
     assert "Neo4jDriver" not in routed.stderr
     assert "DEBUG [asyncio ERROR] Task exception was never retrieved" in routed.stdout
     assert "the host's own task failed" in routed.stderr  # not an SDK's: still shown
-    assert routed.stderr.count("Traceback") == 1
+    assert "Mem0Adapter.record" in routed.stderr  # the package's own task: still shown
+    assert routed.stderr.count("Traceback") == 2
 
 
 def test_quiet_progress_restores_the_host_setting():

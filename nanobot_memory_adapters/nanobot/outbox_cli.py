@@ -8,7 +8,9 @@ them. The same as ``/memory-mode retry-failed`` in chat.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -30,7 +32,9 @@ ProviderOption = Annotated[
 ]
 
 
-def _open(config: Path, provider: str | None) -> tuple[Outbox, str]:
+@contextlib.contextmanager
+def _opened(config: Path, provider: str | None) -> Iterator[tuple[Outbox, str]]:
+    """The outbox beside ``config`` and the provider whose rows to act on; closed after."""
     settings = load_settings(config.expanduser())
     if not settings.exists:
         raise fail(f"--config {config}: no such file; give nanobot's memory.json")
@@ -42,7 +46,11 @@ def _open(config: Path, provider: str | None) -> tuple[Outbox, str]:
     path = data_dir_for(settings) / OUTBOX_FILE
     if not path.exists():
         raise fail(f"no outbox at {path}: the plugin has not run with this memory.json yet")
-    return Outbox(path), name
+    outbox = Outbox(path)
+    try:
+        yield outbox, name
+    finally:
+        outbox.close()
 
 
 @outbox_app.command()
@@ -52,11 +60,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Pending, failed and delivered turns for a provider, and the last failed row's error."""
-    outbox, name = _open(config, provider)
-    try:
+    with _opened(config, provider) as (outbox, name):
         stats = outbox.stats(name)
-    finally:
-        outbox.close()
     data = {"provider": name, "pending": stats.pending, "failed": stats.failed,
             "delivered": stats.delivered, "pending_other_providers":
             stats.pending_other_providers, "last_failed_error": stats.last_failed_error}
@@ -76,11 +81,8 @@ def requeue(
     provider: ProviderOption = None,
 ) -> None:
     """Put a provider's failed turns back to pending; the next nanobot turn delivers them."""
-    outbox, name = _open(config, provider)
-    try:
+    with _opened(config, provider) as (outbox, name):
         count = outbox.requeue_failed(name)
-    finally:
-        outbox.close()
     console.print(f"requeued {count} failed turn(s) for '{name}'"
                   + ("; the next nanobot process that can open the store delivers them"
                      if count else ""), highlight=False)

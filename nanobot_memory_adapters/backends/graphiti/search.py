@@ -206,7 +206,6 @@ class GraphitiSearch(GraphitiHost):
                     group="entities",
                     score=scores[i] if i < len(scores) else None,
                     created_at=utc(node.created_at),
-                    source=node.name,  # whom the summary is about
                     metadata={"labels": list(node.labels), "group_id": node.group_id},
                     raw=dump(node, "name_embedding"),
                 )
@@ -243,7 +242,6 @@ class GraphitiSearch(GraphitiHost):
                     group="communities",
                     score=scores[i] if i < len(scores) else None,
                     created_at=utc(community.created_at),
-                    source=community.name,
                     raw=dump(community, "name_embedding"),
                 )
             )

@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.contract import ProviderInfo
 
-#: Typical text tokens of one mem0 memory: an extracted fact, a verbatim chat message
-#: (medians measured on LoCoMo conv-26, benchmarks/bench_context_labels.py).
+#: Mean text tokens of one mem0 memory shown in a section (the mean, not the median, sets
+#: how many fit): an extracted fact 18.6-21.0 (conv-26, the shared 1.5B model), a verbatim
+#: chat message 30.9-33.5 (conv-26, simple_rag); benchmarks/bench_context_labels.py.
 EXTRACTED_ITEM_TOKENS = 20
 VERBATIM_ITEM_TOKENS = 32
 ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")

@@ -62,7 +62,8 @@ class MemOSConfig(BaseModel):
     skill_mem_top_k: int = Field(default=3, ge=0)
     tag_mapping: Literal["filter", "metadata"] = "filter"
     item_text_tokens: int = Field(
-        default=35, gt=0, description="Typical tokens of one memory's text (budget -> top_k)."
+        default=35, gt=0, description="Mean tokens of one memory's text (budget -> top_k); "
+        "an estimate, not yet measured on a real model (docs/gaps.md).",
     )
     top_k_ceiling: int = Field(default=50, gt=0)
     readiness_poll_s: float = Field(default=0.25, gt=0)
