@@ -20,23 +20,42 @@ from pathlib import Path
 from nanobot_memory_adapters.tokens import count_tokens
 
 
-def measure(context: str) -> tuple[list[int], list[int], int]:
-    """(label tokens per item, text tokens per item, frame+heading tokens) of a section."""
-    labels: list[int] = []
+def measure(context: str) -> tuple[list[float], list[int], int]:
+    """(label tokens per item, text tokens per item, frame+group-title tokens) of a section.
+
+    A ``### DATE`` day heading is label too (it carries the items' day): its tokens are
+    shared equally among the items under it."""
+    labels: list[float] = []
     texts: list[int] = []
     other = 0
+    day: tuple[int, list[int]] | None = None  # (heading tokens, indexes of its items)
+    days: list[tuple[int, list[int]]] = []
     for line in context.split("\n"):
+        if line.startswith("### "):
+            day = (count_tokens(line + "\n"), [])
+            days.append(day)
+            continue
         if line.startswith("- [") and "] " in line:
             label, text = line.split("] ", 1)
-            labels.append(count_tokens(label + "] "))
+            labels.append(float(count_tokens(label + "] ")))
             texts.append(count_tokens(text))
         elif line.startswith("- "):
-            labels.append(count_tokens("- "))
+            labels.append(float(count_tokens("- ")))
             texts.append(count_tokens(line[2:]))
         elif line.startswith("  ") and texts:
             texts[-1] += count_tokens(line)
+            continue
         else:
             other += count_tokens(line)
+            day = None  # a group title or the frame ends the day's run
+            continue
+        if day is not None:
+            day[1].append(len(labels) - 1)
+    for tokens, members in days:
+        for i in members:
+            labels[i] += tokens / len(members)
+        if not members:
+            other += tokens
     return labels, texts, other
 
 
@@ -63,7 +82,7 @@ def collect(out_dirs: list[Path]) -> dict[str, dict[str, float]]:
                 p["shown"].append(float(len(labels)))
                 p["label"].extend(labels)
                 p["text"].extend(texts)
-                p["label_sum"].append(float(sum(labels)))
+                p["label_sum"].append(sum(labels))
                 p["text_sum"].append(float(sum(texts)))
                 p["other_sum"].append(float(other))
     table: dict[str, dict[str, float]] = {}
@@ -76,7 +95,8 @@ def collect(out_dirs: list[Path]) -> dict[str, dict[str, float]]:
             "items_retrieved_mean": round(retrieved, 1),
             "items_shown_mean": round(shown, 1),
             "shown_of_retrieved": round(shown / retrieved, 3) if retrieved else 0.0,
-            "label_tokens_per_item_median": statistics.median(p["label"]) if p["label"] else 0,
+            "label_tokens_per_item_median": round(statistics.median(p["label"]), 1)
+            if p["label"] else 0,
             "text_tokens_per_item_median": statistics.median(p["text"]) if p["text"] else 0,
             "label_share": round(label_sum / (label_sum + text_sum), 3)
             if label_sum + text_sum else 0.0,

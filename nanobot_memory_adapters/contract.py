@@ -87,11 +87,11 @@ def utcnow() -> datetime:
 # at most a million tokens (beyond any model's context) and ten thousand items.
 MAX_BUDGET_TOKENS = 1_000_000
 #: Tokens a compact item label takes in the memory section (``formatting``:
-#: ``- [0.60 2023-09-06 20:31 Jolene #be888d] ``): measured 18.7 (full_history) and 23.8
-#: (simple_rag, max 26) on LoCoMo conv-26 (benchmarks/bench_context_labels.py); budgets
-#: are turned into result counts with it. tests/test_formatting.py checks a full label
-#: stays within it.
-LABEL_TOKENS = 25
+#: ``- [.60 20:31 Jolene #be88] `` plus its share of the ``### DATE`` heading), as
+#: measured on LoCoMo conv-26 (benchmarks/bench_context_labels.py, docs/harness.md);
+#: budgets are turned into result counts with it. tests/test_formatting.py checks a
+#: full label stays within it.
+LABEL_TOKENS = 16
 MAX_BUDGET_ITEMS = 10_000
 
 
@@ -342,6 +342,12 @@ class ProviderInfo(BaseModel):
         default=False,
         description="The provider is the host's own memory (rolling_summary: nanobot's "
         "MEMORY.md and Dream); inside nanobot the plugin leaves it in charge.",
+    )
+    max_concurrent_units: int | None = Field(
+        default=None,
+        ge=1,
+        description="How many harness units (each with its own scope and, for embedded "
+        "stores, its own store) may run against this provider at once; None: any number.",
     )
     description: str = ""
 

@@ -8,13 +8,16 @@ unusable answer, and lock contention on an embedded store are retryable; anythin
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from nanobot_memory_adapters.redaction import redact
 
-__all__ = ["is_lock_contention", "native_diagnostics"]
+__all__ = ["is_lock_contention", "mentions_lock_contention", "native_diagnostics",
+           "raw_mentions_lock_contention", "store_holders"]
 
 _RETRYABLE = (ConnectionError, TimeoutError, asyncio.TimeoutError, httpx.TransportError)
 # SDKs vendor their own HTTP stacks (openai 3.x raises over its bundled ``httpx2``), so
@@ -60,6 +63,72 @@ def is_lock_contention(exc: BaseException) -> bool:
         return True
     message = str(exc).lower()
     return any(m in message for m in _LOCK_MESSAGES)
+
+
+def mentions_lock_contention(exc: BaseException) -> bool:
+    """Lock contention anywhere in ``exc``: itself, its cause chain, or the raw backend
+    diagnostics an ``AdapterError`` carries (its own cause is gone by then)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if is_lock_contention(current):
+            return True
+        raw = getattr(current, "raw", None)
+        if isinstance(raw, dict) and raw_mentions_lock_contention(raw):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def raw_mentions_lock_contention(raw: dict[str, Any]) -> bool:
+    """Whether raw diagnostics (``native_diagnostics``' dict) describe lock contention."""
+    values = [str(v) for v in raw.values() if not isinstance(v, list)]
+    values += [str(c) for c in raw.get("cause_chain") or []]
+    return any(any(m in v.lower() for m in _LOCK_MESSAGES)
+               or v.rsplit(".", 1)[-1].split(":", 1)[0] in _LOCK_NAMES for v in values)
+
+
+def store_holders(directory: Path, *, skip: tuple[str, ...] = ()) -> list[str]:
+    """Other processes that have a file under ``directory`` open, as ``pid N (command)``.
+
+    Read from Linux's ``/proc`` (the processes of this user); elsewhere, or when nothing
+    is readable, the answer is an empty list: the holder is then simply not known. Files
+    whose name starts with one of ``skip`` (e.g. the shared outbox) do not count."""
+    proc = Path("/proc")
+    root = str(directory.resolve())
+    found: list[str] = []
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            targets = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:  # gone, or another user's
+            continue
+        if not any(t.startswith(root + os.sep) and not Path(t).name.startswith(skip)
+                   for t in targets):
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        found.append(f"pid {entry.name} ({_command(argv) or '?'})")
+    return sorted(found)
+
+
+def _command(argv: list[bytes]) -> str:
+    """The program and its sub-commands (``python3 nanobot gateway``), nothing after the
+    first option: arguments may hold a user's message or a key."""
+    words: list[str] = []
+    for i, arg in enumerate(a.decode(errors="replace") for a in argv[:6] if a):
+        if arg == "-m" and i == 1:
+            continue
+        if arg.startswith("-"):
+            break
+        words.append(Path(arg).name)
+    return redact(" ".join(words))[:80]
 
 
 def _retryable(exc: BaseException) -> bool:

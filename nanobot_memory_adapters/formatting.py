@@ -7,19 +7,18 @@ is XML-escaped and can neither close the section nor open a forged one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
 from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
-from nanobot_memory_adapters.tokens import count_tokens, count_tokens_cached, truncate_to_tokens
+from nanobot_memory_adapters.tokens import count_tokens, count_tokens_cached
 
 SECTION_TAG = "memory-context"
-# A partially fitting item is truncated only if at least this many tokens remain for it.
-_MIN_TRUNCATED_ITEM_TOKENS = 12
 
 
 def escape_text(text: str) -> str:
@@ -42,9 +41,9 @@ def _attr(value: str) -> str:
     return escape(one_line(value), quote=True)
 
 
-def _when(value: datetime) -> str:
+def _clock(value: datetime) -> str:
     """Minute resolution; the zone only when it is not UTC (a naive time shows none)."""
-    text = value.strftime("%Y-%m-%d %H:%M")
+    text = value.strftime("%H:%M")
     offset = value.utcoffset()
     if offset is None or not offset:
         return text
@@ -56,41 +55,82 @@ def _day(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d") if value else ""
 
 
-def short_id(native_id: str) -> str:
-    """Six hex characters standing for a native id in the prompt (unique within a section
-    but for a 1-in-16-million chance per pair); the full id stays in the item and trace."""
-    return hashlib.blake2s(native_id.encode("utf-8"), digest_size=3).hexdigest()
+@functools.lru_cache(maxsize=65536)
+def short_id(native_id: str, length: int = 4) -> str:
+    """A few hex characters standing for a native id in the prompt; the full id stays in
+    the item and the trace. Four by default: a section lengthens the ids that would
+    collide within it (``render_context``), so each stays unique where it is read."""
+    return hashlib.blake2s(native_id.encode("utf-8"), digest_size=8).hexdigest()[:length]
 
 
-def _label_parts(item: RetrievedItem) -> tuple[list[str], list[str]]:
+LONG_ID = 12
+
+
+def day_of(item: RetrievedItem) -> str | None:
+    """The day an item happened: its section shows it once, as a heading over the day's
+    items, and the item's label keeps only the time."""
+    return _day(item.event_at) or None
+
+
+def day_heading(day: str) -> str:
+    return f"### {day}"
+
+
+def _score(score: float) -> str:
+    """Two decimals without the leading zero (``.61``, ``-.05``, ``1.00``): a token less
+    on every line, as readable."""
+    text = f"{score:.2f}"
+    if text.startswith("0."):
+        return text[1:]
+    if text.startswith("-0."):
+        return "-" + text[2:]
+    return text
+
+
+def _label_parts(item: RetrievedItem, id_length: int = 4) -> tuple[list[str], list[str]]:
     """The compact label, split after the relevance: (relevance, everything else).
 
     One grammar for every provider, written for the model that reads it, space-separated
-    in a fixed order: relevance (2 decimals), when it happened (minute resolution), the
-    validity of a temporal fact (``valid=from..to``, ``expired=``), who said it, and a
-    short id. What only a debugger needs (native types, full ids, storage details) stays
-    in the trace. The relevance is the only part that changes between retrievals."""
-    head: list[str] = []
+    in a fixed order: relevance (2 decimals), the time it happened (minute resolution; the
+    day is the heading the item sits under), the validity of a temporal fact
+    (``valid=from..to``, ``expired=``), who said it, and a short id. What only a debugger
+    needs (native types, full ids, storage details) stays in the trace. The relevance is
+    the only part that changes between retrievals."""
+    head = [_score(item.score)] if item.score is not None else []
+    # keyed by each time's text: equal instants in other zones label differently
+    tail = list(_stable_label(*(t.isoformat() if t else None for t in (
+        item.event_at, item.created_at, item.valid_at, item.invalid_at, item.expired_at)),
+        item.source, item.native_id, id_length))
+    return head, tail
+
+
+@functools.lru_cache(maxsize=16384)
+def _stable_label(event_iso: str | None, created_iso: str | None, valid_iso: str | None,
+                  invalid_iso: str | None, expired_iso: str | None, source: str | None,
+                  native_id: str | None, id_length: int) -> tuple[str, ...]:
+    """The label after the relevance: the same each time an item comes back, so it is
+    built once (a running agent sees the same memories turn after turn)."""
+    event_at, created_at, valid_at, invalid_at, expired_at = (
+        datetime.fromisoformat(t) if t else None
+        for t in (event_iso, created_iso, valid_iso, invalid_iso, expired_iso))
     tail: list[str] = []
-    if item.score is not None:
-        head.append(f"{item.score:.2f}")
     # One time for when it happened: the event's own time, else when the backend stored
     # it (marked: a replayed history is stored long after it happened).
-    if item.event_at:
-        tail.append(_when(item.event_at))
-    elif item.created_at:
-        tail.append(f"stored={_day(item.created_at)}")
-    if item.valid_at or item.invalid_at:
-        tail.append(f"valid={_day(item.valid_at)}..{_day(item.invalid_at)}")
-    if item.expired_at:
-        tail.append(f"expired={_day(item.expired_at)}")
-    if item.source:
-        who = one_line(item.source)
+    if event_at:
+        tail.append(_clock(event_at))
+    elif created_at:
+        tail.append(f"stored={_day(created_at)}")
+    if valid_at or invalid_at:
+        tail.append(f"valid={_day(valid_at)}..{_day(invalid_at)}")
+    if expired_at:
+        tail.append(f"expired={_day(expired_at)}")
+    if source:
+        who = one_line(source)
         if who:
             tail.append(who)
-    if item.native_id:
-        tail.append("#" + short_id(item.native_id))
-    return head, tail
+    if native_id:
+        tail.append("#" + short_id(native_id, id_length))
+    return tuple(tail)
 
 
 # An item label that says the fact no longer holds: validity with an end, or an expiry
@@ -105,20 +145,25 @@ def ended_validity(line: str) -> bool:
 
 
 def _body(item: RetrievedItem) -> str:
-    lines = [" ".join(part.split()) for part in item.text.strip().splitlines()]
+    return _body_of(item.text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _body_of(text: str) -> str:
+    lines = [" ".join(part.split()) for part in text.strip().splitlines()]
     return "\n  ".join(escape_text(part) for part in lines if part)
 
 
-def item_line_parts(item: RetrievedItem) -> tuple[str, str]:
+def item_line_parts(item: RetrievedItem, id_length: int = 4) -> tuple[str, str]:
     """``item_line`` as ``(head, tail)`` with ``head + tail == item_line(item)``.
 
-    ``head`` is ``"- [0.81"`` (empty without a relevance) and ends with its last digit;
+    ``head`` is ``"- [.81"`` (empty without a relevance) and ends with its last digit;
     ``tail`` starts with ``" "`` or ``"]"``. cl100k's pre-tokenizer never joins a digit
     to a following space or bracket, so ``tokens(head) + tokens(tail) ==
     tokens(head + tail)``: the tail (time, who, id, text) is the same each time an item
     comes back, so its count can be cached while the relevance is counted afresh. The
     property test in tests/test_formatting.py checks it."""
-    head, tail = _label_parts(item)
+    head, tail = _label_parts(item, id_length)
     body = _body(item)
     if not head:
         label = escape_text("[" + " ".join(tail) + "]") if tail else ""
@@ -127,22 +172,22 @@ def item_line_parts(item: RetrievedItem) -> tuple[str, str]:
     return "- " + escape_text("[" + " ".join(head)), escape_text(rest) + " " + body
 
 
-def item_line(item: RetrievedItem) -> str:
+def item_line(item: RetrievedItem, id_length: int = 4) -> str:
     """One ``- [labels] text`` entry; continuation lines are indented so stored text can
     never pass for a group heading or another item."""
-    head, tail = item_line_parts(item)
+    head, tail = item_line_parts(item, id_length)
     return head + tail
 
 
 def item_tokens(item: RetrievedItem) -> int:
-    """Tokens ``item_line(item)`` takes in a section, its newline included: exactly what
-    ``render_context`` charges for it, so callers that pack items themselves (newest
-    first, say) agree with it. The stable part's count is remembered across calls."""
+    """Tokens ``item_line(item)`` takes in a section, its newline included (not the
+    headings it may open: ``SectionPacker.cost`` adds those). The stable part's count is
+    remembered across calls."""
     return _line_with_tokens(item)[1]
 
 
-def _line_with_tokens(item: RetrievedItem) -> tuple[str, int]:
-    lead, rest = item_line_parts(item)  # the score apart from the stable rest
+def _line_with_tokens(item: RetrievedItem, id_length: int = 4) -> tuple[str, int]:
+    lead, rest = item_line_parts(item, id_length)  # the score apart from the stable rest
     return lead + rest, count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
 
 
@@ -169,116 +214,166 @@ class RenderedContext:
     shown: tuple[RetrievedItem, ...] = ()
 
 
+class SectionPacker:
+    """Chooses whole items for one section within a budget, in the order they are offered.
+
+    Each offer is charged exactly what the item adds to the section: its line, plus the
+    group title and the day heading it is the first to need. An item that does not fit
+    is left out whole (never cut mid-line) and later, smaller ones may still fit.
+    ``render_context`` packs in the backend's order; a provider that fills a section in
+    another order (newest first) offers its items itself and renders what was chosen."""
+
+    def __init__(self, *, backend: str, scope: str, budget: ContextBudget,
+                 items: Sequence[RetrievedItem],
+                 group_title: Callable[[str, Sequence[RetrievedItem]], str] | None = None
+                 ) -> None:
+        self.limit = budget.max_tokens
+        self.max_items = budget.max_items
+        self.used = frame_tokens(backend, scope)
+        members: dict[str | None, list[RetrievedItem]] = {}
+        for item in items:
+            members.setdefault(item.group, []).append(item)
+        self.titled = len(members) > 1 or (bool(members) and next(iter(members)) is not None)
+        title_of = group_title or _default_group_title
+        # a provider's own title too is one heading line, never a forged item
+        self.titles = {
+            group: "## " + one_line(title_of(group or "ungrouped", m)).removeprefix(
+                "## ").removeprefix("##")
+            for group, m in members.items()
+        }
+        self._opened: set[tuple[str | None, str | None]] = set()
+        self.chosen: list[RetrievedItem] = []
+        self.lines: dict[int, tuple[str, int]] = {}  # id(item) -> (line, tokens)
+        self.days: dict[int, str | None] = {}  # id(item) -> its day
+
+    def _openings(self, item: RetrievedItem) -> list[tuple[tuple[str | None, str | None], str]]:
+        out: list[tuple[tuple[str | None, str | None], str]] = []
+        if self.titled and (item.group, None) not in self._opened:
+            out.append(((item.group, None), self.titles[item.group]))
+        day = self.day(item)
+        if day is not None and (item.group, day) not in self._opened:
+            out.append(((item.group, day), day_heading(day)))
+        return out
+
+    def day(self, item: RetrievedItem) -> str | None:
+        key = id(item)
+        if key not in self.days:
+            self.days[key] = day_of(item)
+        return self.days[key]
+
+    def _line(self, item: RetrievedItem) -> tuple[str, int]:
+        line = self.lines.get(id(item))
+        if line is None:  # built once per render: the layout reuses it
+            line = self.lines[id(item)] = _line_with_tokens(item)
+        return line
+
+    def cost(self, item: RetrievedItem) -> int:
+        """Tokens the section grows by if ``item`` is added now."""
+        return self._cost(item, self._openings(item))
+
+    def _cost(self, item: RetrievedItem,
+              openings: list[tuple[tuple[str | None, str | None], str]]) -> int:
+        return self._line(item)[1] + sum(count_tokens_cached(text + "\n")
+                                         for _, text in openings)
+
+    def offer(self, item: RetrievedItem) -> bool:
+        """Add ``item`` if it fits whole; False (and nothing changes) if it does not."""
+        if self.max_items is not None and len(self.chosen) >= self.max_items:
+            return False
+        openings = self._openings(item)
+        cost = self._cost(item, openings)
+        if self.used + cost > self.limit:
+            return False
+        self._opened.update(key for key, _ in openings)
+        self.used += cost
+        self.chosen.append(item)
+        return True
+
+
+def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker
+            ) -> tuple[list[tuple[str, int]], bool]:
+    """The section's inner lines with their tokens (newline included), and whether any
+    short id had to be lengthened: native groups in the order they first appear, in each
+    the undated items, then one heading per day (first-appearance order) over that day's
+    items. Short ids that would collide within the section are lengthened, so every id
+    is unique where it is read."""
+    counts: dict[str, int] = {}
+    for item in chosen:
+        if item.native_id:
+            key = short_id(item.native_id)
+            counts[key] = counts.get(key, 0) + 1
+    lengthened = any(n > 1 for n in counts.values())
+    lines: list[tuple[str, int]] = []
+    by_group: dict[str | None, list[RetrievedItem]] = {}
+    for item in chosen:
+        by_group.setdefault(item.group, []).append(item)
+    titles, built = packer.titles, packer.lines
+    for group, members in by_group.items():
+        if packer.titled:
+            lines.append((titles[group], count_tokens_cached(titles[group] + "\n")))
+        by_day: dict[str | None, list[RetrievedItem]] = {}
+        for item in members:
+            by_day.setdefault(packer.day(item), []).append(item)
+        for day in sorted(by_day, key=lambda d: d is not None):  # stable: undated first
+            if day is not None:
+                heading = day_heading(day)
+                lines.append((heading, count_tokens_cached(heading + "\n")))
+            for item in by_day[day]:
+                long = lengthened and bool(item.native_id) and counts[
+                    short_id(item.native_id or "")] > 1
+                line = None if long else built.get(id(item))
+                lines.append(line or _line_with_tokens(item, LONG_ID if long else 4))
+    return lines, lengthened
+
+
 def render_context(
     *,
     backend: str,
     scope: str,
     items: Sequence[RetrievedItem],
     budget: ContextBudget,
-    line: Callable[[RetrievedItem], str] = item_line,
     group_title: Callable[[str, Sequence[RetrievedItem]], str] | None = None,
+    chosen: Sequence[RetrievedItem] | None = None,
 ) -> RenderedContext:
     """Pack ``items`` (already in the backend's order) into one section within the budget.
 
-    Items with a ``group`` are kept under their native group heading, in the order the
-    groups first appear. Returns an empty text when there is nothing to show or when not
-    even the section's frame fits the budget.
+    Items are shown whole or not at all (``SectionPacker``). Items with a ``group`` are
+    kept under their native group heading, in the order the groups first appear; dated
+    items under a heading for their day. ``chosen``: the items a provider packed itself
+    (a ``SectionPacker`` over the same ``items``), shown in ``items``' order. Returns an
+    empty text when there is nothing to show or when not even the section's frame fits.
     """
     head = _head(backend, scope)
     tail = f"</{SECTION_TAG}>"
-    limit = budget.max_tokens
-    if budget.max_items is not None:
-        items = list(items)[: budget.max_items]
+    packer = SectionPacker(backend=backend, scope=scope, budget=budget, items=items,
+                           group_title=group_title)
+    if packer.used > budget.max_tokens:
+        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
+    if chosen is None:
+        for item in items:
+            packer.offer(item)
+        picked = packer.chosen
+    else:
+        keep = {id(i) for i in chosen}
+        picked = [i for i in items if id(i) in keep]
     frame = frame_tokens(backend, scope)
-    if not items or frame > limit:
-        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
-
-    groups: dict[str | None, list[RetrievedItem]] = {}
-    for item in items:
-        groups.setdefault(item.group, []).append(item)
-    titled = len(groups) > 1 or next(iter(groups)) is not None
-    title_of = group_title or _default_group_title
-
-    def entries() -> Iterator[tuple[str, int, RetrievedItem | None]]:
-        """(line, tokens of ``line + "\\n"``, its item or None for a group title), built only
-        as far as they are read.
-
-        Each line is counted once with its newline: cl100k pre-tokenization never merges
-        across a newline that is followed by a non-space character, so the section's
-        tokens are the sum of its pieces (checked against a full count by the property
-        test in tests/test_formatting.py, and re-counted below when a line could break it).
-        """
-        for group, members in groups.items():
-            if titled:
-                # a provider's own title too is one heading line, never a forged item
-                title = "## " + one_line(title_of(group or "ungrouped", members)).removeprefix(
-                    "## ").removeprefix("##")
-                yield title, count_tokens(title + "\n"), None
-            for item in members:
-                if line is item_line:
-                    yield (*_line_with_tokens(item), item)
-                else:
-                    text = line(item)
-                    yield text, count_tokens(text + "\n"), item
-
-    lines: list[str] = [head]
-    # What each line after the head shows: the whole item, None (a title) or a cut item.
-    owners: list[RetrievedItem | None] = []
-    whole: list[bool] = []
-    used = frame
-    additive = True
-    for text, cost, item in entries():
-        if used + cost <= limit:
-            lines.append(text)
-            owners.append(item)
-            whole.append(item is not None)
-            used += cost
-            additive = additive and text[:1] != "" and not text[:1].isspace()
-            continue
-        room = limit - used - 1
-        if item is not None and room >= _MIN_TRUNCATED_ITEM_TOKENS:
-            cut = _keep_line_shape(truncate_to_tokens(text, room))
-            lines.append(cut)
-            owners.append(item)
-            whole.append(False)
-            used += count_tokens(cut + "\n")
-            additive = additive and cut[:1] != "" and not cut[:1].isspace()
-        break
-    if owners and owners[-1] is None:
-        used -= count_tokens(lines.pop() + "\n")  # a group title with no item under it
-        owners.pop()
-        whole.pop()
-    lines.append(tail)
-    text = "\n".join(lines)
-    tokens = used if additive else count_tokens(text)
-    while tokens > limit and len(lines) > 2:
-        lines.pop(-2)
-        owners.pop()
-        whole.pop()
-        text = "\n".join(lines)
-        tokens = count_tokens(text)
-    included = sum(1 for o in owners if o is not None)
-    if included == 0:
-        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
-    shown = tuple(o for o, w in zip(owners, whole, strict=True) if o is not None and w)
-    return RenderedContext(
-        text, tokens, included, len(items) - included, _shortfall(budget, tokens), shown
-    )
-
-
-def _keep_line_shape(cut: str) -> str:
-    """A cut can end inside a continuation's indent ("...\\n …"); then the marker goes to
-    the end of the previous line, so every line is still an item line or indented."""
-    head, newline, last = cut.rpartition("\n")
-    if newline and not last.startswith("  "):
-        return head.rstrip() + " …"
-    return cut
+    while picked:
+        lines, lengthened = _layout(picked, packer)
+        text = "\n".join([head, *(line for line, _ in lines), tail])
+        # Lines start with "- ", "## " or "### ", so cl100k counts the section as the sum
+        # of its lines (the property tests check it); lengthened ids are counted afresh.
+        tokens = count_tokens(text) if lengthened else frame + sum(c for _, c in lines)
+        if tokens <= budget.max_tokens:
+            return RenderedContext(text, tokens, len(picked), len(items) - len(picked),
+                                   _shortfall(budget, tokens), tuple(picked))
+        picked = picked[:-1]  # a lengthened id cost a token or two: the last one goes
+    return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
 
 
 def _default_group_title(group: str, members: Sequence[RetrievedItem]) -> str:
-    types = sorted({one_line(m.native_type) for m in members if m.native_type})
-    suffix = f" ({', '.join(types)})" if types else ""
-    return f"## {escape_text(one_line(group))}{escape_text(suffix)}"
+    """The native group's name (its native types are debugger detail: they stay in the
+    trace)."""
+    return f"## {escape_text(one_line(group))}"
 
 
 def _shortfall(budget: ContextBudget, tokens: int) -> int | None:

@@ -71,3 +71,46 @@ def test_two_processes_writing_full_history_lose_nothing(tmp_path):
     with sqlite3.connect(path) as db:
         stored = db.execute("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM events").fetchone()
     assert stored == (2 * n, 2 * n)
+
+
+def test_store_holders_names_the_other_process_and_nothing_it_was_told(tmp_path):
+    """/memory-health names who holds a store: another process with a file under the
+    store open (from /proc), shown as program and sub-commands only, never its options."""
+    from nanobot_memory_adapters.diagnostics import store_holders
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "data.bin").write_text("x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys,time; f=open(sys.argv[1]); print('open', flush=True); time.sleep(60)",
+         str(store / "data.bin"), "--api-key", "sk-very-secret"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        found = store_holders(store)
+        assert len(found) == 1 and found[0].startswith(f"pid {holder.pid} (python")
+        assert "secret" not in found[0] and "--api-key" not in found[0]
+        assert store_holders(store, skip=("data",)) == []  # e.g. the shared outbox
+        assert store_holders(tmp_path / "elsewhere") == []
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_is_recognised_inside_an_adapter_error():
+    """The plugin sees lock contention only through an AdapterError's raw diagnostics."""
+    from nanobot_memory_adapters.contract import AdapterError
+    from nanobot_memory_adapters.diagnostics import mentions_lock_contention
+
+    raw, _ = native_diagnostics(RuntimeError("wrapped"))
+    assert not mentions_lock_contention(AdapterError("x", backend_name="b", operation="o",
+                                                     raw=raw))
+    try:
+        try:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        except BlockingIOError as inner:
+            raise RuntimeError("open failed") from inner
+    except RuntimeError as exc:
+        raw, _ = native_diagnostics(exc)
+    assert mentions_lock_contention(AdapterError("x", backend_name="b", operation="o", raw=raw))

@@ -26,7 +26,7 @@ from nanobot_memory_adapters.contract import (
     RetrievedItem,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.formatting import frame_tokens, item_tokens
+from nanobot_memory_adapters.formatting import SectionPacker
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
@@ -148,12 +148,12 @@ class FullHistory(BaseAdapter):
         # Newest first until the budget is spent, then back to chronological order. A turn
         # too large for the room left is skipped (and named in the trace), so one huge turn
         # never hides the whole past; after MAX_SKIPS_IN_A_ROW misses nothing more fits.
-        room = request.budget.max_tokens - frame_tokens(self.backend_name, request.scope.key)
-        picked: list[RetrievedItem] = []
+        packer = SectionPacker(backend=self.backend_name, scope=request.scope.key,
+                               budget=request.budget, items=[])
         skipped: list[str] = []
         misses = 0
         for event_id, session_id, turn_id, ts, transcript, tags in rows:
-            if request.budget.max_items and len(picked) >= request.budget.max_items:
+            if request.budget.max_items and len(packer.chosen) >= request.budget.max_items:
                 break
             item = RetrievedItem(
                 native_id=event_id,
@@ -165,17 +165,14 @@ class FullHistory(BaseAdapter):
                 source_event_ids=[event_id],
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )
-            cost = item_tokens(item)
-            if cost > room:
+            if not packer.offer(item):  # its line and the day heading it may open
                 skipped.append(event_id)
                 misses += 1
                 if misses >= MAX_SKIPS_IN_A_ROW:
                     break
                 continue
             misses = 0
-            room -= cost
-            picked.append(item)
-        picked.reverse()
+        picked = list(reversed(packer.chosen))
         warnings = []
         if skipped:
             warnings.append(

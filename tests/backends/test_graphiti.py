@@ -560,3 +560,22 @@ def test_a_local_llm_gets_one_call_at_a_time_and_patient_timeouts(llm_double):
     pinned = GraphitiConfig.model_validate(
         {"llm": {"base_url": llm_double.base_url}, "max_coroutines": 4})
     assert effective_max_coroutines(pinned) == 4
+
+
+async def test_a_replayed_event_is_not_stored_twice(adapter, llm_double):
+    """A process killed after Graphiti stored an episode but before the outbox heard back
+    replays it: the adapter finds the event's processed episode (by name, checked against
+    the event id in source_description) and does not add it again."""
+    scope = MemoryScope(run_id="replay", persona_id="alice")
+    event = _event(scope, 1, "I live in Paris.", T1)
+    first = await adapter.record_event(event)
+    assert first.status == "committed" and len(first.native_ids) >= 2
+    before = len(llm_double.chat_requests())
+    again = await adapter.record_event(event)
+    assert again.status == "committed"
+    assert sorted(again.native_ids) == sorted(first.native_ids)
+    assert any("already in Graphiti" in w for w in again.trace.warnings)
+    assert len(llm_double.chat_requests()) == before  # no second extraction
+    assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+    other = await adapter.record_event(_event(scope, 2, "I like jazz.", T2))
+    assert other.status == "committed" and other.native_ids[0] != first.native_ids[0]

@@ -153,7 +153,8 @@ async def test_pending_derivation_is_visible_then_ready(server_url):
         done = await adapter.wait_until_ready(scope, timeout_s=READY_S)
         assert done.status == "ready", done
         rep = (await adapter.retrieve(_request(scope, "Where does my sister live?"))).items[0]
-        assert rep.native_type == "peer_representation" and "Ines lives in Porto" in rep.text
+        assert rep.native_type == "observation" and "Ines lives in Porto" in rep.text
+        assert rep.event_at is not None and rep.group == "observations:Explicit Observations"
     finally:
         await adapter.aclose()
 
@@ -173,7 +174,7 @@ async def test_readiness_times_out_as_pending_not_ready(llm_double):
             await adapter.aclose()
 
 
-async def test_retrieve_uses_native_budget_and_formats_representation_as_prose(server_url):
+async def test_retrieve_uses_native_budget_and_splits_the_representation(server_url):
     adapter = _adapter(server_url, search_top_k=7)
     try:
         scope = _scope()
@@ -187,11 +188,12 @@ async def test_retrieve_uses_native_budget_and_formats_representation_as_prose(s
         assert result.trace.native_operation == "session.context"
         text = result.formatted_context
         assert text.startswith('<memory-context backend="honcho"')
-        assert "## Explicit Observations" in text  # Honcho's own prose, kept
-        assert "Honcho peer representation" in text and "Recent session messages" in text
+        assert "## Honcho's explicit observations (derived)" in text  # Honcho's levels
+        assert "Recent session messages" in text
         types = [i.native_type for i in result.items]
-        assert types[0] == "peer_representation" and types.count("message") == 6
-        msg = result.items[1]
+        assert types.count("observation") >= 1 and types.count("message") == 6
+        assert req["max_conclusions"] == 6  # 40 % of 400 tokens, ~26 per observation
+        msg = next(i for i in result.items if i.native_type == "message")
         assert msg.native_id and msg.created_at and msg.metadata["context"] == "personal"
         assert result.trace.representation_version is None and result.trace.last_derived_at is None
         assert any("pet_observability=weak" in w for w in result.trace.warnings)
@@ -465,3 +467,87 @@ def test_probe_needs_no_server_code():
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "http://127.0.0.1:1"
+
+
+async def test_a_replayed_event_is_not_stored_twice(server_url):
+    """A process killed after add_messages but before the outbox heard back replays the
+    event: the adapter lists the session's messages filtered by the event id (metadata
+    containment, the server's own filter) and adds only what is missing."""
+    adapter = _adapter(server_url)
+    try:
+        scope = _scope()
+        event = _event(scope, "I keep three beehives on the roof.", assistant="Lovely.")
+        first = await adapter.record_event(event)
+        assert len(first.native_ids) == 2
+        again = await adapter.record_event(event)
+        assert again.status != "failed" and again.native_ids == first.native_ids
+        assert any("already in Honcho (2 of 2 messages); added 0" in w
+                   for w in again.trace.warnings)
+        other = await adapter.record_event(_event(scope, "I also keep a wasp hotel.", n=2))
+        assert len(other.native_ids) == 2 and not set(other.native_ids) & set(first.native_ids)
+        state = await adapter._scope_state(scope)
+        session = await adapter._ensure_session(scope, state, "s1")
+        listed = [m async for m in await session.aio.messages()]  # pyright: ignore
+        assert len(listed) == 4
+    finally:
+        await adapter.aclose()
+
+
+async def test_a_half_delivered_event_gets_only_its_missing_messages(honcho):
+    """Over 100 messages go in two add_messages calls; a crash between them leaves the
+    first batch stored, and the replay adds only the rest."""
+    adapter = _adapter(honcho.base_url)
+    try:
+        scope = _scope()
+        turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"line {i}"}
+                 for i in range(130)]
+        event = MemoryEvent.model_validate(
+            {**_event(scope, "x").model_dump(), "messages": turns})
+        messages, _ = adapter._to_messages(await adapter._scope_state(scope), event)
+        state = await adapter._scope_state(scope)
+        session = await adapter._ensure_session(scope, state, "s1")
+        await session.aio.add_messages(messages[:100])  # the first call, then the "crash"
+        receipt = await adapter.record_event(event)
+        assert len(receipt.native_ids) == 130
+        assert any("(100 of 130 messages); added 30" in w for w in receipt.trace.warnings)
+        ws = honcho.state.workspaces[HonchoAdapter.workspace_name(scope)]
+        stored = [m for s in ws.sessions.values() for m in s.messages]
+        assert sorted(m.metadata["index"] for m in stored) == list(range(130))
+    finally:
+        await adapter.aclose()
+
+
+async def test_a_small_budget_gets_the_query_relevant_observations_whole(honcho):
+    """30 turns, 500 tokens (the issue's measurement): Honcho's representation is not cut
+    to ``tokens`` by the server, so the adapter asks for as many conclusions as fit, all
+    by semantic search, and shows each observation whole."""
+    adapter = _adapter(honcho.base_url)
+    try:
+        scope = _scope()
+        relevant = {3: "My sister Ines is a marine biologist.",
+                    14: "My sister Ines moved to Porto last spring.",
+                    27: "My sister Ines has two cats called Salt and Pepper."}
+        hobbies = ["pottery", "chess", "kayaking", "baking", "running", "birdwatching",
+                   "knitting", "climbing", "painting", "gardening"]
+        events = [_event(scope, relevant.get(n) or
+                         f"On day {n} I practised {hobbies[n % 10]} for {n} minutes.", n=n)
+                  for n in range(1, 31)]
+        for event in events:
+            await adapter.record_event(event)
+        assert (await adapter.wait_until_ready(scope, READY_S)).status == "ready"
+        result = await adapter.retrieve(_request(scope, "What do you know about my sister Ines?",
+                                                 tokens=500))
+        text = result.formatted_context
+        assert count_tokens(text) <= 500
+        assert result.trace.native_request["max_conclusions"] == 7
+        for fact in relevant.values():
+            assert fact.removeprefix("My ") in text or fact in text, (fact, text)
+        observations = [i for i in result.items if i.native_type == "observation"]
+        lines = text.splitlines()[1:-1]
+        for line in lines:  # every item line is a whole item: no cut, no marker
+            assert line.startswith(("- ", "## ", "### ", "  ")) and "…" not in line
+        shown = {result.items[k].text for k in result.shown}
+        assert shown & {o.text for o in observations}
+        assert all(any(line.endswith(t) for line in lines) for t in shown if "\n" not in t)
+    finally:
+        await adapter.aclose()

@@ -323,13 +323,14 @@ async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter
     scores = [i.score for i in result.items]
     assert scores == sorted(scores, reverse=True)  # mem0's order kept
     # Relevance and the turn's time; mem0's storage time stays in created_at and raw.
-    first = result.formatted_context.splitlines()[1]
-    assert first.startswith(f"- [{result.items[0].score:.2f} ")
+    day, first = result.formatted_context.splitlines()[1:3]
+    assert day.startswith("### 2024-") and first.startswith(
+        f"- [{result.items[0].score:.2f} ".replace("[0.", "[."))
     assert "stored=" not in result.formatted_context
     # Budget by tokens only: top_k = what 300 tokens can show with compact labels
-    # (300 // (LABEL_TOKENS 25 + item_text_tokens 32 + 1) = 5).
+    # (300 // (LABEL_TOKENS 16 + item_text_tokens 32 + 1) = 6).
     by_tokens = await raw_adapter.retrieve(_request(scope, "cities", max_tokens=300))
-    assert by_tokens.trace.native_request["top_k"] == 5
+    assert by_tokens.trace.native_request["top_k"] == 6
 
 
 async def test_tags_are_metadata_and_filters(raw_adapter):
@@ -569,7 +570,8 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
             query="my dog", scope=scope, budget=nma.ContextBudget(max_tokens=400)))
         assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
         assert result.items[0].created_at != result.items[0].event_at
-        assert "2023-05-08 13:56" in result.formatted_context  # the turn's time, not storage
+        assert "### 2023-05-08\n- [" in result.formatted_context  # the turn's day, not storage
+        assert " 13:56 " in result.formatted_context
     finally:
         await adapter.aclose()
 
@@ -651,6 +653,27 @@ async def test_items_name_the_events_they_derive_from(infer_adapter, raw_adapter
         query="kayak", scope=scope, budget=ContextBudget(max_tokens=500)))
     kayak = next(i for i in result.items if "kayak" in i.text)
     assert kayak.source_event_ids == [batch[0].event_id]  # verbatim: its own turn only
+
+
+async def test_a_replayed_event_of_a_batched_add_is_not_stored_twice(infer_adapter, llm_double):
+    """With extraction two turns go into one mem0 add; the second is named only in the
+    batch's ``event_ids``. A crash before the outbox heard back replays it on its own:
+    mem0 is asked for it there too, and it is not extracted again."""
+    scope = _scope(_run())
+    batch = [e.model_copy(update={"messages": e.messages[:1]}) for e in (  # 1 message each
+        _event(scope, "I keep three beehives on the roof."),
+        _event(scope, "My sister Ana lives in Porto."))]
+    receipts = await infer_adapter.record_events(batch)
+    assert all(r.status == "committed" for r in receipts)
+    listed = await infer_adapter.provenance(scope)
+    before_memories = len(listed["memories"])
+    assert before_memories
+    before = len(llm_double.chat_requests())
+    again = await infer_adapter.record_event(batch[1])
+    assert again.status == "committed" and again.native_ids
+    assert any("already in mem0" in w for w in again.trace.warnings)
+    assert len(llm_double.chat_requests()) == before  # no second extraction
+    assert len((await infer_adapter.provenance(scope))["memories"]) == before_memories
 
 
 async def test_a_replayed_event_is_not_stored_twice(raw_adapter, infer_adapter, llm_double):

@@ -216,7 +216,7 @@ async def test_groups_and_native_labels_survive(memos_server):
         assert item.metadata["info"]["event_id"].startswith(scope.run_id)
         text = result.formatted_context
         assert text.startswith('<memory-context backend="memos"')
-        assert "## text_mem (LongTermMemory)" in text
+        assert "## text_mem\n" in text
         assert f"#{short_id(item.native_id)}]" in text  # the full id stays in items/trace
         assert result.trace.native_request["top_k"] >= 1
     finally:

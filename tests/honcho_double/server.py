@@ -169,6 +169,36 @@ class PageQuery(_Body):
     reverse: bool = False
 
 
+class MessageListBody(_Body):
+    filters: dict[str, Any] | None = None
+
+
+def _contains(document: Any, wanted: Any) -> bool:
+    """Postgres JSONB ``@>`` for objects and scalars (the real server's metadata filter)."""
+    if isinstance(wanted, dict):
+        return isinstance(document, dict) and all(
+            k in document and _contains(document[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(document, list) and all(
+            any(_contains(d, w) for d in document) for w in wanted)
+    return document == wanted
+
+
+def _message_filter(filters: dict[str, Any] | None) -> Any:
+    """The part of Honcho's filter DSL the double speaks: ``metadata`` (containment) and
+    ``peer_id`` (equality). Anything else is refused, never silently ignored."""
+    filters = filters or {}
+    unknown = set(filters) - {"metadata", "peer_id"}
+    if unknown:
+        raise ApiError(422, f"the Honcho double does not support filter keys {sorted(unknown)}")
+    metadata, peer = filters.get("metadata"), filters.get("peer_id")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ApiError(422, "Invalid filter for column 'h_metadata': a JSONB column takes an "
+                            "object, optionally under 'contains'")
+    return lambda m: ((metadata is None or _contains(m.metadata, metadata))
+                      and (peer is None or m.peer == peer))
+
+
 class QueueQuery(_Body):
     observer_id: str | None = None
     sender_id: str | None = None
@@ -724,7 +754,9 @@ class HonchoDoubleApp:
         q = self._query(request, PageQuery)
         ws = self._ws_or_none(request.path_params["w"])
         session = ws.sessions.get(request.path_params["s"]) if ws else None
-        items = [m.to_json() for m in session.messages] if session else []
+        body = _parse(MessageListBody, await _json_body(request, required=False) or {}, "body")
+        keep = _message_filter(body.filters)
+        items = [m.to_json() for m in session.messages if keep(m)] if session else []
         return JSONResponse(self._page(items, q))
 
     async def messages_add(self, request: Request) -> JSONResponse:

@@ -234,6 +234,8 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             if isinstance(driver, KuzuStoreDriver):
                 await kuzu_store.ensure_indexes(driver, self.kuzu_path)
             else:
+                if cfg.database.provider == "neo4j":  # a down server fails here, once
+                    await driver.client.verify_connectivity()  # type: ignore[attr-defined]
                 await graphiti.build_indices_and_constraints()
             return graphiti
         except BaseException:
@@ -249,8 +251,13 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         if db.provider == "neo4j":
             from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
-            return Neo4jDriver(
-                db.uri or "", db.user, db.resolved_password(), database=db.database or "neo4j"
+            # Built off the event loop: in a loop, Neo4jDriver starts its own index build
+            # as a task nobody awaits, which against a server that is down leaves orphaned
+            # connection tasks and tracebacks behind (``_build`` checks connectivity,
+            # awaited, before graphiti builds the indexes).
+            return await asyncio.to_thread(
+                Neo4jDriver,
+                db.uri or "", db.user, db.resolved_password(), database=db.database or "neo4j",
             )
         from graphiti_core.driver.falkordb_driver import FalkorDriver
 
@@ -325,9 +332,22 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         self.group_id(scope)  # validates the scope -> group mapping early
         await self.graphiti()
 
-    async def _record(self, event: MemoryEvent, *, uuid: str | None = None) -> NativeWrite:
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        """``add_episode``, unless Graphiti already holds this event's episode: a processed
+        one is not added again (a replay after a crash), one a failed bulk call only saved
+        is processed in place by its uuid."""
         graphiti = await self.graphiti()
         group = self.group_id(event.scope())
+        saved = await self._saved_episode(event)
+        if saved is not None and saved.processed:
+            return NativeWrite(
+                status="committed", native_ids=[saved.uuid, *saved.edges],
+                native_operation="Episodic lookup by name (graphiti driver query)",
+                native_request={"group_id": group, "name": self.episode_name(event)},
+                warnings=[f"event {event.event_id} is already in Graphiti (episode "
+                          f"{saved.uuid}, {len(saved.edges)} facts); not added again"],
+            )
+        uuid = saved.uuid if saved is not None else None
         kwargs = self._episode_kwargs()
         request = {
             "name": self.episode_name(event),

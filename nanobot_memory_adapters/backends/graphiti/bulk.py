@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from graphiti_core.nodes import EpisodeType
@@ -19,6 +20,21 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 
 
+@dataclass(frozen=True)
+class SavedEpisode:
+    """An episode Graphiti already holds for an event: processed when ``add_episode``
+    finished it (it saves the episode with its entities and facts in one step), or only
+    saved by a bulk call that failed before extraction."""
+
+    uuid: str
+    edges: list[str]
+    mentions: int
+
+    @property
+    def processed(self) -> bool:
+        return bool(self.edges or self.mentions)
+
+
 class GraphitiBulk(GraphitiHost):
 
     # -- SupportsBulkIngest ----------------------------------------------------------------
@@ -31,8 +47,8 @@ class GraphitiBulk(GraphitiHost):
     ) -> list[NativeWrite | AdapterError]:
         """``add_episode_bulk`` for the batch. It is all-or-nothing (it saves the episodes
         first, then one failed extraction discards every other result), so on failure
-        each event is written with ``add_episode`` on its own: the episode the bulk call
-        already saved is processed in place (by its uuid), never duplicated."""
+        each event is written with ``add_episode`` on its own: ``_record`` processes the
+        episode the bulk call already saved in place (by its uuid), never a duplicate."""
         if self.config.ingest.bulk == "native":
             group = self.group_id(batch[0].scope())
             try:
@@ -60,10 +76,8 @@ class GraphitiBulk(GraphitiHost):
         for event in batch:
             started = time.perf_counter()
             try:
-                saved = await self._saved_episode(event) if fallback_note else None
                 native = await self._call(
-                    "record_events", lambda e=event, u=saved: self._record(e, uuid=u),
-                    retryable=True,
+                    "record_events", lambda e=event: self._record(e), retryable=True,
                 )
             except AdapterError as exc:
                 out.append(exc)
@@ -74,17 +88,25 @@ class GraphitiBulk(GraphitiHost):
             out.append(native)
         return out
 
-    async def _saved_episode(self, event: MemoryEvent) -> str | None:
-        """The uuid of this event's episode if one is stored in its group (by name)."""
+    async def _saved_episode(self, event: MemoryEvent) -> SavedEpisode | None:
+        """This event's episode if its group holds one (by name, checked against the event
+        id in ``source_description``), with the facts already extracted from it."""
         graphiti = await self.graphiti()
         group = self.group_id(event.scope())
         driver = self._driver_for(graphiti, group)
         records, _, _ = await driver.execute_query(
             "MATCH (e:Episodic) WHERE e.group_id = $group_id AND e.name = $name "
-            "RETURN e.uuid AS uuid",
+            "OPTIONAL MATCH (e)-[:MENTIONS]->(n:Entity) "
+            "RETURN e.uuid AS uuid, e.source_description AS source, "
+            "e.entity_edges AS edges, count(n) AS mentions",
             group_id=group, name=self.episode_name(event), routing_="r",
         )
-        return str(records[0]["uuid"]) if records else None
+        for record in records:
+            if self.event_id_of(record["source"]) in (event.event_id, None):
+                return SavedEpisode(uuid=str(record["uuid"]),
+                                    edges=[str(e) for e in record["edges"] or []],
+                                    mentions=int(record["mentions"] or 0))
+        return None
 
     async def _bulk(self, group: str, events: list[MemoryEvent]) -> Any:
         graphiti = await self.graphiti()

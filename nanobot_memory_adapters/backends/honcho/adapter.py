@@ -37,27 +37,23 @@ from nanobot_memory_adapters.base import (
     BulkIngest,
     NativeHealth,
     NativeRetrieval,
-    NativeWrite,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
     AdapterError,
     ContextBudget,
-    MemoryEvent,
     MemoryScope,
     RetrievedItem,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.formatting import RenderedContext, frame_tokens, item_tokens
-from nanobot_memory_adapters.formatting import render_context as _render_context
+from nanobot_memory_adapters.formatting import RenderedContext
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.timeparse import parse_time
-from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import TraceSink
 
 try:  # the optional extra
     from honcho import Honcho
-    from honcho.api_types import MessageCreateParams, PeerConfig, SessionPeerConfig
+    from honcho.api_types import PeerConfig, SessionPeerConfig
     from honcho.http.exceptions import HonchoError
     from honcho.peer import Peer
     from honcho.session import Session
@@ -70,7 +66,6 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
 from nanobot_memory_adapters.backends.honcho.config import (
     EPOCH_KEY,
     INFO,
-    MAX_BATCH,
     PET_WARNING,
     Dirty,
     HonchoConfig,
@@ -79,16 +74,21 @@ from nanobot_memory_adapters.backends.honcho.config import (
     native_name,
     reset_epoch,
 )
+from nanobot_memory_adapters.backends.honcho.context import (
+    max_conclusions,
+    observation_items,
+)
+from nanobot_memory_adapters.backends.honcho.context import render as render_honcho_context
 from nanobot_memory_adapters.backends.honcho.readiness import HonchoReadiness
 from nanobot_memory_adapters.backends.honcho.records import (
     _reraise,
-    group_title,
     message_json,
     summary_json,
 )
+from nanobot_memory_adapters.backends.honcho.writes import HonchoWrites
 
 
-class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
+class HonchoAdapter(HonchoWrites, HonchoReadiness, BulkIngest, BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
 
     def __init__(
@@ -254,100 +254,28 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
     async def _setup(self, scope: MemoryScope) -> None:
         await self._scope_state(scope)
 
-    def _to_messages(self, state: ScopeState, event: MemoryEvent
-                     ) -> tuple[list[MessageCreateParams], int]:
-        base: dict[str, Any] = {
-            "event_id": event.event_id, "turn_id": event.turn_id, "run_id": event.run_id,
-            "user_id": event.user_id, "agent_id": event.agent_id,
-            "session_id": event.session_id, **event.tags(),
-        }
-        if event.metadata:
-            base["event_metadata"] = event.metadata
-        out: list[MessageCreateParams] = []
-        skipped = 0
-        for index, m in enumerate(event.messages):
-            if m.role == "system":  # instructions, not conversation: not memory
-                skipped += 1
-                continue
-            peer = state.user_peer if m.role == "user" else state.assistant_peer
-            meta = {**base, "role": m.role, "index": index}
-            if m.name:
-                meta["name"] = m.name
-            if m.tool_call_id:
-                meta["tool_call_id"] = m.tool_call_id
-            out.append(MessageCreateParams(content=m.content, peer_id=peer, metadata=meta,
-                                           created_at=event.timestamp))
-        return out, skipped
-
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
-        scope = event.scope()
-        state = await self._scope_state(scope)
-        session = await self._ensure_session(scope, state, event.session_id)
-        messages, skipped = self._to_messages(state, event)
-        ids: list[str] = []
-        for start in range(0, len(messages), MAX_BATCH):
-            created = await session.aio.add_messages(messages[start:start + MAX_BATCH])
-            ids += [m.id for m in created]
-        self._mark_dirty(self.state_key(scope))
-        warnings = [f"skipped {skipped} system message(s)"] if skipped else []
-        return NativeWrite(
-            status="queued" if ids else "committed",
-            native_ids=ids,
-            native_operation="session.add_messages",
-            native_request={"workspace": state.workspace, "session": session.id,
-                            "messages": len(messages), "batches": -(-len(messages) // MAX_BATCH)},
-            warnings=warnings,
-        )
-
-    async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
-        """Bulk ingest: one ``add_messages`` call per 100 messages of a run of events that
-        share scope and session (the server's limit)."""
-        scope, session_id = batch[0].scope(), batch[0].session_id
-        state = await self._scope_state(scope)
-        session = await self._ensure_session(scope, state, session_id)
-        flat: list[tuple[str, MessageCreateParams]] = []
-        skipped_by_event: dict[str, list[str]] = {}
-        for e in batch:
-            msgs, skipped = self._to_messages(state, e)
-            flat += [(e.event_id, m) for m in msgs]
-            if skipped:  # the same warning record_event gives
-                skipped_by_event[e.event_id] = [f"skipped {skipped} system message(s)"]
-        ids: dict[str, list[str]] = {e.event_id: [] for e in batch}
-        for start in range(0, len(flat), MAX_BATCH):
-            chunk = flat[start:start + MAX_BATCH]
-            created = await session.aio.add_messages([m for _, m in chunk])
-            for (event_id, _), msg in zip(chunk, created, strict=True):
-                ids[event_id].append(msg.id)
-        self._mark_dirty(self.state_key(scope))
-        request = {"workspace": state.workspace, "session": session.id, "events": len(batch)}
-        return [
-            NativeWrite("queued" if ids[e.event_id] else "committed", ids[e.event_id],
-                        "session.add_messages(bulk)", request,
-                        skipped_by_event.get(e.event_id, []))
-            for e in batch
-        ]
-
     # -- contract: read --------------------------------------------------------------------------
-    def _top_k(self, budget: ContextBudget) -> int:
-        return self.config.search_top_k or min(100, budget.top_k())
-
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         scope = request.scope
         state = await self._scope_state(scope)
         client = self._client(state.workspace)
-        top_k = self._top_k(request.budget)
         query = request.query.strip() or None
+        conclusions = max_conclusions(request.budget, in_session=request.session_id is not None)
+        # every conclusion slot filled by semantic search when there is a query (unless
+        # the config pins search_top_k: then Honcho blends in the most recent ones)
+        top_k = self.config.search_top_k or conclusions
         items: list[RetrievedItem] = []
         warnings = [PET_WARNING]
         if request.session_id is None:
             # No session: the peer's own context (representation + card), same budget rules.
             peer = Peer(state.user_peer, client)
-            ctx = await peer.aio.context(search_query=query, search_top_k=top_k if query else None)
+            ctx = await peer.aio.context(search_query=query, search_top_k=top_k if query else None,
+                                         max_conclusions=conclusions)
             raw: dict[str, Any] = ctx.model_dump(mode="json")
             items += self._representation_items(state, ctx.representation, ctx.peer_card)
             native_op = "peer.context"
             native_request = {"peer": state.user_peer, "search_top_k": top_k,
-                              "search_query": bool(query),
+                              "search_query": bool(query), "max_conclusions": conclusions,
                               "budget_enforced_by": "formatter (peer.context has no tokens)"}
         else:
             name = self.session_name(scope, request.session_id, state.epoch)
@@ -358,6 +286,7 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
                 peer_target=state.user_peer,
                 search_query=query,
                 search_top_k=top_k if query else None,
+                max_conclusions=conclusions,
             )
             raw = {
                 "session_id": ctx.session_id,
@@ -380,7 +309,8 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
                 role = meta.get("role") or ("user" if m.peer_id == state.user_peer else "assistant")
                 items.append(RetrievedItem(
                     native_id=m.id, text=f"{role}: {m.content}", native_type="message",
-                    group="messages", created_at=m.created_at,
+                    # the adapter writes each message with its turn's time as created_at
+                    group="messages", created_at=m.created_at, event_at=m.created_at,
                     source=m.peer_id,  # who said it: the peer Honcho stored
                     source_event_ids=[str(meta["event_id"])] if meta.get("event_id") else None,
                     metadata=meta, raw=message_json(m),
@@ -389,21 +319,16 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
             native_request = {"session": name, "tokens": request.budget.max_tokens,
                               "summary": self.config.include_summary,
                               "peer_target": state.user_peer, "search_query": bool(query),
-                              "search_top_k": top_k if query else None}
+                              "search_top_k": top_k if query else None,
+                              "max_conclusions": conclusions}
         return NativeRetrieval(items=items, raw=raw, native_operation=native_op,
                                native_request=native_request, warnings=warnings)
 
     @staticmethod
     def _representation_items(state: ScopeState, representation: str | None,
                               card: list[str] | None) -> list[RetrievedItem]:
-        items = []
-        if representation and representation.strip():
-            items.append(RetrievedItem(
-                text=representation.strip(), native_type="peer_representation",
-                group="representation",
-                metadata={"observer": state.user_peer, "observed": state.user_peer},
-                raw={"peer_representation": representation},
-            ))
+        items = observation_items(representation, observer=state.user_peer,
+                                  observed=state.user_peer)
         if card:
             items.append(RetrievedItem(
                 text="\n".join(card), native_type="peer_card", group="peer_card",
@@ -413,29 +338,10 @@ class HonchoAdapter(HonchoReadiness, BulkIngest, BaseAdapter):
 
     def render(self, scope: MemoryScope | str, items: list[RetrievedItem],
                budget: ContextBudget) -> RenderedContext:
-        """Representation, card and summary first; then the NEWEST messages that still fit,
-        shown oldest first. The server already bounded messages by ``tokens`` (after the
-        representation's share); this is the shared tokenizer's final guard."""
+        """Observations, card and summary first, then the newest messages that still fit
+        (``backends/honcho/context.py``); every item whole or not at all."""
         key = scope.key if isinstance(scope, MemoryScope) else scope
-        fixed = [i for i in items if i.group != "messages"]
-        messages = [i for i in items if i.group == "messages"]
-        room = budget.max_tokens - frame_tokens(self.backend_name, key)
-        for group in {i.group or "ungrouped" for i in items}:  # the titles render_context writes
-            room -= count_tokens(group_title(group, []) + "\n")
-        for i in fixed:
-            room -= item_tokens(i)
-        kept: list[RetrievedItem] = []
-        for m in reversed(messages):
-            cost = item_tokens(m)
-            if cost > room:
-                break
-            room -= cost
-            kept.append(m)
-        chosen = fixed + list(reversed(kept))
-        if budget.max_items is not None:
-            chosen = chosen[: budget.max_items]
-        return _render_context(backend=self.backend_name, scope=key, items=chosen,
-                               budget=budget, group_title=group_title)
+        return render_honcho_context(self.backend_name, key, items, budget)
 
     # -- reset / health / diagnostics ----------------------------------------------------------
     async def _reset(self, scope: MemoryScope) -> str | None:

@@ -309,8 +309,13 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
         """Ids of the memories mem0 already holds from ``event`` (its own metadata-filtered
         ``get_all``): a replayed event is not added twice."""
         memory = await self._native()
-        filters = {**self._event_ids(event, "record_event"), "event_id": event.event_id}
-        found = await memory.get_all(filters=filters, top_k=100)
+        scope = self._event_ids(event, "record_event")
+        found = await memory.get_all(filters={**scope, "event_id": event.event_id}, top_k=100)
+        if not found.get("results"):
+            # A batched add names its first event in ``event_id`` and all of them in
+            # ``event_ids``; an equality filter on a list field matches any element.
+            found = await memory.get_all(filters={**scope, "event_ids": event.event_id},
+                                         top_k=100)
         return [str(r["id"]) for r in found.get("results", [])]
 
     @staticmethod
