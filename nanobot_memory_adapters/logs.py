@@ -17,7 +17,8 @@ from loguru import logger as _loguru
 
 from nanobot_memory_adapters.redaction import redact_text
 
-__all__ = ["LOG_LEVELS", "configure_logging", "default_log_file", "log_file", "logger"]
+__all__ = ["LOG_LEVELS", "configure_logging", "default_log_file", "log_file", "logger",
+           "logging_settings"]
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
@@ -41,6 +42,7 @@ def _scrub(record: Any) -> None:
 logger = _loguru.patch(_scrub)
 
 _files: list[Path] = []
+_level = ["WARNING"]
 
 
 def configure_logging(level: str, file: Path | None = None) -> None:
@@ -49,6 +51,7 @@ def configure_logging(level: str, file: Path | None = None) -> None:
     if level.upper() not in LOG_LEVELS:
         raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
     _loguru.remove()
+    _level[0] = level.upper()
     # no variable values in tracebacks: a local may hold a key
     _loguru.add(sys.stderr, level=level.upper(), diagnose=False)
     _files.clear()
@@ -67,6 +70,11 @@ def default_log_file(out: Path) -> Path:
     if not _files:
         _add_file(out / "debug.log")
     return _files[0]
+
+
+def logging_settings() -> tuple[str, Path | None]:
+    """(stderr level, DEBUG file) of this process, for a worker process to log alike."""
+    return _level[0], log_file()
 
 
 def log_file() -> Path | None:

@@ -290,6 +290,51 @@ def scatter(
     return "".join(parts)
 
 
+def curves(
+    series: dict[str, list[tuple[float, float, str]]],
+    colors: dict[str, str],
+    title: str,
+    xlabel: str,
+) -> str:
+    """One line per name through its (x, y, label) points, sorted by x; y from 0 to 1."""
+    w, h, left, bottom, top = 1040, 300, 50, 40, 24
+    plot_w, plot_h = w - left - 20, h - bottom - top
+    xs = [p[0] for pts in series.values() for p in pts]
+    if not xs:
+        return ""
+    xmax = max(xs) * 1.05 or 1.0
+
+    def px(x: float) -> float:
+        return left + plot_w * x / xmax
+
+    def py(v: float) -> float:
+        return top + plot_h - plot_h * v
+
+    parts = _frame_0_to_1(w, h, left, title, py)
+    for i in range(6):
+        x = xmax * i / 5
+        parts.append(
+            f'<text x="{px(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x:.0f}</text>'
+        )
+    parts.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{h - 6}" text-anchor="middle">'
+        f"{escape(xlabel)}</text>"
+    )
+    for name, pts in series.items():
+        pts = sorted(pts)
+        c = colors[name]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _ in pts)
+        parts.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{path}"/>')
+        for x, y, label in pts:
+            parts.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{c}">'
+                f"<title>{escape(name)} · {escape(label)}: {x:.0f} tokens, "
+                f"recall {y:.3f}</title></circle>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def table(headers: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)

@@ -1,10 +1,11 @@
 """Resume an interrupted bench run.
 
 The unit of work is one provider x conversation (a timeline in a fresh scope). After each
-finished unit the checkpoint stores its results and the length of ``traces.jsonl``; on
-resume, traces written by an unfinished unit are cut off and that unit starts over (its
-scope is reset first, outside any test session), so a resumed run writes the same
-results and the same traces as an uninterrupted one.
+finished unit the checkpoint stores its results. In a LoCoMo bench each unit has its own
+store and trace file (``units/``): on resume a unit that did not finish (or whose trace
+file is gone) starts over from an empty store. Runs that append every unit to one
+traces file (preference sessions) store its length and cut it back on resume. Either
+way a resumed run writes the same results and traces as an uninterrupted one.
 
 The checkpoint belongs to one manifest: resuming with different settings is refused.
 """
@@ -29,7 +30,7 @@ class Checkpoint:
     path: Path
     manifest_sha256: str
     units: dict[str, dict[str, Any]] = field(default_factory=dict)
-    traces_bytes: int = 0
+    traces_bytes: int = 0  # runs that append to one traces file: its length at the last unit
     complete: bool = False
 
     @staticmethod
@@ -39,7 +40,7 @@ class Checkpoint:
     def done(self, provider: str, conversation: str) -> dict[str, Any] | None:
         return self.units.get(self.key(provider, conversation))
 
-    def save_unit(self, unit: dict[str, Any], traces_bytes: int) -> None:
+    def save_unit(self, unit: dict[str, Any], traces_bytes: int = 0) -> None:
         self.units[self.key(unit["provider"], unit["conversation"])] = unit
         self.traces_bytes = traces_bytes
         self.save()
@@ -56,11 +57,13 @@ class Checkpoint:
         os.replace(tmp, self.path)
 
 
-def open_checkpoint(out: Path, manifest_sha256: str, traces: Path) -> Checkpoint:
-    """Load the checkpoint in ``out`` (or start one) and cut ``traces`` back to it."""
+def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None) -> Checkpoint:
+    """Load the checkpoint in ``out`` (or start one). ``traces``: a run that appends every
+    unit to one file (the preference sessions) has it cut back to the checkpoint."""
     path = out / CHECKPOINT_FILE
     if not path.exists():
-        traces.unlink(missing_ok=True)
+        if traces is not None:
+            traces.unlink(missing_ok=True)
         cp = Checkpoint(path, manifest_sha256)
         cp.save()
         return cp
@@ -78,6 +81,8 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path) -> Checkpoint
         traces_bytes=int(data.get("traces_bytes", 0)),
         complete=bool(data.get("complete", False)),
     )
+    if traces is None:
+        return cp
     if traces.exists() and traces.stat().st_size > cp.traces_bytes:
         with traces.open("r+b") as f:
             f.truncate(cp.traces_bytes)

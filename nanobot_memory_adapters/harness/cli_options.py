@@ -49,6 +49,33 @@ def check_budget(tokens: int, option: str = "--budget-tokens") -> None:
                    f"{MAX_BUDGET_TOKENS}")
 
 
+def parse_budgets(text: str, option: str = "--budget-tokens") -> list[int]:
+    """``2000`` or a sweep ``500,1000,2000,4000`` (the first is the headline) -> tokens."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    try:
+        budgets = [int(p) for p in parts]
+    except ValueError:
+        raise fail(f"{option} {text!r}: give whole numbers of tokens, e.g. 2000 or "
+                   "500,1000,2000,4000") from None
+    if not budgets:
+        raise fail(f"{option} {text!r}: give a budget, e.g. 2000")
+    for tokens in budgets:
+        check_budget(tokens, option)
+    twice = sorted({b for b in budgets if budgets.count(b) > 1})
+    if twice:
+        raise fail(f"{option} lists {', '.join(map(str, twice))} more than once; give each once")
+    return budgets
+
+
+def check_workers(workers: int, executor: str) -> None:
+    from nanobot_memory_adapters.harness.executors import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise fail(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    if workers < 1:
+        raise fail(f"--workers {workers}: give 1 or more")
+
+
 def check_out_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out} is a file; give a directory (it is created if missing)")

@@ -20,11 +20,10 @@ from nanobot_memory_adapters.harness.cli import (
     STATUS_MARK,
     STATUS_STYLE,
     default_dataset,
-    print_outcome,
-    report_failures,
     run_bench_cli,
 )
-from nanobot_memory_adapters.harness.cli_options import check_budget, check_out_dir
+from nanobot_memory_adapters.harness.cli_options import check_out_dir, parse_budgets
+from nanobot_memory_adapters.harness.outcome_view import print_outcome, report_failures
 
 
 async def _probe_others(skip: set[str]) -> list[dict[str, str]]:
@@ -74,7 +73,10 @@ def demo_command(
         typer.Option(help=f"LoCoMo-format JSON (default: ${DATASET_ENV} or {DEFAULT_DATASET})."),
     ] = None,
     conversation: Annotated[str, typer.Option(help="One sample id.")] = "conv-26",
-    budget_tokens: Annotated[int, typer.Option()] = 2000,
+    budget_tokens: Annotated[
+        str, typer.Option(help="Budgets, the headline first: every question is asked at "
+                          "each (a recall-vs-budget curve in the report).")
+    ] = "2000,500",
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("bench-out/demo"),
     resume: Annotated[
         bool, typer.Option(help="Resume a previous demo instead of starting fresh.")
@@ -88,7 +90,7 @@ def demo_command(
 ) -> None:
     """The main job on embedded defaults, no LLM: the swap flow for no_memory, full_history
     and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
-    at one budget, and the comparison table."""
+    at two budgets (a recall-vs-budget curve), and the comparison table."""
     from nanobot_memory_adapters.harness.manifest import provider_source
     from nanobot_memory_adapters.harness.swap import run_swap
     from nanobot_memory_adapters.harness.timeline import BenchConfig, clear_outputs
@@ -101,7 +103,7 @@ def demo_command(
     if not data.is_file():
         raise fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
     check_out_dir(out)
-    check_budget(budget_tokens)
+    budgets = parse_budgets(budget_tokens)
     if not resume:
         clear_outputs(out)
     default_log_file(out)
@@ -130,13 +132,15 @@ def demo_command(
                     "reason": f"swap gate '{gate.name}' {gate.status}: {gate.detail[:200]}",
                 }
             )
-    console.rule(f"2. LoCoMo timeline on {conversation} at {budget_tokens} tokens")
+    console.rule(f"2. LoCoMo timeline on {conversation} at "
+                 f"{' and '.join(map(str, budgets))} tokens")
     cfg = BenchConfig(
         dataset=data,
         out=out,
         providers=ready,
         conversations=[conversation],
-        budget_tokens=budget_tokens,
+        budget_tokens=budgets[0],
+        budgets=budgets,
     )
     outcome = run_bench_cli(cfg)
     outcome.skipped = skipped + outcome.skipped
@@ -145,7 +149,7 @@ def demo_command(
     outcome.wall_s = time.perf_counter() - started
     console.rule("3. comparison")
     print_outcome(
-        outcome, f"{conversation}: evidence recall at {budget_tokens} tokens (judge-free)"
+        outcome, f"{conversation}: evidence recall at {budgets[0]} tokens (judge-free)"
     )
     console.print(f"open {out / 'report.html'} for the plots")
     code = report_failures(outcome.results)

@@ -206,18 +206,17 @@ class UnitRunner(LocomoIngest):
                 result, error = None, error_text(exc)
         return result, error, held
 
-    async def _retrieve(self, query: str, session_id: str) -> Asked:
+    async def _retrieve(self, query: str, session_id: str, budget_tokens: int) -> Asked:
         """The question asked of every persona of the unit; one (composed) context."""
         t0 = time.perf_counter()
+        whole = ContextBudget(max_tokens=budget_tokens)
         if len(self.personas) == 1:
-            result, error, held = await self._retrieve_one(
-                query, session_id, self.scope, self.cfg.budget
-            )
+            result, error, held = await self._retrieve_one(query, session_id, self.scope, whole)
             results = [result] if result is not None else []
             context = result.formatted_context if result is not None else ""
         else:
             budgets = split_budget(
-                self.cfg.budget, self.p.name, self._composed_scope,
+                whole, self.p.name, self._composed_scope,
                 [(p.label, p.scope.key) for p in self.personas],
             )
             results, held, errors, parts = [], [], [], []
@@ -231,7 +230,7 @@ class UnitRunner(LocomoIngest):
                 parts.append((persona.label, one.formatted_context))
             error = "; ".join(errors) if errors else None
             context, complete = compose_sections(
-                self.p.name, self._composed_scope, parts, self.cfg.budget_tokens
+                self.p.name, self._composed_scope, parts, budget_tokens
             )
             if errors:
                 context, results = "", []
@@ -247,11 +246,37 @@ class UnitRunner(LocomoIngest):
         return MemoryScope(run_id=self.cfg.run_id, persona_id=self.conv.sample_id).key
 
     async def _ask(self, q: Any, point: int, is_final: bool, gated: bool, last_ts: Any) -> None:
+        """The question at every budget of the run (a fresh native retrieve each; the
+        headline budget first), then the gate probe and, at the final point, the judge
+        on the headline budget's context."""
+        conv = self.conv
+        session_id = f"{conv.sample_id}-test-{point}"
+        headline = ""
+        for budget_tokens in self.cfg.all_budgets:
+            context = await self._ask_at(q, point, is_final, gated, session_id, budget_tokens)
+            if budget_tokens == self.cfg.budget_tokens:
+                headline = context
+        if gated and self.cfg.gate_probe:
+            for persona in self.personas:
+                await self._gate_probe(
+                    f"{conv.sample_id}-p{point}-q{q.index}",
+                    session_id,
+                    [Message(role="user", content=q.question)],
+                    last_ts,
+                    q.qid,
+                    scope=persona.scope,
+                )
+        if is_final and self.cfg.judge is not None:
+            await self._judge(q, headline)
+
+    async def _ask_at(
+        self, q: Any, point: int, is_final: bool, gated: bool, session_id: str,
+        budget_tokens: int,
+    ) -> str:
         conv = self.conv
         evidence_text = {d: conv.turn(d).text for d in q.evidence}
-        session_id = f"{conv.sample_id}-test-{point}"
         if gated:
-            asked = await self._retrieve(q.question, session_id)
+            asked = await self._retrieve(q.question, session_id, budget_tokens)
         else:  # the read-only gate could not be set: do not test without it
             asked = Asked("", [], [], "set_mode(read_only) failed", 0.0, [])
         context = asked.context
@@ -288,6 +313,8 @@ class UnitRunner(LocomoIngest):
             "context_sha256": sha,
             "context_tokens": tokens,
         }
+        if self.cfg.budgets:  # a sweep: which budget this ask was given
+            extra["budget_tokens"] = budget_tokens
         if len(asked.results) > 1:
             extra["composed_of"] = [r.trace.trace_id for r in asked.results]
         if sha not in self.seen_contexts:
@@ -312,25 +339,15 @@ class UnitRunner(LocomoIngest):
                 "answer_hit": answer_hit,
                 **prov,
                 "tokens": tokens,
-                "budget_violation": tokens > self.cfg.budget_tokens,
+                "budget_violation": tokens > budget_tokens,
                 "retrieved_count": sum(r.trace.retrieved_count or 0 for r in asked.results)
                 if asked.results else None,
                 "latency_ms": asked.latency_ms if asked.results else None,
                 "failed": asked.error,
+                **({"budget": budget_tokens} if self.cfg.budgets else {}),
             }
         )
-        if gated and self.cfg.gate_probe:
-            for persona in self.personas:
-                await self._gate_probe(
-                    f"{conv.sample_id}-p{point}-q{q.index}",
-                    session_id,
-                    [Message(role="user", content=q.question)],
-                    last_ts,
-                    q.qid,
-                    scope=persona.scope,
-                )
-        if is_final and self.cfg.judge is not None:
-            await self._judge(q, context)
+        return context
 
     async def _gate_probe(
         self,

@@ -145,6 +145,7 @@ def bench_manifest(
         },
         "settings": {
             "budget": cfg.budget.model_dump(),
+            **({"budget_sweep": list(cfg.budgets)} if cfg.budgets else {}),
             "test_points": cfg.test_points,
             "test_points_resolved": points,
             "ask_rule": "at each test point, every question whose evidence lies at or before it",

@@ -306,9 +306,18 @@ def metrics_sha256(providers: dict[str, Any]) -> str:
 # -- recomputation from traces alone --------------------------------------------------
 
 
-def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
+def asks_at(units: list[dict[str, Any]], budget: int, headline: int) -> list[dict[str, Any]]:
+    """The units with only the asks made at ``budget`` (asks of a one-budget run carry no
+    budget: they are the headline's)."""
+    return [{**u, "asks": [a for a in u["asks"] if a.get("budget", headline) == budget]}
+            for u in units]
+
+
+def recompute_from_traces(
+    path: str | Path, budget_tokens: int | None = None
+) -> dict[str, dict[str, Any]]:
     """Every recall metric per provider, overall and per category, from ``traces.jsonl``
-    only.
+    only (in a budget sweep, the asks at ``budget_tokens``; None: every ask).
 
     Uses the ``record`` lines (turn text, session, distinctive flag, which event recorded
     which turn) and the ``ask`` lines (question, evidence text, gold answer, the sources of
@@ -331,7 +340,9 @@ def recompute_from_traces(path: str | Path) -> dict[str, dict[str, Any]]:
         elif kind == "ask":
             if "context" in rec:
                 contexts[unit][rec["context_sha256"]] = rec["context"]
-            asks[rec["provider"]].append(rec)
+            at = rec.get("budget_tokens", budget_tokens)
+            if budget_tokens is None or at == budget_tokens:
+                asks[rec["provider"]].append(rec)
     out: dict[str, dict[str, Any]] = {}
     for provider, recs in asks.items():
         scored = []

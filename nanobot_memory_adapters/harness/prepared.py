@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.config import ConfigError
@@ -28,12 +29,13 @@ class Prepared:
 
 async def prepare_provider(
     name: str, cfg: BenchConfig, writer: JsonlTraceWriter, *, label: str | None = None,
-    block: dict[str, Any] | None = None,
+    block: dict[str, Any] | None = None, data_dir: Path | None = None,
 ) -> tuple[Prepared | None, str | None]:
     """Build one provider, or say why it is skipped (needs an LLM, missing extra, down).
 
     ``label`` names a variant of the provider (an experiment group) with a store of its
-    own; ``block`` overrides the provider's block from ``cfg.provider_configs``."""
+    own; ``block`` overrides the provider's block from ``cfg.provider_configs``;
+    ``data_dir`` is where its embedded store lives (default ``<out>/stores/<label>``)."""
     from nanobot_memory_adapters.registry import load_provider
 
     block = block if block is not None else cfg.provider_configs.get(name)
@@ -42,7 +44,9 @@ async def prepare_provider(
     store = (label or name).replace("+", "_")
     try:
         _, kind, native_block = mf.native_config(source)
-        adapter = load_provider(source, data_dir=cfg.out / "stores" / store, trace_sink=sink)
+        adapter = load_provider(
+            source, data_dir=data_dir or cfg.out / "stores" / store, trace_sink=sink
+        )
     except ConfigError as exc:
         return None, f"config: {exc}"
     except ImportError as exc:

@@ -17,6 +17,7 @@ from nanobot_memory_adapters.harness.charts import (
     CSS,
     box_plot,
     colors_for,
+    curves,
     fmt,
     grouped_bars,
     legend,
@@ -78,6 +79,39 @@ def _applicability(results: dict[str, Any]) -> str:
     return "<h3>Which metric sees which provider</h3>" + table(
         ["provider", "shows", "turn recall", "provenance recall", "answer recall"], rows
     )
+
+
+def budget_section(results: dict[str, Any], colors: dict[str, str]) -> list[str]:
+    """A sweep's curves: per provider, recall against the context tokens it used at each
+    budget (how many tokens a memory needs for a given recall)."""
+    sweep = results.get("budgets")
+    if not sweep:
+        return []
+    out = ["<h2>Recall against context tokens, across budgets</h2><div class='card'>",
+           legend({n: c for n, c in colors.items() if n in sweep[0]["curve"]})]
+    for metric, label in (("turn", "turn-level"), ("session", "session-level"),
+                          ("provenance", "provenance"), ("answer", "answer")):
+        series: dict[str, list[tuple[float, float, str]]] = {}
+        for entry in sweep:
+            for name, point in entry["curve"].items():
+                if point["tokens_mean"] is None or point.get(metric) is None or name not in colors:
+                    continue
+                series.setdefault(name, []).append(
+                    (point["tokens_mean"], point[metric], f"budget {entry['budget_tokens']}"))
+        if series:
+            out.append(curves(series, colors, f"Recall against context tokens ({label} recall)",
+                              "mean context tokens at each budget ("
+                              + ", ".join(str(e["budget_tokens"]) for e in sweep) + ")"))
+    rows = [[escape(name), *[
+        f"{fmt(e['curve'][name]['turn'])} / {fmt(e['curve'][name]['answer'])} @ "
+        f"{fmt(e['curve'][name]['tokens_mean'], 0)}" for e in sweep]]
+        for name in sweep[0]["curve"]]
+    out.append(table(["provider (turn / answer recall @ mean tokens)",
+                      *[f"{e['budget_tokens']} tokens" for e in sweep]], rows))
+    out.append("<p class='note'>Every question was asked at each budget with a fresh native "
+               "retrieve (ingest once per unit); the tables above show the headline budget, "
+               f"{sweep[0]['budget_tokens']}.</p></div>")
+    return out
 
 
 def render_report(
@@ -260,6 +294,7 @@ def render_report(
         "<h2>Context tokens vs recall</h2><div class='card'>",
         scatter(pts, colors, "Mean context tokens vs turn-level recall", results["budget_tokens"]),
         "</div>",
+        *budget_section(results, colors),
         "<h2>Failures and gates</h2><div class='card'>",
         table(fail_heads, fail_rows),
         "<p class='note'>Gate probes: each question is also offered to record_event while the "

@@ -37,9 +37,16 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     EvidenceStats,
     load_locomo,
 )
+from nanobot_memory_adapters.harness.executors import (
+    ExecutionPlan,
+    NoDisplay,
+    UnitDisplay,
+    execute,
+)
 from nanobot_memory_adapters.harness.judge import (
     BehaviouralSession,
     JudgeSetup,
+    LLMEndpoint,
     verdict_summary,
 )
 from nanobot_memory_adapters.harness.locomo_mapping import (
@@ -49,6 +56,8 @@ from nanobot_memory_adapters.harness.locomo_mapping import (
 from nanobot_memory_adapters.harness.locomo_unit import UnitRunner, unit_scope
 from nanobot_memory_adapters.harness.metrics import (
     APPLICABILITY,
+    asks_at,
+    canonical_sha256,
     kendall_tau,
     metrics_sha256,
     provider_metrics,
@@ -56,6 +65,7 @@ from nanobot_memory_adapters.harness.metrics import (
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
+from nanobot_memory_adapters.harness.units import UnitJob, part_name, unit_key
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner", "run_bench",
@@ -63,6 +73,7 @@ __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner",
 
 RESULTS_SCHEMA = "nanobot-memory-results/1"
 OUTPUT_FILES = ("manifest.json", "traces.jsonl", "results.json", "report.html", "checkpoint.json")
+PARTS_DIR = "units"  # each unit's traces until the run joins them into traces.jsonl
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -88,10 +99,29 @@ class BenchConfig:
     sessions: list[BehaviouralSession] = field(default_factory=list)
     speakers: SpeakerProtocol = "single"
     max_sessions: int | None = None  # only each conversation's first N sessions
+    # A recall-vs-budget sweep: every question at each of these budgets (the first is
+    # ``budget_tokens``, the headline). Empty: one budget, ``budget_tokens``.
+    budgets: list[int] = field(default_factory=list)
+    # The judge as an endpoint, so worker processes and Ray tasks can build their own.
+    judge_endpoint: LLMEndpoint | None = None
+    execution: ExecutionPlan = field(default_factory=ExecutionPlan)
+
+    def __post_init__(self) -> None:
+        if self.budgets:
+            if len(set(self.budgets)) != len(self.budgets):
+                raise ValueError(f"budgets {self.budgets}: each budget once")
+            self.budget_tokens = self.budgets[0]
+            if len(self.budgets) == 1:
+                self.budgets = []
 
     @property
     def budget(self) -> ContextBudget:
         return ContextBudget(max_tokens=self.budget_tokens)
+
+    @property
+    def all_budgets(self) -> list[int]:
+        """Every budget a question is asked at, the headline first."""
+        return list(self.budgets) or [self.budget_tokens]
 
 
 class Progress(Protocol):
@@ -141,29 +171,15 @@ def clear_outputs(out: Path) -> None:
     for name in OUTPUT_FILES:
         (out / name).unlink(missing_ok=True)
     shutil.rmtree(out / "stores", ignore_errors=True)
+    shutil.rmtree(out / PARTS_DIR, ignore_errors=True)
 
 
-async def run_bench(cfg: BenchConfig, progress: Progress | None = None) -> BenchOutcome:
+async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> BenchOutcome:
     """Run (or resume) a bench; see the module docstring."""
-    ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
-    with ids or contextlib.nullcontext():
-        return await _run_bench(cfg, progress, ids)
-
-
-async def _run_bench(
-    cfg: BenchConfig, progress: Progress | None, ids: SeededIds | None
-) -> BenchOutcome:
     random.seed(cfg.seed)
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.fresh:
         clear_outputs(cfg.out)
-    elif (cfg.out / "checkpoint.json").exists():
-        # A resume: the interrupted unit left part of its writes in the embedded stores,
-        # and mem0's history keeps rows keyed by the run's seeded ids even after
-        # delete_all, so a re-run unit would collide with its own earlier attempt. Finished
-        # units need nothing from the stores (their results are in the checkpoint, and
-        # every unit has its own scope): start the stores empty.
-        shutil.rmtree(cfg.out / "stores", ignore_errors=True)
     convs = load_locomo(cfg.dataset, cfg.conversations)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
@@ -178,38 +194,66 @@ async def _run_bench(
         evidence.add(c.evidence_stats)
 
     traces_path = cfg.out / "traces.jsonl"
-    writer = JsonlTraceWriter(traces_path)
+    parts = cfg.out / PARTS_DIR
     prepared: list[Prepared] = []
     skipped: list[dict[str, str]] = []
     try:
-        for name in cfg.providers:
-            p, reason = await prepare_provider(name, cfg, writer)
-            if p is None:
-                skipped.append({"name": name, "reason": reason or "unknown"})
-            else:
-                prepared.append(p)
+        # Each provider is built once here (health, skip reason, manifest entry) in a
+        # store of its own, then closed: every unit builds its own where it runs.
+        ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
+        with ids or contextlib.nullcontext():
+            for name in cfg.providers:
+                p, reason = await prepare_provider(
+                    name, cfg, JsonlTraceWriter(cfg.out / "stores" / "probe-traces.jsonl"),
+                    data_dir=cfg.out / "stores" / name.replace("+", "_") / "_probe",
+                )
+                if p is None:
+                    skipped.append({"name": name, "reason": reason or "unknown"})
+                else:
+                    prepared.append(p)
         manifest = mf.finalize(mf.bench_manifest(cfg, convs, points, prepared, skipped, evidence))
-        cp = open_checkpoint(cfg.out, manifest["manifest_sha256"], traces_path)
+        for p in prepared:
+            with contextlib.suppress(Exception):
+                await p.adapter.aclose()
+        cp = open_checkpoint(cfg.out, manifest["manifest_sha256"])
         mf.write_manifest(manifest, cfg.out / "manifest.json")
 
+        jobs: list[UnitJob] = []
         resumed = 0
         for p in prepared:
-            if progress:
-                progress.start(p.name, sum(len(c.sessions) for c in convs))
             for conv in convs:
-                if cp.done(p.name, conv.sample_id) is not None:
+                key = unit_key(p.name, conv.sample_id)
+                part = parts / part_name(key)
+                if cp.done(p.name, conv.sample_id) is not None and part.exists():
                     resumed += 1
-                    if progress:
-                        progress.advance(
-                            p.name, len(conv.sessions), f"{conv.sample_id} (checkpoint)"
-                        )
                     continue
-                if ids is not None:
-                    ids.reseed(f"{p.name}/{conv.sample_id}")
-                unit = await UnitRunner(p, conv, points[conv.sample_id], cfg, progress).run()
-                cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
+                # an unfinished (or never started) unit starts over in an empty store
+                part.unlink(missing_ok=True)
+                store = cfg.out / "stores" / p.name.replace("+", "_") / conv.sample_id
+                shutil.rmtree(store, ignore_errors=True)
+                # Ray: a worker-local temporary store (the worker may be another machine)
+                local = cfg.execution.executor == "local"
+                jobs.append(UnitJob(cfg, p.name, conv, points[conv.sample_id],
+                                    store if local else None))
+        plan = cfg.execution
+        limits = {p.name: n for p in prepared if (n := p.adapter.info.max_concurrent_units)}
+        # A block that names its own store path puts every unit in that one store:
+        # its units run one at a time (they would share an embedded store's lock).
+        limits.update({p.name: 1 for p in prepared if _pins_a_store(p.block)})
+        plan = ExecutionPlan(plan.executor, plan.workers, plan.ray_address,
+                             {**limits, **plan.limits})
+        if progress is not None:
+            progress.planned(len(jobs) + resumed, resumed)
 
+        def done(job: UnitJob, unit: dict[str, Any]) -> None:
+            cp.save_unit(unit)
+
+        await execute(plan, jobs, parts, progress or NoDisplay(), done)
+
+        join_traces(traces_path, [parts / part_name(unit_key(p.name, c.sample_id))
+                                  for p in prepared for c in convs])
         results = build_results(cfg, manifest, prepared, skipped, evidence, cp.units)
+        results["timing"] = {"execution": plan.describe()}
         (cfg.out / "results.json").write_text(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
@@ -232,6 +276,18 @@ async def _run_bench(
         if cfg.judge is not None:
             with contextlib.suppress(Exception):
                 await cfg.judge.aclose()
+
+
+def join_traces(path: Path, parts: list[Path]) -> None:
+    """traces.jsonl: the units' trace files in the run's order (providers as listed,
+    conversations as in the dataset), whatever order they finished in."""
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as out:
+        for part in parts:
+            if part.exists():
+                with part.open("rb") as f:
+                    shutil.copyfileobj(f, out)
+    tmp.replace(path)
 
 
 def judge_agreement(
@@ -272,6 +328,20 @@ def judge_agreement(
     return out
 
 
+def budget_curve(providers: dict[str, Any]) -> dict[str, Any]:
+    """Per provider at one budget: the mean context tokens it used and its recall."""
+    return {
+        name: {
+            "tokens_mean": m["context_tokens"]["mean"],
+            "turn": m["recall"]["overall"]["turn"],
+            "session": m["recall"]["overall"]["session"],
+            "provenance": m["recall"]["overall"].get("provenance"),
+            "answer": m["recall"]["overall"].get("answer"),
+        }
+        for name, m in providers.items()
+    }
+
+
 def build_results(
     cfg: BenchConfig,
     manifest: dict[str, Any],
@@ -280,19 +350,33 @@ def build_results(
     evidence: EvidenceStats,
     units: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    providers: dict[str, Any] = {}
     judged: dict[str, Any] = {}
     behavioural: dict[str, Any] = {}
+    order = {c: i for i, c in enumerate(manifest["dataset"]["conversations"])}
+    by_provider: dict[str, list[dict[str, Any]]] = {}
     for p in prepared:
         mine = [u for u in units.values() if u["provider"] == p.name]
-        order = {c: i for i, c in enumerate(manifest["dataset"]["conversations"])}
         mine.sort(key=lambda u: order.get(u["conversation"], 0))
-        m = provider_metrics(p.name, mine, cfg.budget_tokens)
-        m["kind"] = p.kind
-        m["condition_kind"] = p.adapter.info.condition_kind
-        m["memory_form"] = p.adapter.info.memory_form
-        m["metrics_apply"] = APPLICABILITY[p.adapter.info.memory_form]
-        providers[p.name] = m
+        by_provider[p.name] = mine
+
+    def metrics_at(budget: int) -> dict[str, Any]:
+        block: dict[str, Any] = {}
+        for p in prepared:
+            m = provider_metrics(p.name, asks_at(by_provider[p.name], budget,
+                                                 cfg.budget_tokens), budget)
+            m["kind"] = p.kind
+            m["condition_kind"] = p.adapter.info.condition_kind
+            m["memory_form"] = p.adapter.info.memory_form
+            m["metrics_apply"] = APPLICABILITY[p.adapter.info.memory_form]
+            block[p.name] = m
+        return block
+
+    sweep = [{"budget_tokens": b, "providers": metrics_at(b)} for b in cfg.all_budgets]
+    for entry in sweep:
+        entry["metrics_sha256"] = metrics_sha256(entry["providers"])
+    providers = sweep[0]["providers"]
+    for p in prepared:
+        mine = by_provider[p.name]
         verdicts = [j for u in mine for j in u["judged"]]
         if verdicts:
             by_cat: dict[str, list[dict[str, Any]]] = {}
@@ -312,12 +396,21 @@ def build_results(
         "providers": providers,
         "skipped": skipped,
         "evidence_parsing": evidence.to_dict(),
-        "metrics_sha256": metrics_sha256(providers),
+        # one budget: the providers' hash; a sweep: the hash of every budget's hash
+        "metrics_sha256": metrics_sha256(providers) if len(sweep) == 1
+        else canonical_sha256([e["metrics_sha256"] for e in sweep]),
         "notes": {
             "recall": "mean over asks (question x test point); final_point = last test point",
             "timing": "everything under 'timing' is excluded from metrics_sha256",
         },
     }
+    if len(sweep) > 1:
+        results["budgets"] = [
+            {**e, "curve": budget_curve(e["providers"])} for e in sweep
+        ]
+        results["notes"]["budgets"] = (
+            "a recall-vs-budget sweep: every question asked at each budget (a fresh native "
+            "retrieve, ingest once); 'providers' above is the headline budget, the first")
     if cfg.judge is not None:
         results["judged"] = {
             "note": "LLM answer + LLM judge at each conversation's final test point; "
@@ -329,3 +422,14 @@ def build_results(
     if cfg.sessions:
         results["behavioural"] = behavioural
     return results
+
+
+def _pins_a_store(block: Any) -> bool:
+    """True when a provider block (at any depth) names a store file or folder of its own
+    (``path``, ``*_db_path``) instead of the run's per-unit data dir."""
+    if isinstance(block, dict):
+        return any(((k == "path" or k.endswith("_db_path")) and v) or _pins_a_store(v)
+                   for k, v in block.items())
+    if isinstance(block, list):
+        return any(_pins_a_store(v) for v in block)
+    return False

@@ -141,10 +141,16 @@ class Interrupt:
         self.after = after
         self.steps = 0
 
-    def start(self, provider: str, total: int) -> None:
+    def planned(self, total: int, done: int) -> None:
         pass
 
-    def advance(self, provider: str, steps: int, note: str) -> None:
+    def started(self, key: str, total: int) -> None:
+        pass
+
+    def finished(self, key: str) -> None:
+        pass
+
+    def advanced(self, key: str, steps: int, note: str) -> None:
         self.steps += 1
         if self.steps == self.after:
             raise KeyboardInterrupt
@@ -209,8 +215,8 @@ def test_cli_bench_verify_compares_the_whole_recall_block(locomo_file, tmp_path,
 
     real = metrics.recompute_from_traces
 
-    def one_category_off(path):
-        again = real(path)
+    def one_category_off(path, budget=None):
+        again = real(path, budget)
         again["full_history"]["by_category"]["2"]["count"] += 1  # overall untouched
         return again
 
@@ -234,7 +240,35 @@ def test_seeded_ids_repeat_per_unit_and_restore_uuid4():
         ids.reseed("a/x")
         assert [uuid.uuid4() for _ in range(3)] == first
         assert other not in first and len(set(first)) == 3 and first[0].version == 4
+        # another module's draws (an SDK's other thread, a server in this process) do not
+        # shift this module's ids
+        ids.reseed("a/x")
+        sdk: dict = {"__name__": "some.sdk", "uuid": uuid}
+        exec("def draw():\n    return uuid.uuid4()", sdk)
+        mixed = []
+        for _ in range(3):
+            sdk["draw"]()
+            mixed.append(uuid.uuid4())
+        assert mixed == first
     assert uuid.uuid4 is real
+    # a module that imported uuid4 by name before the run draws seeded ids during it,
+    # and real ones after it
+    import sys
+    import types
+
+    early = types.ModuleType("early_sdk_for_test")
+    early.uuid4 = real  # type: ignore[attr-defined]
+    exec("def draw():\n    return uuid4()", early.__dict__)
+    sys.modules[early.__name__] = early
+    try:
+        with SeededIds(3) as ids:
+            ids.reseed("a/x")
+            seeded = early.draw()  # type: ignore[attr-defined]
+            ids.reseed("a/x")
+            assert early.draw() == seeded  # type: ignore[attr-defined]
+        assert early.draw() != seeded  # type: ignore[attr-defined]
+    finally:
+        del sys.modules[early.__name__]
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")

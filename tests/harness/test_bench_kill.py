@@ -48,11 +48,12 @@ def clean_hash(dataset, tmp_path_factory) -> str:
     return metrics_hash(bench(dataset, tmp_path_factory.mktemp("clean") / "out"))
 
 
-def _wait_for_record(traces: Path, provider: str, proc: subprocess.Popen[str]) -> None:
+def _wait_for_record(out: Path, provider: str, proc: subprocess.Popen[str]) -> None:
+    """Until a unit of ``provider`` has recorded a turn (its own trace file, units/)."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         assert proc.poll() is None, "bench finished before the kill point"
-        if traces.exists():
+        for traces in (out / "units").glob(f"{provider}__*.jsonl"):
             for line in traces.read_text(encoding="utf-8").splitlines():
                 if '"kind": "record"' in line and f'"provider": "{provider}"' in line:
                     return
@@ -66,7 +67,7 @@ def test_killed_bench_resumes_to_the_same_hash(dataset, clean_hash, tmp_path, si
     pytest.importorskip("mem0")
     out = tmp_path / "out"
     proc = bench(dataset, out)
-    _wait_for_record(out / "traces.jsonl", provider, proc)
+    _wait_for_record(out, provider, proc)
     os.kill(proc.pid, sig)
     proc.communicate(timeout=120)
     assert proc.returncode != 0  # it really stopped mid-run

@@ -240,9 +240,10 @@ class LLMDouble:
 
     async def _chat(self, request: Request) -> JSONResponse | StreamingResponse:
         body = await request.json()
+        record = {"path": request.url.path, "body": body, "at": time.time()}
         with self._lock:
-            self.requests.append({"path": request.url.path, "body": body, "at": time.time()})
-        if self.delay_s:
+            self.requests.append(record)
+        if self.delay_s:  # a real endpoint's per-call latency (concurrent calls overlap)
             import asyncio
 
             await asyncio.sleep(self.delay_s)
@@ -261,7 +262,7 @@ class LLMDouble:
         if reply is None:
             return JSONResponse({"error": {"message": "no handler for request"}}, status_code=400)
         with self._lock:
-            self.requests[-1]["handler"] = reply.handler
+            record["handler"] = reply.handler
         reply = self._cut(body, reply)
         if chat.stream:
             return StreamingResponse(self._sse(body, reply), media_type="text/event-stream")

@@ -165,8 +165,9 @@ def results_table(results: dict[str, Any]) -> Table:
 
 
 def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
-    from nanobot_memory_adapters.harness.cli import report_failures, run_resumable
+    from nanobot_memory_adapters.harness.outcome_view import report_failures
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
+    from nanobot_memory_adapters.harness.progress import run_resumable
 
     outcome = run_resumable(run_preferences, cfg, quiet=as_json)
     if as_json:

@@ -1,0 +1,115 @@
+"""Progress bars for long harness runs, and the resumable runner behind ``bench``,
+``demo`` and ``preferences run`` (Ctrl-C exits 130 with the resume hint)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from nanobot_memory_adapters.console import err_console, fail
+
+
+class RichProgress:
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def start(self, provider: str, total: int) -> None:
+        self.tasks[provider] = self.progress.add_task(provider, total=total, note="")
+
+    def advance(self, provider: str, steps: int, note: str) -> None:
+        self.progress.update(self.tasks[provider], advance=steps, note=note)
+
+
+class UnitsProgress:
+    """A bench's progress: the run's units with an ETA, and a bar for every running unit
+    (its sessions), however many run at once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+        self.overall: Any = None
+
+    def planned(self, total: int, done: int) -> None:
+        self.overall = self.progress.add_task("units", total=total, completed=done,
+                                              note=f"{done} from the checkpoint" if done else "")
+
+    def started(self, key: str, total: int) -> None:
+        self.tasks[key] = self.progress.add_task(key.replace("::", " "), total=total, note="")
+
+    def advanced(self, key: str, steps: int, note: str) -> None:
+        if key in self.tasks:
+            self.progress.update(self.tasks[key], advance=steps, note=note)
+
+    def finished(self, key: str) -> None:
+        task = self.tasks.pop(key, None)
+        if task is not None:
+            self.progress.remove_task(task)
+        if self.overall is not None:
+            self.progress.update(self.overall, advance=1)
+
+
+def units_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=err_console,
+        transient=False,
+    )
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<14}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sessions"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=err_console,
+        transient=False,
+    )
+
+
+def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = False) -> Any:
+    """``runner(cfg[, progress])`` to completion with a progress bar (none when ``quiet``);
+    Ctrl-C says how to resume from the checkpoint and exits 130; a mismatched checkpoint
+    or bad input is one line. The outcome gets its ``wall_s``."""
+    from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+
+    started = time.perf_counter()
+    try:
+        if quiet:
+            outcome = asyncio.run(runner(cfg))
+        else:
+            with units_bar() if units else progress_bar() as progress:
+                display = UnitsProgress(progress) if units else RichProgress(progress)
+                outcome = asyncio.run(runner(cfg, display))
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/yellow]: rerun the same command to resume "
+            f"from {cfg.out / 'checkpoint.json'}"
+        )
+        raise typer.Exit(130) from None
+    except CheckpointMismatch as exc:
+        raise fail(str(exc)) from None
+    except (FileNotFoundError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    outcome.wall_s = time.perf_counter() - started
+    return outcome

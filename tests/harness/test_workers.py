@@ -1,0 +1,164 @@
+"""Concurrent units, the Ray executor and the budget sweep: the outputs do not depend on
+how many units ran at once, nor where, nor in which order they finished."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_memory_adapters.harness.executors import ExecutionPlan, _bounded
+from nanobot_memory_adapters.harness.metrics import recompute_from_traces
+from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+from nanobot_memory_adapters.tracing import read_traces
+from tests.harness.conftest import mem0_installed
+
+pytestmark = pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+
+PROVIDERS = ["full_history", "simple_rag", "mem0"]
+WITH_GRAPHITI = [*PROVIDERS, "graphiti"]
+
+
+def config(dataset: Path, out: Path, llm_url: str, **kw: Any) -> BenchConfig:
+    llm = {"base_url": llm_url, "model": "double", "api_key": "k"}
+    return BenchConfig(dataset=dataset, out=out, providers=kw.pop("providers", PROVIDERS),
+                       budget_tokens=kw.pop("budget_tokens", 300),
+                       provider_configs={"mem0": {"llm": llm}, "graphiti": {"llm": llm}}, **kw)
+
+
+def unit_order(out: Path) -> list[str]:
+    """The units as traces.jsonl lists them (each unit's lines together, in run order)."""
+    seen: list[str] = []
+    for rec in read_traces(out / "traces.jsonl"):
+        unit = rec.get("unit")
+        if unit and (not seen or seen[-1] != unit):
+            seen.append(unit)
+    return seen
+
+
+def ask_lines(out: Path) -> list[tuple[str, str, int, str]]:
+    return [(r["unit"], r["question_id"], r["point"], r["context_sha256"])
+            for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
+
+
+async def test_workers_do_not_change_the_outputs(locomo_file, tmp_path, llm_double):
+    url = llm_double.base_url
+    one = await run_bench(config(locomo_file, tmp_path / "one", url, providers=WITH_GRAPHITI))
+    four = await run_bench(config(locomo_file, tmp_path / "four", url, providers=WITH_GRAPHITI,
+                                  execution=ExecutionPlan(workers=4)))
+    # mem0 and graphiti really extracted (LLM calls) and nothing failed
+    assert one.results["providers"]["mem0"]["memory_form"] == "derived"
+    assert one.results["providers"]["graphiti"]["events_recorded"] > 0
+    assert llm_double.chat_requests()
+    for outcome in (one, four):
+        for name, m in outcome.results["providers"].items():
+            assert not any(m["failures"].values()), (name, m["failures"])
+    assert four.results["metrics_sha256"] == one.results["metrics_sha256"]
+    assert four.results["timing"]["execution"] == {"executor": "local", "workers": 4}
+    # traces: the same units in the same order, the same questions with the same contexts
+    expected = [f"{p}/{c}" for p in WITH_GRAPHITI for c in ("syn-1", "syn-2")]
+    assert unit_order(tmp_path / "one") == unit_order(tmp_path / "four") == expected
+    assert ask_lines(tmp_path / "one") == ask_lines(tmp_path / "four")
+    assert recompute_from_traces(tmp_path / "four" / "traces.jsonl") == {
+        n: m["recall"] for n, m in four.results["providers"].items()}
+
+
+async def test_ray_executor_gives_the_same_outputs(locomo_file, tmp_path, llm_double):
+    ray = pytest.importorskip("ray")
+    local = await run_bench(config(locomo_file, tmp_path / "local", llm_double.base_url))
+    on_ray = await run_bench(config(locomo_file, tmp_path / "ray", llm_double.base_url,
+                                    execution=ExecutionPlan("ray", workers=3)))
+    assert not ray.is_initialized()  # the run's own local instance is shut down
+    assert on_ray.results["metrics_sha256"] == local.results["metrics_sha256"]
+    assert on_ray.results["timing"]["execution"]["executor"] == "ray"
+    assert ask_lines(tmp_path / "ray") == ask_lines(tmp_path / "local")
+    # the Ray tasks' embedded stores lived on the workers, not under --out
+    assert not (tmp_path / "ray" / "stores" / "mem0" / "syn-1").exists()
+
+
+async def test_budget_sweep_asks_every_question_at_every_budget(locomo_file, tmp_path):
+    providers = ["full_history", "simple_rag"]
+    out = tmp_path / "sweep"
+    sweep = await run_bench(BenchConfig(dataset=locomo_file, out=out, providers=providers,
+                                        budgets=[300, 60, 1000]))
+    results = sweep.results
+    assert [b["budget_tokens"] for b in results["budgets"]] == [300, 60, 1000]
+    assert results["budget_tokens"] == 300  # the first is the headline
+    single = await run_bench(BenchConfig(dataset=locomo_file, out=tmp_path / "single",
+                                         providers=providers, budget_tokens=300))
+    # the headline block is what a one-budget run measures
+    assert results["budgets"][0]["metrics_sha256"] == single.results["metrics_sha256"]
+    asks = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
+    for block in results["budgets"]:
+        budget = block["budget_tokens"]
+        at = [a for a in asks if a["budget_tokens"] == budget]
+        assert len(at) == sum(m["asks"] for m in block["providers"].values())
+        assert all(a["context_tokens"] <= budget for a in at)
+        assert recompute_from_traces(out / "traces.jsonl", budget) == {
+            n: m["recall"] for n, m in block["providers"].items()}
+    # the budget reaches retrieval: more tokens buy more recall for full history
+    curve = {b["budget_tokens"]: b["curve"]["full_history"] for b in results["budgets"]}
+    assert curve[60]["tokens_mean"] < curve[300]["tokens_mean"] < curve[1000]["tokens_mean"]
+    assert curve[60]["turn"] < curve[1000]["turn"]
+    # ingest ran once per unit: one record line per turn, not one per budget
+    records = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "record"]
+    single_records = [r for r in read_traces(tmp_path / "single" / "traces.jsonl")
+                      if r.get("kind") == "record"]
+    assert len(records) == len(single_records)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Recall against context tokens" in html and html.count("<svg") >= 1
+
+
+async def test_a_provider_limit_caps_its_concurrent_units():
+    running: dict[str, int] = {"a": 0, "b": 0}
+    peak: dict[str, int] = {"a": 0, "b": 0}
+    total = {"now": 0, "peak": 0}
+
+    class Job:
+        def __init__(self, provider: str) -> None:
+            self.provider = provider
+
+    async def start(job: Any) -> None:
+        running[job.provider] += 1
+        total["now"] += 1
+        peak[job.provider] = max(peak[job.provider], running[job.provider])
+        total["peak"] = max(total["peak"], total["now"])
+        await asyncio.sleep(0.01)
+        running[job.provider] -= 1
+        total["now"] -= 1
+
+    jobs: Any = [Job("a") for _ in range(6)] + [Job("b") for _ in range(6)]
+    await _bounded(ExecutionPlan(workers=4, limits={"a": 1}), jobs, start)
+    assert peak["a"] == 1 and peak["b"] == 3 and total["peak"] == 4
+
+
+async def test_a_failing_unit_stops_the_run_and_is_raised():
+    started: list[int] = []
+
+    class Job:
+        provider = "p"
+
+    async def start(job: Any) -> None:
+        started.append(1)
+        if len(started) == 2:
+            raise RuntimeError("unit broke")
+        await asyncio.sleep(5)
+
+    with pytest.raises(RuntimeError, match="unit broke"):
+        await asyncio.wait_for(
+            _bounded(ExecutionPlan(workers=2), [Job() for _ in range(5)], start), 3)
+
+
+def test_a_block_that_names_its_own_store_runs_its_units_one_at_a_time():
+    """Units of a provider whose block pins one store path (instead of the run's per-unit
+    data dir) would share an embedded store's lock: they are capped at one at a time."""
+    from nanobot_memory_adapters.harness.timeline import _pins_a_store
+
+    assert _pins_a_store({"path": "/srv/qdrant"})
+    assert _pins_a_store({"vector_store": {"config": {"path": "x"}}})
+    assert _pins_a_store({"history_db_path": "h.db"})
+    assert _pins_a_store({"graph": [{"path": "k.kuzu"}]})
+    assert not _pins_a_store({"path": None, "llm": {"model_path": "m"}})
+    assert not _pins_a_store({"top_k_ceiling": 100})
