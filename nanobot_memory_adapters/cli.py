@@ -13,7 +13,13 @@ import typer
 from rich.table import Table
 
 from nanobot_memory_adapters.config import ConfigError
-from nanobot_memory_adapters.console import console, err_console, fail, memory_config_source
+from nanobot_memory_adapters.console import (
+    NanobotConfigOpt,
+    console,
+    err_console,
+    fail,
+    memory_config_source,
+)
 
 app = typer.Typer(
     name="nanobot-memory",
@@ -92,9 +98,12 @@ def health(
     condition: ConditionOpt = None,
     data_dir: DataDirOpt = None,
     as_json: JsonOpt = False,
+    nanobot_config: NanobotConfigOpt = None,
 ) -> None:
     """Build the provider and report its health; exits 1 unless status is ok or degraded."""
-    source = memory_config_source(config, backend, condition)
+    from nanobot_memory_adapters.nanobot_llm import cli_source
+
+    source = cli_source(memory_config_source(config, backend, condition), nanobot_config)
 
     async def run() -> Any:
         adapter = load(source, data_dir)
@@ -274,6 +283,11 @@ def _mount_optional_rooms() -> None:
     else:
         app.add_typer(outbox_app, name="outbox",
                       help="The nanobot plugin's outbox: status, requeue failed turns.")
+        from nanobot_memory_adapters.nanobot.backfill_cli import backfill
+        from nanobot_memory_adapters.nanobot.forget_cli import forget
+
+        app.command(name="forget")(forget)
+        app.command(name="backfill")(backfill)
     try:
         from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:

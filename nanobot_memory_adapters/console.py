@@ -4,7 +4,7 @@ the ``--config`` / ``--backend`` / ``--condition`` choice."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,3 +37,11 @@ def memory_config_source(
     if config:
         return config
     return {"backend": backend} if backend else {"condition": condition}
+
+
+NanobotConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--nanobot-config", help='nanobot\'s config.json: a provider\'s "llm": '
+                 '"nanobot" uses the model, endpoint and key configured there.'),
+]
+

@@ -53,9 +53,13 @@ def test_nothing_outside_the_plugin_imports_the_plugin_except_test_agents():
         rel = path.relative_to(PKG).as_posix()
         if rel.startswith("nanobot/") or rel == "harness/preferences/agent.py":
             continue  # the harness's test agent runs nanobot *with* the plugin (issue 19)
-        bad = [m for m in _imports(path) if m.startswith("nanobot_memory_adapters.nanobot")]
-        if rel == "cli.py":  # the main CLI mounts the plugin's outbox commands, nothing else
-            bad = [m for m in bad if m != "nanobot_memory_adapters.nanobot.outbox_cli"]
+        bad = [m for m in _imports(path) if m == "nanobot_memory_adapters.nanobot"
+               or m.startswith("nanobot_memory_adapters.nanobot.")]
+        if rel == "cli.py":  # the main CLI mounts the plugin's terminal commands, nothing else
+            bad = [m for m in bad if m not in (
+                "nanobot_memory_adapters.nanobot.outbox_cli",
+                "nanobot_memory_adapters.nanobot.forget_cli",
+                "nanobot_memory_adapters.nanobot.backfill_cli")]
         assert not bad, f"{rel} imports the plugin: {bad}"
 
 

@@ -158,22 +158,32 @@ def test_scope_rejects_wildcards():
 def test_budget_validation():
     with pytest.raises(ValidationError, match="min_tokens"):
         nma.ContextBudget(max_tokens=10, min_tokens=20)
-    assert nma.ContextBudget(max_tokens=600).top_k() == 10
+    assert nma.ContextBudget(max_tokens=600).top_k() == 12  # 600 // (16 + 30 + 1)
     assert nma.ContextBudget(max_tokens=600, max_items=3).top_k() == 3
 
 
-def test_config_example_blocks_validate_against_their_providers():
-    """config.example.json must stay true: every provider block parses with its model."""
+def test_config_example_blocks_validate_against_their_providers(tmp_path):
+    """config.example.json must stay true: every provider block parses with its model
+    (an ``"llm": "nanobot"`` once resolved from a nanobot config), and its plugin block
+    with the plugin's settings model."""
     from pathlib import Path
 
+    from nanobot_memory_adapters.nanobot.settings import PluginSettings
+    from nanobot_memory_adapters.nanobot_llm import resolve_block
+
+    nanobot = tmp_path / "config.json"
+    nanobot.write_text(json.dumps({
+        "agents": {"defaults": {"model": "gpt-4o-mini", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "k", "apiBase": "http://127.0.0.1:8000/v1"}}}))
     path = Path(__file__).resolve().parents[1] / "config.example.json"
-    memory = json.loads(path.read_text())["memory"]
+    data = json.loads(path.read_text())
+    PluginSettings.model_validate(data["nanobot"])
     specs = registry.available_providers()
-    config = registry.parse_memory_config(memory, list(specs))
+    config = registry.parse_memory_config(data["memory"], list(specs))
     checked = []
     for name, block in (config.model_extra or {}).items():
         cls = registry.provider_class(specs[name])
-        cls.config_model.model_validate(block)
+        cls.config_model.model_validate(resolve_block(name, block, nanobot))
         checked.append(name)
     assert {"mem0", "graphiti", "honcho", "memos"} <= set(checked)
 

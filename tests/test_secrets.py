@@ -79,3 +79,27 @@ def test_swap_never_prints_or_writes_a_secret(tmp_path, provider):
     assert "Traceback" not in out.stderr
     config.unlink()
     assert_no_secret([out.stdout, out.stderr], tmp_path)
+
+
+@pytest.mark.parametrize("command", ["health", "swap"])
+def test_nanobot_llm_from_nanobots_config_is_used_and_never_printed(tmp_path, command):
+    """``--nanobot-config``: a block's ``"llm": "nanobot"`` takes nanobot's endpoint and
+    key; the endpoint shows, the key appears nowhere."""
+    nanobot = tmp_path / "config.json"
+    nanobot.write_text(json.dumps({
+        "agents": {"defaults": {"model": "m", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "AKEY5e0", "apiBase": "http://127.0.0.1:9/v7"}}}))
+    config = tmp_path / "memory.json"
+    config.write_text(json.dumps({"backend": "mem0", "mem0": {"llm": "nanobot"}}))
+    extra = (["--manifest", str(tmp_path / "manifest.json"), "--readiness-timeout", "5"]
+             if command == "swap" else ["--json"])
+    out = run("--log-file", str(tmp_path / "debug.log"), command, "--config", str(config),
+              "--data-dir", str(tmp_path / "data"), "--nanobot-config", str(nanobot), *extra)
+    assert "Traceback" not in out.stderr
+    assert "127.0.0.1:9" in out.stdout + out.stderr, out.stdout[-2000:]
+    if command == "health":  # the endpoint nanobot is configured with, not a default
+        assert "127.0.0.1:9/v7" in out.stdout, out.stdout[-2000:]
+    nanobot.unlink()
+    assert_no_secret([out.stdout, out.stderr], tmp_path)
+    missing = run("health", "--config", str(config), "--nanobot-config", str(nanobot))
+    assert missing.returncode == 2 and "--nanobot-config" in missing.stderr

@@ -16,7 +16,16 @@ HELP_SPECS: list[dict[str, Any]] = [
         "description": "Show the memory provider, mode and scope; switch provider or "
         "read-only.",
         "icon": "brain",
-        "arg_hint": "[read-only on|off | retry-failed | <provider>]",
+        "arg_hint": "[read-only on|off | retry-failed | <provider> [--backfill]]",
+        "accepts_args": True,
+    },
+    {
+        "command": "/memory-forget",
+        "title": "Forget me",
+        "description": "Show what would be forgotten; '/memory-forget confirm' deletes this "
+        "chat's memory in the active provider.",
+        "icon": "trash",
+        "arg_hint": "[confirm]",
         "accepts_args": True,
     },
     {
@@ -32,7 +41,8 @@ USAGE = (
     "usage: /memory-mode                  show provider, mode and this chat's scope\n"
     "       /memory-mode read-only on|off stop/resume saving turns to memory\n"
     "       /memory-mode retry-failed     requeue turns the provider refused\n"
-    "       /memory-mode <provider>       switch provider (saved to memory.json)"
+    "       /memory-mode <provider>       switch provider (saved to memory.json)\n"
+    "       /memory-mode <provider> --backfill  switch and replay nanobot's sessions into it"
 )
 
 
@@ -53,6 +63,8 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                     text = await plugin.requeue_failed()
                 elif len(words) == 1:
                     text = await plugin.switch_provider(words[0])
+                elif len(words) == 2 and words[1].lower() == "--backfill":
+                    text = await plugin.switch_with_backfill(words[0])
                 else:
                     text = USAGE
         except Exception as exc:  # a command must answer, not crash the turn
@@ -68,10 +80,26 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
             text = f"/memory-health failed: {exc}"
         return seams.outbound(ctx, redact_text(text))  # replies are saved in sessions
 
+    async def memory_forget(ctx: Any) -> Any:
+        args = (ctx.args or "").strip().lower()
+        try:
+            if not args:
+                text = plugin.forget_preview(ctx)
+            elif args == "confirm":
+                text = await plugin.forget(ctx)
+            else:
+                text = "usage: /memory-forget [confirm]"
+        except Exception as exc:
+            logger.exception("{}: /memory-forget failed", seams.LOG_PREFIX)
+            text = f"/memory-forget failed: {exc}"
+        return seams.outbound(ctx, redact_text(text))
+
     def install(router: Any) -> None:
         router.exact("/memory-mode", memory_mode)
         router.prefix("/memory-mode ", memory_mode)
         router.exact("/memory-health", memory_health)
+        router.exact("/memory-forget", memory_forget)
+        router.prefix("/memory-forget ", memory_forget)
         if tool_name is not None:
             # The tool is only the entry point's carrier; keep it out of the LLM's tool list.
             seams.hide_tool(plugin.loop, tool_name)

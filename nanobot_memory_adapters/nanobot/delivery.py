@@ -61,7 +61,8 @@ class DeliveryMixin(PluginState):
         if memory_event is None:
             return  # a slash command or nothing the user said
         started = time.perf_counter()
-        added = await asyncio.to_thread(self.outbox.enqueue, self.provider, memory_event, key)
+        added = await asyncio.to_thread(self.outbox.enqueue, self.provider, memory_event, key,
+                                        (ctx.channel, ctx.chat_id, event.sender_id))
         self.enqueue_stats.add((time.perf_counter() - started) * 1000)
         if added:
             self._unsettled[key] = self._unsettled.get(key, 0) + 1

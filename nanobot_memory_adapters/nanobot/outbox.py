@@ -16,13 +16,14 @@ or power loss. Only one process drains at a time (an advisory file lock held per
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,21 @@ CREATE TABLE IF NOT EXISTS outbox (
     UNIQUE (provider, event_id)
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (provider, status, seq);
+CREATE TABLE IF NOT EXISTS session_identity (
+    session_key TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    sender_id TEXT,
+    seen_at REAL NOT NULL
+);
 """
+
+
+_REMEMBER_IDENTITY = (
+    "INSERT INTO session_identity VALUES (?,?,?,?,?) ON CONFLICT(session_key) DO "
+    "UPDATE SET channel=excluded.channel, chat_id=excluded.chat_id, "
+    "sender_id=excluded.sender_id, seen_at=excluded.seen_at"
+)
 
 
 @dataclass(frozen=True)
@@ -114,14 +129,28 @@ class Outbox:
                 self._db = None
 
     # -- writes ----------------------------------------------------------------------
-    def enqueue(self, provider: str, event: MemoryEvent, session_key: str) -> bool:
-        """Append ``event``; False when this provider already has that ``event_id``."""
+    def enqueue(self, provider: str, event: MemoryEvent, session_key: str,
+                identity: tuple[str, str, str | None] | None = None) -> bool:
+        """Append ``event``; False when this provider already has that ``event_id``.
+        ``identity`` (channel, chat id, sender id) is remembered for the session in the
+        same transaction: nanobot's session files do not say who spoke, and a later
+        backfill maps the session's turns to the same scope as the live ones."""
         with self._lock:
-            cur = self._conn().execute(
-                "INSERT OR IGNORE INTO outbox (provider, event_id, session_key, payload, "
-                "enqueued_at) VALUES (?,?,?,?,?)",
-                (provider, event.event_id, session_key, event.model_dump_json(), time.time()),
-            )
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO outbox (provider, event_id, session_key, payload, "
+                    "enqueued_at) VALUES (?,?,?,?,?)",
+                    (provider, event.event_id, session_key, event.model_dump_json(),
+                     time.time()),
+                )
+                if identity is not None:
+                    db.execute(_REMEMBER_IDENTITY, (session_key, *identity, time.time()))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
             return cur.rowcount == 1
 
     def mark_delivered(
@@ -167,6 +196,37 @@ class Outbox:
                 (provider,),
             )
             return cur.rowcount
+
+    def identity(self, session_key: str) -> tuple[str, str, str | None] | None:
+        rows = self._exec("SELECT channel, chat_id, sender_id FROM session_identity "
+                          "WHERE session_key=?", (session_key,))
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    def turn_times(self, provider: str, session_key: str) -> set[str]:
+        """The times of the turns of a session this provider's rows hold (ISO, UTC)."""
+        rows = self._exec("SELECT payload FROM outbox WHERE provider=? AND session_key=?",
+                          (provider, session_key))
+        return {MemoryEvent.model_validate_json(p).timestamp.isoformat() for (p,) in rows}
+
+    def forget_scope(self, scope_key: str) -> list[MemoryEvent]:
+        """Delete every row (any provider, any status) whose event belongs to
+        ``scope_key``: a forgotten scope's turns are neither delivered later nor kept
+        here. Returns the deleted events."""
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                gone: list[tuple[int, MemoryEvent]] = []
+                for seq, payload in db.execute("SELECT seq, payload FROM outbox").fetchall():
+                    event = MemoryEvent.model_validate_json(payload)
+                    if event.scope().key == scope_key:
+                        gone.append((seq, event))
+                db.executemany("DELETE FROM outbox WHERE seq=?", [(seq,) for seq, _ in gone])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return [event for _, event in gone]
 
     def _prune(self, db: sqlite3.Connection) -> None:
         """Delete all but the newest ``keep_delivered`` delivered rows (a full-table scan)."""
@@ -248,3 +308,17 @@ class Outbox:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    @contextlib.asynccontextmanager
+    async def drain_lock_waiting(self, wait_s: float = 30.0) -> AsyncIterator[bool]:
+        """The drain lock, waited for up to ``wait_s`` (polled, so the loop keeps running):
+        yields True once no other process is delivering, False if one still is. For
+        writes that must not interleave with another process's delivery (forget, a CLI
+        backfill)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self.drain_lock() as mine:
+                if mine or time.monotonic() >= deadline:
+                    yield mine
+                    return
+            await asyncio.sleep(0.2)

@@ -28,8 +28,7 @@ from nanobot_memory_adapters.nanobot.state import (
 )
 from nanobot_memory_adapters.nanobot.turns import (
     as_of_from,
-    identity_values,
-    scope_for,
+    chat_scope,
     tags_from,
 )
 
@@ -87,27 +86,21 @@ class RecallMixin(PluginState):
             return None  # system turns keep the session's last context
         if not seams.session_persists(self.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
-        memory = self.settings.memory
-        assert memory is not None
-        values = identity_values(channel=channel, chat_id=chat_id, sender_id=sender_id,
-                                 session_key=session_key, attributes=attributes)
         try:
-            scope, session_id = scope_for(memory, values)
+            request = self._request(query=query, channel=channel, chat_id=chat_id,
+                                    sender_id=sender_id, session_key=session_key,
+                                    attributes=attributes)
         except ValueError as exc:
             self._note_error("scope", exc, retryable=False)
             self.cache.pop(session_key, None)
             return None
+        scope = request.scope
         previous = self.cache.get(session_key)
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
         else:
             assert self.adapter is not None
-            request = RetrieveRequest.with_tags(
-                tags_from(attributes),
-                query=query, scope=scope, session_id=session_id,
-                budget=memory.budget.to_budget(), as_of=as_of_from(attributes),
-            )
             await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
             started = time.perf_counter()
             try:
@@ -131,6 +124,52 @@ class RecallMixin(PluginState):
         while len(self.cache) > CACHE_SESSIONS:
             self.cache.popitem(last=False)
         return entry
+
+    async def search(
+        self, *, query: str, limit: int | None, session_key: str | None, channel: str,
+        chat_id: str, sender_id: str | None, attributes: dict[str, Any] | None = None,
+    ) -> str:
+        """The ``memory_search`` tool: one retrieve in the turn's own scope, formatted by
+        the same budgeted formatter; a read only (never a write, never the cache)."""
+        if self.status != "active":
+            return "long-term memory search is not available (nanobot's own memory is in use)"
+        if not query.strip():
+            return "memory_search needs a non-empty query"
+        if not session_key or not seams.session_persists(self.sessions, session_key):
+            return "this session has no long-term memory"
+        try:
+            request = self._request(query=query, channel=channel, chat_id=chat_id,
+                                    sender_id=sender_id, session_key=session_key,
+                                    attributes=attributes, limit=limit)
+        except ValueError as exc:
+            return f"memory scope cannot be built: {exc}"
+        if not await self._ready_for(request.scope):
+            return "long-term memory is not reachable right now"
+        assert self.adapter is not None
+        try:
+            result = await asyncio.wait_for(self.adapter.retrieve(request),
+                                            self.settings.plugin.recall_timeout_s)
+        except (AdapterError, TimeoutError) as exc:
+            self._note_read_failure("memory_search", exc, "memory_search timed out")
+            return f"memory search failed: {exc or 'timeout'}"
+        return result.formatted_context or f"no memories found for: {query}"
+
+    def _request(self, *, query: str, channel: str, chat_id: str, sender_id: str | None,
+                 session_key: str, attributes: dict[str, Any] | None,
+                 limit: int | None = None) -> RetrieveRequest:
+        """The retrieve for a chat (recall and ``memory_search`` alike): its scope, the
+        configured budget (``limit`` caps the items), tags and as-of from the request."""
+        memory = self.settings.memory
+        assert memory is not None
+        scope, session_id = chat_scope(memory, channel=channel, chat_id=chat_id,
+                                       sender_id=sender_id, session_key=session_key,
+                                       attributes=attributes)
+        budget = memory.budget.to_budget()
+        if limit is not None:
+            budget = budget.model_copy(update={"max_items": max(1, min(limit, 50))})
+        return RetrieveRequest.with_tags(tags_from(attributes), query=query, scope=scope,
+                                         session_id=session_id, budget=budget,
+                                         as_of=as_of_from(attributes))
 
     async def _ready_for(self, scope: MemoryScope) -> bool:
         """Provider built and scope set up (a startup cost, under ``startup_timeout_s``)."""

@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import capabilities_of
+from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention, store_holders
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot.state import ago as _ago
-from nanobot_memory_adapters.nanobot.turns import identity_values, scope_for
+from nanobot_memory_adapters.nanobot.turns import command_scope
 
 
 class ReportsMixin(PluginState):
+    if TYPE_CHECKING:  # BackfillMixin
+        def backfill_line(self) -> str | None: ...
+
     def scope_line(self, ctx: Any) -> str:
         memory = self.settings.memory
         if memory is None:
             return "scope: -"
-        msg = ctx.msg
-        values = identity_values(channel=msg.channel, chat_id=msg.chat_id,
-                                 sender_id=msg.sender_id, session_key=ctx.key)
         try:
-            scope, session_id = scope_for(memory, values)
+            scope, session_id = command_scope(memory, ctx)
         except ValueError as exc:
             return f"scope: cannot be built ({exc})"
         return (f"scope (this chat): run={scope.run_id} user={scope.persona_id} "
@@ -63,6 +65,7 @@ class ReportsMixin(PluginState):
                               f"config: {self.settings.path}",
                               "nanobot is running with its own memory (MEMORY.md)."])
         health = None
+        store_locked = False
         if await self._ensure_adapter():
             assert self.adapter is not None
             try:
@@ -94,6 +97,11 @@ class ReportsMixin(PluginState):
                 lines.append("native memory types: " + ", ".join(health.native_memory_types))
             if health.native_ingest_modes:
                 lines.append("ingest modes: " + ", ".join(health.native_ingest_modes))
+            error = health.details.get("error")
+            if health.status != "ok" and isinstance(error, dict):
+                lines.append(f"backend error: {str(error.get('type', '')).rsplit('.', 1)[-1]}: "
+                             f"{str(error.get('message', ''))[:300]}")
+                store_locked = raw_mentions_lock_contention(error)
             for warning in health.warnings[:3]:
                 lines.append(f"warning: {warning}")
         elif info is not None:
@@ -109,6 +117,9 @@ class ReportsMixin(PluginState):
         if stats.pending_other_providers:
             outbox += f"; {stats.pending_other_providers} pending for other providers"
         lines.append(outbox)
+        backfill = self.backfill_line()
+        if backfill:
+            lines.append(backfill)
         if stats.failed:
             lines.append(f"failed turns: {stats.failed} (last error: "
                          f"{(stats.last_failed_error or 'not recorded')[:300]}); requeue them "
@@ -116,15 +127,26 @@ class ReportsMixin(PluginState):
         if self.last_error is not None:
             e = self.last_error
             lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
+            store_locked = store_locked or e.store_locked
         elif stats.last_error:
             # an earlier process's delivery error, kept on the outbox row
             lines.append(f"last error: record (outbox): {stats.last_error[:300]}")
         else:
             lines.append("last error: none")
+        if store_locked:
+            lines.append(await self._store_holder_line())
         lines.append(f"retrieve latency: {self.retrieve_stats.line()}")
         lines.append(f"record latency: {self.record_stats.line()}")
         lines.append(f"config: {self.settings.path}")
         return "\n".join(lines)
+
+    async def _store_holder_line(self) -> str:
+        """Who holds the embedded store this process could not open (when knowable)."""
+        holders = (await asyncio.to_thread(store_holders, self.data_dir, skip=(OUTBOX_FILE,))
+                   if self.data_dir else [])
+        who = ", ".join(holders[:3]) if holders else "another process (not identifiable here)"
+        return (f"store: held by {who}; this process keeps answering and its turns wait "
+                "in the shared outbox for whichever process can open the store")
 
     def _native_memory_lines(self) -> list[str]:
         return seams.native_memory_summary(self.loop)

@@ -17,19 +17,28 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from nanobot_memory_adapters.config import ConfigError, _suggest, validation_to_config_error
+from nanobot_memory_adapters.config import (
+    ConfigError,
+    MemoryConfig,
+    _suggest,
+    validation_to_config_error,
+)
 from nanobot_memory_adapters.contract import (
     AdapterError,
     AdapterMode,
     MemoryAdapter,
     MemoryScope,
 )
+from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams, skill
+from nanobot_memory_adapters.nanobot.backfill_mixin import BackfillMixin
 from nanobot_memory_adapters.nanobot.delivery import DeliveryMixin
+from nanobot_memory_adapters.nanobot.forget import ForgetMixin
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.recall import RecallMixin
 from nanobot_memory_adapters.nanobot.reports import ReportsMixin
+from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
 from nanobot_memory_adapters.nanobot.settings import (
     LoadedSettings,
     data_dir_for,
@@ -48,6 +57,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LastError,
     LatencyStats,
 )
+from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
 _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictionary()
 
@@ -57,7 +67,7 @@ def plugin_for(loop: Any) -> MemoryPlugin | None:
     return _plugins.get(loop)
 
 
-class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
+class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, BackfillMixin):
     """Everything the plugin does inside one AgentLoop: lifecycle and commands here; the
     read path in ``recall.py``, the write path in ``delivery.py``, the replies in
     ``reports.py``."""
@@ -151,16 +161,21 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
         logger.error("{}: memory disabled — {} (fix {}); nanobot keeps running with its own "
                      "memory", LOG, why, self.settings.path)
 
-    @staticmethod
-    def _check_block(s: LoadedSettings) -> str | None:
+    def _memory_for_build(self, memory: MemoryConfig) -> MemoryConfig:
+        """The memory config with ``"llm": "nanobot"`` resolved from nanobot's config (in
+        memory only; memory.json keeps ``"nanobot"``)."""
+        return resolve_nanobot_llm(memory, seams.nanobot_config_path(self.sessions))
+
+    def _check_block(self, s: LoadedSettings) -> str | None:
         """Validate the provider's own block now, so a mistake is reported at startup."""
         from nanobot_memory_adapters.registry import provider_class, resolve_config
 
         assert s.memory is not None
         try:
-            _config, spec = resolve_config(s.memory)
+            memory = self._memory_for_build(s.memory)
+            _config, spec = resolve_config(memory)
             cls = provider_class(spec)
-            cls.config_model.model_validate(s.memory.provider_block())
+            cls.config_model.model_validate(memory.provider_block())
         except ConfigError as exc:
             return str(exc)
         except ValidationError as exc:
@@ -176,6 +191,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
             skill.install_skill(self.workspace)
         else:
             skill.remove_skill(self.workspace)
+        # the read-only search tool is offered only while a provider is in charge
+        if self.status == "active" and self.settings.plugin.search_tool:
+            seams.register_tool(self.loop, MemorySearchTool(self))
+        else:
+            seams.hide_tool(self.loop, SEARCH_TOOL_NAME)
 
     def attach(self) -> None:
         """Hook into the loop: prompt memory view, per-turn recall, turn writes, commands."""
@@ -245,7 +265,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
     def _build(self, memory: Any) -> MemoryAdapter:
         from nanobot_memory_adapters.registry import load_provider
 
-        return load_provider(memory, data_dir=self.data_dir)
+        return load_provider(self._memory_for_build(memory), data_dir=self.data_dir)
 
     async def _ensure_scope(self, scope: MemoryScope) -> None:
         assert self.adapter is not None
@@ -286,7 +306,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin):
     # -- errors ------------------------------------------------------------------------
     def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None:
         message = str(exc) or type(exc).__name__
-        self.last_error = LastError(time.time(), operation, message[:1000], retryable)
+        self.last_error = LastError(time.time(), operation, message[:1000], retryable,
+                                    store_locked=mentions_lock_contention(exc))
 
     def _note_read_failure(
         self, operation: str, exc: AdapterError | TimeoutError, timed_out: str

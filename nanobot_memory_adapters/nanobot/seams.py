@@ -224,6 +224,32 @@ def runtime_context_block(text: str) -> Any:
     return RuntimeContextBlock(source=LOG_PREFIX, content=text)
 
 
+def session_manager_for(config_path: Path) -> Any:
+    """nanobot's own session reader for a config file, built as ``AgentLoop.from_config``
+    builds it (sessions under the runtime data dir when nanobot has one)."""
+    from nanobot.config.loader import load_config
+    from nanobot.session.manager import SessionManager
+
+    config = load_config(config_path)
+    data_dir = config.runtime_data_dir
+    return SessionManager(config.workspace_path,
+                          sessions_root=data_dir / "sessions" if data_dir is not None else None)
+
+
+def current_request() -> Any | None:
+    """nanobot's per-turn request context (channel, chat, sender, session), if any."""
+    from nanobot.agent.tools.context import current_request_context
+
+    return current_request_context()
+
+
+def register_tool(loop: Any, tool: Any) -> None:
+    """Offer a tool to the model (nanobot's tool registry)."""
+    tools = getattr(loop, "tools", None)
+    if tools is not None:
+        tools.register(tool)
+
+
 def current_session_key() -> str | None:
     from nanobot.agent.tools.context import current_request_context
 
@@ -316,6 +342,21 @@ def config_dir_of(sessions: Any) -> Path | None:
     if path.parent.name == "sessions":
         return path.parent.parent
     return None
+
+
+def nanobot_config_path(sessions: Any) -> Path | None:
+    """The config file the running nanobot was started with: the one nanobot's loader
+    remembers when it lies in the sessions' config directory, else ``config.json`` there."""
+    from nanobot.config.loader import get_config_path
+
+    config_dir = config_dir_of(sessions)
+    if config_dir is None:
+        return None
+    current = get_config_path()
+    if current.is_file() and current.parent == config_dir:
+        return current
+    path = config_dir / "config.json"
+    return path if path.is_file() else None
 
 
 def default_config_dir() -> Path:

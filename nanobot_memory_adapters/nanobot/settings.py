@@ -80,6 +80,9 @@ class PluginSettings(BaseModel):
     install_skill: bool = Field(
         default=True, description="Keep the memory-context skill in the workspace's skills/."
     )
+    search_tool: bool = Field(
+        default=True, description="Offer the model the read-only memory_search tool."
+    )
     keep_delivered: int = Field(
         default=10000, ge=0, description="Delivered outbox rows kept for idempotency."
     )

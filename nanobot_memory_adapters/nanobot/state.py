@@ -49,6 +49,7 @@ class LastError:
     operation: str
     message: str
     retryable: bool
+    store_locked: bool = False  # another process holds the embedded store
 
 
 def ago(ts: float | None) -> str:

@@ -37,6 +37,23 @@ def identity_values(
     return values
 
 
+def chat_scope(memory: MemoryConfig, *, channel: str, chat_id: str, sender_id: str | None,
+               session_key: str, attributes: Mapping[str, Any] | None = None
+               ) -> tuple[MemoryScope, str]:
+    """(scope, session id) of a chat: the one mapping recall, search, turn recording,
+    backfill, forget and the replies all use. Raises ValueError on a bad template."""
+    return scope_for(memory, identity_values(channel=channel, chat_id=chat_id,
+                                             sender_id=sender_id, session_key=session_key,
+                                             attributes=attributes))
+
+
+def command_scope(memory: MemoryConfig, ctx: Any) -> tuple[MemoryScope, str]:
+    """``chat_scope`` of the chat a slash command came from."""
+    msg = ctx.msg
+    return chat_scope(memory, channel=msg.channel, chat_id=msg.chat_id,
+                      sender_id=msg.sender_id, session_key=ctx.key)
+
+
 def scope_for(memory: MemoryConfig, values: dict[str, str]) -> tuple[MemoryScope, str]:
     """(scope, session id) for a request or a turn. Raises ValueError on a bad template."""
     scope = MemoryScope(
@@ -121,7 +138,28 @@ def build_event(
     include_tools: bool = False,
 ) -> MemoryEvent | None:
     """The turn as a MemoryEvent, or None when it holds no user speech (commands, etc.)."""
-    chosen = turn_messages(messages, turn_id, include_tools=include_tools)
+    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
+    return event_from_messages(
+        memory=memory, chosen=turn_messages(messages, turn_id, include_tools=include_tools),
+        event_id=f"nb-{digest}", turn_id=turn_id, channel=channel, chat_id=chat_id,
+        sender_id=sender_id, session_key=session_key, attributes=attributes)
+
+
+def event_from_messages(
+    *,
+    memory: MemoryConfig,
+    chosen: Sequence[Mapping[str, Any]],
+    event_id: str,
+    turn_id: str,
+    channel: str,
+    chat_id: str,
+    sender_id: str | None,
+    session_key: str,
+    attributes: Mapping[str, Any] | None = None,
+) -> MemoryEvent | None:
+    """One turn's messages (already chosen) as a MemoryEvent with the time of its first
+    message; None when no user speech is in them. The live recorder and the backfill of
+    nanobot's session files both build events here."""
     out: list[Message] = []
     first_ts: datetime | None = None
     tools_used: list[str] = []
@@ -145,15 +183,14 @@ def build_event(
             first_ts = _parse_ts(message.get("timestamp"))
     if not any(m.role == "user" for m in out):
         return None
-    values = identity_values(channel=channel, chat_id=chat_id, sender_id=sender_id,
-                             session_key=session_key, attributes=attributes)
-    scope, session_id = scope_for(memory, values)
+    scope, session_id = chat_scope(memory, channel=channel, chat_id=chat_id,
+                                   sender_id=sender_id, session_key=session_key,
+                                   attributes=attributes)
     when = (first_ts.astimezone() if first_ts and first_ts.tzinfo is None else first_ts) \
         or datetime.now(UTC)
-    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
     tags = tags_from(attributes)
     return MemoryEvent(
-        event_id=f"nb-{digest}",
+        event_id=event_id,
         run_id=scope.run_id,
         user_id=scope.persona_id,
         agent_id=scope.agent_id or "nanobot",

@@ -29,7 +29,8 @@ async def test_cli_agent_runs_with_the_plugin(home, llm_double):
     assert "I keep bees on my roof." in long_term_memory(req)
 
     help_text = reply_of(home.cli("/help"))
-    assert "/memory-mode [read-only on|off | retry-failed | <provider>]" in help_text
+    assert "/memory-mode [read-only on|off | retry-failed | <provider> [--backfill]]" in help_text
+    assert "/memory-forget" in help_text
     assert "/memory-health" in help_text
 
 

@@ -5,6 +5,8 @@ not a failure) and the gateway delivers it. Nothing parked as failed, nothing tw
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
@@ -32,6 +34,11 @@ async def test_gateway_and_cli_share_the_store_and_lose_nothing(home):
     assert "parked" not in cli.stderr
     if "already accessed by another instance" in cli.stderr:
         assert "kept in the outbox" in cli.stderr
+
+    # /memory-health in the terminal names the process holding the store (this one)
+    health = reply_of(home.cli("/memory-health", timeout=300))
+    assert f"store: held by pid {os.getpid()} (" in health, health
+    assert "keeps answering" in health
 
     await say(gateway, "alice", "I also keep basil.")  # the gateway drains what is pending
     assert await plugin.flush(timeout_s=60) == 0

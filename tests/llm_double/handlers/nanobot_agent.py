@@ -9,16 +9,39 @@ still go to ``nanobot_dream``.
 
 from __future__ import annotations
 
+import re
+
 from tests.llm_double.handlers.generic import plain_chat
 from tests.llm_double.server import ChatReply, ChatRequest
 
 PRIORITY = 20
 MARKER = "# Tool Usage Notes"  # nanobot's tool_contract.md, part of every agent prompt
+# "[llm-double:tool NAME {json arguments}]" in the user's message: call that tool once,
+# then answer with what it returned ("tool NAME returned: ...").
+TOOL_ASK = re.compile(r"\[llm-double:tool (?P<name>[a-z_]+) (?P<args>\{.*?\})\]")
+
+
+def _tool_names(req: ChatRequest) -> set[str]:
+    return {(t.get("function") or t).get("name", "") for t in req.tools or []}
 
 
 def nanobot_agent(req: ChatRequest) -> ChatReply | None:
     if req.response_format or not req.tools or MARKER not in req.system:
         return None
+    ask = TOOL_ASK.search(req.last_user)
+    if ask:
+        last = req.messages[-1] if req.messages else {}
+        if last.get("role") == "tool":
+            return ChatReply(content=f"tool {ask['name']} returned: {last.get('content')}",
+                             handler="nanobot_agent.tool_result")
+        if ask["name"] in _tool_names(req):
+            import json
+
+            return ChatReply(tool_calls=[{"name": ask["name"],
+                                          "arguments": json.loads(ask["args"])}],
+                             handler="nanobot_agent.tool_call")
+        return ChatReply(content=f"no tool named {ask['name']} is offered",
+                         handler="nanobot_agent.no_tool")
     reply = plain_chat(req)
     if reply is not None:
         reply.handler = "nanobot_agent.chat"

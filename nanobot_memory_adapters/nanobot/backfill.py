@@ -1,0 +1,189 @@
+"""Backfill: replay nanobot's own session files into a provider.
+
+nanobot keeps every session on disk (the ledger); a provider is a view over it that can
+be rebuilt. A backfill reads the sessions with nanobot's own ``SessionManager``, cuts
+them into turns (a user message and what followed it), builds each turn's event with
+its original time and the same scope mapping as live turns (``turns.event_from_messages``;
+who spoke comes from the plugin's record of the session, since nanobot's files do not
+say), and queues the events in the shared outbox — durable, so a killed backfill resumes
+where it stopped. Delivery then goes through the provider's bulk ingest where it has it;
+a row that was in flight when a process died is delivered again on its own, through
+``record_event``, whose replay checks keep it from being stored twice.
+
+Event ids come from the session key, the message index and its time, so a second backfill adds
+nothing; turns the provider already received live (same session, same time) are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nanobot_memory_adapters.config import MemoryConfig
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryAdapter,
+    MemoryEvent,
+    MemoryScope,
+    SupportsBulkIngest,
+    SupportsReadiness,
+)
+from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.turns import event_from_messages
+
+IN_FLIGHT = "backfill: in flight"
+BATCH = 50
+
+
+@dataclass
+class BackfillPlan:
+    events: list[tuple[str, MemoryEvent]] = field(default_factory=list)  # (session key, event)
+    sessions: int = 0
+    turns: int = 0
+    already_live: int = 0
+    guessed_identity: list[str] = field(default_factory=list)  # sessions never seen live
+
+
+@dataclass
+class BackfillResult:
+    queued: int = 0
+    delivered: int = 0
+    failed: int = 0
+    pending: int = 0
+    readiness: list[str] = field(default_factory=list)
+
+
+def session_turns(messages: Sequence[Mapping[str, Any]], *, include_tools: bool = False
+                  ) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:
+    """(index of the turn's user message, the turn's messages) in session order."""
+    roles = {"user", "assistant", "tool"} if include_tools else {"user", "assistant"}
+    start: int | None = None
+    turn: list[Mapping[str, Any]] = []
+    for index, message in enumerate(messages):
+        if seams.is_internal_message(message) or seams.is_synthetic_message(message):
+            continue
+        if message.get("role") == "user":
+            if start is not None:
+                yield start, turn
+            start, turn = index, []
+        if start is not None and message.get("role") in roles:
+            turn.append(message)
+    if start is not None:
+        yield start, turn
+
+
+def _identity(outbox: Outbox, key: str) -> tuple[str, str, str | None, bool]:
+    """(channel, chat id, sender id, known): from the plugin's record of the session,
+    else from the key (``channel:chat_id``, the chat standing for the sender)."""
+    known = outbox.identity(key)
+    if known is not None:
+        return (*known, True)
+    channel, _, chat_id = key.partition(":")
+    return channel or "unknown", chat_id or key, chat_id or None, False
+
+
+def plan_backfill(
+    manager: Any, memory: MemoryConfig, outbox: Outbox, provider: str, *,
+    since: datetime | None = None, session: str | None = None, include_tools: bool = False,
+) -> BackfillPlan:
+    """Every turn of nanobot's sessions (or one session) as events, oldest first."""
+    plan = BackfillPlan()
+    keys = [session] if session else sorted(str(s["key"]) for s in manager.list_sessions())
+    for key in keys:
+        if key.startswith("dream:") or not seams.session_persists(manager, key):
+            continue
+        stored = manager.get_or_create(key)
+        channel, chat_id, sender_id, known = _identity(outbox, key)
+        live = outbox.turn_times(provider, key)
+        plan.sessions += 1
+        if not known:
+            plan.guessed_identity.append(key)
+        for index, turn in session_turns(stored.messages, include_tools=include_tools):
+            # nanobot's /new starts a session's messages again at index 0: the first
+            # message's own time keeps ids of a later conversation distinct.
+            stamp = str(turn[0].get("timestamp") or "")
+            digest = hashlib.sha256(f"{key}\x00{index}\x00{stamp}".encode()).hexdigest()[:32]
+            event = event_from_messages(
+                memory=memory, chosen=turn, event_id=f"nb-bf-{digest}",
+                turn_id=f"backfill-{index}", channel=channel, chat_id=chat_id,
+                sender_id=sender_id, session_key=key)
+            if event is None:
+                continue
+            if since is not None and event.timestamp < since:
+                continue
+            plan.turns += 1
+            if event.timestamp.isoformat() in live:
+                plan.already_live += 1
+                continue
+            plan.events.append((key, event))
+    plan.events.sort(key=lambda pair: pair[1].timestamp)
+    return plan
+
+
+def enqueue(outbox: Outbox, provider: str, plan: BackfillPlan) -> int:
+    """Queue the plan's events (durably); returns how many were new."""
+    return sum(outbox.enqueue(provider, event, key) for key, event in plan.events)
+
+
+async def deliver(
+    adapter: MemoryAdapter, outbox: Outbox, provider: str, *,
+    progress: Callable[[int], None] | None = None, batch: int = BATCH,
+) -> tuple[int, int, list[MemoryScope]]:
+    """Deliver the provider's pending rows: (delivered, failed, the scopes written).
+
+    Rows are marked in flight before a bulk call; a row found in flight (its process
+    died mid-call) goes through ``record_event`` on its own, whose replay check keeps
+    it from being stored twice. A retryable failure stops the pass (rows stay pending)."""
+    delivered = failed = 0
+    scopes: dict[str, MemoryScope] = {}
+    while rows := outbox.pending(provider, batch):
+        fresh = [r for r in rows if r.attempts == 0]
+        bulk = adapter if fresh and isinstance(adapter, SupportsBulkIngest) else None
+        chosen = fresh if bulk is not None else rows[:1]
+        events = [r.event() for r in chosen]
+        for r in chosen:
+            outbox.mark_retry(r.seq, IN_FLIGHT)
+        try:
+            receipts = (await bulk.record_events(events) if bulk is not None
+                        else [await adapter.record_event(events[0])])
+        except AdapterError as exc:
+            if exc.retryable:
+                break
+            for r in chosen:
+                outbox.mark_failed(r.seq, str(exc))
+            failed += len(chosen)
+            continue
+        stop = False
+        for row, event, receipt in zip(chosen, events, receipts, strict=True):
+            if receipt.accepted:
+                outbox.mark_delivered(row.seq, status=receipt.status,
+                                      native_ids=receipt.native_ids,
+                                      latency_ms=receipt.latency_ms)
+                delivered += 1
+                scopes[event.scope().key] = event.scope()
+            elif receipt.retryable:
+                stop = True
+            else:
+                outbox.mark_failed(row.seq, str(receipt.error))
+                failed += 1
+        if progress is not None:
+            progress(delivered + failed)
+        if stop:
+            break
+    return delivered, failed, list(scopes.values())
+
+
+async def wait_ready(adapter: MemoryAdapter, scopes: Sequence[MemoryScope],
+                     timeout_s: float) -> list[str]:
+    """The readiness wait at the end, one line per scope (what the provider says)."""
+    if not isinstance(adapter, SupportsReadiness):
+        return ["readiness: the provider stores synchronously (nothing to wait for)"]
+    lines = []
+    for scope in scopes:
+        state = await adapter.wait_until_ready(scope, timeout_s)
+        lines.append(f"readiness {scope.key}: {state.status}")
+    return lines
