@@ -243,8 +243,12 @@ class SectionPacker:
         }
         self._opened: set[tuple[str | None, str | None]] = set()
         self.chosen: list[RetrievedItem] = []
-        self.lines: dict[int, tuple[str, int]] = {}  # id(item) -> (line, tokens)
-        self.days: dict[int, str | None] = {}  # id(item) -> its day
+        # id(item) -> (item, line, tokens) / (item, day). The item itself is kept in the
+        # entry: a caller that offers items it builds on the fly drops those that do not
+        # fit, and CPython reuses a freed object's id for the next one — without the
+        # reference a new item would read a dropped item's line.
+        self.lines: dict[int, tuple[RetrievedItem, str, int]] = {}
+        self.days: dict[int, tuple[RetrievedItem, str | None]] = {}
 
     def _openings(self, item: RetrievedItem) -> list[tuple[tuple[str | None, str | None], str]]:
         out: list[tuple[tuple[str | None, str | None], str]] = []
@@ -256,16 +260,21 @@ class SectionPacker:
         return out
 
     def day(self, item: RetrievedItem) -> str | None:
-        key = id(item)
-        if key not in self.days:
-            self.days[key] = day_of(item)
-        return self.days[key]
+        entry = self.days.get(id(item))
+        if entry is None or entry[0] is not item:
+            entry = self.days[id(item)] = (item, day_of(item))
+        return entry[1]
 
     def _line(self, item: RetrievedItem) -> tuple[str, int]:
-        line = self.lines.get(id(item))
-        if line is None:  # built once per render: the layout reuses it
-            line = self.lines[id(item)] = _line_with_tokens(item)
-        return line
+        entry = self.lines.get(id(item))
+        if entry is None or entry[0] is not item:  # built once per render; layout reuses it
+            entry = self.lines[id(item)] = (item, *_line_with_tokens(item))
+        return entry[1], entry[2]
+
+    def built_line(self, item: RetrievedItem) -> tuple[str, int] | None:
+        """The line built for ``item`` while packing, if any."""
+        entry = self.lines.get(id(item))
+        return (entry[1], entry[2]) if entry is not None and entry[0] is item else None
 
     def cost(self, item: RetrievedItem) -> int:
         """Tokens the section grows by if ``item`` is added now."""
@@ -307,7 +316,7 @@ def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker
     by_group: dict[str | None, list[RetrievedItem]] = {}
     for item in chosen:
         by_group.setdefault(item.group, []).append(item)
-    titles, built = packer.titles, packer.lines
+    titles = packer.titles
     for group, members in by_group.items():
         if packer.titled:
             lines.append((titles[group], count_tokens_cached(titles[group] + "\n")))
@@ -321,7 +330,7 @@ def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker
             for item in by_day[day]:
                 long = lengthened and bool(item.native_id) and counts[
                     short_id(item.native_id or "")] > 1
-                line = None if long else built.get(id(item))
+                line = None if long else packer.built_line(item)
                 lines.append(line or _line_with_tokens(item, LONG_ID if long else 4))
     return lines, lengthened
 

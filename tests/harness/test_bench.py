@@ -330,3 +330,28 @@ async def test_resumed_simple_rag_unit_equals_an_uninterrupted_one(locomo_file, 
     assert failures["record"] == 0, failures
     assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
     assert_recall_recomputes(out, resumed.results)
+
+
+def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):
+    """The flags themselves: two worker processes and a two-budget sweep from the command
+    line give one block per budget, verify per budget, and the same metrics as one worker;
+    bad values are one line."""
+    def run(out: str, workers: str) -> dict:
+        result = CliRunner().invoke(app, [
+            "bench", "--dataset", str(locomo_file), "--providers", "full_history",
+            "--budget-tokens", "200,100", "--workers", workers, "--out",
+            str(tmp_path / out), "--test-points", "last", "--verify", "--json"])
+        assert result.exit_code == 0, result.output
+        assert "verified" in result.stderr
+        return json.loads(result.stdout)
+
+    two = run("w2", "2")
+    assert [b["budget_tokens"] for b in two["budgets"]] == [200, 100]
+    assert two["metrics_sha256"] == run("w1", "1")["metrics_sha256"]
+    for args, said in ((["--workers", "0"], "--workers 0"),
+                       (["--executor", "dask"], "--executor 'dask'"),
+                       (["--budget-tokens", "200,abc"], "--budget-tokens")):
+        bad = CliRunner().invoke(app, ["bench", "--dataset", str(locomo_file), "--providers",
+                                       "full_history", "--out", str(tmp_path / "bad"), *args])
+        assert bad.exit_code == 2 and said in bad.stderr, bad.output
+        assert bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.output
