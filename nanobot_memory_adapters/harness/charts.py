@@ -258,11 +258,7 @@ def scatter(
         return top + plot_h - plot_h * v
 
     parts = _frame_0_to_1(w, h, left, title, py)
-    for i in range(6):
-        x = xmax * i / 5
-        parts.append(
-            f'<text x="{px(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x:.0f}</text>'
-        )
+    parts += _x_ticks(xmax, px, h - bottom + 16)
     bx = px(budget)
     parts.append(
         f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{top}" y2="{top + plot_h}" '
@@ -290,6 +286,12 @@ def scatter(
     return "".join(parts)
 
 
+def _x_ticks(xmax: float, px: Callable[[float], float], y: float) -> list[str]:
+    """Six x-axis tick labels from 0 to ``xmax``."""
+    return [f'<text x="{px(xmax * i / 5):.1f}" y="{y}" text-anchor="middle">'
+            f"{xmax * i / 5:.0f}</text>" for i in range(6)]
+
+
 def curves(
     series: dict[str, list[tuple[float, float, str]]],
     colors: dict[str, str],
@@ -311,11 +313,7 @@ def curves(
         return top + plot_h - plot_h * v
 
     parts = _frame_0_to_1(w, h, left, title, py)
-    for i in range(6):
-        x = xmax * i / 5
-        parts.append(
-            f'<text x="{px(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x:.0f}</text>'
-        )
+    parts += _x_ticks(xmax, px, h - bottom + 16)
     parts.append(
         f'<text x="{left + plot_w / 2:.1f}" y="{h - 6}" text-anchor="middle">'
         f"{escape(xlabel)}</text>"
