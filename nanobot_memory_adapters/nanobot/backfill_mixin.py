@@ -1,8 +1,9 @@
 """``/memory-mode NAME --backfill``: switch, then rebuild the new provider's view from
 nanobot's session files (``backfill.py``). The turns are queued in the outbox at once and
-delivered in the background by the plugin's usual drain (one ``record_event`` per turn,
-replay-checked); ``/memory-health`` shows the progress and, at the end, the provider's
-readiness."""
+delivered in the background through the provider's bulk ingest where it has it (a row a
+crash left in flight goes again through ``record_event``, replay-checked); what is left
+goes through the plugin's usual drain. ``/memory-health`` shows the progress and, at the
+end, the provider's readiness."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ class BackfillMixin(PluginState):
         progress = self.backfill_progress
         assert progress is not None
         try:
-            while await self.flush(timeout_s=60.0):
+            await self._deliver_in_bulk(progress.provider)
+            while await self.flush(timeout_s=60.0):  # what bulk left (retries, another drainer)
                 if self._closed or self.provider != progress.provider or self.read_only:
                     return
                 await asyncio.sleep(1.0)
@@ -74,6 +76,16 @@ class BackfillMixin(PluginState):
         except Exception as exc:  # background work: report, never raise
             self._note_error("backfill", exc, retryable=True)
             logger.warning("{}: backfill did not finish: {}", LOG, exc)
+
+    async def _deliver_in_bulk(self, provider: str) -> None:
+        """The queued turns through the provider's bulk ingest (``backfill.deliver``),
+        holding this process's and the outbox's drain locks so no other drainer runs beside
+        it; when another process is draining, the usual per-turn drain takes over."""
+        async with self._lock():
+            with self.outbox.drain_lock() as mine:
+                if not mine or self.adapter is None or self.provider != provider:
+                    return
+                await backfill.deliver(self.adapter, self.outbox, provider)
 
     def backfill_line(self) -> str | None:
         progress = self.backfill_progress

@@ -232,8 +232,19 @@ async def _told_under_full_history(home, *, bob: bool):
     return loop, plugin
 
 
-async def test_switching_with_backfill_brings_the_past_along(home):
+async def test_switching_with_backfill_brings_the_past_along(home, monkeypatch):
     loop, plugin = await _told_under_full_history(home, bob=True)
+    from nanobot_memory_adapters.registry import available_providers, provider_class
+
+    cls = provider_class(available_providers()["simple_rag"])
+    bulk_calls: list[int] = []
+    original = cls.record_events
+
+    async def counting(self, events):
+        bulk_calls.append(len(events))
+        return await original(self, events)
+
+    monkeypatch.setattr(cls, "record_events", counting)
 
     reply = await say(loop, "alice", "/memory-mode simple_rag --backfill")
     assert "memory provider is now 'simple_rag'" in reply, reply
@@ -247,6 +258,7 @@ async def test_switching_with_backfill_brings_the_past_along(home):
         assert stored.count(text) == 1, text  # every earlier turn, once
     assert (await _items(plugin, ALICE, TURNS[4]))[0] == TURNS[4]
     assert "Bob's favourite colour is grey." in await _simple_rag_memories(plugin, BOB)
+    assert sum(bulk_calls) == 31 and max(bulk_calls) > 1  # through bulk ingest
 
     again = await say(loop, "alice", "/memory-mode simple_rag --backfill")
     assert "backfill: 0 turn(s)" in again, again
