@@ -103,3 +103,33 @@ def test_nanobot_llm_from_nanobots_config_is_used_and_never_printed(tmp_path, co
     assert_no_secret([out.stdout, out.stderr], tmp_path)
     missing = run("health", "--config", str(config), "--nanobot-config", str(nanobot))
     assert missing.returncode == 2 and "--nanobot-config" in missing.stderr
+
+
+def test_bench_nanobot_config_resolves_the_block_and_keeps_the_key_out(tmp_path):
+    """``bench --nanobot-config``: a ``--provider-config`` block with ``"llm": "nanobot"``
+    is built on nanobot's endpoint (here a closed port, so the unit cannot extract); the
+    key reaches no output and no file of the run. With ``--task preferences`` (where it
+    would be ignored) the option is refused in one line."""
+    from tests.harness.conftest import synthetic_locomo
+
+    nanobot = tmp_path / "config.json"
+    nanobot.write_text(json.dumps({
+        "agents": {"defaults": {"model": "m", "provider": "custom"}},
+        "providers": {"custom": {"apiKey": "AKEY5e0", "apiBase": "http://127.0.0.1:9/v7"}}}))
+    blocks = tmp_path / "providers.json"
+    blocks.write_text(json.dumps({"mem0": {"llm": "nanobot"}}))
+    dataset = tmp_path / "locomo.json"
+    dataset.write_text(json.dumps(synthetic_locomo()))
+    out_dir = tmp_path / "out"
+    out = run("bench", "--dataset", str(dataset), "--providers", "mem0", "--provider-config",
+              str(blocks), "--nanobot-config", str(nanobot), "--out", str(out_dir),
+              "--test-points", "last", "--readiness-timeout", "5")
+    assert "Traceback" not in out.stderr
+    manifest = (out_dir / "manifest.json").read_text()
+    assert "127.0.0.1:9/v7" in manifest, manifest[:2000]  # nanobot's endpoint, not a default
+    nanobot.unlink()
+    assert_no_secret([out.stdout, out.stderr], tmp_path)
+    prefs = run("bench", "--task", "preferences", "--providers", "no_memory",
+                "--nanobot-config", str(tmp_path / "config.json"), "--out", str(tmp_path / "p"))
+    assert prefs.returncode == 2 and "--nanobot-config" in prefs.stderr, prefs.stderr
+    assert prefs.stderr.strip().count("\n") == 0

@@ -262,6 +262,9 @@ def bench_command(
     check_workers(workers, executor)
     default_log_file(out)
     if task == "preferences":
+        if nanobot_config is not None:
+            raise fail("--nanobot-config: used by --task locomo (provider blocks); a "
+                       "preferences run takes its model from --llm-base-url/--llm-model")
         if len(budgets) > 1:
             raise fail("--budget-tokens: a sweep runs with --task locomo; give one budget")
         from nanobot_memory_adapters.harness.preferences import cli as prefs
