@@ -579,3 +579,23 @@ async def test_a_replayed_event_is_not_stored_twice(adapter, llm_double):
     assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
     other = await adapter.record_event(_event(scope, 2, "I like jazz.", T2))
     assert other.status == "committed" and other.native_ids[0] != first.native_ids[0]
+
+
+async def test_every_llm_request_honours_the_configured_max_tokens(llm_double, data_dir):
+    """graphiti-core asks edge extraction for 16,384 tokens whatever its client's
+    max_tokens; the adapter's client caps every request at ``llm.max_tokens`` (a small
+    model that loops stops there instead of generating for an hour)."""
+    adapter = _load(llm_double, data_dir, llm={"base_url": llm_double.base_url,
+                                               "model": "double-chat", "max_tokens": 700})
+    try:
+        scope = MemoryScope(run_id="cap", persona_id="alice")
+        await adapter.setup_scope(scope)
+        before = len(llm_double.chat_requests())
+        receipt = await adapter.record_event(_event(
+            scope, 1, "Alice moved to Lisbon and works at a bakery.",
+            datetime(2024, 1, 1, tzinfo=UTC)))
+        assert receipt.status == "committed"
+        asked = [r.body.get("max_tokens") for r in llm_double.chat_requests()[before:]]
+        assert asked and all(isinstance(n, int) and n <= 700 for n in asked), asked
+    finally:
+        await adapter.aclose()

@@ -45,7 +45,6 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
 from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.llm_client.config import LLMConfig
-from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
 from graphiti_core.nodes import EpisodeType
 from graphiti_core.utils.maintenance.graph_data_operations import clear_data
 from openai import AsyncOpenAI
@@ -64,6 +63,7 @@ from nanobot_memory_adapters.backends.graphiti.ids import (
     group_id_for,
 )
 from nanobot_memory_adapters.backends.graphiti.kuzu import KuzuStoreDriver
+from nanobot_memory_adapters.backends.graphiti.llm_client import CappedOpenAIGenericClient
 from nanobot_memory_adapters.backends.graphiti.models import (
     NoCrossEncoder,
     SentenceTransformerCrossEncoder,
@@ -215,7 +215,7 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
                 temperature=cfg.llm.temperature,
                 max_tokens=cfg.llm.max_tokens,
             )
-            llm_client = OpenAIGenericClient(
+            llm_client = CappedOpenAIGenericClient(
                 config=llm_config,
                 client=self._openai(cfg.llm.base_url, cfg.llm.resolved_api_key()),
                 max_tokens=cfg.llm.max_tokens,
