@@ -266,15 +266,22 @@ class _Ray:
             unit: dict[str, Any] | None = None
             with (parts / part_name(job.key)).open("wb") as traces:
                 stream: Any = task.remote(shipped[job.key], level)  # an ObjectRefGenerator
-                async for ref in stream:
-                    item = await ref
-                    if item.kind == "progress":
-                        display.advanced(job.key, item.steps, item.note)
-                    elif item.kind == "traces":
-                        traces.write(item.data)
-                        traces.flush()
-                    else:
-                        unit = item.unit
+                try:
+                    async for ref in stream:
+                        item = await ref
+                        if item.kind == "progress":
+                            display.advanced(job.key, item.steps, item.note)
+                        elif item.kind == "traces":
+                            traces.write(item.data)
+                            traces.flush()
+                        else:
+                            unit = item.unit
+                except asyncio.CancelledError:
+                    # another unit failed or the run was interrupted: on a cluster the
+                    # task would otherwise go on writing for nobody
+                    with contextlib.suppress(Exception):
+                        ray.cancel(stream, force=True)
+                    raise
             if unit is None:
                 raise RuntimeError(f"{job.key}: the Ray task ended without a result")
             on_done(job, unit)
