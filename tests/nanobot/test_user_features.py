@@ -316,6 +316,37 @@ async def test_a_killed_backfill_resumes_without_duplicates(home):
 
 
 
+async def test_backfill_options_from_the_terminal(home):
+    """--session and --since choose what is replayed; bad values and read-only mode are
+    one line each, exit 2."""
+    loop, _plugin = await _told_under_full_history(home, bob=True)
+    await home.close(loop)
+    nm = str(VENV_BIN / "nanobot-memory")
+    base = [nm, "backfill", "--nanobot-config", str(home.config_path), "--provider",
+            "simple_rag"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *extra], capture_output=True, text=True, timeout=240)
+
+    later = run("--since", "2999-01-01")
+    assert later.returncode == 0 and "0 turn(s)" in later.stdout, later.stdout + later.stderr
+    bob = run("--session", "telegram:bob")
+    assert bob.returncode == 0, bob.stdout + bob.stderr
+    assert "1 turn(s) in 1 session(s): 1 newly queued" in bob.stdout, bob.stdout
+    assert "delivered 1, failed 0, still pending 0" in bob.stdout
+    assert "readiness" in bob.stdout  # the wait at the end is reported
+    for extra, said in ((["--since", "last tuesday"], "--since"),
+                        (["--session", "telegram:nobody"], "--session")):
+        bad = run(*extra)
+        assert bad.returncode == 2 and said in bad.stderr, bad.stdout + bad.stderr
+        assert bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
+    memory = home.read_memory()
+    memory["nanobot"] = {**memory.get("nanobot", {}), "read_only": True}
+    home.write_memory(memory)
+    refused = run()
+    assert refused.returncode == 2 and "read-only" in refused.stderr, refused.stderr
+
+
 # -- "llm": "nanobot" ------------------------------------------------------------------
 
 async def test_llm_nanobot_extracts_with_nanobots_own_endpoint_and_keeps_the_key_out(
