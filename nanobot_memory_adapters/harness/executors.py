@@ -159,6 +159,22 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+#: Imported once in the fork server, so each worker starts without paying for them.
+PRELOAD = ["nanobot_memory_adapters.harness.units", "torch", "sentence_transformers",
+           "qdrant_client", "mem0", "graphiti_core", "kuzu"]
+
+
+def _worker_context() -> Any:
+    """Workers fork from a fork server that imported the heavy SDKs once (POSIX); the
+    server forks before any SDK starts a thread, so no worker inherits one. Elsewhere:
+    spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)  # a module that is missing is skipped
+    return context
+
+
 def _worker_entry(
     job: UnitJob, traces: str, events: Any, logging: tuple[str, str | None]
 ) -> dict[str, Any]:
@@ -184,7 +200,7 @@ class _Pool:
         level, file = logging_settings()
         logging = (level, str(file) if file else None)
         shipped = {job.key: shippable(job) for job in jobs}
-        context = multiprocessing.get_context("spawn")  # no forked copies of SDK threads
+        context = _worker_context()
         loop = asyncio.get_running_loop()
         with context.Manager() as manager, ProcessPoolExecutor(
             max_workers=self.plan.workers, mp_context=context, initializer=_die_with_parent
