@@ -365,36 +365,25 @@ def test_control_characters_in_labels_never_start_a_line(items, max_tokens, scop
         assert "Instructions" not in item_line_text or item_line_text != "## Instructions"
 
 
-def test_a_packer_fed_items_built_on_the_fly_shows_each_items_own_line():
+def test_a_packer_never_reads_another_items_cached_line(monkeypatch):
     """full_history builds each item as it offers it and drops the ones that do not fit;
-    CPython may reuse a dropped item's id for a later one, and the packer must not read
-    the dropped item's cached line for it: packing on the fly equals packing items that
-    are all kept alive. (Whether CPython reuses an id here depends on the allocator; the
-    bench test of workers 1 vs 2 with a budget sweep caught the real case.)"""
-    budget = ContextBudget(max_tokens=160)
-    packer = SectionPacker(backend="full_history", scope="r/u", budget=budget, items=[])
+    CPython may give a later item a dropped item's ``id()``. The packer caches lines by
+    id, so it must check the cached entry is this item's. Worst case forced here: every
+    object has the same id."""
+    import nanobot_memory_adapters.formatting as formatting
+
+    monkeypatch.setattr(formatting, "id", lambda _obj: 7, raising=False)
+    budget = ContextBudget(max_tokens=400)
     day = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-
-    def rows():
-        for n in range(40):
-            big = n % 3 == 0
-            text = f"row {n} " + ("with a long tail of words " * 40 if big else "short")
-            yield RetrievedItem(native_id=f"id-{n}", text=text, score=0.5,
-                                event_at=day - timedelta(days=n if big else 0))
-
-    for item in rows():  # no reference kept to items that do not fit
-        packer.offer(item)
-    chosen = list(packer.chosen)
-    assert chosen and len(chosen) < 40
-    kept = list(rows())  # the same items, all alive: no id can be reused
-    reference = SectionPacker(backend="full_history", scope="r/u", budget=budget, items=[])
-    for item in kept:
-        reference.offer(item)
-    assert [i.text for i in chosen] == [i.text for i in reference.chosen]
-    rendered = render_context(backend="full_history", scope="r/u", items=chosen,
-                              budget=budget, chosen=chosen)
+    items = [RetrievedItem(native_id=f"id-{n}", text=f"row {n} says {w}", score=0.5,
+                           event_at=day - timedelta(days=n))
+             for n, w in enumerate(["teal", "mango", "Lyon", "oak"])]
+    packer = SectionPacker(backend="full_history", scope="r/u", budget=budget, items=[])
+    for item in items:
+        assert packer.offer(item)
+    rendered = render_context(backend="full_history", scope="r/u", items=items,
+                              budget=budget, chosen=packer.chosen)
     shown = [line for line in rendered.text.splitlines() if line.startswith("- ")]
-    assert len(shown) == len(chosen)
-    for line, item in zip(shown, chosen, strict=True):
-        assert line.endswith(item.text.strip()), (line, item.text)
-    assert rendered.token_count == count_tokens(rendered.text) <= budget.max_tokens
+    assert sorted(line.split("] ", 1)[1] for line in shown) == sorted(i.text for i in items)
+    assert [line for line in rendered.text.splitlines() if line.startswith("### ")] == [
+        f"### 2023-05-0{8 - n}" for n in range(4)]
