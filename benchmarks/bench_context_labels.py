@@ -23,8 +23,10 @@ from nanobot_memory_adapters.tokens import count_tokens
 def measure(context: str) -> tuple[list[float], list[int], int]:
     """(label tokens per item, text tokens per item, frame+group-title tokens) of a section.
 
-    A ``### DATE`` day heading is label too (it carries the items' day): its tokens are
-    shared equally among the items under it."""
+    A line splits where cl100k splits it: ``- [...]`` is label and `` text`` (its leading
+    space starts the text's first token) is memory text, so label plus text is the line's
+    count. A ``### DATE TIME`` day heading is label too (it carries the items' day and
+    time): its tokens are shared equally among the items under it."""
     labels: list[float] = []
     texts: list[int] = []
     other = 0
@@ -37,11 +39,11 @@ def measure(context: str) -> tuple[list[float], list[int], int]:
             continue
         if line.startswith("- [") and "] " in line:
             label, text = line.split("] ", 1)
-            labels.append(float(count_tokens(label + "] ")))
-            texts.append(count_tokens(text))
+            labels.append(float(count_tokens(label + "]")))
+            texts.append(count_tokens(" " + text))
         elif line.startswith("- "):
-            labels.append(float(count_tokens("- ")))
-            texts.append(count_tokens(line[2:]))
+            labels.append(float(count_tokens("-")))
+            texts.append(count_tokens(line[1:]))
         elif line.startswith("  ") and texts:
             texts[-1] += count_tokens(line)
             continue

@@ -87,11 +87,11 @@ def utcnow() -> datetime:
 # at most a million tokens (beyond any model's context) and ten thousand items.
 MAX_BUDGET_TOKENS = 1_000_000
 #: Tokens a compact item label takes in the memory section (``formatting``:
-#: ``- [.60 20:31 Jolene #be88] `` plus its share of the ``### DATE`` heading), as
-#: measured on LoCoMo conv-26 (benchmarks/bench_context_labels.py, docs/harness.md);
-#: budgets are turned into result counts with it. tests/test_formatting.py checks a
-#: full label stays within it.
-LABEL_TOKENS = 16
+#: ``- [.60 Jolene #417]`` plus its share of the ``### DATE TIME`` heading), as measured
+#: on LoCoMo conv-26 (benchmarks/bench_context_labels.py, docs/harness.md: simple_rag
+#: 10.2, full_history 4.6); budgets are turned into result counts with it.
+#: tests/test_formatting.py checks a label without its heading stays within it.
+LABEL_TOKENS = 11
 MAX_BUDGET_ITEMS = 10_000
 
 

@@ -55,15 +55,20 @@ def _day(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d") if value else ""
 
 
-@functools.lru_cache(maxsize=65536)
-def short_id(native_id: str, length: int = 4) -> str:
-    """A few hex characters standing for a native id in the prompt; the full id stays in
-    the item and the trace. Four by default: a section lengthens the ids that would
-    collide within it (``render_context``), so each stays unique where it is read."""
-    return hashlib.blake2s(native_id.encode("utf-8"), digest_size=8).hexdigest()[:length]
-
-
+#: Digits of a short id: cl100k reads up to three digits as one token (the four hex
+#: characters used before took four). A section lengthens the ids that would collide
+#: within it to ``LONG_ID`` digits (``SectionPacker``), so each stays unique where it is
+#: read.
+SHORT_ID = 3
 LONG_ID = 12
+
+
+@functools.lru_cache(maxsize=65536)
+def short_id(native_id: str, length: int = SHORT_ID) -> str:
+    """A few digits standing for a native id in the prompt; the full id stays in the item
+    and the trace."""
+    digest = hashlib.blake2s(native_id.encode("utf-8"), digest_size=8).digest()
+    return str(int.from_bytes(digest, "big") % 10**length).zfill(length)
 
 
 def day_of(item: RetrievedItem) -> str | None:
@@ -72,8 +77,16 @@ def day_of(item: RetrievedItem) -> str | None:
     return _day(item.event_at) or None
 
 
-def day_heading(day: str) -> str:
-    return f"### {day}"
+def clock_of(item: RetrievedItem) -> str | None:
+    """The time of day an item happened, as its label would show it."""
+    return _clock(item.event_at) if item.event_at else None
+
+
+def day_heading(day: str, clock: str | None = None) -> str:
+    """``### DAY TIME``: the time is that of the first item packed under it; items of the
+    same minute leave theirs out (a LoCoMo session, a burst of chat turns), others keep
+    their own."""
+    return f"### {day} {clock}" if clock else f"### {day}"
 
 
 def _score(score: float) -> str:
@@ -87,7 +100,8 @@ def _score(score: float) -> str:
     return text
 
 
-def _label_parts(item: RetrievedItem, id_length: int = 4) -> tuple[list[str], list[str]]:
+def _label_parts(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
+                 ) -> tuple[list[str], list[str]]:
     """The compact label, split after the relevance: (relevance, everything else).
 
     One grammar for every provider, written for the model that reads it, space-separated
@@ -95,19 +109,20 @@ def _label_parts(item: RetrievedItem, id_length: int = 4) -> tuple[list[str], li
     day is the heading the item sits under), the validity of a temporal fact
     (``valid=from..to``, ``expired=``), who said it, and a short id. What only a debugger
     needs (native types, full ids, storage details) stays in the trace. The relevance is
-    the only part that changes between retrievals."""
+    the only part that changes between retrievals. ``clock=False`` leaves the time out
+    (the day heading above the item shows it)."""
     head = [_score(item.score)] if item.score is not None else []
     # keyed by each time's text: equal instants in other zones label differently
     tail = list(_stable_label(*(t.isoformat() if t else None for t in (
         item.event_at, item.created_at, item.valid_at, item.invalid_at, item.expired_at)),
-        item.source, item.native_id, id_length))
+        item.source, item.native_id, id_length, clock))
     return head, tail
 
 
 @functools.lru_cache(maxsize=16384)
 def _stable_label(event_iso: str | None, created_iso: str | None, valid_iso: str | None,
                   invalid_iso: str | None, expired_iso: str | None, source: str | None,
-                  native_id: str | None, id_length: int) -> tuple[str, ...]:
+                  native_id: str | None, id_length: int, clock: bool) -> tuple[str, ...]:
     """The label after the relevance: the same each time an item comes back, so it is
     built once (a running agent sees the same memories turn after turn)."""
     event_at, created_at, valid_at, invalid_at, expired_at = (
@@ -117,7 +132,8 @@ def _stable_label(event_iso: str | None, created_iso: str | None, valid_iso: str
     # One time for when it happened: the event's own time, else when the backend stored
     # it (marked: a replayed history is stored long after it happened).
     if event_at:
-        tail.append(_clock(event_at))
+        if clock:
+            tail.append(_clock(event_at))
     elif created_at:
         tail.append(f"stored={_day(created_at)}")
     if valid_at or invalid_at:
@@ -154,7 +170,8 @@ def _body_of(text: str) -> str:
     return "\n  ".join(escape_text(part) for part in lines if part)
 
 
-def item_line_parts(item: RetrievedItem, id_length: int = 4) -> tuple[str, str]:
+def item_line_parts(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
+                    ) -> tuple[str, str]:
     """``item_line`` as ``(head, tail)`` with ``head + tail == item_line(item)``.
 
     ``head`` is ``"- [.81"`` (empty without a relevance) and ends with its last digit;
@@ -163,7 +180,7 @@ def item_line_parts(item: RetrievedItem, id_length: int = 4) -> tuple[str, str]:
     tokens(head + tail)``: the tail (time, who, id, text) is the same each time an item
     comes back, so its count can be cached while the relevance is counted afresh. The
     property test in tests/test_formatting.py checks it."""
-    head, tail = _label_parts(item, id_length)
+    head, tail = _label_parts(item, id_length, clock)
     body = _body(item)
     if not head:
         label = escape_text("[" + " ".join(tail) + "]") if tail else ""
@@ -172,10 +189,10 @@ def item_line_parts(item: RetrievedItem, id_length: int = 4) -> tuple[str, str]:
     return "- " + escape_text("[" + " ".join(head)), escape_text(rest) + " " + body
 
 
-def item_line(item: RetrievedItem, id_length: int = 4) -> str:
+def item_line(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True) -> str:
     """One ``- [labels] text`` entry; continuation lines are indented so stored text can
     never pass for a group heading or another item."""
-    head, tail = item_line_parts(item, id_length)
+    head, tail = item_line_parts(item, id_length, clock)
     return head + tail
 
 
@@ -186,8 +203,9 @@ def item_tokens(item: RetrievedItem) -> int:
     return _line_with_tokens(item)[1]
 
 
-def _line_with_tokens(item: RetrievedItem, id_length: int = 4) -> tuple[str, int]:
-    lead, rest = item_line_parts(item, id_length)  # the score apart from the stable rest
+def _line_with_tokens(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
+                      ) -> tuple[str, int]:
+    lead, rest = item_line_parts(item, id_length, clock)  # the score apart from the stable rest
     return lead + rest, count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
 
 
@@ -214,14 +232,25 @@ class RenderedContext:
     shown: tuple[RetrievedItem, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Placed:
+    """How a chosen item's line was charged: whether its time is left to the day heading
+    and whether its short id is lengthened (a twin in the section)."""
+
+    item: RetrievedItem
+    clock: bool
+    long: bool
+
+
 class SectionPacker:
     """Chooses whole items for one section within a budget, in the order they are offered.
 
     Each offer is charged exactly what the item adds to the section: its line, plus the
-    group title and the day heading it is the first to need. An item that does not fit
-    is left out whole (never cut mid-line) and later, smaller ones may still fit.
+    group title and the day heading it is the first to need, plus the longer id of an
+    already chosen item whose short id it shares (both are lengthened). An item that does
+    not fit is left out whole (never cut mid-line) and later, smaller ones may still fit.
     ``render_context`` packs in the backend's order; a provider that fills a section in
-    another order (newest first) offers its items itself and renders what was chosen."""
+    another order (newest first) offers its items itself and passes the packer on."""
 
     def __init__(self, *, backend: str, scope: str, budget: ContextBudget,
                  items: Sequence[RetrievedItem],
@@ -241,77 +270,100 @@ class SectionPacker:
                 "## ").removeprefix("##")
             for group, m in members.items()
         }
-        self._opened: set[tuple[str | None, str | None]] = set()
+        self._titles_opened: set[str | None] = set()
+        # (group, day) -> the time its heading shows (that of the first item under it)
+        self.heading_clocks: dict[tuple[str | None, str], str | None] = {}
         self.chosen: list[RetrievedItem] = []
-        # id(item) -> (item, line, tokens) / (item, day). The item itself is kept in the
-        # entry: a caller that offers items it builds on the fly drops those that do not
-        # fit, and CPython reuses a freed object's id for the next one — without the
-        # reference a new item would read a dropped item's line.
-        self.lines: dict[int, tuple[RetrievedItem, str, int]] = {}
-        self.days: dict[int, tuple[RetrievedItem, str | None]] = {}
-
-    def _openings(self, item: RetrievedItem) -> list[tuple[tuple[str | None, str | None], str]]:
-        out: list[tuple[tuple[str | None, str | None], str]] = []
-        if self.titled and (item.group, None) not in self._opened:
-            out.append(((item.group, None), self.titles[item.group]))
-        day = self.day(item)
-        if day is not None and (item.group, day) not in self._opened:
-            out.append(((item.group, day), day_heading(day)))
-        return out
+        # Entries keep their item: a caller that offers items it builds on the fly drops
+        # those that do not fit, and CPython reuses a freed object's id for the next one —
+        # without the reference a new item would read a dropped item's line.
+        self._placed: dict[int, list[_Placed]] = {}
+        self._twins: dict[str, list[RetrievedItem]] = {}  # short id -> chosen items
+        self._lines: dict[tuple[int, bool, bool], tuple[RetrievedItem, str, int]] = {}
+        self._days: dict[int, tuple[RetrievedItem, str | None]] = {}
 
     def day(self, item: RetrievedItem) -> str | None:
-        entry = self.days.get(id(item))
+        entry = self._days.get(id(item))
         if entry is None or entry[0] is not item:
-            entry = self.days[id(item)] = (item, day_of(item))
+            entry = self._days[id(item)] = (item, day_of(item))
         return entry[1]
 
-    def _line(self, item: RetrievedItem) -> tuple[str, int]:
-        entry = self.lines.get(id(item))
+    def _line(self, item: RetrievedItem, clock: bool, long: bool) -> tuple[str, int]:
+        key = (id(item), clock, long)
+        entry = self._lines.get(key)
         if entry is None or entry[0] is not item:  # built once per render; layout reuses it
-            entry = self.lines[id(item)] = (item, *_line_with_tokens(item))
+            entry = self._lines[key] = (
+                item, *_line_with_tokens(item, LONG_ID if long else SHORT_ID, clock))
         return entry[1], entry[2]
 
-    def built_line(self, item: RetrievedItem) -> tuple[str, int] | None:
-        """The line built for ``item`` while packing, if any."""
-        entry = self.lines.get(id(item))
-        return (entry[1], entry[2]) if entry is not None and entry[0] is item else None
+    def _plan(self, item: RetrievedItem) -> tuple[_Placed, int]:
+        """How ``item`` would be placed now: its line's form and the tokens it adds (the
+        headings it opens and its twins' longer ids included)."""
+        openings: list[str] = []
+        if self.titled and item.group not in self._titles_opened:
+            openings.append(self.titles[item.group])
+        day = self.day(item)
+        clock = True
+        if day is not None:
+            key = (item.group, day)
+            if key in self.heading_clocks:
+                clock = clock_of(item) != self.heading_clocks[key]
+            else:
+                openings.append(day_heading(day, clock_of(item)))
+                clock = False
+        twins = self._twins.get(short_id(item.native_id), []) if item.native_id else []
+        placed = _Placed(item, clock, bool(twins))
+        cost = self._line(item, placed.clock, placed.long)[1] + sum(
+            count_tokens_cached(text + "\n") for text in openings)
+        for twin in twins:
+            was = self._placement(twin)
+            if not was.long:
+                cost += (self._line(twin, was.clock, True)[1]
+                         - self._line(twin, was.clock, False)[1])
+        return placed, cost
 
     def cost(self, item: RetrievedItem) -> int:
         """Tokens the section grows by if ``item`` is added now."""
-        return self._cost(item, self._openings(item))
-
-    def _cost(self, item: RetrievedItem,
-              openings: list[tuple[tuple[str | None, str | None], str]]) -> int:
-        return self._line(item)[1] + sum(count_tokens_cached(text + "\n")
-                                         for _, text in openings)
+        return self._plan(item)[1]
 
     def offer(self, item: RetrievedItem) -> bool:
         """Add ``item`` if it fits whole; False (and nothing changes) if it does not."""
         if self.max_items is not None and len(self.chosen) >= self.max_items:
             return False
-        openings = self._openings(item)
-        cost = self._cost(item, openings)
+        placed, cost = self._plan(item)
         if self.used + cost > self.limit:
             return False
-        self._opened.update(key for key, _ in openings)
+        self._titles_opened.add(item.group)
+        day = self.day(item)
+        if day is not None:
+            self.heading_clocks.setdefault((item.group, day), clock_of(item))
+        if item.native_id:
+            twins = self._twins.setdefault(short_id(item.native_id), [])
+            for twin in twins:
+                self._place(_Placed(twin, self._placement(twin).clock, True))
+            twins.append(item)
+        self._place(placed)
         self.used += cost
         self.chosen.append(item)
         return True
 
+    def _placement(self, item: RetrievedItem) -> _Placed:
+        return next(p for p in self._placed[id(item)] if p.item is item)
 
-def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker
-            ) -> tuple[list[tuple[str, int]], bool]:
-    """The section's inner lines with their tokens (newline included), and whether any
-    short id had to be lengthened: native groups in the order they first appear, in each
-    the undated items, then one heading per day (first-appearance order) over that day's
-    items. Short ids that would collide within the section are lengthened, so every id
-    is unique where it is read."""
-    counts: dict[str, int] = {}
-    for item in chosen:
-        if item.native_id:
-            key = short_id(item.native_id)
-            counts[key] = counts.get(key, 0) + 1
-    lengthened = any(n > 1 for n in counts.values())
+    def _place(self, placed: _Placed) -> None:
+        entries = self._placed.setdefault(id(placed.item), [])
+        entries[:] = [p for p in entries if p.item is not placed.item] + [placed]
+
+    def placed_line(self, item: RetrievedItem) -> tuple[str, int]:
+        """A chosen item's line, as it was charged (its time and id form included)."""
+        placed = self._placement(item)
+        return self._line(item, placed.clock, placed.long)
+
+
+def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker) -> list[tuple[str, int]]:
+    """The section's inner lines with their tokens (newline included): native groups in
+    the order they first appear, in each the undated items, then one heading per day
+    (first-appearance order) over that day's items, each line as the packer charged it."""
     lines: list[tuple[str, int]] = []
     by_group: dict[str | None, list[RetrievedItem]] = {}
     for item in chosen:
@@ -325,14 +377,10 @@ def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker
             by_day.setdefault(packer.day(item), []).append(item)
         for day in sorted(by_day, key=lambda d: d is not None):  # stable: undated first
             if day is not None:
-                heading = day_heading(day)
+                heading = day_heading(day, packer.heading_clocks.get((group, day)))
                 lines.append((heading, count_tokens_cached(heading + "\n")))
-            for item in by_day[day]:
-                long = lengthened and bool(item.native_id) and counts[
-                    short_id(item.native_id or "")] > 1
-                line = None if long else packer.built_line(item)
-                lines.append(line or _line_with_tokens(item, LONG_ID if long else 4))
-    return lines, lengthened
+            lines.extend(packer.placed_line(item) for item in by_day[day])
+    return lines
 
 
 def render_context(
@@ -342,40 +390,42 @@ def render_context(
     items: Sequence[RetrievedItem],
     budget: ContextBudget,
     group_title: Callable[[str, Sequence[RetrievedItem]], str] | None = None,
-    chosen: Sequence[RetrievedItem] | None = None,
+    packer: SectionPacker | None = None,
 ) -> RenderedContext:
     """Pack ``items`` (already in the backend's order) into one section within the budget.
 
     Items are shown whole or not at all (``SectionPacker``). Items with a ``group`` are
     kept under their native group heading, in the order the groups first appear; dated
-    items under a heading for their day. ``chosen``: the items a provider packed itself
-    (a ``SectionPacker`` over the same ``items``), shown in ``items``' order. Returns an
-    empty text when there is nothing to show or when not even the section's frame fits.
+    items under a heading for their day. ``packer``: one a provider filled itself (in
+    its own order, over the same ``items``); its items are shown in ``items``' order.
+    Returns an empty text when there is nothing to show or when not even the section's
+    frame fits.
     """
     head = _head(backend, scope)
     tail = f"</{SECTION_TAG}>"
-    packer = SectionPacker(backend=backend, scope=scope, budget=budget, items=items,
-                           group_title=group_title)
-    if packer.used > budget.max_tokens:
+    if packer is None:
+        packer = SectionPacker(backend=backend, scope=scope, budget=budget, items=items,
+                               group_title=group_title)
+        if packer.used <= budget.max_tokens:
+            for item in items:
+                packer.offer(item)
+    if frame_tokens(backend, scope) > budget.max_tokens:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
-    if chosen is None:
-        for item in items:
-            packer.offer(item)
-        picked = packer.chosen
-    else:
-        keep = {id(i) for i in chosen}
-        picked = [i for i in items if id(i) in keep]
+    keep = {id(i) for i in packer.chosen}
+    picked = [i for i in items if id(i) in keep]
+    if not picked:
+        return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
+    # Lines start with "- ", "## " or "### ", so cl100k counts the section as the sum of
+    # its lines (the property tests check it) and the packer's charges add up to it.
     frame = frame_tokens(backend, scope)
     while picked:
-        lines, lengthened = _layout(picked, packer)
+        lines = _layout(picked, packer)
         text = "\n".join([head, *(line for line, _ in lines), tail])
-        # Lines start with "- ", "## " or "### ", so cl100k counts the section as the sum
-        # of its lines (the property tests check it); lengthened ids are counted afresh.
-        tokens = count_tokens(text) if lengthened else frame + sum(c for _, c in lines)
+        tokens = frame + sum(c for _, c in lines)
         if tokens <= budget.max_tokens:
             return RenderedContext(text, tokens, len(picked), len(items) - len(picked),
                                    _shortfall(budget, tokens), tuple(picked))
-        picked = picked[:-1]  # a lengthened id cost a token or two: the last one goes
+        picked = picked[:-1]  # a guard only: a caller's packer over other items
     return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
 
 

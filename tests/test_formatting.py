@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_memory_adapters.contract import LABEL_TOKENS, ContextBudget, RetrievedItem
@@ -85,10 +85,15 @@ times = st.one_of(
 )
 
 
+# ids whose short ids collide (the section lengthens both) beside arbitrary ones
+TWIN = next(f"id-{n}" for n in range(1, 10**6) if short_id(f"id-{n}") == short_id("id-0"))
+native_ids = st.one_of(labels, st.sampled_from(["id-0", TWIN]))
+
+
 @st.composite
 def labelled_items(draw: st.DrawFn) -> RetrievedItem:
     return RetrievedItem(
-        native_id=draw(labels),
+        native_id=draw(native_ids),
         text=draw(texts),
         score=draw(scores),
         native_type=draw(labels),
@@ -131,8 +136,6 @@ def test_packer_cost_is_what_the_section_charges(items):
     """Providers that pack items themselves (full_history newest first, Honcho) budget
     with ``SectionPacker``: its frame plus the cost of each offer (line, and the headings
     it opens) must be the section's exact count."""
-    assume(len({short_id(i.native_id) for i in items if i.native_id})
-           == len([i for i in items if i.native_id]))  # no lengthened ids here
     budget = ContextBudget(max_tokens=100_000)
     packer = SectionPacker(backend="full_history", scope="run/alice", budget=budget,
                            items=items)
@@ -141,7 +144,7 @@ def test_packer_cost_is_what_the_section_charges(items):
         expected += packer.cost(item)
         assert packer.offer(item)
     out = render_context(backend="full_history", scope="run/alice", items=items,
-                         budget=budget, chosen=packer.chosen)
+                         budget=budget, packer=packer)
     assert out.included == len(items)
     assert out.token_count == expected == packer.used == count_tokens(out.text)
 
@@ -162,8 +165,8 @@ def test_labels_keep_score_time_id_and_validity():
         backend="graphiti", scope="r/a", items=[item], budget=ContextBudget(max_tokens=200)
     )
     heading, line = out.text.splitlines()[1:3]
-    assert heading == "### 2024-01-02"  # the day once, over the day's items
-    assert line == (f"- [.81 03:04 valid=2024-01-02..2024-06-01 Alice "
+    assert heading == "### 2024-01-02 03:04"  # the day and time once, over the day's items
+    assert line == (f"- [.81 valid=2024-01-02..2024-06-01 Alice "
                     f"#{short_id('abc')}] Alice lives in Paris")
     assert ended_validity(line)
     assert "type=" not in out.text and "fact" not in line  # debugger-only parts stay out
@@ -175,8 +178,12 @@ def test_compact_label_grammar():
     line = item_line(RetrievedItem(native_id=uuid, text="Glad to hear it, Jolene.", score=0.601,
                                    event_at=t, source="Jolene"))
     assert line == f"- [.60 20:31 Jolene #{short_id(uuid)}] Glad to hear it, Jolene."
-    assert count_tokens(line.split("] ", 1)[0] + "] ") <= 16
-    assert count_tokens(line.split("] ", 1)[0] + "] ") <= LABEL_TOKENS
+    with_time = count_tokens(line.split("] ", 1)[0] + "]")
+    under_its_heading = count_tokens(item_line(RetrievedItem(
+        native_id=uuid, text="x", score=0.601, event_at=t, source="Jolene"), clock=False
+        ).split("] ", 1)[0] + "]")
+    assert with_time <= 16 and under_its_heading <= LABEL_TOKENS
+    assert with_time - under_its_heading == 4  # " 20:31"
     assert item_line(RetrievedItem(text="x", score=-0.051)).startswith("- [-.05]")
     assert item_line(RetrievedItem(text="x", score=1.0)).startswith("- [1.00]")
     # a zone only when it is not UTC; a still-valid fact has an open end; storage time marked
@@ -187,7 +194,9 @@ def test_compact_label_grammar():
     assert "valid=2023-09-06.." in open_end and not ended_validity(open_end)
     assert "stored=2023-09-06" in item_line(RetrievedItem(text="x", created_at=t))
     assert ended_validity(item_line(RetrievedItem(text="x", expired_at=t)))
-    assert len(short_id("anything")) == 4 and short_id("a") != short_id("b")
+    assert len(short_id("anything")) == 3 and short_id("anything").isdigit()
+    assert short_id("a") != short_id("b") and short_id("a", 12).endswith(short_id("a"))
+    assert count_tokens(f"#{short_id(uuid)}") == 2  # "#" and three digits
 
 
 def test_days_are_headings_in_first_seen_order_and_items_keep_their_order():
@@ -199,8 +208,8 @@ def test_days_are_headings_in_first_seen_order_and_items_keep_their_order():
     out = render_context(backend="x", scope="s", items=items,
                          budget=ContextBudget(max_tokens=500))
     assert out.text.splitlines()[1:-1] == [
-        "- [.70] undated", "### 2023-05-08", "- [.90 09:00] b1", "- [.60 12:00] b2",
-        "### 2023-05-07", "- [.80 09:00] a1"]
+        "- [.70] undated", "### 2023-05-08 09:00", "- [.90] b1", "- [.60 12:00] b2",
+        "### 2023-05-07 09:00", "- [.80] a1"]
     assert out.token_count == count_tokens(out.text)
 
 
@@ -221,9 +230,7 @@ def test_items_are_shown_whole_or_not_at_all():
 
 
 def test_short_ids_that_collide_in_a_section_are_lengthened():
-    first = "id-0"
-    twin = next(f"id-{n}" for n in range(1, 10**6)
-                if short_id(f"id-{n}") == short_id(first))
+    first, twin = "id-0", TWIN
     items = [RetrievedItem(native_id=first, text="one"), RetrievedItem(native_id=twin, text="two"),
              RetrievedItem(native_id="other", text="three")]
     out = render_context(backend="x", scope="s", items=items,
@@ -233,6 +240,27 @@ def test_short_ids_that_collide_in_a_section_are_lengthened():
     assert ids[0] == short_id(first, 12) and ids[1] == short_id(twin, 12)
     assert ids[2] == short_id("other")
     assert out.token_count == count_tokens(out.text)
+
+
+def test_twins_are_charged_when_packed_in_another_order():
+    """A provider packing newest first pays for both ids of a pair it lengthens, so the
+    section it renders in its own order costs exactly what it was charged."""
+    day = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    items = [RetrievedItem(native_id=n, text=f"turn {k}", event_at=day + timedelta(seconds=k))
+             for k, n in enumerate(["id-0", "other", TWIN])]
+    budget = ContextBudget(max_tokens=300)
+    packer = SectionPacker(backend="x", scope="s", budget=budget, items=items)
+    charged = []
+    for item in reversed(items):
+        charged.append(packer.cost(item))
+        assert packer.offer(item)
+    out = render_context(backend="x", scope="s", items=items, budget=budget, packer=packer)
+    assert out.token_count == packer.used == count_tokens(out.text)
+    # the first opens the day's heading; the last pays for its twin's longer id too
+    assert charged[2] > charged[1]
+    assert out.text.splitlines()[1:-1] == [
+        "### 2023-05-08 13:56", f"- [#{short_id('id-0', 12)}] turn 0",
+        f"- [#{short_id('other')}] turn 1", f"- [#{short_id(TWIN, 12)}] turn 2"]
 
 
 def test_groups_are_kept_separate_in_first_seen_order():
@@ -382,8 +410,8 @@ def test_a_packer_never_reads_another_items_cached_line(monkeypatch):
     for item in items:
         assert packer.offer(item)
     rendered = render_context(backend="full_history", scope="r/u", items=items,
-                              budget=budget, chosen=packer.chosen)
+                              budget=budget, packer=packer)
     shown = [line for line in rendered.text.splitlines() if line.startswith("- ")]
     assert sorted(line.split("] ", 1)[1] for line in shown) == sorted(i.text for i in items)
     assert [line for line in rendered.text.splitlines() if line.startswith("### ")] == [
-        f"### 2023-05-0{8 - n}" for n in range(4)]
+        f"### 2023-05-0{8 - n} 13:56" for n in range(4)]

@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict
 
 from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
+    ContextBudget,
     MemoryEvent,
     MemoryScope,
     ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.formatting import SectionPacker
+from nanobot_memory_adapters.formatting import RenderedContext, SectionPacker, render_context
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
@@ -186,6 +187,18 @@ class FullHistory(BaseAdapter):
             native_request={"max_tokens": request.budget.max_tokens},
             warnings=warnings,
         )
+
+    def render(self, scope: MemoryScope | str, items: list[RetrievedItem],
+               budget: ContextBudget) -> RenderedContext:
+        """Packed newest first, as ``_retrieve`` chose them (a day heading shows the time
+        of the first turn packed under it), shown oldest first."""
+        key = scope.key if isinstance(scope, MemoryScope) else scope
+        packer = SectionPacker(backend=self.backend_name, scope=key, budget=budget,
+                               items=items)
+        for item in reversed(items):
+            packer.offer(item)
+        return render_context(backend=self.backend_name, scope=key, items=items,
+                              budget=budget, packer=packer)
 
     async def _reset(self, scope: MemoryScope) -> str | None:
         await asyncio.to_thread(self._run, "DELETE FROM events WHERE scope = ?", (scope.key,))

@@ -570,8 +570,8 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
             query="my dog", scope=scope, budget=nma.ContextBudget(max_tokens=400)))
         assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
         assert result.items[0].created_at != result.items[0].event_at
-        assert "### 2023-05-08\n- [" in result.formatted_context  # the turn's day, not storage
-        assert " 13:56 " in result.formatted_context
+        # the turn's day and time (its heading), not storage
+        assert "### 2023-05-08 13:56\n- [" in result.formatted_context
     finally:
         await adapter.aclose()
 

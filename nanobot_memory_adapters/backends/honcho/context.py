@@ -94,5 +94,5 @@ def render(backend: str, key: str, items: list[RetrievedItem], budget: ContextBu
         if not packer.offer(item):
             break
     return render_context(backend=backend, scope=key, items=items, budget=budget,
-                          group_title=group_title, chosen=packer.chosen)
+                          group_title=group_title, packer=packer)
 
