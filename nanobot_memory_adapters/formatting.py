@@ -57,10 +57,20 @@ def _day(value: datetime | None) -> str:
 
 #: Digits of a short id: cl100k reads up to three digits as one token (the four hex
 #: characters used before took four). A section lengthens the ids that would collide
-#: within it to ``LONG_ID`` digits (``SectionPacker``), so each stays unique where it is
-#: read.
+#: within it to the first of ``TWIN_ID_LENGTHS`` that tells them apart
+#: (``SectionPacker``), so each stays unique where it is read.
 SHORT_ID = 3
-LONG_ID = 12
+TWIN_ID_LENGTHS = (6, 9, 12)
+
+
+def twin_id_length(native_ids: Sequence[str]) -> int:
+    """Digits that tell apart native ids whose short ids collide (the same id twice
+    stays one id)."""
+    distinct = set(native_ids)
+    for length in TWIN_ID_LENGTHS:
+        if len({short_id(i, length) for i in distinct}) == len(distinct):
+            return length
+    return TWIN_ID_LENGTHS[-1]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -235,11 +245,11 @@ class RenderedContext:
 @dataclass(frozen=True)
 class _Placed:
     """How a chosen item's line was charged: whether its time is left to the day heading
-    and whether its short id is lengthened (a twin in the section)."""
+    and how many digits its id shows (more for a twin in the section)."""
 
     item: RetrievedItem
     clock: bool
-    long: bool
+    id_length: int = SHORT_ID
 
 
 class SectionPacker:
@@ -279,7 +289,7 @@ class SectionPacker:
         # without the reference a new item would read a dropped item's line.
         self._placed: dict[int, list[_Placed]] = {}
         self._twins: dict[str, list[RetrievedItem]] = {}  # short id -> chosen items
-        self._lines: dict[tuple[int, bool, bool], tuple[RetrievedItem, str, int]] = {}
+        self._lines: dict[tuple[int, bool, int], tuple[RetrievedItem, str, int]] = {}
         self._days: dict[int, tuple[RetrievedItem, str | None]] = {}
 
     def day(self, item: RetrievedItem) -> str | None:
@@ -288,12 +298,12 @@ class SectionPacker:
             entry = self._days[id(item)] = (item, day_of(item))
         return entry[1]
 
-    def _line(self, item: RetrievedItem, clock: bool, long: bool) -> tuple[str, int]:
-        key = (id(item), clock, long)
+    def _line(self, item: RetrievedItem, clock: bool, id_length: int) -> tuple[str, int]:
+        key = (id(item), clock, id_length)
         entry = self._lines.get(key)
         if entry is None or entry[0] is not item:  # built once per render; layout reuses it
             entry = self._lines[key] = (
-                item, *_line_with_tokens(item, LONG_ID if long else SHORT_ID, clock))
+                item, *_line_with_tokens(item, id_length, clock))
         return entry[1], entry[2]
 
     def _plan(self, item: RetrievedItem) -> tuple[_Placed, int]:
@@ -312,14 +322,16 @@ class SectionPacker:
                 openings.append(day_heading(day, clock_of(item)))
                 clock = False
         twins = self._twins.get(short_id(item.native_id), []) if item.native_id else []
-        placed = _Placed(item, clock, bool(twins))
-        cost = self._line(item, placed.clock, placed.long)[1] + sum(
+        length = twin_id_length([t.native_id or "" for t in [*twins, item]]) if twins \
+            else SHORT_ID
+        placed = _Placed(item, clock, length)
+        cost = self._line(item, placed.clock, length)[1] + sum(
             count_tokens_cached(text + "\n") for text in openings)
         for twin in twins:
             was = self._placement(twin)
-            if not was.long:
-                cost += (self._line(twin, was.clock, True)[1]
-                         - self._line(twin, was.clock, False)[1])
+            if was.id_length != length:
+                cost += (self._line(twin, was.clock, length)[1]
+                         - self._line(twin, was.clock, was.id_length)[1])
         return placed, cost
 
     def cost(self, item: RetrievedItem) -> int:
@@ -340,7 +352,7 @@ class SectionPacker:
         if item.native_id:
             twins = self._twins.setdefault(short_id(item.native_id), [])
             for twin in twins:
-                self._place(_Placed(twin, self._placement(twin).clock, True))
+                self._place(_Placed(twin, self._placement(twin).clock, placed.id_length))
             twins.append(item)
         self._place(placed)
         self.used += cost
@@ -357,7 +369,7 @@ class SectionPacker:
     def placed_line(self, item: RetrievedItem) -> tuple[str, int]:
         """A chosen item's line, as it was charged (its time and id form included)."""
         placed = self._placement(item)
-        return self._line(item, placed.clock, placed.long)
+        return self._line(item, placed.clock, placed.id_length)
 
 
 def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker) -> list[tuple[str, int]]:

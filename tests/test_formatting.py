@@ -195,7 +195,7 @@ def test_compact_label_grammar():
     assert "stored=2023-09-06" in item_line(RetrievedItem(text="x", created_at=t))
     assert ended_validity(item_line(RetrievedItem(text="x", expired_at=t)))
     assert len(short_id("anything")) == 3 and short_id("anything").isdigit()
-    assert short_id("a") != short_id("b") and short_id("a", 12).endswith(short_id("a"))
+    assert short_id("a") != short_id("b") and short_id("a", 6).endswith(short_id("a"))
     assert count_tokens(f"#{short_id(uuid)}") == 2  # "#" and three digits
 
 
@@ -237,7 +237,7 @@ def test_short_ids_that_collide_in_a_section_are_lengthened():
                          budget=ContextBudget(max_tokens=300))
     ids = [line.split("#", 1)[1].split("]", 1)[0] for line in out.text.splitlines()[1:-1]]
     assert len(set(ids)) == 3
-    assert ids[0] == short_id(first, 12) and ids[1] == short_id(twin, 12)
+    assert ids[0] == short_id(first, 6) and ids[1] == short_id(twin, 6)
     assert ids[2] == short_id("other")
     assert out.token_count == count_tokens(out.text)
 
@@ -259,8 +259,26 @@ def test_twins_are_charged_when_packed_in_another_order():
     # the first opens the day's heading; the last pays for its twin's longer id too
     assert charged[2] > charged[1]
     assert out.text.splitlines()[1:-1] == [
-        "### 2023-05-08 13:56", f"- [#{short_id('id-0', 12)}] turn 0",
-        f"- [#{short_id('other')}] turn 1", f"- [#{short_id(TWIN, 12)}] turn 2"]
+        "### 2023-05-08 13:56", f"- [#{short_id('id-0', 6)}] turn 0",
+        f"- [#{short_id('other')}] turn 1", f"- [#{short_id(TWIN, 6)}] turn 2"]
+
+
+def test_twins_alike_in_six_digits_get_nine():
+    seen: dict[str, str] = {}
+    pair = None
+    for n in range(200_000):
+        key = short_id(f"t-{n}", 6)
+        if key in seen:
+            pair = (seen[key], f"t-{n}")
+            break
+        seen[key] = f"t-{n}"
+    assert pair is not None
+    items = [RetrievedItem(native_id=i, text="same") for i in pair]
+    out = render_context(backend="x", scope="s", items=items,
+                         budget=ContextBudget(max_tokens=300))
+    assert out.text.splitlines()[1:-1] == [f"- [#{short_id(i, 9)}] same" for i in pair]
+    assert short_id(pair[0], 9) != short_id(pair[1], 9)
+    assert out.token_count == count_tokens(out.text)
 
 
 def test_groups_are_kept_separate_in_first_seen_order():

@@ -599,3 +599,23 @@ async def test_every_llm_request_honours_the_configured_max_tokens(llm_double, d
         assert asked and all(isinstance(n, int) and n <= 700 for n in asked), asked
     finally:
         await adapter.aclose()
+
+
+async def test_an_answer_cut_at_max_tokens_is_not_asked_again(llm_double, data_dir):
+    """graphiti-core retries invalid JSON four times, 5-120 s apart; at temperature 0 a cut
+    answer comes back cut again. By default the call fails at once and the write is a
+    retryable failure (nothing stored is claimed)."""
+    adapter = _load(llm_double, data_dir, llm={"base_url": llm_double.base_url,
+                                               "model": "double-chat", "max_tokens": 3})
+    try:
+        scope = MemoryScope(run_id="cut", persona_id="alice")
+        await adapter.setup_scope(scope)
+        before = len(llm_double.chat_requests())
+        with pytest.raises(AdapterError) as caught:
+            await adapter.record_event(_event(
+                scope, 1, "Alice moved to Lisbon and works at a bakery.",
+                datetime(2024, 1, 1, tzinfo=UTC)))
+        assert caught.value.retryable and "JSONDecodeError" in str(caught.value)
+        assert len(llm_double.chat_requests()) - before == 1  # asked once, not four times
+    finally:
+        await adapter.aclose()

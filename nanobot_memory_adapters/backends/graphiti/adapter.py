@@ -220,6 +220,7 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
                 client=self._openai(cfg.llm.base_url, cfg.llm.resolved_api_key()),
                 max_tokens=cfg.llm.max_tokens,
                 structured_output_mode=cfg.llm.structured_output,
+                retry_invalid_json=cfg.llm.retry_invalid_json,
             )
             embedder = await self._embedder()
             cross_encoder = self._cross_encoder()

@@ -58,6 +58,12 @@ class LLMSettings(BaseModel):
         "minutes; the SDK's 120 s failed every event of a bulk write on one).",
     )
     max_retries: int = Field(default=2, ge=0)
+    retry_invalid_json: bool = Field(
+        default=False,
+        description="Retry a call whose answer is not valid JSON (graphiti-core: up to 4 "
+        "attempts, 5-120 s apart). Off: at temperature 0 an answer cut at max_tokens comes "
+        "back cut again; the write fails at once and stays retryable.",
+    )
 
     def resolved_api_key(self) -> str | None:
         if self.api_key:
