@@ -12,8 +12,9 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
+from typing import NamedTuple
 
 from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
 from nanobot_memory_adapters.tokens import count_tokens, count_tokens_cached
@@ -122,10 +123,11 @@ def _label_parts(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = T
     the only part that changes between retrievals. ``clock=False`` leaves the time out
     (the day heading above the item shows it)."""
     head = [_score(item.score)] if item.score is not None else []
-    # keyed by each time's text: equal instants in other zones label differently
+    # keyed by each time's text: equal instants in other zones label differently (the
+    # storage time shows only for an item without an event time)
     tail = list(_stable_label(*(t.isoformat() if t else None for t in (
-        item.event_at, item.created_at, item.valid_at, item.invalid_at, item.expired_at)),
-        item.source, item.native_id, id_length, clock))
+        item.event_at, None if item.event_at else item.created_at, item.valid_at,
+        item.invalid_at, item.expired_at)), item.source, item.native_id, id_length, clock))
     return head, tail
 
 
@@ -242,14 +244,19 @@ class RenderedContext:
     shown: tuple[RetrievedItem, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Placed:
+class _Placed(NamedTuple):
     """How a chosen item's line was charged: whether its time is left to the day heading
     and how many digits its id shows (more for a twin in the section)."""
 
     item: RetrievedItem
     clock: bool
     id_length: int = SHORT_ID
+
+
+@functools.lru_cache(maxsize=65536)
+def _day_and_clock(at: datetime, _offset: timedelta | None) -> tuple[str, str]:
+    # keyed by the offset too: equal instants in other zones label differently
+    return _day(at), _clock(at)
 
 
 class SectionPacker:
@@ -290,13 +297,19 @@ class SectionPacker:
         self._placed: dict[int, list[_Placed]] = {}
         self._twins: dict[str, list[RetrievedItem]] = {}  # short id -> chosen items
         self._lines: dict[tuple[int, bool, int], tuple[RetrievedItem, str, int]] = {}
-        self._days: dict[int, tuple[RetrievedItem, str | None]] = {}
+        self._days: dict[int, tuple[RetrievedItem, str | None, str | None]] = {}
 
-    def day(self, item: RetrievedItem) -> str | None:
+    def _when(self, item: RetrievedItem) -> tuple[str | None, str | None]:
+        """The item's day and time of day as its heading and label show them."""
         entry = self._days.get(id(item))
         if entry is None or entry[0] is not item:
-            entry = self._days[id(item)] = (item, day_of(item))
-        return entry[1]
+            at = item.event_at
+            day, clock = _day_and_clock(at, at.utcoffset()) if at else (None, None)
+            entry = self._days[id(item)] = (item, day, clock)
+        return entry[1], entry[2]
+
+    def day(self, item: RetrievedItem) -> str | None:
+        return self._when(item)[0]
 
     def _line(self, item: RetrievedItem, clock: bool, id_length: int) -> tuple[str, int]:
         key = (id(item), clock, id_length)
@@ -306,33 +319,36 @@ class SectionPacker:
                 item, *_line_with_tokens(item, id_length, clock))
         return entry[1], entry[2]
 
-    def _plan(self, item: RetrievedItem) -> tuple[_Placed, int]:
-        """How ``item`` would be placed now: its line's form and the tokens it adds (the
-        headings it opens and its twins' longer ids included)."""
-        openings: list[str] = []
+    def _plan(self, item: RetrievedItem
+              ) -> tuple[_Placed, int, list[RetrievedItem], tuple[str | None, str] | None]:
+        """How ``item`` would be placed now: its line's form, the tokens it adds (the
+        headings it opens and its twins' longer ids included), its twins, and the day
+        heading it would open."""
+        cost = 0
         if self.titled and item.group not in self._titles_opened:
-            openings.append(self.titles[item.group])
-        day = self.day(item)
+            cost += count_tokens_cached(self.titles[item.group] + "\n")
+        day, clock_text = self._when(item)
         clock = True
+        opens = None
         if day is not None:
             key = (item.group, day)
-            if key in self.heading_clocks:
-                clock = clock_of(item) != self.heading_clocks[key]
-            else:
-                openings.append(day_heading(day, clock_of(item)))
+            shown = self.heading_clocks.get(key, self)  # self: no heading yet
+            if shown is self:
+                opens = key
+                cost += count_tokens_cached(day_heading(day, clock_text) + "\n")
                 clock = False
+            else:
+                clock = clock_text != shown
         twins = self._twins.get(short_id(item.native_id), []) if item.native_id else []
         length = twin_id_length([t.native_id or "" for t in [*twins, item]]) if twins \
             else SHORT_ID
-        placed = _Placed(item, clock, length)
-        cost = self._line(item, placed.clock, length)[1] + sum(
-            count_tokens_cached(text + "\n") for text in openings)
+        cost += self._line(item, clock, length)[1]
         for twin in twins:
             was = self._placement(twin)
             if was.id_length != length:
                 cost += (self._line(twin, was.clock, length)[1]
                          - self._line(twin, was.clock, was.id_length)[1])
-        return placed, cost
+        return _Placed(item, clock, length), cost, twins, opens
 
     def cost(self, item: RetrievedItem) -> int:
         """Tokens the section grows by if ``item`` is added now."""
@@ -342,29 +358,25 @@ class SectionPacker:
         """Add ``item`` if it fits whole; False (and nothing changes) if it does not."""
         if self.max_items is not None and len(self.chosen) >= self.max_items:
             return False
-        placed, cost = self._plan(item)
+        placed, cost, twins, opens = self._plan(item)
         if self.used + cost > self.limit:
             return False
         self._titles_opened.add(item.group)
-        day = self.day(item)
-        if day is not None:
-            self.heading_clocks.setdefault((item.group, day), clock_of(item))
+        if opens is not None:
+            self.heading_clocks[opens] = self._when(item)[1]
+        for twin in twins:  # lengthened with it
+            entries = self._placed[id(twin)]
+            entries[:] = [p._replace(id_length=placed.id_length) if p.item is twin else p
+                          for p in entries]
         if item.native_id:
-            twins = self._twins.setdefault(short_id(item.native_id), [])
-            for twin in twins:
-                self._place(_Placed(twin, self._placement(twin).clock, placed.id_length))
-            twins.append(item)
-        self._place(placed)
+            self._twins.setdefault(short_id(item.native_id), []).append(item)
+        self._placed.setdefault(id(item), []).append(placed)
         self.used += cost
         self.chosen.append(item)
         return True
 
     def _placement(self, item: RetrievedItem) -> _Placed:
         return next(p for p in self._placed[id(item)] if p.item is item)
-
-    def _place(self, placed: _Placed) -> None:
-        entries = self._placed.setdefault(id(placed.item), [])
-        entries[:] = [p for p in entries if p.item is not placed.item] + [placed]
 
     def placed_line(self, item: RetrievedItem) -> tuple[str, int]:
         """A chosen item's line, as it was charged (its time and id form included)."""
