@@ -88,11 +88,6 @@ def day_of(item: RetrievedItem) -> str | None:
     return _day(item.event_at) or None
 
 
-def clock_of(item: RetrievedItem) -> str | None:
-    """The time of day an item happened, as its label would show it."""
-    return _clock(item.event_at) if item.event_at else None
-
-
 def day_heading(day: str, clock: str | None = None) -> str:
     """``### DAY TIME``: the time is that of the first item packed under it; items of the
     same minute leave theirs out (a LoCoMo session, a burst of chat turns), others keep
