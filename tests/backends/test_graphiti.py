@@ -602,11 +602,12 @@ async def test_every_llm_request_honours_the_configured_max_tokens(llm_double, d
 
 
 async def test_an_answer_cut_at_max_tokens_is_not_asked_again(llm_double, data_dir):
-    """graphiti-core retries invalid JSON four times, 5-120 s apart; at temperature 0 a cut
-    answer comes back cut again. By default the call fails at once and the write is a
-    retryable failure (nothing stored is claimed)."""
+    """graphiti-core retries invalid JSON four times, 5-120 s apart; with
+    ``retry_invalid_json: false`` the call fails at once and the write is a retryable
+    failure (nothing stored is claimed)."""
     adapter = _load(llm_double, data_dir, llm={"base_url": llm_double.base_url,
-                                               "model": "double-chat", "max_tokens": 3})
+                                               "model": "double-chat", "max_tokens": 3,
+                                               "retry_invalid_json": False})
     try:
         scope = MemoryScope(run_id="cut", persona_id="alice")
         await adapter.setup_scope(scope)

@@ -59,10 +59,10 @@ class LLMSettings(BaseModel):
     )
     max_retries: int = Field(default=2, ge=0)
     retry_invalid_json: bool = Field(
-        default=False,
+        default=True,
         description="Retry a call whose answer is not valid JSON (graphiti-core: up to 4 "
-        "attempts, 5-120 s apart). Off: at temperature 0 an answer cut at max_tokens comes "
-        "back cut again; the write fails at once and stays retryable.",
+        "attempts, 5-120 s apart). Off: the write fails at once and stays retryable — quicker on a "
+        "slow local model whose loops repeat.",
     )
 
     def resolved_api_key(self) -> str | None:
