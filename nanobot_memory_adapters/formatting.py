@@ -82,12 +82,6 @@ def short_id(native_id: str, length: int = SHORT_ID) -> str:
     return str(int.from_bytes(digest, "big") % 10**length).zfill(length)
 
 
-def day_of(item: RetrievedItem) -> str | None:
-    """The day an item happened: its section shows it once, as a heading over the day's
-    items, and the item's label keeps only the time."""
-    return _day(item.event_at) or None
-
-
 def day_heading(day: str, clock: str | None = None) -> str:
     """``### DAY TIME``: the time is that of the first item packed under it; items of the
     same minute leave theirs out (a LoCoMo session, a burst of chat turns), others keep
@@ -201,13 +195,6 @@ def item_line(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
     never pass for a group heading or another item."""
     head, tail = item_line_parts(item, id_length, clock)
     return head + tail
-
-
-def item_tokens(item: RetrievedItem) -> int:
-    """Tokens ``item_line(item)`` takes in a section, its newline included (not the
-    headings it may open: ``SectionPacker.cost`` adds those). The stable part's count is
-    remembered across calls."""
-    return _line_with_tokens(item)[1]
 
 
 def _line_with_tokens(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
@@ -327,13 +314,12 @@ class SectionPacker:
         opens = None
         if day is not None:
             key = (item.group, day)
-            shown = self.heading_clocks.get(key, self)  # self: no heading yet
-            if shown is self:
+            if key in self.heading_clocks:
+                clock = clock_text != self.heading_clocks[key]
+            else:  # this item opens the day: the heading shows its time
                 opens = key
                 cost += count_tokens_cached(day_heading(day, clock_text) + "\n")
                 clock = False
-            else:
-                clock = clock_text != shown
         twins = self._twins.get(short_id(item.native_id), []) if item.native_id else []
         length = twin_id_length([t.native_id or "" for t in [*twins, item]]) if twins \
             else SHORT_ID

@@ -36,6 +36,9 @@ class CappedOpenAIGenericClient(OpenAIGenericClient):
     def __init__(self, *args: Any, retry_invalid_json: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.retry_invalid_json = retry_invalid_json
+        # graphiti-core's own tenacity wrapper with invalid JSON left out of its retry rule
+        self._without_json_retry = LLMClient._generate_response_with_retry.retry_with(  # type: ignore[attr-defined]
+            retry=retry_if_exception(_transient_not_json))
 
     async def _generate_response_with_retry(
         self,
@@ -46,12 +49,11 @@ class CappedOpenAIGenericClient(OpenAIGenericClient):
         *,
         model: str | None = None,
     ) -> dict[str, Any]:
-        wrapped = LLMClient._generate_response_with_retry
-        if not self.retry_invalid_json:
-            wrapped = wrapped.retry_with(  # type: ignore[attr-defined]
-                retry=retry_if_exception(_transient_not_json))
-        return await wrapped(self, messages, response_model, max_tokens, model_size,
-                             model=model)
+        if self.retry_invalid_json:
+            return await super()._generate_response_with_retry(
+                messages, response_model, max_tokens, model_size, model=model)
+        return await self._without_json_retry(self, messages, response_model, max_tokens,
+                                              model_size, model=model)
 
     async def _generate_response(
         self,
