@@ -60,7 +60,7 @@ def server_url(request, honcho):
     return honcho.base_url
 
 
-READY_S = 90.0 if REAL_URL else 20.0
+READY_S = 900.0 if REAL_URL else 20.0  # a real server's model may be a slow local one
 
 
 def _adapter(url: str, **config) -> HonchoAdapter:
@@ -517,37 +517,52 @@ async def test_a_half_delivered_event_gets_only_its_missing_messages(honcho):
         await adapter.aclose()
 
 
-async def test_a_small_budget_gets_the_query_relevant_observations_whole(honcho):
+PLANTED = {3: "My sister Ines is a marine biologist.",
+           14: "My sister Ines moved to Porto last spring.",
+           27: "My sister Ines has two cats called Salt and Pepper."}
+# words only the planted facts use: an observation a real model derived from one of them
+# keeps at least one (it may paraphrase the rest, or misattribute the cats to Alice)
+PLANTED_WORDS = ("Ines", "marine", "biologist", "Porto", "Salt", "Pepper")
+
+
+async def test_a_small_budget_gets_the_query_relevant_observations_whole(server_url):
     """30 turns, 500 tokens (the issue's measurement): Honcho's representation is not cut
     to ``tokens`` by the server, so the adapter asks for as many conclusions as fit, all
-    by semantic search, and shows each observation whole."""
-    adapter = _adapter(honcho.base_url)
+    by semantic search, and shows each observation whole. On a real server the
+    observations are the server model's own words: the relevant ones are those that
+    carry a planted fact's words, taken from the whole representation."""
+    adapter = _adapter(server_url)
     try:
         scope = _scope()
-        relevant = {3: "My sister Ines is a marine biologist.",
-                    14: "My sister Ines moved to Porto last spring.",
-                    27: "My sister Ines has two cats called Salt and Pepper."}
         hobbies = ["pottery", "chess", "kayaking", "baking", "running", "birdwatching",
                    "knitting", "climbing", "painting", "gardening"]
-        events = [_event(scope, relevant.get(n) or
+        events = [_event(scope, PLANTED.get(n) or
                          f"On day {n} I practised {hobbies[n % 10]} for {n} minutes.", n=n)
                   for n in range(1, 31)]
         for event in events:
             await adapter.record_event(event)
         assert (await adapter.wait_until_ready(scope, READY_S)).status == "ready"
-        result = await adapter.retrieve(_request(scope, "What do you know about my sister Ines?",
-                                                 tokens=500))
+        query = "What do you know about my sister Ines?"
+        result = await adapter.retrieve(_request(scope, query, tokens=500))
         text = result.formatted_context
         assert count_tokens(text) <= 500
         assert result.trace.native_request["max_conclusions"] == 7
-        for fact in relevant.values():
-            assert fact.removeprefix("My ") in text or fact in text, (fact, text)
         observations = [i for i in result.items if i.native_type == "observation"]
         lines = text.splitlines()[1:-1]
         for line in lines:  # every item line is a whole item: no cut, no marker
             assert line.startswith(("- ", "## ", "### ", "  ")) and "…" not in line
         shown = {result.items[k].text for k in result.shown}
-        assert shown & {o.text for o in observations}
+        assert {o.text for o in observations} <= shown  # what Honcho found is all shown
         assert all(any(line.endswith(t) for line in lines) for t in shown if "\n" not in t)
+        if server_url != REAL_URL:
+            for fact in PLANTED.values():
+                assert fact.removeprefix("My ") in text or fact in text, (fact, text)
+            return
+        everything = await adapter.retrieve(_request(scope, query, tokens=8000))
+        relevant = {i.text for i in everything.items if i.native_type == "observation"
+                    and any(word in i.text for word in PLANTED_WORDS)}
+        if not relevant:
+            pytest.skip("the server's model derived no observation from the planted facts")
+        assert relevant <= shown, (relevant - shown, text)
     finally:
         await adapter.aclose()
