@@ -275,8 +275,9 @@ class SectionPacker:
         self.chosen: list[RetrievedItem] = []
         # Entries keep their item: a caller that offers items it builds on the fly drops
         # those that do not fit, and CPython reuses a freed object's id for the next one —
-        # without the reference a new item would read a dropped item's line.
-        self._placed: dict[int, list[_Placed]] = {}
+        # without the reference a new item would read a dropped item's line. (A chosen
+        # item stays alive in ``chosen``, so its id names it for the packer's life.)
+        self._placed: dict[int, _Placed] = {}
         self._twins: dict[str, list[RetrievedItem]] = {}  # short id -> chosen items
         self._lines: dict[tuple[int, bool, int], tuple[RetrievedItem, str, int]] = {}
         self._days: dict[int, tuple[RetrievedItem, str | None, str | None]] = {}
@@ -346,18 +347,17 @@ class SectionPacker:
         if opens is not None:
             self.heading_clocks[opens] = self._when(item)[1]
         for twin in twins:  # lengthened with it
-            entries = self._placed[id(twin)]
-            entries[:] = [p._replace(id_length=placed.id_length) if p.item is twin else p
-                          for p in entries]
+            self._placed[id(twin)] = self._placed[id(twin)]._replace(
+                id_length=placed.id_length)
         if item.native_id:
             self._twins.setdefault(short_id(item.native_id), []).append(item)
-        self._placed.setdefault(id(item), []).append(placed)
+        self._placed.setdefault(id(item), placed)
         self.used += cost
         self.chosen.append(item)
         return True
 
     def _placement(self, item: RetrievedItem) -> _Placed:
-        return next(p for p in self._placed[id(item)] if p.item is item)
+        return self._placed[id(item)]
 
     def placed_line(self, item: RetrievedItem) -> tuple[str, int]:
         """A chosen item's line, as it was charged (its time and id form included)."""
