@@ -552,9 +552,9 @@ async def test_a_small_budget_gets_the_query_relevant_observations_whole(server_
         for line in lines:  # every item line is a whole item: no cut, no marker
             assert line.startswith(("- ", "## ", "### ", "  ")) and "…" not in line
         shown = {result.items[k].text for k in result.shown}
-        assert {o.text for o in observations} <= shown  # what Honcho found is all shown
         assert all(any(line.endswith(t) for line in lines) for t in shown if "\n" not in t)
         if server_url != REAL_URL:
+            assert {o.text for o in observations} <= shown  # what Honcho found is all shown
             for fact in PLANTED.values():
                 assert fact.removeprefix("My ") in text or fact in text, (fact, text)
             return
