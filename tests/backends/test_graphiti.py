@@ -620,3 +620,27 @@ async def test_an_answer_cut_at_max_tokens_is_not_asked_again(llm_double, data_d
         assert len(llm_double.chat_requests()) - before == 1  # asked once, not four times
     finally:
         await adapter.aclose()
+
+
+async def test_extra_body_reaches_every_chat_request_and_no_embedding(llm_double, data_dir):
+    """``llm.extra_body`` (a server's own sampling options, e.g. llama.cpp's
+    ``repeat_penalty``) goes with each extraction call and never to the embedder."""
+    adapter = _load(llm_double, data_dir, llm={"base_url": llm_double.base_url,
+                                               "model": "double-chat",
+                                               "extra_body": {"repeat_penalty": 1.1}},
+                       embedder={"provider": "openai", "model": "double-embed"})
+    try:
+        scope = MemoryScope(run_id="extra", persona_id="alice")
+        await adapter.setup_scope(scope)
+        before = len(llm_double.requests)
+        receipt = await adapter.record_event(_event(
+            scope, 1, "Alice moved to Lisbon and works at a bakery.",
+            datetime(2024, 1, 1, tzinfo=UTC)))
+        assert receipt.status == "committed"
+        sent = llm_double.requests[before:]
+        chats = [r["body"] for r in sent if r["path"].endswith("completions")]
+        others = [r["body"] for r in sent if not r["path"].endswith("completions")]
+        assert chats and all(body.get("repeat_penalty") == 1.1 for body in chats)
+        assert others and all("repeat_penalty" not in body for body in others)
+    finally:
+        await adapter.aclose()

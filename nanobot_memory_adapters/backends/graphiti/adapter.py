@@ -63,7 +63,10 @@ from nanobot_memory_adapters.backends.graphiti.ids import (
     group_id_for,
 )
 from nanobot_memory_adapters.backends.graphiti.kuzu import KuzuStoreDriver
-from nanobot_memory_adapters.backends.graphiti.llm_client import CappedOpenAIGenericClient
+from nanobot_memory_adapters.backends.graphiti.llm_client import (
+    CappedOpenAIGenericClient,
+    with_extra_body,
+)
 from nanobot_memory_adapters.backends.graphiti.models import (
     NoCrossEncoder,
     SentenceTransformerCrossEncoder,
@@ -215,9 +218,12 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
                 temperature=cfg.llm.temperature,
                 max_tokens=cfg.llm.max_tokens,
             )
+            chat = self._openai(cfg.llm.base_url, cfg.llm.resolved_api_key())
+            if cfg.llm.extra_body:
+                chat = with_extra_body(chat, cfg.llm.extra_body)
             llm_client = CappedOpenAIGenericClient(
                 config=llm_config,
-                client=self._openai(cfg.llm.base_url, cfg.llm.resolved_api_key()),
+                client=chat,
                 max_tokens=cfg.llm.max_tokens,
                 structured_output_mode=cfg.llm.structured_output,
                 retry_invalid_json=cfg.llm.retry_invalid_json,

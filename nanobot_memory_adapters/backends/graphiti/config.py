@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from graphiti_core.search.search_config import SearchConfig
 from graphiti_core.search.search_config_recipes import (
@@ -58,6 +58,12 @@ class LLMSettings(BaseModel):
         "minutes; the SDK's 120 s failed every event of a bulk write on one).",
     )
     max_retries: int = Field(default=2, ge=0)
+    extra_body: dict[str, Any] | None = Field(
+        default=None,
+        description="Extra fields sent with every chat completion, for sampling options an "
+        "OpenAI-compatible server takes beyond the OpenAI API (llama.cpp: repeat_penalty, "
+        "dry_multiplier): a guard against a small model's loops. Never the embedder's.",
+    )
     retry_invalid_json: bool = Field(
         default=True,
         description="Retry a call whose answer is not valid JSON (graphiti-core: up to 4 "

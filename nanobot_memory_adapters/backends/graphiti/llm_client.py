@@ -9,6 +9,7 @@ fails that write (retryable), which is what the setting promises.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -16,6 +17,7 @@ from graphiti_core.llm_client.client import LLMClient, is_server_or_retry_error
 from graphiti_core.llm_client.config import DEFAULT_MAX_TOKENS, ModelSize
 from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
 from graphiti_core.prompts.models import Message
+from openai import AsyncOpenAI
 from pydantic import BaseModel
 from tenacity import retry_if_exception
 
@@ -67,3 +69,13 @@ class CappedOpenAIGenericClient(OpenAIGenericClient):
         return await super()._generate_response(
             messages, response_model, capped, model_size, **overrides
         )
+
+
+def with_extra_body(client: AsyncOpenAI, extra_body: dict[str, Any]) -> AsyncOpenAI:
+    """``client`` sending ``extra_body`` with every chat completion: graphiti-core builds
+    the request itself, so this is the one seam for a server's own sampling options."""
+    completions = client.chat.completions
+    completions.create = functools.partial(  # type: ignore[method-assign]
+        completions.create, extra_body=extra_body)
+    return client
+
