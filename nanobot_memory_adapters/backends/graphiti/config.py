@@ -62,7 +62,8 @@ class LLMSettings(BaseModel):
         default=None,
         description="Extra fields sent with every chat completion, for sampling options an "
         "OpenAI-compatible server takes beyond the OpenAI API (llama.cpp: repeat_penalty, "
-        "dry_multiplier): a guard against a small model's loops. Never the embedder's.",
+        "dry_multiplier), e.g. to try against a small model's loops (untested as a fix). "
+        "Never sent to the embedder.",
     )
     retry_invalid_json: bool = Field(
         default=True,
