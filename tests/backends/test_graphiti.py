@@ -644,3 +644,9 @@ async def test_extra_body_reaches_every_chat_request_and_no_embedding(llm_double
         assert others and all("repeat_penalty" not in body for body in others)
     finally:
         await adapter.aclose()
+
+
+def test_extra_body_cannot_override_the_cap(llm_double, data_dir):
+    with pytest.raises(ConfigError, match="extra_body may not set max_tokens"):
+        _load(llm_double, data_dir, llm={"base_url": llm_double.base_url, "model": "m",
+                                         "extra_body": {"max_tokens": 99999}})

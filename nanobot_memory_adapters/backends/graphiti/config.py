@@ -63,7 +63,7 @@ class LLMSettings(BaseModel):
         description="Extra fields sent with every chat completion, for sampling options an "
         "OpenAI-compatible server takes beyond the OpenAI API (llama.cpp: repeat_penalty, "
         "dry_multiplier), e.g. to try against a small model's loops (untested as a fix). "
-        "Never sent to the embedder.",
+        "Extraction calls only: not the embedder, not an openai cross-encoder.",
     )
     retry_invalid_json: bool = Field(
         default=True,
@@ -71,6 +71,19 @@ class LLMSettings(BaseModel):
         "attempts, 5-120 s apart). Off: the write fails at once and stays retryable — quicker on a "
         "slow local model whose loops repeat.",
     )
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_core_fields(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # openai merges extra_body over the request: these would undo the adapter's cap,
+        # model or schema
+        clash = sorted(set(value or {}) & {"model", "messages", "max_tokens",
+                                           "max_completion_tokens", "temperature",
+                                           "response_format", "stream"})
+        if clash:
+            raise ValueError(f"extra_body may not set {', '.join(clash)}: use the llm "
+                             "block's own settings")
+        return value
 
     def resolved_api_key(self) -> str | None:
         if self.api_key:

@@ -78,4 +78,3 @@ def with_extra_body(client: AsyncOpenAI, extra_body: dict[str, Any]) -> AsyncOpe
     completions.create = functools.partial(  # type: ignore[method-assign]
         completions.create, extra_body=extra_body)
     return client
-
