@@ -32,8 +32,9 @@ class CappedOpenAIGenericClient(OpenAIGenericClient):
     to four times, 5-120 s apart; a small model that looped until the cap often loops
     again (4 x 1,024 tokens, ~7 min per call on the shared CPU model). Off, that call
     fails at once: the write is a retryable failure the outbox keeps. Rate limits and
-    server errors are still retried as graphiti-core does. On by default: the real-model
-    lane's budget item looped in both runs without retries and passed in CI with them."""
+    server errors are still retried as graphiti-core does. On by default (graphiti-core's
+    behaviour): whether a call loops varies between runs (the prompt carries a run id),
+    and retries got past it in CI."""
 
     def __init__(self, *args: Any, retry_invalid_json: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
