@@ -349,6 +349,13 @@ class ProviderInfo(BaseModel):
         description="How many harness units (each with its own scope and, for embedded "
         "stores, its own store) may run against this provider at once; None: any number.",
     )
+    replay_checked_writes: bool = Field(
+        default=False,
+        description="record_event and record_events look a replayed event_id up in the "
+        "store and do not store it twice, and the store outlives the process: a harness "
+        "unit interrupted mid-way resumes after its last finished session instead of "
+        "starting over.",
+    )
     description: str = ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from nanobot_memory_adapters.harness.metrics import (
     turn_hits,
 )
 from nanobot_memory_adapters.harness.prepared import Prepared
+from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.trace_sink import (
     error_text,
     failure_trace,
@@ -51,6 +52,7 @@ from nanobot_memory_adapters.harness.trace_sink import (
     probe_read_only_gate,
     switch_mode,
 )
+from nanobot_memory_adapters.harness.unit_progress import UnitProgress
 from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -81,8 +83,17 @@ class UnitRunner(LocomoIngest):
         points: list[int],
         cfg: BenchConfig,
         progress: Progress | None,
+        resume: UnitProgress | None = None,
+        on_session: Callable[[UnitProgress], None] | None = None,
+        ids: SeededIds | None = None,
     ) -> None:
+        """``resume``: go on after that session (the store holds what it recorded);
+        ``on_session``: told the unit's progress after each finished session; ``ids``:
+        the seeded ids, whose streams the progress carries."""
         self.p = p
+        self.resume = resume
+        self.on_session = on_session
+        self.ids = ids
         self.adapter = p.adapter
         self.sink = p.sink
         self.conv = conv
@@ -123,6 +134,32 @@ class UnitRunner(LocomoIngest):
             "conversation": self.conv.sample_id,
         }
         await self._set_mode(False, "bench_unit_start")
+        if self.resume is None:
+            await self._fresh_scopes()
+            done_s = 0.0
+        else:
+            done_s = await self._resumed()
+        final = self.points[-1] if self.points else None
+        for session in self.conv.sessions:
+            if self.resume is not None and session.number <= self.resume.session:
+                continue
+            for copy, persona in enumerate(self.personas):
+                await self._record_session(session.turns, persona, copy)
+            if session.number in self.points:
+                await self._test_point(
+                    session.number,
+                    session.number == final,
+                    session.turns[-1].timestamp if session.turns else None,
+                )
+            if self.on_session is not None:
+                self.on_session(self._progress(session.number,
+                                               done_s + time.perf_counter() - started))
+            if self.progress:
+                self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
+        self.unit["wall_s"] = done_s + time.perf_counter() - started
+        return self.unit
+
+    async def _fresh_scopes(self) -> None:
         statuses = []
         for persona in self.personas:
             await self.adapter.setup_scope(persona.scope)
@@ -136,20 +173,39 @@ class UnitRunner(LocomoIngest):
                     kind="reset",
                 )
         self.unit["reset_status"] = "failed" if "failed" in statuses else statuses[0]
-        final = self.points[-1] if self.points else None
-        for session in self.conv.sessions:
-            for copy, persona in enumerate(self.personas):
-                await self._record_session(session.turns, persona, copy)
-            if session.number in self.points:
-                await self._test_point(
-                    session.number,
-                    session.number == final,
-                    session.turns[-1].timestamp if session.turns else None,
-                )
-            if self.progress:
-                self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
-        self.unit["wall_s"] = time.perf_counter() - started
-        return self.unit
+
+    async def _resumed(self) -> float:
+        """Pick the unit up after its last finished session: the scopes keep what was
+        recorded (no reset), the measurements and id streams are restored; the time
+        the unit had already run."""
+        resume = self.resume
+        assert resume is not None
+        for persona in self.personas:
+            await self.adapter.setup_scope(persona.scope)
+        self.unit = {**resume.unit}
+        self.unit["resumed_after_sessions"] = [
+            *resume.unit.get("resumed_after_sessions", []), resume.session
+        ]
+        self.seen_contexts = set(resume.seen_contexts)
+        self.dia_of_event = dict(resume.dia_of_event)
+        if self.ids is not None and resume.ids is not None:
+            self.ids.restore(resume.ids)
+        if self.progress:
+            done = sum(1 for s in self.conv.sessions if s.number <= resume.session)
+            self.progress.advance(self.p.name, done,
+                                  f"{self.conv.sample_id} resumed after s{resume.session}")
+        return resume.elapsed_s
+
+    def _progress(self, session: int, elapsed_s: float) -> UnitProgress:
+        return UnitProgress(
+            session=session,
+            unit=self.unit,
+            seen_contexts=sorted(self.seen_contexts),
+            dia_of_event=self.dia_of_event,
+            trace_bytes=0,  # the trace file's owner fills it in
+            elapsed_s=elapsed_s,
+            ids=self.ids.state() if self.ids is not None else None,
+        )
 
     async def _set_mode(self, read_only: bool, reason: str) -> bool:
         return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,

@@ -13,5 +13,6 @@ class RunOutcome:
     manifest: dict[str, Any]
     results: dict[str, Any]
     skipped: list[dict[str, str]]
-    resumed_units: int = 0
+    resumed_units: int = 0  # finished units taken from the checkpoint
+    resumed_mid_unit: int = 0  # units that went on after their last finished session
     wall_s: float = 0.0

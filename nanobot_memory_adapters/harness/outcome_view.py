@@ -156,6 +156,8 @@ def print_outcome(outcome: Any, title: str) -> None:
     console.print(
         f"wall time {outcome.wall_s:.1f}s"
         + (f" ({outcome.resumed_units} units from the checkpoint)" if outcome.resumed_units else "")
+        + (f" ({outcome.resumed_mid_unit} resumed after their last finished session)"
+           if outcome.resumed_mid_unit else "")
         + f" · manifest {outcome.manifest['manifest_sha256'][:12]}"
         + f" · metrics {outcome.results['metrics_sha256'][:12]}"
     )

@@ -65,6 +65,11 @@ from nanobot_memory_adapters.harness.metrics import (
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
+from nanobot_memory_adapters.harness.unit_progress import (
+    discard_progress,
+    load_progress,
+    progress_path,
+)
 from nanobot_memory_adapters.harness.units import UnitJob, part_name, unit_key
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
@@ -219,22 +224,29 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         mf.write_manifest(manifest, cfg.out / "manifest.json")
 
         jobs: list[UnitJob] = []
-        resumed = 0
+        resumed = partly = 0
         for p in prepared:
             for conv in convs:
                 key = unit_key(p.name, conv.sample_id)
                 part = parts / part_name(key)
                 if cp.done(p.name, conv.sample_id) is not None and part.exists():
+                    progress_path(part).unlink(missing_ok=True)
                     resumed += 1
                     continue
-                # an unfinished (or never started) unit starts over in an empty store
-                part.unlink(missing_ok=True)
                 store = cfg.out / "stores" / p.name.replace("+", "_") / conv.sample_id
-                shutil.rmtree(store, ignore_errors=True)
                 # Ray: a worker-local temporary store (the worker may be another machine)
                 local = cfg.execution.executor == "local"
+                # a unit that finished sessions in a store that kept them goes on from there
+                resumable = local and p.adapter.info.replay_checked_writes and store.exists()
+                partial = load_progress(part) if resumable else None
+                if partial is None:
+                    # an unfinished (or never started) unit starts over in an empty store
+                    discard_progress(part)
+                    shutil.rmtree(store, ignore_errors=True)
+                else:
+                    partly += 1
                 jobs.append(UnitJob(cfg, p.name, conv, points[conv.sample_id],
-                                    store if local else None))
+                                    store if local else None, resume=partial))
         plan = cfg.execution
         limits = {p.name: n for p in prepared if (n := p.adapter.info.max_concurrent_units)}
         # A block that names its own store path puts every unit in that one store:
@@ -247,6 +259,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
 
         def done(job: UnitJob, unit: dict[str, Any]) -> None:
             cp.save_unit(unit)
+            progress_path(parts / part_name(job.key)).unlink(missing_ok=True)
 
         await execute(plan, jobs, parts, progress or NoDisplay(), done)
 
@@ -268,7 +281,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         )
         cp.complete = True
         cp.save()
-        return BenchOutcome(cfg.out, manifest, results, skipped, resumed)
+        return BenchOutcome(cfg.out, manifest, results, skipped, resumed, resumed_mid_unit=partly)
     finally:
         for p in prepared:
             with contextlib.suppress(Exception):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
+from nanobot_memory_adapters.harness.unit_progress import UnitProgress, save_progress
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.harness.datasets.locomo import Conversation
@@ -47,6 +48,7 @@ class UnitJob:
     conv: Conversation
     points: list[int]
     store_dir: Path | None  # None: a temporary directory where the unit runs
+    resume: UnitProgress | None = None  # go on after this session (unit_progress.py)
 
     @property
     def key(self) -> str:
@@ -111,9 +113,18 @@ async def run_unit(
             if ids is not None:  # after the build: what an SDK draws once per process
                 # (mem0's telemetry id) must not shift the unit's ids
                 ids.reseed(f"{job.provider}/{job.conv.sample_id}")
+            def save(done: UnitProgress) -> None:
+                done.trace_bytes = traces.stat().st_size if traces.exists() else 0
+                save_progress(traces, done)
+
+            # a store that stays where the next run finds it: the unit may resume mid-way
+            resumable = job.store_dir is not None and p.adapter.info.replay_checked_writes
+            on_session = save if resumable else None
             try:
                 reporter = _Reporter(job.key, progress) if progress else None
-                return await UnitRunner(p, job.conv, job.points, cfg, reporter).run()
+                return await UnitRunner(p, job.conv, job.points, cfg, reporter,
+                                        resume=job.resume, on_session=on_session,
+                                        ids=ids).run()
             finally:
                 with contextlib.suppress(Exception):
                     await p.adapter.aclose()

@@ -533,8 +533,30 @@ async def test_per_event_bulk_mode(llm_double, data_dir):
         assert [r.status for r in receipts] == ["committed", "committed"]
         assert {r.trace.native_operation for r in receipts} == {"graphiti.add_episode"}
         assert all(r.latency_ms and r.latency_ms > 0 for r in receipts)
+        # A session recorded again (a bench unit resumed after a crash): each episode
+        # is looked up first, nothing is extracted or stored twice. So the mode declares
+        # replay-checked writes; native add_episode_bulk does not look up, and does not.
+        assert adapter.info.replay_checked_writes
+        before = len(llm_double.chat_requests())
+        third = _event(scope, 3, "I play the cello.", T2)
+        again = await adapter.record_events(
+            [_event(scope, 1, "I live in Paris.", T1), _event(scope, 2, "I like jazz.", T2),
+             third])
+        assert [r.status for r in again] == ["committed"] * 3
+        assert [sorted(r.native_ids) for r in again[:2]] == [
+            sorted(r.native_ids) for r in receipts]
+        assert all(any("already in Graphiti" in w for w in r.trace.warnings)
+                   for r in again[:2])
+        assert len(llm_double.chat_requests()) > before  # the new turn was extracted
+        for event in (_event(scope, 1, "", T1), third):  # names come from ids
+            assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
     finally:
         await adapter.aclose()
+    native = _load(llm_double, data_dir / "native")
+    try:
+        assert not native.info.replay_checked_writes
+    finally:
+        await native.aclose()
 
 
 async def test_facts_name_the_events_they_derive_from(adapter):

@@ -694,3 +694,33 @@ async def test_a_replayed_event_is_not_stored_twice(raw_adapter, infer_adapter, 
         assert len(listed["memories"]) == len(first.native_ids)
         other = await adapter.record_event(_event(scope, "I also keep a wasp hotel."))
         assert other.status == "committed" and not set(other.native_ids) & set(first.native_ids)
+
+
+async def test_a_replayed_bulk_write_adds_only_what_mem0_does_not_hold(
+    raw_adapter, infer_adapter, llm_double
+):
+    """A session recorded again with ``record_events`` (a bench unit resumed after a
+    crash cut its session short) stores each turn once: the events mem0 holds are
+    answered from its ``get_all``, only the missing ones are added."""
+    for adapter in (raw_adapter, infer_adapter):
+        scope = _scope(_run())
+        events = [e.model_copy(update={"messages": e.messages[:1]}) for e in (
+            _event(scope, "I keep three beehives on the roof."),
+            _event(scope, "My sister Ana lives in Porto."),
+            _event(scope, "I paddle a kayak on Sundays."),
+            _event(scope, "I bake rye bread on Fridays."))]
+        first = await adapter.record_events(events[:2])  # the crash came after these
+        assert all(r.status == "committed" and r.native_ids for r in first)
+        held = len((await adapter.provenance(scope))["memories"])
+        before = len(llm_double.chat_requests())
+        again = await adapter.record_events(events)
+        assert [r.status for r in again] == ["committed"] * 4
+        for old, new in zip(first, again[:2], strict=True):
+            assert sorted(new.native_ids) == sorted(old.native_ids)
+            assert any("already in mem0" in w for w in new.trace.warnings)
+        assert all(r.native_ids and not any("already" in w for w in r.trace.warnings)
+                   for r in again[2:])
+        added = len((await adapter.provenance(scope))["memories"]) - held
+        assert added == len({i for r in again[2:] for i in r.native_ids})  # a batch shares
+        if adapter is infer_adapter:  # one extraction for the two new turns, none for the old
+            assert len(llm_double.chat_requests()) == before + 1

@@ -10,12 +10,14 @@ from typer.testing import CliRunner
 
 from nanobot_memory_adapters.cli import app
 from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+from nanobot_memory_adapters.harness.datasets.locomo import load_locomo
 from nanobot_memory_adapters.harness.metrics import (
     metrics_sha256,
     recompute_from_traces,
     strip_timing,
 )
 from nanobot_memory_adapters.harness.timeline import BenchConfig, SeededIds, run_bench
+from nanobot_memory_adapters.harness.unit_progress import progress_path
 from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import LOCOMO7, mem0_installed
@@ -168,6 +170,10 @@ async def test_resume_after_interruption_gives_the_same_results(locomo_file, tmp
     assert not checkpoint["complete"]
     resumed = await run_bench(config(locomo_file, out, providers))
     assert resumed.resumed_units == 2
+    # full_history keeps its store in memory: its cut unit started over, it left no
+    # progress to resume from
+    assert resumed.resumed_mid_unit == 0
+    assert not list((out / "units").glob("*.progress.json"))
     assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
     assert_recall_recomputes(out, resumed.results)
     asks = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
@@ -330,6 +336,56 @@ async def test_resumed_simple_rag_unit_equals_an_uninterrupted_one(locomo_file, 
     assert failures["record"] == 0, failures
     assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
     assert_recall_recomputes(out, resumed.results)
+
+
+class Notes(Interrupt):
+    """A progress sink that keeps what the units said."""
+
+    def __init__(self) -> None:
+        super().__init__(after=-1)
+        self.notes: list[tuple[int, str]] = []
+
+    def advanced(self, key: str, steps: int, note: str) -> None:
+        self.notes.append((steps, note))
+
+
+async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
+    locomo_file, tmp_path
+):
+    """A unit whose provider checks replays (simple_rag: mem0's get_all by event id)
+    and whose store stays in ``out/stores`` resumes after its last finished session: the
+    sessions before it are not recorded or asked again, the trace lines written after it
+    are cut, ids go on where they stood, and the results equal an uninterrupted run's."""
+    pytest.importorskip("mem0")
+    providers = ["simple_rag"]
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    out = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):  # syn-1 has 3 sessions: stop after the 2nd
+        await run_bench(config(locomo_file, out, providers), progress=Interrupt(after=2))
+    part = out / "units" / "simple_rag__syn-1.jsonl"
+    progress = json.loads(progress_path(part).read_text())
+    assert progress["session"] == 2
+    kept = part.read_bytes()[: progress["trace_bytes"]]
+    with part.open("ab") as f:  # what a crash in session 3 leaves: a line cut short
+        f.write(b'{"trace": {"trace_id": "cut sh')
+    notes = Notes()
+    resumed = await run_bench(config(locomo_file, out, providers), progress=notes)
+    assert resumed.resumed_mid_unit == 1 and resumed.resumed_units == 0
+    assert notes.notes[0] == (2, "syn-1 resumed after s2")
+    convs = load_locomo(locomo_file)
+    assert [n for _, n in notes.notes[1:]] == [  # nothing before it again
+        f"{c.sample_id} s{s.number}" for c in convs for s in c.sessions][2:]
+    assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
+    assert_recall_recomputes(out, resumed.results)
+    assert (out / "traces.jsonl").read_bytes().startswith(kept)
+    records = [r["event_id"] for r in read_traces(out / "traces.jsonl")
+               if r.get("kind") == "record"]
+    assert len(records) == len(set(records)) == sum(
+        len(s.turns) for c in convs for s in c.sessions)
+    unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
+    assert unit["resumed_after_sessions"] == [2]
+    assert unit["events"] == sum(len(s.turns) for s in convs[0].sessions)
+    assert not list((out / "units").glob("*.progress.json"))  # gone with finished units
 
 
 def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):

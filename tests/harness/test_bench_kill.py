@@ -74,3 +74,29 @@ def test_killed_bench_resumes_to_the_same_hash(dataset, clean_hash, tmp_path, si
     checkpoint = json.loads((out / "checkpoint.json").read_text())
     assert not checkpoint["complete"]
     assert metrics_hash(bench(dataset, out)) == clean_hash
+
+
+def test_a_unit_killed_mid_way_goes_on_after_its_last_finished_session(
+    dataset, clean_hash, tmp_path
+):
+    """SIGKILL once a simple_rag unit has finished a session (its progress file is
+    there): the run started again keeps that unit's store and traces, records the cut
+    session again (mem0 is asked for each turn first, so none is stored twice) and
+    gives the uninterrupted run's metrics."""
+    pytest.importorskip("mem0")
+    out = tmp_path / "out"
+    proc = bench(dataset, out)
+    deadline = time.monotonic() + 300
+    while not list((out / "units").glob("simple_rag__*.progress.json")):
+        assert proc.poll() is None, "bench finished before the kill point"
+        assert time.monotonic() < deadline, "no simple_rag session finished within 300 s"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert metrics_hash(bench(dataset, out)) == clean_hash
+    units = json.loads((out / "checkpoint.json").read_text())["units"]
+    assert [k for k, u in units.items() if u.get("resumed_after_sessions")], units.keys()
+    records = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+    turns = [(r["provider"], r["event_id"]) for r in records if r.get("kind") == "record"]
+    assert len(turns) == len(set(turns))
