@@ -88,10 +88,11 @@ class UnitRunner(LocomoIngest):
         ids: SeededIds | None = None,
     ) -> None:
         """``resume``: go on after that session (the store holds what it recorded);
-        ``on_session``: told the unit's progress after each finished session; ``ids``:
-        the seeded ids, whose streams the progress carries."""
+        ``on_session``: told the unit's progress after each finished session (and on
+        resuming); ``ids``: the run's seeded ids, re-seeded when the unit resumes."""
         self.p = p
         self.resume = resume
+        self.resumes = 0
         self.on_session = on_session
         self.ids = ids
         self.adapter = p.adapter
@@ -188,8 +189,11 @@ class UnitRunner(LocomoIngest):
         ]
         self.seen_contexts = set(resume.seen_contexts)
         self.dia_of_event = dict(resume.dia_of_event)
-        if self.ids is not None and resume.ids is not None:
-            self.ids.restore(resume.ids)
+        self.resumes = resume.resumes + 1
+        if self.ids is not None:  # never an id the interrupted attempt may have stored
+            self.ids.reseed(f"{self.p.name}/{self.conv.sample_id}/resume-{self.resumes}")
+        if self.on_session is not None:  # counted at once: a second crash draws anew too
+            self.on_session(self._progress(resume.session, resume.elapsed_s))
         if self.progress:
             done = sum(1 for s in self.conv.sessions if s.number <= resume.session)
             self.progress.advance(self.p.name, done,
@@ -204,7 +208,7 @@ class UnitRunner(LocomoIngest):
             dia_of_event=self.dia_of_event,
             trace_bytes=0,  # the trace file's owner fills it in
             elapsed_s=elapsed_s,
-            ids=self.ids.state() if self.ids is not None else None,
+            resumes=self.resumes,
         )
 
     async def _set_mode(self, read_only: bool, reason: str) -> bool:

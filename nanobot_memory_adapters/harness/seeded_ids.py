@@ -48,21 +48,6 @@ class SeededIds:
         self._key = key
         self._streams = {}
 
-    def state(self) -> dict[str, Any]:
-        """Where every stream stands (JSON-able): a unit resumed mid-way goes on drawing
-        the ids an uninterrupted one would."""
-        return {"key": self._key,
-                "streams": {name: [s.getstate()[0], list(s.getstate()[1]), s.getstate()[2]]
-                            for name, s in self._streams.items()}}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self._key = str(state["key"])
-        self._streams = {}
-        for name, (version, internal, gauss) in state["streams"].items():
-            stream = random.Random()
-            stream.setstate((version, tuple(internal), gauss))
-            self._streams[name] = stream
-
     def draw(self, caller: str) -> uuid.UUID:
         stream = self._streams.get(caller)
         if stream is None:

@@ -7,15 +7,20 @@ point), a file beside its trace file with what it has measured so far, the lengt
 trace file and the session reached. A run started again with the same command resumes
 such a unit after that session: its store is kept (no scope reset), its trace file is cut
 back to that length, and the session that was cut short is recorded again (the provider
-skips what it already holds). Other units start over, as before. Ids are re-seeded per
-session, so a resumed unit draws the same ids as an uninterrupted one.
+skips what it already holds). Other units start over, as before.
+
+Seeded ids: the interrupted attempt may have stored turns of the cut session under ids
+drawn after the progress was saved, so a resumed unit must never draw those again. Each
+resumption therefore re-seeds the unit's ids under a key of its own (``resume-N``, N
+counted in the progress file, which is rewritten as soon as the unit resumes), so ids
+stay unique; ids drawn after a resumption differ from an uninterrupted run's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,7 @@ class UnitProgress:
     dia_of_event: dict[str, str]
     trace_bytes: int
     elapsed_s: float
-    ids: dict[str, Any] | None  # the seeded id streams' state (``SeededIds.state``)
+    resumes: int = 0  # how often the unit was picked up again (each draws fresh ids)
 
 
 def progress_path(traces: Path) -> Path:
@@ -55,7 +60,8 @@ def load_progress(traces: Path) -> UnitProgress | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        progress = UnitProgress(**data)
+        known = {f.name for f in fields(UnitProgress)}
+        progress = UnitProgress(**{k: v for k, v in data.items() if k in known})
     except (OSError, ValueError, TypeError):
         discard_progress(traces)
         return None

@@ -388,6 +388,47 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     assert not list((out / "units").glob("*.progress.json"))  # gone with finished units
 
 
+class KeepFirstProgress(Interrupt):
+    """Interrupts after ``after`` steps, keeping a copy of the unit's progress file as it
+    stood at the first step (after the unit's first session)."""
+
+    def __init__(self, after: int, part: Path) -> None:
+        super().__init__(after)
+        self.part, self.first = part, b""
+
+    def advanced(self, key: str, steps: int, note: str) -> None:
+        if not self.first:
+            self.first = progress_path(self.part).read_bytes()
+        super().advanced(key, steps, note)
+
+
+async def test_a_session_recorded_before_the_crash_is_replayed_without_clobbering(
+    locomo_file, tmp_path
+):
+    """The crash came after session 2 was stored but before its progress was saved: the
+    resumed unit records session 2 again (mem0 answers each turn from its store) and then
+    session 3 under freshly seeded ids. Restored id streams would hand session 3 the ids
+    session 2's memories already have, and Qdrant's upsert would overwrite them."""
+    pytest.importorskip("mem0")
+    providers = ["simple_rag"]
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    out = tmp_path / "resumed"
+    part = out / "units" / "simple_rag__syn-1.jsonl"
+    display = KeepFirstProgress(after=2, part=part)
+    with pytest.raises(KeyboardInterrupt):
+        await run_bench(config(locomo_file, out, providers), progress=display)
+    progress_path(part).write_bytes(display.first)  # as if session 2's save never happened
+    resumed = await run_bench(config(locomo_file, out, providers))
+    assert resumed.resumed_mid_unit == 1
+    assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
+    second = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "record"
+              and r["conversation"] == "syn-1" and r["session"] == 2]
+    assert second and all(any("already in mem0" in w for w in r["trace"]["warnings"])
+                          for r in second)
+    unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
+    assert unit["resumed_after_sessions"] == [1]
+
+
 def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):
     """The flags themselves: two worker processes and a two-budget sweep from the command
     line give one block per budget, verify per budget, and the same metrics as one worker;
