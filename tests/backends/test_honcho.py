@@ -493,6 +493,33 @@ async def test_a_replayed_event_is_not_stored_twice(server_url):
         await adapter.aclose()
 
 
+async def test_a_replayed_bulk_write_adds_only_what_honcho_does_not_hold(server_url):
+    """A session recorded again with ``record_events`` (a bench unit resumed after a
+    crash cut its session short) stores each message once, as ``record_event`` does."""
+    adapter = _adapter(server_url)
+    try:
+        assert adapter.info.replay_checked_writes
+        scope = _scope()
+        events = [_event(scope, f"Fact number {n}.", assistant="Noted.", n=n)
+                  for n in range(1, 5)]
+        first = await adapter.record_events(events[:2])  # the crash came after these
+        assert [len(r.native_ids) for r in first] == [2, 2]
+        again = await adapter.record_events(events)
+        assert [r.status != "failed" for r in again] == [True] * 4
+        assert [r.native_ids for r in again[:2]] == [r.native_ids for r in first]
+        assert all(any("already in Honcho (2 of 2 messages); added 0" in w
+                       for w in r.trace.warnings) for r in again[:2])
+        assert all(len(r.native_ids) == 2 and not any("already" in w
+                                                       for w in r.trace.warnings)
+                   for r in again[2:])
+        state = await adapter._scope_state(scope)
+        session = await adapter._ensure_session(scope, state, "s1")
+        listed = [m async for m in await session.aio.messages()]  # pyright: ignore
+        assert len(listed) == 8
+    finally:
+        await adapter.aclose()
+
+
 async def test_a_half_delivered_event_gets_only_its_missing_messages(honcho):
     """Over 100 messages go in two add_messages calls; a crash between them leaves the
     first batch stored, and the replay adds only the rest."""

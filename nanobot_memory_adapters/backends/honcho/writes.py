@@ -91,24 +91,33 @@ class HonchoWrites:
 
     async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
         """Bulk ingest: one ``add_messages`` call per 100 messages of a run of events that
-        share scope and session (the server's limit)."""
+        share scope and session (the server's limit). Like ``record_event`` it adds only
+        the messages Honcho does not hold yet (a replayed session stores each once)."""
         scope, session_id = batch[0].scope(), batch[0].session_id
         state = await self._scope_state(scope)
         session = await self._ensure_session(scope, state, session_id)
         flat: list[tuple[str, MessageCreateParams]] = []
         skipped_by_event: dict[str, list[str]] = {}
+        ids: dict[str, list[str]] = {}
         for e in batch:
             msgs, skipped = self._to_messages(state, e)
-            flat += [(e.event_id, m) for m in msgs]
-            if skipped:  # the same warning record_event gives
-                skipped_by_event[e.event_id] = [f"skipped {skipped} system message(s)"]
-        ids: dict[str, list[str]] = {e.event_id: [] for e in batch}
+            stored = await self._stored_messages(session, e)
+            missing = [m for m in msgs if (m.metadata or {}).get("index") not in stored]
+            flat += [(e.event_id, m) for m in missing]
+            ids[e.event_id] = [stored[i] for i in sorted(stored)]
+            notes = skipped_by_event.setdefault(e.event_id, [])
+            if skipped:  # the same warnings record_event gives
+                notes.append(f"skipped {skipped} system message(s)")
+            if stored:
+                notes.append(f"event {e.event_id} is already in Honcho ({len(stored)} of "
+                             f"{len(msgs)} messages); added {len(missing)}")
         for start in range(0, len(flat), MAX_BATCH):
             chunk = flat[start:start + MAX_BATCH]
             created = await session.aio.add_messages([m for _, m in chunk])
             for (event_id, _), msg in zip(chunk, created, strict=True):
                 ids[event_id].append(msg.id)
-        self._mark_dirty(self.state_key(scope))
+        if flat:
+            self._mark_dirty(self.state_key(scope))
         request = {"workspace": state.workspace, "session": session.id, "events": len(batch)}
         return [
             NativeWrite("queued" if ids[e.event_id] else "committed", ids[e.event_id],
