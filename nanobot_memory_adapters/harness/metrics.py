@@ -281,6 +281,9 @@ def provider_metrics(
                 "max": _r(max((w["waited_s"] for w in waits), default=0.0)),
             },
             "unit_wall_s": _r(sum(u.get("wall_s", 0.0) for u in units)),
+            # units an interrupted run resumed after these sessions (how, not what: unhashed)
+            "resumed_after_sessions": {u["conversation"]: u["resumed_after_sessions"]
+                                       for u in units if u.get("resumed_after_sessions")},
         },
     }
 

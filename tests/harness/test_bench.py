@@ -384,6 +384,9 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
         len(s.turns) for c in convs for s in c.sessions)
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [2]
+    timing = resumed.results["providers"]["simple_rag"]["timing"]
+    assert timing["resumed_after_sessions"] == {"syn-1": [2]}
+    assert unit["wall_s"] > progress["elapsed_s"] > 0  # both attempts' time counted
     assert unit["events"] == sum(len(s.turns) for s in convs[0].sessions)
     assert not list((out / "units").glob("*.progress.json"))  # gone with finished units
 
