@@ -93,6 +93,7 @@ class UnitRunner(LocomoIngest):
         self.p = p
         self.resume = resume
         self.resumes = 0
+        self._saved: UnitProgress | None = None
         self.on_session = on_session
         self.ids = ids
         self.adapter = p.adapter
@@ -134,16 +135,29 @@ class UnitRunner(LocomoIngest):
             "unit": f"{self.p.name}/{self.conv.sample_id}",
             "conversation": self.conv.sample_id,
         }
+        resume = self.resume
+        if resume is not None:
+            self._restore(resume)
         await self._set_mode(False, "bench_unit_start")
-        if self.resume is None:
+        if resume is None:
             await self._fresh_scopes()
             done_s = 0.0
         else:
-            done_s = await self._resumed()
+            for persona in self.personas:  # the scopes keep what was recorded: no reset
+                await self.adapter.setup_scope(persona.scope)
+            done_s = resume.elapsed_s
+            self._save(resume.session, done_s, next_started=resume.next_started)
+            if self.progress:
+                done = sum(1 for s in self.conv.sessions if s.number <= resume.session)
+                self.progress.advance(self.p.name, done,
+                                      f"{self.conv.sample_id} resumed after s{resume.session}")
         final = self.points[-1] if self.points else None
         for session in self.conv.sessions:
-            if self.resume is not None and session.number <= self.resume.session:
+            if resume is not None and session.number <= resume.session:
                 continue
+            self._reseed(session.number)
+            if self._saved is not None:  # from here on the store may hold this session
+                self._save(self._saved.session, self._saved.elapsed_s, next_started=True)
             for copy, persona in enumerate(self.personas):
                 await self._record_session(session.turns, persona, copy)
             if session.number in self.points:
@@ -152,13 +166,63 @@ class UnitRunner(LocomoIngest):
                     session.number == final,
                     session.turns[-1].timestamp if session.turns else None,
                 )
-            if self.on_session is not None:
-                self.on_session(self._progress(session.number,
-                                               done_s + time.perf_counter() - started))
+            elapsed = done_s + time.perf_counter() - started
+            self._save(session.number, elapsed, next_started=False)
             if self.progress:
                 self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
         self.unit["wall_s"] = done_s + time.perf_counter() - started
         return self.unit
+
+    def _reseed(self, session: int) -> None:
+        """Ids per session (``provider/conversation/sN``), so a resumed unit draws, from
+        the session after the one it replays on, the ids an uninterrupted run would. The
+        session a crash cut short is replayed under a key of its own (``/replay-N``):
+        the cut attempt may have stored turns under ids of ``sN``'s stream."""
+        if self.ids is None:
+            return
+        key = f"{self.p.name}/{self.conv.sample_id}/s{session}"
+        resume = self.resume
+        if resume is not None and resume.next_started and session == self._first_after_resume:
+            key += f"/replay-{self.resumes}"
+        self.ids.reseed(key)
+
+    @property
+    def _first_after_resume(self) -> int | None:
+        resume = self.resume
+        if resume is None:
+            return None
+        return next((s.number for s in self.conv.sessions if s.number > resume.session), None)
+
+    def _restore(self, resume: UnitProgress) -> None:
+        """The measurements of the sessions the unit finished before it was cut; ids
+        drawn while resuming (mode switch, scope set-up) come from a stream of this
+        resumption's own (``/resume-N``)."""
+        self.unit = {**resume.unit}
+        self.unit["resumed_after_sessions"] = [
+            *resume.unit.get("resumed_after_sessions", []), resume.session
+        ]
+        self.seen_contexts = set(resume.seen_contexts)
+        self.dia_of_event = dict(resume.dia_of_event)
+        self.resumes = resume.resumes + 1
+        if self.ids is not None:
+            self.ids.reseed(f"{self.p.name}/{self.conv.sample_id}/resume-{self.resumes}")
+
+    def _save(self, session: int, elapsed_s: float, next_started: bool) -> None:
+        """Tell ``on_session`` where the unit stands (after ``session``)."""
+        if self.on_session is None:
+            return
+        self._saved = UnitProgress(
+            manifest_sha256="",  # the progress file's owner fills in the run's
+            session=session,
+            unit=self.unit,
+            seen_contexts=sorted(self.seen_contexts),
+            dia_of_event=self.dia_of_event,
+            trace_bytes=0,  # the trace file's owner fills it in
+            elapsed_s=elapsed_s,
+            resumes=self.resumes,
+            next_started=next_started,
+        )
+        self.on_session(self._saved)
 
     async def _fresh_scopes(self) -> None:
         statuses = []
@@ -174,42 +238,6 @@ class UnitRunner(LocomoIngest):
                     kind="reset",
                 )
         self.unit["reset_status"] = "failed" if "failed" in statuses else statuses[0]
-
-    async def _resumed(self) -> float:
-        """Pick the unit up after its last finished session: the scopes keep what was
-        recorded (no reset), the measurements and id streams are restored; the time
-        the unit had already run."""
-        resume = self.resume
-        assert resume is not None
-        for persona in self.personas:
-            await self.adapter.setup_scope(persona.scope)
-        self.unit = {**resume.unit}
-        self.unit["resumed_after_sessions"] = [
-            *resume.unit.get("resumed_after_sessions", []), resume.session
-        ]
-        self.seen_contexts = set(resume.seen_contexts)
-        self.dia_of_event = dict(resume.dia_of_event)
-        self.resumes = resume.resumes + 1
-        if self.ids is not None:  # never an id the interrupted attempt may have stored
-            self.ids.reseed(f"{self.p.name}/{self.conv.sample_id}/resume-{self.resumes}")
-        if self.on_session is not None:  # counted at once: a second crash draws anew too
-            self.on_session(self._progress(resume.session, resume.elapsed_s))
-        if self.progress:
-            done = sum(1 for s in self.conv.sessions if s.number <= resume.session)
-            self.progress.advance(self.p.name, done,
-                                  f"{self.conv.sample_id} resumed after s{resume.session}")
-        return resume.elapsed_s
-
-    def _progress(self, session: int, elapsed_s: float) -> UnitProgress:
-        return UnitProgress(
-            session=session,
-            unit=self.unit,
-            seen_contexts=sorted(self.seen_contexts),
-            dia_of_event=self.dia_of_event,
-            trace_bytes=0,  # the trace file's owner fills it in
-            elapsed_s=elapsed_s,
-            resumes=self.resumes,
-        )
 
     async def _set_mode(self, read_only: bool, reason: str) -> bool:
         return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,

@@ -67,6 +67,7 @@ from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.unit_progress import (
     discard_progress,
+    keeps_store,
     load_progress,
     progress_path,
 )
@@ -237,8 +238,9 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                 # Ray: a worker-local temporary store (the worker may be another machine)
                 local = cfg.execution.executor == "local"
                 # a unit that finished sessions in a store that kept them goes on from there
-                resumable = local and p.adapter.info.replay_checked_writes and store.exists()
-                partial = load_progress(part) if resumable else None
+                resumable = local and p.adapter.info.replay_checked_writes and keeps_store(store)
+                sha = manifest["manifest_sha256"]
+                partial = load_progress(part, sha) if resumable else None
                 if partial is None:
                     # an unfinished (or never started) unit starts over in an empty store
                     discard_progress(part)
@@ -246,7 +248,8 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                 else:
                     partly += 1
                 jobs.append(UnitJob(cfg, p.name, conv, points[conv.sample_id],
-                                    store if local else None, resume=partial))
+                                    store if local else None, resume=partial,
+                                    manifest_sha256=sha))
         plan = cfg.execution
         limits = {p.name: n for p in prepared if (n := p.adapter.info.max_concurrent_units)}
         # A block that names its own store path puts every unit in that one store:

@@ -1,19 +1,20 @@
 """A unit's progress inside a bench: where a long unit resumes after an interruption.
 
 The run's checkpoint (``checkpoint.py``) stores finished units. A unit whose provider
-declares ``replay_checked_writes`` (a replayed event is stored once; the store outlives
-the process) also leaves, after each finished LoCoMo session (its records and its test
-point), a file beside its trace file with what it has measured so far, the length of its
-trace file and the session reached. A run started again with the same command resumes
-such a unit after that session: its store is kept (no scope reset), its trace file is cut
-back to that length, and the session that was cut short is recorded again (the provider
-skips what it already holds). Other units start over, as before.
+declares ``replay_checked_writes`` (a replayed event is looked up and stored once) and
+whose store lives in the unit's own store folder (an embedded store: the folder says
+the data is still there; a server's could have been wiped) also leaves, after each
+finished LoCoMo session (its records and its test point), a file beside its trace file
+with what it has measured so far, the length of its trace file, the session reached and
+the run's manifest hash. A run started again with the same settings resumes such a unit
+after that session: its store is kept (no scope reset), its trace file is cut back to
+that length, and the session that was cut short is recorded again (the provider answers
+the turns it holds from its store). Any other unit starts over, as before.
 
-Seeded ids: the interrupted attempt may have stored turns of the cut session under ids
-drawn after the progress was saved, so a resumed unit must never draw those again. Each
-resumption therefore re-seeds the unit's ids under a key of its own (``resume-N``, N
-counted in the progress file, which is rewritten as soon as the unit resumes), so ids
-stay unique; ids drawn after a resumption differ from an uninterrupted run's.
+Seeded ids are drawn per session. The file also says whether the next session had begun
+writing: if so, the crash may have left turns in the store under ids of that session's
+stream, so its replay draws from a stream of its own; later sessions draw what an
+uninterrupted run draws.
 """
 
 from __future__ import annotations
@@ -31,18 +32,25 @@ SUFFIX = ".progress.json"
 class UnitProgress:
     """What a unit had measured when its ``session`` (a LoCoMo session number) ended."""
 
+    manifest_sha256: str
     session: int
     unit: dict[str, Any]
     seen_contexts: list[str]
     dia_of_event: dict[str, str]
     trace_bytes: int
-    elapsed_s: float
-    resumes: int = 0  # how often the unit was picked up again (each draws fresh ids)
+    elapsed_s: float  # the unit's time up to the end of ``session``, over all attempts
+    resumes: int = 0  # how often the unit was picked up again
+    next_started: bool = True  # the session after ``session`` may have written
 
 
 def progress_path(traces: Path) -> Path:
     """The progress file of the unit whose trace file is ``traces``."""
     return traces.with_name(traces.name.removesuffix(".jsonl") + SUFFIX)
+
+
+def keeps_store(store: Path | None) -> bool:
+    """The unit's store folder holds its store (an embedded one wrote there)."""
+    return store is not None and store.is_dir() and any(store.iterdir())
 
 
 def save_progress(traces: Path, progress: UnitProgress) -> None:
@@ -52,9 +60,9 @@ def save_progress(traces: Path, progress: UnitProgress) -> None:
     os.replace(tmp, path)
 
 
-def load_progress(traces: Path) -> UnitProgress | None:
-    """The unit's progress, with its trace file cut back to it; None (and no trace file
-    left) when there is nothing sound to resume from."""
+def load_progress(traces: Path, manifest_sha256: str) -> UnitProgress | None:
+    """The unit's progress under this run's manifest, with its trace file cut back to it;
+    None (progress and traces discarded) when there is nothing sound to resume from."""
     path = progress_path(traces)
     if not path.exists():
         return None
@@ -65,8 +73,9 @@ def load_progress(traces: Path) -> UnitProgress | None:
     except (OSError, ValueError, TypeError):
         discard_progress(traces)
         return None
-    if not traces.exists() or traces.stat().st_size < progress.trace_bytes:
-        discard_progress(traces)  # the traces it counted on are gone: start over
+    stale = progress.manifest_sha256 != manifest_sha256  # other settings measured it
+    if stale or not traces.exists() or traces.stat().st_size < progress.trace_bytes:
+        discard_progress(traces)
         return None
     with traces.open("r+b") as f:
         f.truncate(progress.trace_bytes)

@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
-from nanobot_memory_adapters.harness.unit_progress import UnitProgress, save_progress
+from nanobot_memory_adapters.harness.unit_progress import (
+    UnitProgress,
+    keeps_store,
+    save_progress,
+)
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.harness.datasets.locomo import Conversation
@@ -49,6 +53,7 @@ class UnitJob:
     points: list[int]
     store_dir: Path | None  # None: a temporary directory where the unit runs
     resume: UnitProgress | None = None  # go on after this session (unit_progress.py)
+    manifest_sha256: str = ""  # the run's, written into the unit's progress file
 
     @property
     def key(self) -> str:
@@ -114,12 +119,14 @@ async def run_unit(
                 # (mem0's telemetry id) must not shift the unit's ids
                 ids.reseed(f"{job.provider}/{job.conv.sample_id}")
             def save(done: UnitProgress) -> None:
+                if not keeps_store(job.store_dir):  # a server's, or a pinned path
+                    return
+                done.manifest_sha256 = job.manifest_sha256
                 done.trace_bytes = traces.stat().st_size if traces.exists() else 0
                 save_progress(traces, done)
 
             # a store that stays where the next run finds it: the unit may resume mid-way
-            resumable = job.store_dir is not None and p.adapter.info.replay_checked_writes
-            on_session = save if resumable else None
+            on_session = save if p.adapter.info.replay_checked_writes else None
             try:
                 reporter = _Reporter(job.key, progress) if progress else None
                 return await UnitRunner(p, job.conv, job.points, cfg, reporter,

@@ -9,8 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from nanobot_memory_adapters.cli import app
+from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
 from nanobot_memory_adapters.harness.datasets.locomo import load_locomo
+from nanobot_memory_adapters.harness.manifest import provider_source
 from nanobot_memory_adapters.harness.metrics import (
     metrics_sha256,
     recompute_from_traces,
@@ -18,6 +20,7 @@ from nanobot_memory_adapters.harness.metrics import (
 )
 from nanobot_memory_adapters.harness.timeline import BenchConfig, SeededIds, run_bench
 from nanobot_memory_adapters.harness.unit_progress import progress_path
+from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.tokens import count_tokens
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import LOCOMO7, mem0_installed
@@ -355,7 +358,7 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     """A unit whose provider checks replays (simple_rag: mem0's get_all by event id)
     and whose store stays in ``out/stores`` resumes after its last finished session: the
     sessions before it are not recorded or asked again, the trace lines written after it
-    are cut, ids go on where they stood, and the results equal an uninterrupted run's."""
+    are cut, and the results and contexts equal an uninterrupted run's."""
     pytest.importorskip("mem0")
     providers = ["simple_rag"]
     clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
@@ -378,10 +381,18 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
     assert_recall_recomputes(out, resumed.results)
     assert (out / "traces.jsonl").read_bytes().startswith(kept)
-    records = [r["event_id"] for r in read_traces(out / "traces.jsonl")
-               if r.get("kind") == "record"]
+    traces = read_traces(out / "traces.jsonl")
+    records = [r["event_id"] for r in traces if r.get("kind") == "record"]
     assert len(records) == len(set(records)) == sum(
         len(s.turns) for c in convs for s in c.sessions)
+    ids = [r["trace"]["trace_id"] for r in traces]
+    assert len(ids) == len(set(ids))  # resuming drew no id the first attempt drew
+    # cut at a session's end: the sessions after it draw the ids an uninterrupted run
+    # draws, so every context is the same text
+    def contexts(path: Path) -> list[tuple[str, int, str]]:
+        return [(r["question_id"], r["point"], r["context_sha256"])
+                for r in read_traces(path) if r.get("kind") == "ask"]
+    assert contexts(out / "traces.jsonl") == contexts(tmp_path / "clean" / "traces.jsonl")
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [2]
     timing = resumed.results["providers"]["simple_rag"]["timing"]
@@ -409,9 +420,10 @@ async def test_a_session_recorded_before_the_crash_is_replayed_without_clobberin
     locomo_file, tmp_path
 ):
     """The crash came after session 2 was stored but before its progress was saved: the
-    resumed unit records session 2 again (mem0 answers each turn from its store) and then
-    session 3 under freshly seeded ids. Restored id streams would hand session 3 the ids
-    session 2's memories already have, and Qdrant's upsert would overwrite them."""
+    resumed unit records session 2 again (mem0 answers each turn from its store), any
+    turn it must add drawing ids from a replay stream of its own. Drawing session 2's
+    ids again would hand new memories the ids stored ones have, and Qdrant's upsert
+    would overwrite them."""
     pytest.importorskip("mem0")
     providers = ["simple_rag"]
     clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
@@ -420,14 +432,31 @@ async def test_a_session_recorded_before_the_crash_is_replayed_without_clobberin
     display = KeepFirstProgress(after=2, part=part)
     with pytest.raises(KeyboardInterrupt):
         await run_bench(config(locomo_file, out, providers), progress=display)
-    progress_path(part).write_bytes(display.first)  # as if session 2's save never happened
+    # As if the crash came in session 2 after its first turns were stored: the store
+    # loses the later turns' memories, and the progress is session 1's (the unit marked
+    # session 2 as begun before writing it).
+    second = [r for r in read_traces(part) if r.get("kind") == "record" and r["session"] == 2]
+    lost = second[len(second) // 2:]
+    assert lost and all(r["trace"]["native_ids"] for r in lost)
+    store = load_provider(provider_source("simple_rag"),
+                          data_dir=out / "stores" / "simple_rag" / "syn-1")
+    try:
+        scope = MemoryScope(run_id="locomo", persona_id="syn-1", agent_id="nanobot")
+        for r in lost:
+            for native_id in r["trace"]["native_ids"]:
+                await store.native_mutation(scope, "delete", {"native_id": native_id})
+    finally:
+        await store.aclose()
+    first = json.loads(display.first)
+    assert first["session"] == 1 and not first["next_started"]
+    progress_path(part).write_text(json.dumps({**first, "next_started": True}))
     resumed = await run_bench(config(locomo_file, out, providers))
     assert resumed.resumed_mid_unit == 1
     assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
-    second = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "record"
-              and r["conversation"] == "syn-1" and r["session"] == 2]
-    assert second and all(any("already in mem0" in w for w in r["trace"]["warnings"])
-                          for r in second)
+    replayed = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "record"
+                and r["conversation"] == "syn-1" and r["session"] == 2]
+    held = [any("already in mem0" in w for w in r["trace"]["warnings"]) for r in replayed]
+    assert held == [True] * (len(second) - len(lost)) + [False] * len(lost)
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [1]
 
