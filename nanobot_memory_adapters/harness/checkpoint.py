@@ -3,9 +3,11 @@
 The unit of work is one provider x conversation (a timeline in a fresh scope). After each
 finished unit the checkpoint stores its results. In a LoCoMo bench each unit has its own
 store and trace file (``units/``): on resume a unit that did not finish (or whose trace
-file is gone) starts over from an empty store. Runs that append every unit to one
-traces file (preference sessions) store its length and cut it back on resume. Either
-way a resumed run writes the same results and traces as an uninterrupted one.
+file is gone) starts over from an empty store, unless it can go on after its last
+finished session (``unit_progress.py``). Runs that append every unit to one traces file
+(preference sessions) store its length and cut it back on resume. A resumed run gives
+the metrics of an uninterrupted one (tested); its traces differ in timings, in the
+lines that record the resumption, and in the ids of a session a crash cut short.
 
 The checkpoint belongs to one manifest: resuming with different settings is refused.
 """

@@ -1,4 +1,5 @@
-"""Repeatable ids: ``uuid.uuid4`` seeded while a bench runs, re-seeded per unit."""
+"""Repeatable ids: ``uuid.uuid4`` seeded while a bench runs, re-seeded per unit and
+session."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ def _seeded_uuid4() -> uuid.UUID:
 
 
 class SeededIds:
-    """Seeds ``uuid.uuid4`` while a bench runs, re-seeded per unit.
+    """Seeds ``uuid.uuid4`` while a bench runs, re-seeded per unit and per session.
 
     Some backends name what they store with ``uuid4`` (mem0 and Graphiti do) and show
     that id in the formatted context, as the design asks. A uuid costs 20 to 33 tokens,
     so random ids change how much fits in the budget and the same command would not give
-    the same metrics. Per-unit seeds keep a resumed run identical to an uninterrupted one.
+    the same metrics. Seeds per unit and session keep a resumed unit's ids, after the
+    session it replays, those of an uninterrupted run (``unit_progress.py``).
 
     Each calling module draws from a stream of its own (seeded by run seed, unit and
     module name): mem0's memory ids do not shift when the OpenAI client draws an
