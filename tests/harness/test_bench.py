@@ -352,8 +352,9 @@ class Notes(Interrupt):
         self.notes.append((steps, note))
 
 
+@pytest.mark.parametrize("speakers", ["single", "dual"])
 async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
-    locomo_file, tmp_path
+    locomo_file, tmp_path, speakers
 ):
     """A unit whose provider checks replays (simple_rag: mem0's get_all by event id)
     and whose store stays in ``out/stores`` resumes after its last finished session: the
@@ -361,10 +362,11 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     are cut, and the results and contexts equal an uninterrupted run's."""
     pytest.importorskip("mem0")
     providers = ["simple_rag"]
-    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers, speakers=speakers))
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):  # syn-1 has 3 sessions: stop after the 2nd
-        await run_bench(config(locomo_file, out, providers), progress=Interrupt(after=2))
+        await run_bench(config(locomo_file, out, providers, speakers=speakers),
+                        progress=Interrupt(after=2))
     part = out / "units" / "simple_rag__syn-1.jsonl"
     progress = json.loads(progress_path(part).read_text())
     assert progress["session"] == 2
@@ -372,7 +374,8 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     with part.open("ab") as f:  # what a crash in session 3 leaves: a line cut short
         f.write(b'{"trace": {"trace_id": "cut sh')
     notes = Notes()
-    resumed = await run_bench(config(locomo_file, out, providers), progress=notes)
+    resumed = await run_bench(config(locomo_file, out, providers, speakers=speakers),
+                              progress=notes)
     assert resumed.resumed_mid_unit == 1 and resumed.resumed_units == 0
     assert notes.notes[0] == (2, "syn-1 resumed after s2")
     convs = load_locomo(locomo_file)
@@ -383,7 +386,8 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     assert (out / "traces.jsonl").read_bytes().startswith(kept)
     traces = read_traces(out / "traces.jsonl")
     records = [r["event_id"] for r in traces if r.get("kind") == "record"]
-    assert len(records) == len(set(records)) == sum(
+    copies = 2 if speakers == "dual" else 1  # each session once per speaker's persona
+    assert len(records) == len(set(records)) == copies * sum(
         len(s.turns) for c in convs for s in c.sessions)
     ids = [r["trace"]["trace_id"] for r in traces]
     assert len(ids) == len(set(ids))  # resuming drew no id the first attempt drew
@@ -398,7 +402,7 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     timing = resumed.results["providers"]["simple_rag"]["timing"]
     assert timing["resumed_after_sessions"] == {"syn-1": [2]}
     assert unit["wall_s"] > progress["elapsed_s"] > 0  # both attempts' time counted
-    assert unit["events"] == sum(len(s.turns) for s in convs[0].sessions)
+    assert unit["events"] == copies * sum(len(s.turns) for s in convs[0].sessions)
     assert not list((out / "units").glob("*.progress.json"))  # gone with finished units
 
 
