@@ -469,6 +469,13 @@ def test_probe_needs_no_server_code():
     assert done.stdout.strip() == "http://127.0.0.1:1"
 
 
+async def _messages_in(adapter: HonchoAdapter, scope: MemoryScope, session_id: str = "s1") -> int:
+    """How many messages the scope's session holds on the server (Honcho's own list)."""
+    state = await adapter._scope_state(scope)
+    session = await adapter._ensure_session(scope, state, session_id)
+    return len([m async for m in await session.aio.messages()])  # pyright: ignore
+
+
 async def test_a_replayed_event_is_not_stored_twice(server_url):
     """A process killed after add_messages but before the outbox heard back replays the
     event: the adapter lists the session's messages filtered by the event id (metadata
@@ -485,10 +492,7 @@ async def test_a_replayed_event_is_not_stored_twice(server_url):
                    for w in again.trace.warnings)
         other = await adapter.record_event(_event(scope, "I also keep a wasp hotel.", n=2))
         assert len(other.native_ids) == 2 and not set(other.native_ids) & set(first.native_ids)
-        state = await adapter._scope_state(scope)
-        session = await adapter._ensure_session(scope, state, "s1")
-        listed = [m async for m in await session.aio.messages()]  # pyright: ignore
-        assert len(listed) == 4
+        assert await _messages_in(adapter, scope) == 4
     finally:
         await adapter.aclose()
 
@@ -512,10 +516,7 @@ async def test_a_replayed_bulk_write_adds_only_what_honcho_does_not_hold(server_
         assert all(len(r.native_ids) == 2 and not any("already" in w
                                                        for w in r.trace.warnings)
                    for r in again[2:])
-        state = await adapter._scope_state(scope)
-        session = await adapter._ensure_session(scope, state, "s1")
-        listed = [m async for m in await session.aio.messages()]  # pyright: ignore
-        assert len(listed) == 8
+        assert await _messages_in(adapter, scope) == 8
     finally:
         await adapter.aclose()
 
