@@ -182,16 +182,11 @@ class UnitRunner(LocomoIngest):
             return
         key = f"{self.p.name}/{self.conv.sample_id}/s{session}"
         resume = self.resume
-        if resume is not None and resume.next_started and session == self._first_after_resume:
+        if resume is not None and resume.next_started and session == min(
+            s.number for s in self.conv.sessions if s.number > resume.session
+        ):
             key += f"/replay-{self.resumes}"
         self.ids.reseed(key)
-
-    @property
-    def _first_after_resume(self) -> int | None:
-        resume = self.resume
-        if resume is None:
-            return None
-        return next((s.number for s in self.conv.sessions if s.number > resume.session), None)
 
     def _restore(self, resume: UnitProgress) -> None:
         """The measurements of the sessions the unit finished before it was cut; ids
