@@ -26,6 +26,7 @@ from nanobot_memory_adapters.harness.charts import (
     table,
 )
 from nanobot_memory_adapters.harness.metrics import TIMING_KEY
+from nanobot_memory_adapters.harness.report_intervals import interval_sections
 
 
 def comparison_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -232,7 +233,8 @@ def render_report(
         f"<code>{manifest.get('manifest_sha256', '')[:16]}</code> · metrics "
         f"<code>{results.get('metrics_sha256', '')[:16]}</code></div>",
         "<div class='card'>" + legend(colors) + "</div>",
-        "<h2>Summary (judge-free)</h2><div class='card'>",
+        *interval_sections(results),
+        "<h2>Every figure (judge-free, point values)</h2><div class='card'>",
         table(
             [
                 "provider",
@@ -240,7 +242,7 @@ def render_report(
                 "asks",
                 "shows",
                 "turn recall",
-                "session recall",
+                "session recall (saturated)",
                 "provenance recall",
                 "answer recall (1-4)",
                 "turn 1-4",
