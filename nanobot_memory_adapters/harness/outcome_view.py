@@ -79,8 +79,9 @@ def cost_table(results: dict[str, Any]) -> Table:
     from nanobot_memory_adapters.harness.report import comparison_rows
 
     table = Table(title="cost", box=box.SIMPLE_HEAD)
-    for col in ("provider", "tokens mean/max", "retrieve ms p50/p95", "record ms",
-                "ingest s", "failed"):
+    table.caption = ("tokens: mean/max; retrieve ms: p50/p95; record ms: p50 per event; "
+                     "failed: failed writes, reads, mode switches, resets and gate leaks")
+    for col in ("provider", "tokens", "retrieve ms", "record ms", "ingest s", "failed"):
         table.add_column(col, justify="left" if col == "provider" else "right")
 
     def f(v: Any, d: int = 3) -> str:
