@@ -115,7 +115,8 @@ async def test_terminal_output_fits_80_columns(locomo_file, tmp_path, monkeypatc
               outcome_view.pairwise_table(results), outcome_view.cost_table(results),
               outcome_view.budget_table(results["budgets"])]
     for table in tables:  # laid out at their natural width, not squeezed
-        assert table is not None and wide.measure(table).maximum <= 80, table.title
+        assert table is not None
+        assert wide.measure(table).maximum <= 80, table.title
     # printed where the terminal (or a pipe) is 80 columns: nothing wider, nothing cut
     term = Console(width=80, record=True, force_terminal=False)
     monkeypatch.setattr(outcome_view, "console", term)
