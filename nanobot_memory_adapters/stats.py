@@ -130,8 +130,12 @@ def _bootstrap(arr: Any, codes: Any, k: int, *, level: float, n_boot: int,
     sums = np.bincount(codes, weights=arr, minlength=k)
     counts = np.bincount(codes, minlength=k).astype(float)
     rng = np.random.default_rng(seed)
-    draw = rng.integers(0, k, size=(n_boot, k))
-    means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    step = max(1, 4_000_000 // k)  # resamples per block: memory stays bounded for large k
+    parts = []
+    for start in range(0, n_boot, step):
+        draw = rng.integers(0, k, size=(min(step, n_boot - start), k))
+        parts.append(sums[draw].sum(axis=1) / counts[draw].sum(axis=1))
+    means = np.concatenate(parts)
     alpha = (1 - level) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return float(low), float(high)

@@ -56,16 +56,27 @@ def short_gold(gold: object) -> bool:
     return len(normalize_answer(str(gold)).split()) <= SHORT_GOLD_WORDS
 
 
-def baseline_hit(ask: dict[str, Any], turns: dict[str, tuple[int, str]], seed: int) -> bool:
+def _order(turns: dict[str, tuple[int, str]], conversation: str, qid: str, point: int,
+           evidence: tuple[str, ...], seed: int) -> list[str]:
+    """The no-evidence turns up to ``point`` in the ask's seeded order (any provider)."""
+    pool = sorted(d for d, (s, _) in turns.items() if s <= point and d not in evidence)
+    key = f"{seed}|{conversation}|{qid}|{point}".encode()
+    random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).shuffle(pool)
+    return pool
+
+
+def baseline_hit(ask: dict[str, Any], turns: dict[str, tuple[int, str]], seed: int,
+                 cache: dict[tuple[Any, ...], list[str]] | None = None) -> bool:
     """Whether the gold answer is in a no-evidence context as long as the ask's context."""
     budget = int(ask.get("tokens") or 0)
     if budget <= 0:
         return False
-    point = int(ask["point"])
-    evidence = set(ask["evidence"])
-    pool = sorted(d for d, (s, _) in turns.items() if s <= point and d not in evidence)
-    key = f"{seed}|{ask['conversation']}|{ask['qid']}|{point}".encode()
-    random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).shuffle(pool)
+    args = (ask["conversation"], str(ask["qid"]), int(ask["point"]),
+            tuple(sorted(ask["evidence"])))
+    cache = {} if cache is None else cache
+    pool = cache.get(args)
+    if pool is None:
+        pool = cache[args] = _order(turns, *args, seed=seed)
     shown, used = [], 0
     for d in pool:
         text = turns[d][1]
@@ -138,10 +149,12 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
     """results.json's ``intervals`` block for the providers, in their order."""
     scored, dialogue = score_traces(traces, budget_tokens)
     asks = {p: scored.get(p, []) for p in providers}
+    orders: dict[tuple[Any, ...], list[str]] = {}  # the same draw for every provider
     for p_asks in asks.values():
         for a in p_asks:
             if a.get("answer_hit") is not None:
-                a["baseline_hit"] = baseline_hit(a, dialogue.get(a["conversation"], {}), seed)
+                a["baseline_hit"] = baseline_hit(a, dialogue.get(a["conversation"], {}), seed,
+                                                 orders)
     conversations = {a["conversation"] for p_asks in asks.values() for a in p_asks}
     cl = _Clusters(len(conversations) >= MIN_CONVERSATIONS)
     kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot, "level": level}
