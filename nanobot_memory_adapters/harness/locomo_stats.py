@@ -48,8 +48,8 @@ _ROUND = 6
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
-    return {k: round(v, _ROUND) if isinstance(v, float) else v
-            for k, v in model.model_dump().items()}
+    return {k: (float(f"{v:.{_ROUND}g}") if k == "p_value" else round(v, _ROUND))
+            if isinstance(v, float) else v for k, v in model.model_dump().items()}
 
 
 def short_gold(gold: object) -> bool:
