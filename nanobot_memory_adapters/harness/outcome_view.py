@@ -5,54 +5,92 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
-from nanobot_memory_adapters.console import console, err_console, wide_console
+from nanobot_memory_adapters.console import console, err_console
+
+
+def _cell(e: dict[str, Any] | None, signed: bool = False) -> str:
+    """A value over its 95 % interval, two short lines (the table stays 80 columns)."""
+    if e is None:
+        return "n/a"
+    sign = "+" if signed else ""
+    return f"{e['value']:{sign}.3f}\n[{e['low']:{sign}.2f}, {e['high']:{sign}.2f}]"
 
 
 def comparison_table(results: dict[str, Any], title: str) -> Table:
+    """The headline: turn recall, provenance recall and answer lift over the no-evidence
+    baseline, each with its 95 % interval (everything else: results.json, report.html)."""
+    iv = results.get("intervals") or {}
+    per = iv.get("providers") or {}
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    for col in ("provider", "turn recall", "prov. recall", "answer lift", "tokens"):
+        table.add_column(col, justify="left" if col == "provider" else "right")
+    counts = set()
+    for name, m in results["providers"].items():
+        e = per.get(name) or {}
+        counts.add(m["asks"])
+        over = m["context_tokens"]["over_budget"]
+        mean = m["context_tokens"]["mean"]
+        table.add_row(
+            name,
+            _cell(e.get("turn")) + ("*" if m.get("memory_form") == "derived" else ""),
+            _cell(e.get("provenance")),
+            _cell(e.get("answer_lift"), signed=True),
+            ("–" if mean is None else f"{mean:.0f}")
+            + (f"\n[red]{over} over[/red]" if over else ""),
+        )
+    asks = "/".join(str(c) for c in sorted(counts))
+    table.caption = (f"mean over {asks} asks; \\[low, high] = 95 % bootstrap interval "
+                     f"(resampling by {iv.get('cluster', 'question')}); answer lift = answer "
+                     "recall minus its no-evidence baseline; detail in report.html")
+    return table
+
+
+def pairwise_table(results: dict[str, Any]) -> Table | None:
+    """Each pair of providers: the paired difference A - B per headline metric, its 95 %
+    interval, and whether it separates them."""
+    pairwise = (results.get("intervals") or {}).get("pairwise") or {}
+    metrics = [("turn", "turn recall"), ("provenance", "prov. recall"),
+               ("answer_lift", "answer lift")]
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for metric, _ in metrics:
+        for d in pairwise.get(metric, []):
+            verdict = ("not dist." if not d["distinguishable"]
+                       else "A > B" if d["value"] > 0 else "B > A")
+            cells.setdefault((d["a"], d["b"]), {})[metric] = (
+                f"{d['value']:+.3f}\n[{d['low']:+.2f}, {d['high']:+.2f}]\n{verdict}")
+    if not cells:
+        return None
+    table = Table(title="pairwise: A - B on the same questions", box=box.SIMPLE_HEAD)
+    table.add_column("A / B", justify="left")
+    for _, label in metrics:
+        table.add_column(label, justify="right")
+    for (a, b), row in cells.items():
+        table.add_row(f"A {a}\nB {b}", *[row.get(m, "n/a") for m, _ in metrics])
+    table.caption = ("not dist. = not distinguishable: the 95 % interval of the difference "
+                     "covers 0")
+    return table
+
+
+def cost_table(results: dict[str, Any]) -> Table:
+    """What each provider cost: context tokens, latencies, ingest time, failures."""
     from nanobot_memory_adapters.harness.report import comparison_rows
 
-    rows = comparison_rows(results)
-    cats = sorted({c for r in rows for c in r["by_category"]}, key=int)
-    table = Table(title=title)
-    for col in (
-        "provider",
-        "kind",
-        "asks",
-        "turn recall",
-        "session recall",
-        "prov. recall",
-        "answer recall",
-        *[f"cat {c}" for c in cats],
-        "tokens mean/max",
-        "retrieve p50/p95 ms",
-        "record ms/event",
-        "ingest s",
-        "failures",
-    ):
-        table.add_column(col, justify="left" if col in ("provider", "kind") else "right")
+    table = Table(title="cost", box=box.SIMPLE_HEAD)
+    table.caption = ("tokens: mean/max; retrieve ms: p50/p95; record ms: p50 per event; "
+                     "failed: failed writes, reads, mode switches, resets and gate leaks")
+    for col in ("provider", "tokens", "retrieve ms", "record ms", "ingest s", "failed"):
+        table.add_column(col, justify="left" if col == "provider" else "right")
 
     def f(v: Any, d: int = 3) -> str:
         return "–" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
 
-    for r in rows:
-        over = f" [red]({r['over_budget']} over)[/red]" if r["over_budget"] else ""
-        table.add_row(
-            r["provider"],
-            r["kind"],
-            str(r["asks"]),
-            f(r["turn_recall"]) + ("*" if r["memory_form"] == "derived" else ""),
-            f(r["session_recall"]),
-            "n/a" if r["provenance_recall"] is None else f(r["provenance_recall"]),
-            f(r["answer_recall"]),
-            *[f(r["by_category"].get(c)) for c in cats],
-            f"{f(r['tokens_mean'], 0)}/{f(r['tokens_max'])}{over}",
-            f"{f(r['retrieve_p50'], 1)}/{f(r['retrieve_p95'], 1)}",
-            f(r["record_p50"], 1),
-            f(r["ingest_s"], 1),
-            str(r["failures"]),
-        )
+    for r in comparison_rows(results):
+        table.add_row(r["provider"], f"{f(r['tokens_mean'], 0)}/{f(r['tokens_max'])}",
+                      f"{f(r['retrieve_p50'], 1)}/{f(r['retrieve_p95'], 1)}",
+                      f(r["record_p50"], 1), f(r["ingest_s"], 1), str(r["failures"]))
     return table
 
 
@@ -115,20 +153,17 @@ def judged_table(results: dict[str, Any]) -> Table | None:
 
 
 def budget_table(sweep: list[dict[str, Any]]) -> Table:
-    """Recall against the context tokens used, per provider, at every budget of a sweep."""
-    table = Table(title="recall vs budget (turn / session / answer recall @ mean tokens)")
+    """Turn recall against the context tokens used, per provider, at every budget."""
+    table = Table(title="turn recall @ mean tokens, per budget", box=box.SIMPLE_HEAD)
     table.add_column("provider", justify="left")
     for entry in sweep:
         table.add_column(f"{entry['budget_tokens']} tok", justify="right")
     names = list(sweep[0]["curve"])
 
     def cell(point: dict[str, Any]) -> str:
-        def f(v: Any) -> str:
-            return "–" if v is None else f"{v:.3f}"
-
-        tokens = point["tokens_mean"]
-        return (f"{f(point['turn'])} / {f(point['session'])} / {f(point['answer'])} "
-                f"@ {'–' if tokens is None else round(tokens)}")
+        turn, tokens = point["turn"], point["tokens_mean"]
+        return (f"{'–' if turn is None else f'{turn:.3f}'} @ "
+                f"{'–' if tokens is None else round(tokens)}")
 
     for name in names:
         table.add_row(name, *[cell(e["curve"][name]) for e in sweep])
@@ -136,29 +171,32 @@ def budget_table(sweep: list[dict[str, Any]]) -> Table:
 
 
 def print_outcome(outcome: Any, title: str) -> None:
-    wide = wide_console()
+    """The run's tables, each within 80 columns (the full detail is in report.html)."""
     headline = judged_table(outcome.results)
     if headline is not None:
-        wide.print(headline)
-    wide.print(comparison_table(outcome.results, title))
+        console.print(headline)
+    console.print(comparison_table(outcome.results, title))
     if any(m.get("memory_form") == "derived" for m in outcome.results["providers"].values()):
         console.print(
             "* turn recall counts verbatim turn text: a provider that shows what it derived "
             "(extracted facts) reads ~0 by construction; read provenance and answer recall "
-            "for it (docs/harness.md, Metrics)", highlight=False, soft_wrap=True)
+            "for it (docs/harness.md, Metrics)", highlight=False)
+    pairs = pairwise_table(outcome.results)
+    if pairs is not None:
+        console.print(pairs)
+    console.print(cost_table(outcome.results))
     sweep = outcome.results.get("budgets")
     if sweep:
-        wide.print(budget_table(sweep))
+        console.print(budget_table(sweep))
     for s in outcome.skipped:
-        console.print(
-            f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False, soft_wrap=True
-        )
+        console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False)
     console.print(
         f"wall time {outcome.wall_s:.1f}s"
         + (f" ({outcome.resumed_units} units from the checkpoint)" if outcome.resumed_units else "")
         + (f" ({outcome.resumed_mid_unit} resumed after their last finished session)"
            if outcome.resumed_mid_unit else "")
         + f" · manifest {outcome.manifest['manifest_sha256'][:12]}"
-        + f" · metrics {outcome.results['metrics_sha256'][:12]}"
+        + f" · metrics {outcome.results['metrics_sha256'][:12]}", highlight=False
     )
-    console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json report.html")
+    console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json "
+                  "report.html", highlight=False)

@@ -43,6 +43,11 @@ def test_demo_runs_swap_then_bench_and_prints_the_table(locomo_file, tmp_path):
     for name in ("graphiti", "honcho", "memos", "rolling_summary"):
         assert f"skipped {name}:" in text
     assert "LLM" in text
+    # the LoCoMo part fits an 80-column terminal, nothing cut: headline with intervals,
+    # pairwise verdicts (the preference section below is its own benchmark's output)
+    locomo = text.split("4. preference sessions")[0]
+    assert max(len(line.rstrip()) for line in locomo.splitlines()) <= 80, locomo
+    assert "…" not in locomo and "answer lift" in locomo and "A / B" in locomo
     assert results["providers"]["full_history"]["recall"]["overall"]["turn"] > 0
     assert (out / "report.html").is_file()
     # 4. the generated preference set for the controls (retrieval only, no model)
