@@ -307,3 +307,63 @@ def test_people_rules():
     who = attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="cron",
                     metadata={})
     assert who.person is None and who.shared  # a shared chat's cron turn is nobody's
+
+
+# -- migrating scopes recorded under the old names -------------------------------------------
+async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
+        home, llm_double, monkeypatch):
+    import subprocess
+
+    from nanobot_memory_adapters.nanobot import turns
+    from nanobot_memory_adapters.scope import legacy_id
+    from tests.nanobot.conftest import VENV_BIN
+
+    home.write_memory(_memory("full_history"))
+    # what the plugin did before: the legacy rendering, the whole Telegram sender id
+    with monkeypatch.context() as old:
+        old.setattr("nanobot_memory_adapters.scope.plain_id", legacy_id)
+        old.setattr(turns, "canonical_sender", lambda channel, sender: sender)
+        loop = home.loop()
+        await talk(loop, "discord", "dm-jose", "josé", "My locker code is JOSE-LOCKER-11.")
+        await talk(loop, "discord", "dm-jos", "jos", "My locker code is JOS-LOCKER-22.")
+        await talk(loop, "telegram", "1001", "1001|ann", "My cat is called PEPPER-TIGER.")
+        assert await plugin_for(loop).flush() == 0
+        assert {e["user_id"] for e in _events(plugin_for(loop))} == {
+            "discord-jos", "telegram-1001_ann"}  # josé and jos merged, as reported
+        await home.close(loop)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(VENV_BIN / "nanobot-memory"), "migrate-scopes", "--config",
+                               str(home.memory_path), *args], capture_output=True, text=True,
+                              timeout=120)
+
+    dry = run("--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["moved"] == 2  # josé's and ann's turns; jos's id is plain: unchanged
+    assert planned["shared_old_scopes"] == {"default/discord-jos": 1}
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert "queued 2 turn(s)" in done.stdout, done.stdout
+    assert "default/telegram-1001_ann -> default/telegram-1001" in done.stdout
+    assert "default/discord-jos is still a person's scope" in done.stdout  # jos's, with josé's
+    reset = run("--reset-shared", "--json")
+    assert reset.returncode == 0, reset.stderr
+    emptied = json.loads(reset.stdout)
+    assert (emptied["moved"], emptied["already_moved"]) == (0, 2)  # nothing queued twice
+    assert (emptied["reset"], emptied["refiled"]) == (["default/discord-jos"], 1)
+    again = json.loads(run("--reset-shared", "--json").stdout)
+    assert (again["moved"], again["reset"], again["refiled"]) == (0, [], 0)
+
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    await plugin._ensure_adapter()
+    assert await plugin.flush() == 0
+    await talk(loop, "discord", "dm-jose", "josé", "José asks: my locker code?")
+    await talk(loop, "discord", "dm-jos", "jos", "Jos asks: my locker code?")
+    await talk(loop, "telegram", "1001", "1001|ann", "Ann asks: my cat?")
+    jose = long_term_memory(agent_request(llm_double, "José asks"))
+    jos = long_term_memory(agent_request(llm_double, "Jos asks"))
+    assert "JOSE-LOCKER-11" in jose and "JOS-LOCKER-22" not in jose
+    assert "JOS-LOCKER-22" in jos and "JOSE-LOCKER-11" not in jos
+    assert "PEPPER-TIGER" in long_term_memory(agent_request(llm_double, "Ann asks"))
