@@ -271,6 +271,8 @@ async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person
     assert await plugin.flush() == 0
     await talk(loop, "discord", "guild-chan", "ann", "What is my codename, team?")
     await talk(loop, "discord", "guild-chan", "ben", "Ben says hello.")
+    # the documented limit: Ben's first turn replays what Ann's turn carried, once
+    assert "ZEBRA" in agent_request(llm_double, "Ben says hello.").all_text
     session = loop.sessions.get_or_create("discord:guild-chan")
     assert not any("memory-context" in json.dumps(m) for m in session.messages)
     await talk(loop, "discord", "guild-chan", "ben", "Ben asks: any PIN?")
