@@ -109,6 +109,7 @@ def attribute(people: People, *, session_key: str, channel: str, chat_id: str,
     person = people.last(session_key)
     if person is None and remembered and is_person(remembered, None, session_key):
         person = remembered
+        people.saw(session_key, canonical_sender(channel, person))  # for the sync prompt
     if person is None and channel == "telegram" and chat_id.isdigit():
         person = chat_id  # a Telegram private chat's id is its user's id
     return Attribution(person, False)

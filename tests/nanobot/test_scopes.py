@@ -178,12 +178,14 @@ async def test_cron_turns_use_and_feed_their_own_users_memory(home, llm_double, 
     assert cron_users == ["discord-u77", "telegram-1001", "telegram-2002"]
 
 
-async def test_a_cron_turn_in_a_new_process_finds_the_sessions_person(home, llm_double):
+@pytest.mark.parametrize("placement", ["user_message", "system_prompt"])
+async def test_a_cron_turn_in_a_new_process_finds_the_sessions_person(home, llm_double,
+                                                                       placement):
     """After a restart the plugin has seen nobody: the session's person comes from the
     outbox's record of the session."""
     from nanobot.cron.bound_runner import run_bound_cron_job
 
-    home.write_memory(_memory("full_history"))
+    home.write_memory(_memory("full_history", context_placement=placement))
     loop = home.loop()
     plugin = plugin_for(loop)
     await talk(loop, "discord", "dm-88", "u88", "My locker is number LOCKER-8888.")
@@ -192,8 +194,8 @@ async def test_a_cron_turn_in_a_new_process_finds_the_sessions_person(home, llm_
     loop = home.loop()
     await run_bound_cron_job(_cron_job("j88", "discord", "dm-88", "Which locker is mine?"),
                              agent=loop, cron=_CronRecords())
-    [req] = [r for r in llm_double.chat_requests()
-             if r.tools and "Which locker is mine?" in r.last_user]
+    req = [r for r in llm_double.chat_requests()
+           if r.tools and "Which locker is mine?" in r.last_user][-1]
     assert "LOCKER-8888" in long_term_memory(req)
 
 
