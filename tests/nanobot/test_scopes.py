@@ -48,6 +48,12 @@ async def talk(loop: Any, channel: str, chat: str, sender: str, text: str,
     return reply.content if reply is not None else ""
 
 
+def _plugin(loop: Any) -> Any:
+    plugin = plugin_for(loop)
+    assert plugin is not None and plugin.status == "active", plugin and plugin.reason
+    return plugin
+
+
 def _ask(name: str, **args: object) -> str:
     return f"[llm-double:tool {name} {json.dumps(args, ensure_ascii=False)}]"
 
@@ -94,8 +100,7 @@ async def test_senders_whose_old_ids_collided_keep_separate_memories(home, llm_d
                                                                      condition):
     home.write_memory(_memory(condition, llm_double))
     loop = home.loop()
-    plugin = plugin_for(loop)
-    assert plugin is not None
+    plugin = _plugin(loop)
     for i, (channel, a, _b) in enumerate(COLLIDING):
         await talk(loop, channel, f"dm-a{i}", a, f"My locker code is LOCKER-{i}-ALPHA.")
     assert await plugin.flush(timeout_s=120) == 0
@@ -119,8 +124,7 @@ async def test_senders_whose_old_ids_collided_keep_separate_memories(home, llm_d
 async def test_a_telegram_user_who_changes_username_keeps_their_memory(home, llm_double):
     home.write_memory(_memory("full_history"))
     loop = home.loop()
-    plugin = plugin_for(loop)
-    assert plugin is not None
+    plugin = _plugin(loop)
     await talk(loop, "telegram", "1001", "1001|ann", "My cat is called PEPPER-TIGER.")
     assert await plugin.flush() == 0
     await talk(loop, "telegram", "1001", "1001|ann_renamed", "What is my cat called?")
@@ -152,8 +156,7 @@ async def test_cron_turns_use_and_feed_their_own_users_memory(home, llm_double, 
 
     home.write_memory(_memory(condition))
     loop = home.loop()
-    plugin = plugin_for(loop)
-    assert plugin is not None
+    plugin = _plugin(loop)
     users = [("telegram", "1001", "1001|ann", "ANN-ORCHID"),
              ("telegram", "2002", "2002|ben", "BEN-QUARTZ"),
              ("discord", "dm-77", "u77", "CAT-MAGNOLIA")]
@@ -187,7 +190,7 @@ async def test_a_cron_turn_in_a_new_process_finds_the_sessions_person(home, llm_
 
     home.write_memory(_memory("full_history", context_placement=placement))
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await talk(loop, "discord", "dm-88", "u88", "My locker is number LOCKER-8888.")
     assert await plugin.flush() == 0
     await home.close(loop)
@@ -202,7 +205,7 @@ async def test_a_cron_turn_in_a_new_process_finds_the_sessions_person(home, llm_
 async def test_heartbeat_turns_are_nobodys(home, llm_double):
     home.write_memory(_memory("full_history"))
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await talk(loop, "telegram", "1001", "1001|ann", "My locker is LOCKER-1001.")
     assert await plugin.flush() == 0
     # what the gateway's heartbeat does: process_direct in the 'heartbeat' session
@@ -220,7 +223,7 @@ async def test_a_turn_without_text_never_gets_the_previous_speakers_recall(
     home.write_memory(_memory("full_history", context_placement="system_prompt",
                               group_recall="personal"))
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await talk(loop, "telegram", "1001", "1001|ann", "My bank PIN is PIN-4471.")
     assert await plugin.flush() == 0
     await talk(loop, "telegram", "-500", "1001|ann", "Hello group, what is my bank PIN?")
@@ -246,7 +249,7 @@ async def test_a_group_member_never_sees_another_members_private_memory(
     extra = {} if policy == "default" else {"group_recall": "personal"}
     home.write_memory(_memory(condition, llm_double, **extra))
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await talk(loop, "telegram", "1001", "1001|ann", f"Remember this: {SECRET}.")
     assert await plugin.flush(timeout_s=120) == 0
     await talk(loop, "telegram", "-500", "1001|ann", "Hi all, what is my codename?")
@@ -276,7 +279,7 @@ async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person
     when a second person speaks, and from then on the group's history holds no recall."""
     home.write_memory(_memory("full_history"))
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await talk(loop, "discord", "dm-ann", "ann", f"Remember this: {SECRET}.")
     assert await plugin.flush() == 0
     await talk(loop, "discord", "guild-chan", "ann", "What is my codename, team?")
@@ -339,8 +342,8 @@ async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
         await talk(loop, "discord", "dm-jose", "josé", "My locker code is JOSE-LOCKER-11.")
         await talk(loop, "discord", "dm-jos", "jos", "My locker code is JOS-LOCKER-22.")
         await talk(loop, "telegram", "1001", "1001|ann", "My cat is called PEPPER-TIGER.")
-        assert await plugin_for(loop).flush() == 0
-        assert {e["user_id"] for e in _events(plugin_for(loop))} == {
+        assert await _plugin(loop).flush() == 0
+        assert {e["user_id"] for e in _events(_plugin(loop))} == {
             "discord-jos", "telegram-1001_ann"}  # josé and jos merged, as reported
         await home.close(loop)
 
@@ -368,7 +371,7 @@ async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
     assert (again["moved"], again["reset"], again["refiled"]) == (0, [], 0)
 
     loop = home.loop()
-    plugin = plugin_for(loop)
+    plugin = _plugin(loop)
     await plugin._ensure_adapter()
     assert await plugin.flush() == 0
     await talk(loop, "discord", "dm-jose", "josé", "José asks: my locker code?")
