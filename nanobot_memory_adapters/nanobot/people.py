@@ -93,17 +93,27 @@ class People:
         return len(self._seen.get(session_key, ())) > 1
 
 
+def group_sender(chat_id: str) -> str:
+    """The sender id a shared chat's own memory is kept under (``group_recall: group``).
+    It starts with NUL, which no channel puts in a person's id, so the rendered scope
+    (``telegram-_group:-500~<hash>``) is never a person's."""
+    return f"\x00group:{chat_id}"
+
+
 def attribute(people: People, *, session_key: str, channel: str, chat_id: str,
               sender_id: str | None, metadata: Mapping[str, Any] | None,
-              remembered: str | None = None) -> Attribution:
+              remembered: str | None = None, group_scope: bool = False) -> Attribution:
     """Whose turn this is. ``remembered`` is the session's sender from an earlier process
-    (the outbox's record), used for a turn from no person when this process saw nobody."""
+    (the outbox's record), used for a turn from no person when this process saw nobody.
+    ``group_scope``: a shared chat's turns are the group's own (``group_sender``)."""
     if is_person(sender_id, metadata, session_key):
         assert sender_id is not None
         people.saw(session_key, canonical_sender(channel, sender_id))
-        shared = flagged_shared(channel, chat_id, metadata) or people.several(session_key)
-        return Attribution(sender_id, shared)
     shared = flagged_shared(channel, chat_id, metadata) or people.several(session_key)
+    if shared and group_scope and session_key != HEARTBEAT_SESSION:
+        return Attribution(group_sender(chat_id), True)
+    if is_person(sender_id, metadata, session_key):
+        return Attribution(sender_id, shared)
     if shared or session_key == HEARTBEAT_SESSION:
         return Attribution(None, shared)
     person = people.last(session_key)

@@ -63,7 +63,7 @@ class RecallMixin(PluginState):
             return None
         who = attribute(self.people, session_key=request.session_key, channel=request.channel,
                         chat_id=request.chat_id, sender_id=request.sender_id,
-                        metadata=request.metadata)
+                        metadata=request.metadata, group_scope=self._group_scope)
         if who.person is None:
             return None
         try:
@@ -88,7 +88,12 @@ class RecallMixin(PluginState):
             remembered = known[2] if known else None
         return attribute(self.people, session_key=session_key, channel=channel,
                          chat_id=chat_id, sender_id=sender_id, metadata=metadata,
-                         remembered=remembered)
+                         remembered=remembered, group_scope=self._group_scope)
+
+    @property
+    def _group_scope(self) -> bool:
+        """``group_recall: group``: a shared chat reads and writes its own scope."""
+        return self.settings.plugin.group_recall == "group"
 
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
@@ -200,7 +205,7 @@ class RecallMixin(PluginState):
             return "this session has no long-term memory"
         who = await self._attribute(session_key=session_key, channel=channel,
                                     chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        if who.shared:
+        if who.shared and not self._group_scope:
             return ("memory_search is not available in a group chat (a result would be saved "
                     "in the group's history); ask in a direct chat")
         if who.person is None:

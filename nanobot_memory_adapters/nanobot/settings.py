@@ -86,12 +86,14 @@ class PluginSettings(BaseModel):
     keep_delivered: int = Field(
         default=10000, ge=0, description="Delivered outbox rows kept for idempotency."
     )
-    group_recall: Literal["none", "personal"] = Field(
+    group_recall: Literal["none", "group", "personal"] = Field(
         default="none",
-        description="Recall in a shared (group) chat. none (default): no personal memory "
-        "is recalled or searched there. personal: the speaker's own memory, in the system "
-        "prompt of that turn only (never in the group's session history). See 'Users and "
-        "scopes' in docs/nanobot-plugin.md.",
+        description="Memory in a shared (group) chat. none (default): no personal memory "
+        "is recalled or searched there; each speaker's turns go to their own scope. group: "
+        "the chat has its own scope — its turns are recorded there and recalled (and "
+        "searched) from it, never from anyone's personal memory. personal: the speaker's "
+        "own memory, in the system prompt of that turn only (never in the group's session "
+        "history). See 'Users and scopes' in docs/nanobot-plugin.md.",
     )
     context_placement: Literal["system_prompt", "user_message"] = Field(
         default="user_message",

@@ -382,3 +382,25 @@ async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
     assert "JOSE-LOCKER-11" in jose and "JOS-LOCKER-22" not in jose
     assert "JOS-LOCKER-22" in jos and "JOSE-LOCKER-11" not in jos
     assert "PEPPER-TIGER" in long_term_memory(agent_request(llm_double, "Ann asks"))
+
+
+@pytest.mark.parametrize("condition", PROVIDERS)
+async def test_group_recall_group_gives_the_chat_its_own_memory(home, llm_double, condition):
+    home.write_memory(_memory(condition, group_recall="group"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await talk(loop, "telegram", "1001", "1001|ann", f"Remember this: {SECRET}.")
+    await talk(loop, "telegram", "-500", "1001|ann", "Team: our meeting room is ROOM-KIWI-7.")
+    assert await plugin.flush(timeout_s=120) == 0
+    await talk(loop, "telegram", "-500", "2002|ben", "Ben asks: which meeting room is ours?")
+    ben = agent_request(llm_double, "Ben asks: which meeting room")
+    assert "ROOM-KIWI-7" in ben.system and "ZEBRA" not in ben.all_text
+    reply = await talk(loop, "telegram", "-500", "2002|ben",
+                       "Search it " + _ask(SEARCH_TOOL_NAME, query="codename PIN meeting room"))
+    assert "4471" not in reply and "ZEBRA" not in reply, reply
+    await talk(loop, "telegram", "1001", "1001|ann", "Ann in private: what is my codename?")
+    assert "ZEBRA-PAPAYA" in long_term_memory(agent_request(llm_double, "Ann in private"))
+    users = {e["user_id"] for e in _events(plugin)}
+    assert "telegram-1001" in users and not any(u == "telegram-2002" for u in users)
+    [group] = [u for u in users if u.startswith("telegram-_group:-500~")]
+    assert group  # the group's own scope, never a person's
