@@ -404,3 +404,44 @@ async def test_group_recall_group_gives_the_chat_its_own_memory(home, llm_double
     assert "telegram-1001" in users and not any(u == "telegram-2002" for u in users)
     [group] = [u for u in users if u.startswith("telegram-_group:-500~")]
     assert group  # the group's own scope, never a person's
+
+
+# -- many senders ---------------------------------------------------------------------------------
+MANY = [  # 20 senders on 3 channels; the Discord and email ids all collided before
+    *[("telegram", f"{3000 + k}", f"{3000 + k}|user_{k}") for k in range(7)],
+    *[("discord", f"d{k}", s) for k, s in enumerate(
+        ["josé", "jose", "jos", "josè", "jo sé", "JOSÉ/x", "jos_"])],
+    *[("email", f"e{k}", s) for k, s in enumerate(
+        ["a+b@x.org", "a_b@x.org", "a b@x.org", "a/b@x.org", "a=b@x.org", "a*b@x.org"])],
+]
+
+
+async def test_many_colliding_senders_each_keep_exactly_their_own_turns(home, llm_double):
+    import re
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    rounds = 4
+    marker = re.compile(r"M(\d+)X(\d+)Z")
+    for j in range(rounds):
+        for i, (channel, chat, sender) in enumerate(MANY):
+            if channel == "telegram" and j >= rounds // 2:
+                sender = sender.replace("|user_", "|renamed_")  # same person, new username
+            before = len(llm_double.chat_requests())
+            await talk(loop, channel, chat, sender, f"Note {j}: my marker is M{i}X{j}Z.")
+            [req] = [r for r in llm_double.chat_requests()[before:] if r.tools]
+            recalled = {int(m[0]) for m in marker.findall(long_term_memory(req))}
+            assert recalled <= {i}, (sender, recalled)
+            assert j == 0 or i in recalled, (sender, j)  # their own past is recalled
+        assert await plugin.flush(timeout_s=120) == 0
+    by_user: dict[str, list[tuple[int, int]]] = {}
+    for event in _events(plugin):
+        text = " ".join(m["content"] for m in event["messages"] if m["role"] == "user")
+        by_user.setdefault(event["user_id"], []).extend(
+            (int(a), int(b)) for a, b in marker.findall(text))
+    assert len(by_user) == len(MANY)  # one scope per person
+    for stored in by_user.values():
+        owners = {i for i, _ in stored}
+        assert len(owners) == 1, stored
+        assert sorted(j for _, j in stored) == list(range(rounds))  # every turn once
