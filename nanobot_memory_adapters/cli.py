@@ -285,9 +285,11 @@ def _mount_optional_rooms() -> None:
                       help="The nanobot plugin's outbox: status, requeue failed turns.")
         from nanobot_memory_adapters.nanobot.backfill_cli import backfill
         from nanobot_memory_adapters.nanobot.forget_cli import forget
+        from nanobot_memory_adapters.nanobot.scopes_cli import migrate_scopes
 
         app.command(name="forget")(forget)
         app.command(name="backfill")(backfill)
+        app.command(name="migrate-scopes")(migrate_scopes)
     try:
         from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:

@@ -7,6 +7,7 @@ before any adapter builds a native request.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from typing import Annotated
@@ -15,6 +16,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 # Characters that some backend query languages read as patterns or separators.
 _WILDCARD_CHARS = re.compile(r"[*?%\x00]")
+# Characters a rendered scope id keeps as they are; anything else makes it "escaped".
+_UNPLAIN = re.compile(r"[^A-Za-z0-9_.@:-]+")
+# Separates an escaped id from the hash of its raw text; never part of a plain id.
+HASH_MARK = "~"
 # Joiners some scripts need inside names (ZWNJ, ZWJ); every other format character is
 # refused with the controls and line/paragraph separators.
 _ALLOWED_FORMAT = {"\u200c", "\u200d"}
@@ -101,14 +106,37 @@ class ScopeTemplates(BaseModel):
     session_id: str = Field(default="{session_key}", description="Template for the session id.")
 
     def render(self, name: str, values: dict[str, str]) -> str:
+        """The scope id for ``values``: the template's text made plain (``plain_id``)."""
+        return check_scope_id(plain_id(self.fill(name, values)), field=f"scope.{name}")
+
+    def fill(self, name: str, values: dict[str, str]) -> str:
+        """The template filled in, before it is made a plain id."""
         template: str = getattr(self, name)
         try:
-            rendered = template.format(**values)
+            return template.format(**values)
         except KeyError as exc:
             raise ValueError(
                 f"scope.{name} template {template!r} uses unknown field {exc}; "
                 f"available: {', '.join(sorted(values))}"
             ) from None
-        # Ids must survive every backend: replace characters some treat as separators.
-        rendered = re.sub(r"[^A-Za-z0-9_.@:-]+", "_", rendered).strip("_") or "anonymous"
-        return check_scope_id(rendered, field=f"scope.{name}")
+
+
+def legacy_id(raw: str) -> str:
+    """What the plugin rendered for ``raw`` before ids were made injective: every run of
+    characters outside ``[A-Za-z0-9_.@:-]`` became ``_``, and ``_`` was stripped from both
+    ends. Not injective (``josé`` and ``jos`` met); kept to name the old scopes."""
+    return _UNPLAIN.sub("_", raw).strip("_") or "anonymous"
+
+
+def plain_id(raw: str) -> str:
+    """A rendered template as a scope id, injectively: an id that is already plain (the
+    legacy rendering leaves it unchanged) is kept exactly, so existing users keep their
+    scope; any other id becomes its legacy rendering plus ``~`` and 16 hex digits of the
+    SHA-256 of the raw text. ``~`` never occurs in a plain id, so an escaped id never
+    equals a plain one, and two raw ids share an escaped id only on a 64-bit hash
+    collision."""
+    legacy = legacy_id(raw)
+    if legacy == raw:
+        return raw
+    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{legacy}{HASH_MARK}{digest}"

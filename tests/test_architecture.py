@@ -59,7 +59,8 @@ def test_nothing_outside_the_plugin_imports_the_plugin_except_test_agents():
             bad = [m for m in bad if m not in (
                 "nanobot_memory_adapters.nanobot.outbox_cli",
                 "nanobot_memory_adapters.nanobot.forget_cli",
-                "nanobot_memory_adapters.nanobot.backfill_cli")]
+                "nanobot_memory_adapters.nanobot.backfill_cli",
+                "nanobot_memory_adapters.nanobot.scopes_cli")]
         assert not bad, f"{rel} imports the plugin: {bad}"
 
 

@@ -47,10 +47,16 @@ class DeliveryMixin(PluginState):
             return
         memory = self.settings.memory
         assert memory is not None
+        # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
+        who = await self._attribute(session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
+                                    sender_id=event.sender_id, metadata=ctx.metadata)
+        if who.person is None:
+            logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
+            return
         try:
             memory_event = build_event(
                 memory=memory, messages=list(session.messages), turn_id=event.turn_id,
-                channel=ctx.channel, chat_id=ctx.chat_id, sender_id=event.sender_id,
+                channel=ctx.channel, chat_id=ctx.chat_id, sender_id=who.person,
                 session_key=key, attributes=ctx.attributes,
                 include_tools=self.settings.plugin.include_tool_messages,
             )
@@ -62,7 +68,7 @@ class DeliveryMixin(PluginState):
             return  # a slash command or nothing the user said
         started = time.perf_counter()
         added = await asyncio.to_thread(self.outbox.enqueue, self.provider, memory_event, key,
-                                        (ctx.channel, ctx.chat_id, event.sender_id))
+                                        (ctx.channel, ctx.chat_id, who.person))
         self.enqueue_stats.add((time.perf_counter() - started) * 1000)
         if added:
             self._unsettled[key] = self._unsettled.get(key, 0) + 1

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
+from nanobot_memory_adapters.nanobot.people import Attribution, People
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings
 from nanobot_memory_adapters.nanobot.state import CacheEntry, LastError, LatencyStats
 
@@ -29,6 +30,7 @@ class PluginState:
     settings: LoadedSettings
     adapter: MemoryAdapter | None
     cache: OrderedDict[str, CacheEntry]
+    people: People
     retrieve_stats: LatencyStats
     record_stats: LatencyStats
     enqueue_stats: LatencyStats
@@ -49,4 +51,7 @@ class PluginState:
         def _note_read_failure(self, operation: str, exc: Any, timed_out: str) -> None: ...
         async def _ensure_adapter(self) -> bool: ...
         async def _ensure_scope(self, scope: MemoryScope) -> None: ...
+        async def _attribute(self, *, session_key: str, channel: str, chat_id: str,
+                             sender_id: str | None, metadata: dict[str, Any] | None
+                             ) -> Attribution: ...
         async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None: ...

@@ -20,6 +20,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.people import Attribution, attribute, is_person
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import (
     CACHE_SESSIONS,
@@ -35,19 +36,64 @@ from nanobot_memory_adapters.nanobot.turns import (
 
 class RecallMixin(PluginState):
     def text_for_prompt(self) -> str | None:
-        """Sync, no I/O: the cached context for the current session, or None for MEMORY.md.
+        """Sync, no I/O: the cached context for the current turn, or None for MEMORY.md.
 
-        With ``context_placement: user_message`` the memory slot stays empty (the context
-        travels in the user message instead; MEMORY.md is still not shown)."""
+        The session's entry is served only when it was retrieved for the scope of the
+        turn being built (never a previous speaker's recall). With ``context_placement:
+        user_message`` the memory slot stays empty (the context travels in the user
+        message; MEMORY.md is still not shown), except for a shared chat's personal
+        recall, which goes here so it is never saved in the group's history."""
         if self.status != "active":
             return None
-        key = seams.current_session_key()
+        request = seams.current_request()
+        key = getattr(request, "session_key", None)
         if not key or key.startswith("dream:"):
             return None
-        if self.settings.plugin.context_placement == "user_message":
-            return ""
         entry = self.cache.get(key)
-        return entry.text if entry is not None else ""
+        if entry is None or entry.scope_key != self._scope_key_now(request):
+            return ""
+        if self.settings.plugin.context_placement == "user_message" and not entry.in_system:
+            return ""
+        return entry.text
+
+    def _scope_key_now(self, request: Any) -> str | None:
+        """The scope key of the turn being built, from this process's memory only."""
+        memory = self.settings.memory
+        if memory is None:
+            return None
+        who = attribute(self.people, session_key=request.session_key, channel=request.channel,
+                        chat_id=request.chat_id, sender_id=request.sender_id,
+                        metadata=request.metadata, group_scope=self._group_scope)
+        if who.person is None:
+            return None
+        try:
+            return chat_scope(memory, channel=request.channel, chat_id=request.chat_id,
+                              sender_id=who.person, session_key=request.session_key,
+                              attributes=request.attributes)[0].key
+        except ValueError:
+            return None
+
+    async def _attribute(self, *, session_key: str, channel: str, chat_id: str,
+                         sender_id: str | None, metadata: dict[str, Any] | None
+                         ) -> Attribution:
+        """``people.attribute`` with the outbox's record of the session's sender (from an
+        earlier process) for turns from no person."""
+        remembered = None
+        if not is_person(sender_id, metadata, session_key) and self.people.last(session_key) \
+                is None:
+            try:
+                known = await asyncio.to_thread(self.outbox.identity, session_key)
+            except Exception:  # an unreadable outbox: nobody is remembered
+                known = None
+            remembered = known[2] if known else None
+        return attribute(self.people, session_key=session_key, channel=channel,
+                         chat_id=chat_id, sender_id=sender_id, metadata=metadata,
+                         remembered=remembered, group_scope=self._group_scope)
+
+    @property
+    def _group_scope(self) -> bool:
+        """``group_recall: group``: a shared chat reads and writes its own scope."""
+        return self.settings.plugin.group_recall == "group"
 
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
@@ -67,35 +113,48 @@ class RecallMixin(PluginState):
                 chat_id=request.chat_id,
                 sender_id=request.sender_id,
                 attributes=request.attributes,
+                metadata=request.metadata,
             )
         except Exception as exc:  # a memory problem must never fail the turn
             self._note_error("retrieve", exc, retryable=False)
             logger.exception("{}: recall failed", LOG)
         if (self.settings.plugin.context_placement == "user_message" and entry is not None
-                and entry.text):
+                and entry.text and not entry.in_system):
             return seams.runtime_context_block(entry.text)
         return None
 
     async def recall(
         self, *, session_key: str | None, query: str | None, channel: str, chat_id: str,
         sender_id: str | None, attributes: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> CacheEntry | None:
         if self.status != "active" or not session_key or session_key.startswith("dream:"):
             return None
-        if not query or not query.strip():
-            return None  # system turns keep the session's last context
         if not seams.session_persists(self.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
+        who = await self._attribute(session_key=session_key, channel=channel,
+                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+        if who.person is None or (who.shared and self.settings.plugin.group_recall == "none"):
+            self.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
+            return None
         try:
-            request = self._request(query=query, channel=channel, chat_id=chat_id,
-                                    sender_id=sender_id, session_key=session_key,
+            request = self._request(query=query or "-", channel=channel, chat_id=chat_id,
+                                    sender_id=who.person, session_key=session_key,
                                     attributes=attributes)
         except ValueError as exc:
             self._note_error("scope", exc, retryable=False)
             self.cache.pop(session_key, None)
             return None
-        scope = request.scope
         previous = self.cache.get(session_key)
+        if previous is not None and (previous.scope_key != request.scope.key
+                                     or previous.provider != self.provider):
+            previous = None  # another person's (or provider's) recall is never reused
+        if not query or not query.strip():  # a turn without text keeps its scope's last context
+            entry = previous or CacheEntry("", request.scope.key, self.provider, time.time(),
+                                           "", in_system=who.shared)
+            self._remember(session_key, entry)
+            return None  # served to the system prompt only (nothing new to append)
+        scope = request.scope
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
@@ -119,27 +178,41 @@ class RecallMixin(PluginState):
                 self.reads_failing_since = None
                 text = result.formatted_context or ""
                 entry = CacheEntry(text, scope.key, self.provider, time.time(), query)
+        entry.in_system = who.shared  # a shared chat's recall never rides on the message
+        self._remember(session_key, entry)
+        return entry
+
+    def _remember(self, session_key: str, entry: CacheEntry) -> None:
         self.cache[session_key] = entry
         self.cache.move_to_end(session_key)
         while len(self.cache) > CACHE_SESSIONS:
             self.cache.popitem(last=False)
-        return entry
 
     async def search(
         self, *, query: str, limit: int | None, session_key: str | None, channel: str,
         chat_id: str, sender_id: str | None, attributes: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         """The ``memory_search`` tool: one retrieve in the turn's own scope, formatted by
-        the same budgeted formatter; a read only (never a write, never the cache)."""
+        the same budgeted formatter; a read only (never a write, never the cache). Never
+        in a shared chat: a tool result is saved in the session's history, which every
+        member's later turns replay."""
         if self.status != "active":
             return "long-term memory search is not available (nanobot's own memory is in use)"
         if not query.strip():
             return "memory_search needs a non-empty query"
         if not session_key or not seams.session_persists(self.sessions, session_key):
             return "this session has no long-term memory"
+        who = await self._attribute(session_key=session_key, channel=channel,
+                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+        if who.shared and not self._group_scope:
+            return ("memory_search is not available in a group chat (a result would be saved "
+                    "in the group's history); ask in a direct chat")
+        if who.person is None:
+            return "this turn belongs to no person, so it has no long-term memory to search"
         try:
             request = self._request(query=query, channel=channel, chat_id=chat_id,
-                                    sender_id=sender_id, session_key=session_key,
+                                    sender_id=who.person, session_key=session_key,
                                     attributes=attributes, limit=limit)
         except ValueError as exc:
             return f"memory scope cannot be built: {exc}"
@@ -190,3 +263,21 @@ class RecallMixin(PluginState):
                               previous.at, previous.query, stale=True)
         return CacheEntry("", scope.key, self.provider, time.time(), query, stale=True)
 
+
+    async def on_shared_turn_persisted(self, event: Any) -> None:
+        """Bus subscriber: in a shared chat, take the plugin's recalled memory out of the
+        saved session (blocks an older version or a not-yet-recognised group left), so
+        the next member's turn does not replay it. Never raises."""
+        try:
+            ctx = event.context
+            if self.status != "active" or not ctx.session_key:
+                return
+            who = attribute(self.people, session_key=ctx.session_key, channel=ctx.channel,
+                            chat_id=ctx.chat_id, sender_id=event.sender_id,
+                            metadata=ctx.metadata)
+            if who.shared:
+                await asyncio.to_thread(seams.strip_memory_blocks, self.sessions,
+                                        ctx.session_key)
+        except Exception as exc:
+            self._note_error("strip_shared_history", exc, retryable=False)
+            logger.exception("{}: could not clean a group chat's history", LOG)

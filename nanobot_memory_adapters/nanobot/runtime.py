@@ -36,6 +36,7 @@ from nanobot_memory_adapters.nanobot.backfill_mixin import BackfillMixin
 from nanobot_memory_adapters.nanobot.delivery import DeliveryMixin
 from nanobot_memory_adapters.nanobot.forget import ForgetMixin
 from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.people import People
 from nanobot_memory_adapters.nanobot.recall import RecallMixin
 from nanobot_memory_adapters.nanobot.reports import ReportsMixin
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
@@ -97,6 +98,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self.data_dir: Path | None = None
         self._outbox: Outbox | None = None
         self.cache: OrderedDict[str, CacheEntry] = OrderedDict()
+        self.people = People()
         self.retrieve_stats = LatencyStats()
         self.record_stats = LatencyStats()
         self.enqueue_stats = LatencyStats()
@@ -204,6 +206,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         seams.install_memory_view(self.loop, self.text_for_prompt)
         self._unsubscribe.append(self.loop.register_runtime_context_provider(self.provide))
         self._unsubscribe.append(self.bus.subscribe(self.on_turn_persisted, SessionTurnPersisted))
+        self._unsubscribe.append(self.bus.subscribe(self.on_shared_turn_persisted,
+                                                    SessionTurnPersisted))
 
     @property
     def outbox(self) -> Outbox:

@@ -450,3 +450,50 @@ def is_synthetic_message(message: Mapping[str, Any]) -> bool:
         return False
     text = content.strip()
     return text in _placeholders() or text.startswith(MAX_ITERATIONS_PREFIX)
+
+
+# -- who a turn belongs to ------------------------------------------------------------------
+_AUTOMATION_FALLBACK = ("_cron_trigger", "_local_trigger")
+
+
+def _automation_keys() -> tuple[str, ...]:
+    """The inbound metadata keys nanobot puts on turns it starts itself (a cron job, a
+    local trigger): such a turn was typed by nobody."""
+    keys: list[str] = []
+    try:
+        from nanobot.cron.session_turns import CRON_TRIGGER_META
+
+        keys.append(CRON_TRIGGER_META)
+    except ImportError:
+        keys.append(_AUTOMATION_FALLBACK[0])
+    try:
+        from nanobot.triggers.local_session_turns import LOCAL_TRIGGER_META
+
+        keys.append(LOCAL_TRIGGER_META)
+    except ImportError:
+        keys.append(_AUTOMATION_FALLBACK[1])
+    return tuple(keys)
+
+
+def is_automation_turn(metadata: Mapping[str, Any] | None) -> bool:
+    return any((metadata or {}).get(key) for key in _automation_keys())
+
+
+def strip_memory_blocks(sessions: Any, session_key: str) -> int:
+    """Remove the plugin's runtime-context blocks (recalled memory) from a session's saved
+    user messages, so a shared chat's history never replays one person's recall to
+    another. Returns how many messages changed (the session is saved when any did)."""
+    from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
+
+    session = session_of(sessions, session_key)
+    if session is None:
+        return 0
+    changed = 0
+    for index, message in enumerate(session.messages):
+        marker = message.get(RUNTIME_CONTEXT_HISTORY_META)
+        if isinstance(marker, Mapping) and LOG_PREFIX in (marker.get("sources") or ()):
+            session.messages[index] = public_message(message)
+            changed += 1
+    if changed:
+        sessions.save(session)
+    return changed

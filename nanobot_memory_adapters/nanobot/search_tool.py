@@ -60,5 +60,6 @@ class MemorySearchTool(Tool):
         text = await self.plugin.search(
             query=query, limit=int(limit) if isinstance(limit, int | float) else None,
             session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
-            sender_id=ctx.sender_id, attributes=dict(ctx.attributes or {}))
+            sender_id=ctx.sender_id, attributes=dict(ctx.attributes or {}),
+            metadata=dict(ctx.metadata or {}))
         return text

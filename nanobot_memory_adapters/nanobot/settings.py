@@ -86,6 +86,15 @@ class PluginSettings(BaseModel):
     keep_delivered: int = Field(
         default=10000, ge=0, description="Delivered outbox rows kept for idempotency."
     )
+    group_recall: Literal["none", "group", "personal"] = Field(
+        default="none",
+        description="Memory in a shared (group) chat. none (default): no personal memory "
+        "is recalled or searched there; each speaker's turns go to their own scope. group: "
+        "the chat has its own scope — its turns are recorded there and recalled (and "
+        "searched) from it, never from anyone's personal memory. personal: the speaker's "
+        "own memory, in the system prompt of that turn only (never in the group's session "
+        "history). See 'Users and scopes' in docs/nanobot-plugin.md.",
+    )
     context_placement: Literal["system_prompt", "user_message"] = Field(
         default="user_message",
         description="Where the <memory-context> goes. user_message (default): appended to "
@@ -158,10 +167,22 @@ def check_templates(memory: MemoryConfig) -> None:
     for name in ("run_id", "persona_id", "agent_id", "session_id"):
         template = getattr(memory.scope, name)
         try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+            parsed = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)
+                      if f is not None]
         except ValueError as exc:
             raise ConfigError(f"memory.scope.{name}", f"bad template {template!r}: {exc}") from None
-        for field in fields:
+        for field, spec, conversion in parsed:
+            if spec or conversion:
+                # {sender_id:.3} keeps 3 characters, so everyone whose id starts alike
+                # would share one memory; a conversion (!r, !s, !a) changes the id's text
+                shown = "{" + field + (f"!{conversion}" if conversion else "") \
+                    + (f":{spec}" if spec else "") + "}"
+                raise ConfigError(
+                    f"memory.scope.{name}",
+                    f"template field {shown} has a format spec or conversion, which can "
+                    "give two people the same id",
+                    f"write {{{field}}} without ':' or '!'",
+                )
             if not field.isidentifier():
                 raise ConfigError(
                     f"memory.scope.{name}",

@@ -41,6 +41,7 @@ class CacheEntry:
     at: float
     query: str
     stale: bool = False
+    in_system: bool = False  # served in the system prompt (a shared chat's recall)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.people import canonical_sender
 from nanobot_memory_adapters.scope import MemoryScope
 
 _TAG_KEYS = ("scenario", "context", "attribute")
@@ -27,11 +28,13 @@ def identity_values(
     *, channel: str, chat_id: str, sender_id: str | None, session_key: str,
     attributes: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
+    """The template fields of a chat; ``sender_id`` is the person's part of the sender id
+    (``people.canonical_sender``: Telegram's numeric id, without the username)."""
     values = {k: v for k, v in (attributes or {}).items() if isinstance(v, str) and v}
     values.update(
         channel=channel or "unknown",
         chat_id=chat_id or "unknown",
-        sender_id=sender_id or "unknown",
+        sender_id=canonical_sender(channel, sender_id) if sender_id else "unknown",
         session_key=session_key,
     )
     return values
