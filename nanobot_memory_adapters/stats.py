@@ -1,10 +1,50 @@
-"""Percentiles: one method everywhere (the harness's results and ``/memory-health``), so a
-p95 in one place is comparable with a p95 in another."""
+"""Statistics, one place for each: percentiles, intervals of a mean, paired differences.
+
+Public API (stable; the LoCoMo report and the preference benchmark both call it)::
+
+    percentile(values, p) -> float | None
+    mean_ci(values, *, clusters=None, level=0.95, n_boot=2000, seed=0,
+            method="auto") -> Estimate
+    wilson_ci(successes, n, *, level=0.95) -> Estimate
+    paired_difference(a, b, *, clusters=None, level=0.95, n_boot=2000, seed=0,
+                      names=("A", "B")) -> Difference
+    format_estimate(e, digits=3) -> str      # "0.571 [0.55, 0.59] n=120"
+    format_difference(d, digits=3) -> str    # "+0.083 [-0.14, +0.31] not distinguishable"
+
+    class Estimate(BaseModel):   value, low, high, n, n_clusters, level, method
+    class Difference(BaseModel): value, low, high, n, n_clusters, level, method,
+                                 p_value, distinguishable, verdict, a, b
+
+Methods (``Estimate.method`` names the one used):
+
+- ``"bootstrap"``: percentile bootstrap of the mean, items resampled with replacement.
+- ``"cluster-bootstrap"``: clusters (e.g. LoCoMo conversations, preference personas)
+  resampled with replacement, each bringing all its items; the statistic is the pooled mean
+  of the resampled items. Use it whenever items share a cluster: correlated items make the
+  plain bootstrap too narrow. With one cluster there is nothing to resample; the items are
+  resampled instead and the method says ``"bootstrap (1 cluster)"``.
+- ``"wilson"``: Wilson score interval of a proportion. ``mean_ci(method="auto")`` uses it
+  for unclustered 0/1 values (it behaves at 0 and 1, where a bootstrap collapses to a
+  point); clustered or non-binary values get the bootstrap.
+
+``paired_difference`` bootstraps mean(a - b) over the same items (clustered when
+``clusters`` is given): ``distinguishable`` is True when the interval excludes 0, and the
+verdict names the larger side; when both sides are 0/1 it also reports McNemar's exact
+p-value (two-sided binomial test on the discordant pairs; it ignores clusters, so the
+verdict comes from the interval). Every bootstrap is deterministic for a given ``seed``.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+N_BOOT = 2000
+LEVEL = 0.95
+SEED = 0
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -17,3 +57,175 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     if lo == hi:
         return data[lo]
     return data[lo] + (data[hi] - data[lo]) * (k - lo)
+
+
+class Estimate(BaseModel):
+    """A mean with its interval: ``low <= value <= high`` at ``level`` over ``n`` items."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    low: float
+    high: float
+    n: int
+    n_clusters: int | None = None
+    level: float = LEVEL
+    method: str
+
+
+class Difference(BaseModel):
+    """mean(a - b) over paired items, its interval, and whether it separates a from b."""
+
+    model_config = ConfigDict(frozen=True)
+
+    a: str
+    b: str
+    value: float
+    low: float
+    high: float
+    n: int
+    n_clusters: int | None = None
+    level: float = LEVEL
+    method: str
+    p_value: float | None = None  # McNemar's exact test, when both sides are 0/1
+    distinguishable: bool
+    verdict: str  # "<a> > <b>", "<b> > <a>" or "not distinguishable"
+
+
+def _array(values: Sequence[float], name: str) -> Any:
+    import numpy as np
+
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name}: need a non-empty list of numbers")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: holds NaN or infinite values")
+    return arr
+
+
+def _binary(arr: Any) -> bool:
+    import numpy as np
+
+    return bool(np.all((arr == 0) | (arr == 1)))
+
+
+def _cluster_index(clusters: Sequence[Hashable] | None, n: int) -> tuple[Any, int]:
+    """Integer cluster codes 0..k-1 (each item its own cluster when ``clusters`` is None)."""
+    import numpy as np
+
+    if clusters is None:
+        return np.arange(n), n
+    if len(clusters) != n:
+        raise ValueError(f"clusters: {len(clusters)} labels for {n} values")
+    codes: dict[Hashable, int] = {}
+    idx = np.fromiter((codes.setdefault(c, len(codes)) for c in clusters), dtype=int, count=n)
+    return idx, len(codes)
+
+
+def _bootstrap(arr: Any, codes: Any, k: int, *, level: float, n_boot: int,
+               seed: int) -> tuple[float, float]:
+    """Percentile interval of the pooled mean when the k clusters are resampled."""
+    import numpy as np
+
+    sums = np.bincount(codes, weights=arr, minlength=k)
+    counts = np.bincount(codes, minlength=k).astype(float)
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, k, size=(n_boot, k))
+    means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(low), float(high)
+
+
+def _check(level: float, n_boot: int) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level: {level} is not between 0 and 1 (e.g. 0.95)")
+    if n_boot < 100:
+        raise ValueError(f"n_boot: {n_boot} resamples are too few (use >= 1000)")
+
+
+def wilson_ci(successes: int, n: int, *, level: float = LEVEL) -> Estimate:
+    """Wilson score interval of ``successes / n`` (no clustering)."""
+    from scipy.stats import norm
+
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"wilson_ci: {successes} successes of {n} is not a proportion")
+    _check(level, N_BOOT)
+    z = float(norm.ppf(1 - (1 - level) / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Estimate(value=p, low=max(0.0, centre - half), high=min(1.0, centre + half),
+                    n=n, level=level, method="wilson")
+
+
+def mean_ci(values: Sequence[float], *, clusters: Sequence[Hashable] | None = None,
+            level: float = LEVEL, n_boot: int = N_BOOT, seed: int = SEED,
+            method: Literal["auto", "bootstrap", "wilson"] = "auto") -> Estimate:
+    """The mean of ``values`` with a ``level`` interval (see the module docstring)."""
+    arr = _array(values, "values")
+    _check(level, n_boot)
+    binary = _binary(arr)
+    if method == "wilson" or (method == "auto" and clusters is None and binary):
+        if not binary:
+            raise ValueError("method='wilson' needs 0/1 values")
+        if clusters is not None:
+            raise ValueError("method='wilson' ignores clusters; use the bootstrap")
+        return wilson_ci(int(arr.sum()), int(arr.size), level=level)
+    codes, k = _cluster_index(clusters, arr.size)
+    name = "bootstrap" if clusters is None else "cluster-bootstrap"
+    if clusters is not None and k < 2:
+        codes, k, name = _cluster_index(None, arr.size)[0], arr.size, "bootstrap (1 cluster)"
+    low, high = _bootstrap(arr, codes, k, level=level, n_boot=n_boot, seed=seed)
+    value = float(arr.mean())
+    return Estimate(value=value, low=min(low, value), high=max(high, value), n=int(arr.size),
+                    n_clusters=None if clusters is None else len(set(clusters)),
+                    level=level, method=name)
+
+
+def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided exact McNemar p-value for paired 0/1 outcomes (1.0 with no discordant pair)."""
+    from scipy.stats import binomtest
+
+    x, y = _array(a, "a"), _array(b, "b")
+    if x.size != y.size or not (_binary(x) and _binary(y)):
+        raise ValueError("mcnemar_exact: needs two 0/1 lists of the same length")
+    only_a = int(((x == 1) & (y == 0)).sum())
+    only_b = int(((x == 0) & (y == 1)).sum())
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *,
+                      clusters: Sequence[Hashable] | None = None, level: float = LEVEL,
+                      n_boot: int = N_BOOT, seed: int = SEED,
+                      names: tuple[str, str] = ("A", "B")) -> Difference:
+    """mean(a - b) over the same items, bootstrapped (by cluster when given)."""
+    x, y = _array(a, "a"), _array(b, "b")
+    if x.size != y.size:
+        raise ValueError(f"paired_difference: {x.size} values against {y.size}; pair them")
+    _check(level, n_boot)
+    est = mean_ci(x - y, clusters=clusters, level=level, n_boot=n_boot, seed=seed,
+                  method="bootstrap")
+    p_value = mcnemar_exact(x, y) if _binary(x) and _binary(y) else None
+    distinguishable = est.low > 0 or est.high < 0
+    na, nb = names
+    verdict = ("not distinguishable" if not distinguishable
+               else f"{na} > {nb}" if est.value > 0 else f"{nb} > {na}")
+    return Difference(a=na, b=nb, value=est.value, low=est.low, high=est.high, n=est.n,
+                      n_clusters=est.n_clusters, level=level, method=est.method,
+                      p_value=p_value, distinguishable=distinguishable, verdict=verdict)
+
+
+def format_estimate(e: Estimate, digits: int = 3) -> str:
+    """``0.571 [0.55, 0.59] n=120``: the value, its interval one digit coarser, and n."""
+    lo = max(digits - 1, 1)
+    return f"{e.value:.{digits}f} [{e.low:.{lo}f}, {e.high:.{lo}f}] n={e.n}"
+
+
+def format_difference(d: Difference, digits: int = 3) -> str:
+    """``+0.083 [-0.14, +0.31] not distinguishable`` (or the verdict, e.g. ``A > B``)."""
+    lo = max(digits - 1, 1)
+    return f"{d.value:+.{digits}f} [{d.low:+.{lo}f}, {d.high:+.{lo}f}] {d.verdict}"

@@ -316,6 +316,7 @@ def bench_command(
 
 
 def verify_recall(outcome: Any) -> None:
+    from nanobot_memory_adapters.harness.locomo_stats import locomo_intervals
     from nanobot_memory_adapters.harness.metrics import recompute_from_traces
 
     # The whole recall block (turn, session, provenance and answer recall; overall,
@@ -328,10 +329,15 @@ def verify_recall(outcome: Any) -> None:
         again = recompute_from_traces(outcome.out / "traces.jsonl", budget)
         bad += [n + (f"@{budget}" if budget else "") for n, m in providers.items()
                 if again.get(n) != m["recall"]]
+    again_intervals = locomo_intervals(outcome.out / "traces.jsonl",
+                                       list(outcome.results["providers"]),
+                                       outcome.results["budget_tokens"] if sweep else None)
+    if again_intervals != outcome.results.get("intervals"):
+        bad.append("intervals")
     if bad:
         raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
-    err_console.print("[green]verified[/green]: every recall metric recomputed from "
-                      "traces.jsonl matches")
+    err_console.print("[green]verified[/green]: every recall metric, interval and answer "
+                      "baseline recomputed from traces.jsonl matches")
 
 
 # -- demo ----------------------------------------------------------------------------------

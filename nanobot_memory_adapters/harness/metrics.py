@@ -316,17 +316,19 @@ def asks_at(units: list[dict[str, Any]], budget: int, headline: int) -> list[dic
             for u in units]
 
 
-def recompute_from_traces(
+def score_traces(
     path: str | Path, budget_tokens: int | None = None
-) -> dict[str, dict[str, Any]]:
-    """Every recall metric per provider, overall and per category, from ``traces.jsonl``
-    only (in a budget sweep, the asks at ``budget_tokens``; None: every ask).
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, tuple[int, str]]]]:
+    """Every ask's recall scores per provider, from ``traces.jsonl`` only (in a budget
+    sweep, the asks at ``budget_tokens``; None: every ask), and each conversation's turns
+    (``dia_id -> (session, text)``, from the record lines).
 
     Uses the ``record`` lines (turn text, session, distinctive flag, which event recorded
     which turn) and the ``ask`` lines (question, evidence text, gold answer, the sources of
     the items shown, and the context or the hash of a context given earlier in the unit).
     """
     turns: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    dialogue: dict[str, dict[str, tuple[int, str]]] = defaultdict(dict)
     events: dict[str, dict[str, str]] = defaultdict(dict)
     contexts: dict[str, dict[str, str]] = defaultdict(dict)
     asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -338,6 +340,9 @@ def recompute_from_traces(
         if kind == "record":
             if rec.get("event_id") and rec.get("dia_id"):
                 events[unit][rec["event_id"]] = rec["dia_id"]
+            if rec.get("speaker_copy", 0) == 0 and rec.get("dia_id"):
+                dialogue[rec.get("conversation") or ""][rec["dia_id"]] = (
+                    int(rec["session"]), rec.get("text") or "")
             if rec.get("distinctive") and rec.get("speaker_copy", 0) == 0:
                 turns[unit][int(rec["session"])].append(rec["text"])
         elif kind == "ask":
@@ -346,7 +351,7 @@ def recompute_from_traces(
             at = rec.get("budget_tokens", budget_tokens)
             if budget_tokens is None or at == budget_tokens:
                 asks[rec["provider"]].append(rec)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for provider, recs in asks.items():
         scored = []
         for rec in recs:
@@ -360,6 +365,12 @@ def recompute_from_traces(
                 answer = answer_present(rec.get("gold"), normalize_answer(raw))
             scored.append(
                 {
+                    "conversation": rec.get("conversation") or "",
+                    "qid": rec.get("question_id"),
+                    "point": rec.get("point"),
+                    "gold": rec.get("gold"),
+                    "evidence": list(ev),
+                    "tokens": rec.get("context_tokens") or 0,
                     "category": rec["category"],
                     "n_evidence": len(ev),
                     "turn_recall": turn_hits(ev, ctx) / len(ev),
@@ -368,8 +379,17 @@ def recompute_from_traces(
                     **provenance_counts(list(ev), rec.get("shown_sources") or [], events[unit]),
                 }
             )
-        out[provider] = recall_summary(scored)
-    return out
+        out[provider] = scored
+    return out, dict(dialogue)
+
+
+def recompute_from_traces(
+    path: str | Path, budget_tokens: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every recall metric per provider, overall and per category, from ``traces.jsonl``
+    only (``score_traces`` scores each ask)."""
+    scored, _ = score_traces(path, budget_tokens)
+    return {provider: recall_summary(asks) for provider, asks in scored.items()}
 
 
 def kendall_tau(a: list[float], b: list[float]) -> float | None:

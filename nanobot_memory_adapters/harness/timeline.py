@@ -53,6 +53,7 @@ from nanobot_memory_adapters.harness.locomo_mapping import (
     SpeakerProtocol,
     turn_event,
 )
+from nanobot_memory_adapters.harness.locomo_stats import SATURATED, locomo_intervals
 from nanobot_memory_adapters.harness.locomo_unit import UnitRunner, unit_scope
 from nanobot_memory_adapters.harness.metrics import (
     APPLICABILITY,
@@ -420,6 +421,11 @@ def build_results(
             "timing": "everything under 'timing' is excluded from metrics_sha256",
         },
     }
+    # intervals and pairwise verdicts: outside 'providers', so outside metrics_sha256
+    results["intervals"] = locomo_intervals(
+        cfg.out / "traces.jsonl", [p.name for p in prepared],
+        cfg.budget_tokens if len(sweep) > 1 else None)
+    results["notes"]["session_recall"] = SATURATED
     if len(sweep) > 1:
         results["budgets"] = [
             {**e, "curve": budget_curve(e["providers"])} for e in sweep

@@ -1,0 +1,181 @@
+"""The LoCoMo task's intervals, pairwise verdicts and the answer-recall baseline.
+
+Computed from ``traces.jsonl`` alone (``metrics.score_traces``), so ``bench --verify``
+recomputes them exactly. They live in results.json under ``intervals``, outside
+``providers``: ``metrics_sha256`` covers ``providers`` only, so adding them changes no hash.
+
+- Every headline figure gets a 95 % percentile bootstrap interval (``stats.mean_ci``) over
+  the same asks the figure averages; asks are resampled by **conversation** when the run
+  has at least five (LoCoMo has ten), else by **question** (a question asked at several
+  test points stays one cluster): with two to four clusters a cluster bootstrap only
+  shuffles a handful of means, so such a run's intervals speak for its conversations only.
+- **Answer baseline** (issue 30): the same answer-recall test on a *no-evidence context*
+  of equal length: the conversation's turns up to the ask's test point, minus the
+  question's evidence turns, in a seeded random order (seed, conversation, question,
+  point), taken while their summed tokens stay within the ask's context tokens. The order
+  does not depend on the provider, so baselines of two providers differ only by length.
+  **Answer lift** = answer hit - baseline hit per ask, a paired difference.
+- **Pairwise**: for each pair of providers and each ranked metric, the paired difference
+  over the asks both made (same conversation, question, test point), its interval and a
+  verdict ("not distinguishable" when the interval covers 0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Hashable
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from nanobot_memory_adapters.harness.metrics import answer_present, normalize_answer, score_traces
+from nanobot_memory_adapters.stats import LEVEL, N_BOOT, SEED, mean_ci, paired_difference
+from nanobot_memory_adapters.tokens import count_tokens_cached
+
+# The metrics that rank providers (headline), and what is kept for detail.
+HEADLINE = ("turn", "provenance", "answer_lift")
+DETAIL = ("session", "answer", "answer_baseline")
+PAIRWISE = ("turn", "provenance", "answer", "answer_lift")
+SHORT_GOLD_WORDS = 2
+MIN_CONVERSATIONS = 5  # fewer: resample questions instead (see the module docstring)
+SATURATED = ("session recall is saturated: one short turn per evidence session already "
+             "scores 1.0, so it cannot rank providers (kept for detail, not a headline)")
+_ROUND = 6
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return {k: round(v, _ROUND) if isinstance(v, float) else v
+            for k, v in model.model_dump().items()}
+
+
+def short_gold(gold: object) -> bool:
+    """A gold answer of at most two words: a context matches it by accident more often."""
+    return len(normalize_answer(str(gold)).split()) <= SHORT_GOLD_WORDS
+
+
+def baseline_hit(ask: dict[str, Any], turns: dict[str, tuple[int, str]], seed: int) -> bool:
+    """Whether the gold answer is in a no-evidence context as long as the ask's context."""
+    budget = int(ask.get("tokens") or 0)
+    if budget <= 0:
+        return False
+    point = int(ask["point"])
+    evidence = set(ask["evidence"])
+    pool = sorted(d for d, (s, _) in turns.items() if s <= point and d not in evidence)
+    key = f"{seed}|{ask['conversation']}|{ask['qid']}|{point}".encode()
+    random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big")).shuffle(pool)
+    shown, used = [], 0
+    for d in pool:
+        text = turns[d][1]
+        cost = count_tokens_cached(text) + 1
+        if used + cost > budget:
+            break
+        shown.append(text)
+        used += cost
+    return answer_present(ask["gold"], normalize_answer("\n".join(shown)))
+
+
+def _key(ask: dict[str, Any]) -> tuple[str, str, int]:
+    return (ask["conversation"], str(ask["qid"]), int(ask["point"]))
+
+
+def _values(asks: list[dict[str, Any]], metric: str) -> dict[tuple[str, str, int], float]:
+    """Per ask (by key), the metric's value; asks the metric does not apply to are left out."""
+    out: dict[tuple[str, str, int], float] = {}
+    if metric == "provenance":
+        items = sum(a.get("prov_items", 0) for a in asks)
+        if items and not sum(a.get("prov_items_known", 0) for a in asks):
+            return {}  # shown items that could not say where they came from: n/a
+    for a in asks:
+        if metric == "turn":
+            out[_key(a)] = a["turn_recall"]
+        elif metric == "session":
+            out[_key(a)] = a["session_recall"]
+        elif metric == "provenance":
+            out[_key(a)] = a.get("prov_hits", 0) / a["n_evidence"]
+        elif a.get("answer_hit") is not None:
+            hit, base = float(a["answer_hit"]), float(a["baseline_hit"])
+            out[_key(a)] = {"answer": hit, "answer_baseline": base,
+                            "answer_lift": hit - base}[metric]
+    return out
+
+
+class _Clusters:
+    def __init__(self, by_conversation: bool) -> None:
+        self.by_conversation = by_conversation
+        self.name = "conversation" if by_conversation else "question"
+
+    def of(self, keys: list[tuple[str, str, int]]) -> list[Hashable]:
+        return [k[0] if self.by_conversation else (k[0], k[1]) for k in keys]
+
+
+def _estimate(values: dict[tuple[str, str, int], float], cl: _Clusters, *,
+              seed: int, n_boot: int, level: float) -> dict[str, Any] | None:
+    if not values:
+        return None
+    keys = sorted(values)
+    return _dump(mean_ci([values[k] for k in keys], clusters=cl.of(keys), level=level,
+                         n_boot=n_boot, seed=seed, method="bootstrap"))
+
+
+def _lift(asks: list[dict[str, Any]], cl: _Clusters, *, seed: int, n_boot: int,
+          level: float) -> dict[str, Any] | None:
+    hits, base = _values(asks, "answer"), _values(asks, "answer_baseline")
+    if not hits:
+        return None
+    keys = sorted(hits)
+    d = paired_difference([hits[k] for k in keys], [base[k] for k in keys],
+                          clusters=cl.of(keys), level=level, n_boot=n_boot, seed=seed,
+                          names=("answer", "baseline"))
+    return _dump(d)
+
+
+def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: int | None = None,
+                     *, seed: int = SEED, n_boot: int = N_BOOT,
+                     level: float = LEVEL) -> dict[str, Any]:
+    """results.json's ``intervals`` block for the providers, in their order."""
+    scored, dialogue = score_traces(traces, budget_tokens)
+    asks = {p: scored.get(p, []) for p in providers}
+    for p_asks in asks.values():
+        for a in p_asks:
+            if a.get("answer_hit") is not None:
+                a["baseline_hit"] = baseline_hit(a, dialogue.get(a["conversation"], {}), seed)
+    conversations = {a["conversation"] for p_asks in asks.values() for a in p_asks}
+    cl = _Clusters(len(conversations) >= MIN_CONVERSATIONS)
+    kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot, "level": level}
+    per: dict[str, Any] = {}
+    for name, p_asks in asks.items():
+        block = {m: _estimate(_values(p_asks, m), cl, **kw)
+                 for m in ("turn", "provenance", "session", "answer", "answer_baseline")}
+        block["answer_lift"] = _lift(p_asks, cl, **kw)
+        for label, short in (("short_gold", True), ("long_gold", False)):
+            part = [a for a in p_asks if a.get("answer_hit") is not None
+                    and short_gold(a["gold"]) == short]
+            block[label] = {"n": len(part),
+                            "answer": _estimate(_values(part, "answer"), cl, **kw),
+                            "answer_baseline": _estimate(_values(part, "answer_baseline"),
+                                                         cl, **kw),
+                            "answer_lift": _lift(part, cl, **kw)}
+        per[name] = block
+    pairwise: dict[str, list[dict[str, Any]]] = {}
+    for metric in PAIRWISE:
+        rows = []
+        for a, b in combinations(providers, 2):
+            va, vb = _values(asks[a], metric), _values(asks[b], metric)
+            keys = sorted(set(va) & set(vb))
+            if not keys:
+                continue
+            d = paired_difference([va[k] for k in keys], [vb[k] for k in keys],
+                                  clusters=cl.of(keys), names=(a, b), **kw)
+            rows.append(_dump(d))
+        pairwise[metric] = rows
+    return {
+        "note": "95 % intervals and pairwise verdicts from traces.jsonl; not in "
+        "metrics_sha256 (which covers 'providers' only)",
+        "level": level, "n_boot": n_boot, "seed": seed, "cluster": cl.name,
+        "headline": list(HEADLINE), "detail": list(DETAIL), "saturated": {"session": SATURATED},
+        "providers": per,
+        "pairwise": pairwise,
+    }

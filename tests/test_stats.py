@@ -1,0 +1,111 @@
+"""The statistics module: intervals that cover what they should, clustered intervals that
+widen when items are correlated, paired verdicts, McNemar on a known table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nanobot_memory_adapters.stats import (
+    format_difference,
+    format_estimate,
+    mcnemar_exact,
+    mean_ci,
+    paired_difference,
+    wilson_ci,
+)
+
+
+def test_bootstrap_interval_contains_the_true_mean_of_a_seeded_sample():
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(40):  # coverage near the nominal 95 % over repeated samples
+        sample = rng.normal(0.6, 0.2, size=80)
+        e = mean_ci(sample.tolist(), seed=1, n_boot=1000)
+        assert e.low <= e.value <= e.high and e.method == "bootstrap" and e.n == 80
+        hits += e.low <= 0.6 <= e.high
+    assert hits >= 34  # 40 draws at 95 %: fewer than 34 would be a broken interval
+
+
+def test_bootstrap_is_deterministic_for_a_seed_and_varies_with_it():
+    v = np.random.default_rng(3).random(50).tolist()
+    assert mean_ci(v, seed=5) == mean_ci(v, seed=5)
+    assert mean_ci(v, seed=5).low != mean_ci(v, seed=6).low
+
+
+def test_clustered_interval_is_wider_when_clusters_are_correlated():
+    rng = np.random.default_rng(11)
+    centres = rng.normal(0.5, 0.2, size=10)  # ten "conversations", strong shared effect
+    values = np.concatenate([c + rng.normal(0, 0.02, size=30) for c in centres])
+    clusters = np.repeat(np.arange(10), 30).tolist()
+    plain = mean_ci(values.tolist())
+    clustered = mean_ci(values.tolist(), clusters=clusters)
+    assert clustered.method == "cluster-bootstrap" and clustered.n_clusters == 10
+    assert (clustered.high - clustered.low) > 3 * (plain.high - plain.low)
+
+
+def test_one_cluster_falls_back_to_items_and_says_so():
+    e = mean_ci([0.1, 0.5, 0.9, 0.4], clusters=["c"] * 4)
+    assert e.method == "bootstrap (1 cluster)" and e.high > e.low
+
+
+def test_wilson_for_plain_proportions_matches_the_textbook_value():
+    # 8 of 10, 95 %: Wilson interval 0.490 .. 0.943 (Newcombe 1998, table I style)
+    e = wilson_ci(8, 10)
+    assert (round(e.low, 3), round(e.high, 3)) == (0.490, 0.943)
+    assert mean_ci([1] * 8 + [0] * 2).method == "wilson"
+    zero = mean_ci([0] * 30)
+    assert zero.low == 0 and zero.high > 0.1  # not a point at 0, as a bootstrap would give
+
+
+def test_mcnemar_exact_on_a_known_table():
+    # discordant pairs 1 vs 9: two-sided exact binomial p = 22/1024 = 0.021484375
+    a = [1] * 1 + [0] * 9 + [1] * 20 + [0] * 5
+    b = [0] * 1 + [1] * 9 + [1] * 20 + [0] * 5
+    assert mcnemar_exact(a, b) == pytest.approx(22 / 1024)
+    assert mcnemar_exact([1, 0, 1], [1, 0, 1]) == 1.0
+
+
+def test_paired_difference_verdicts():
+    better = [1] * 70 + [0] * 30
+    worse = [1] * 30 + [0] * 70
+    d = paired_difference(better, worse, names=("simple_rag", "no_memory"))
+    assert d.distinguishable and d.verdict == "simple_rag > no_memory" and d.low > 0
+    assert d.p_value is not None and d.p_value < 0.001
+    flipped = paired_difference(worse, better, names=("simple_rag", "no_memory"))
+    assert flipped.verdict == "no_memory > simple_rag" and flipped.high < 0
+    same = paired_difference(better, better)
+    assert not same.distinguishable and same.verdict == "not distinguishable"
+    assert same.p_value == 1.0
+    noisy = paired_difference([1, 0] * 10, [0, 1] * 10)
+    assert not noisy.distinguishable and noisy.low < 0 < noisy.high
+    graded = paired_difference([0.5, 0.7, 0.9], [0.4, 0.6, 0.95])
+    assert graded.p_value is None  # McNemar only for 0/1 outcomes
+
+
+def test_paired_difference_by_cluster_is_wider():
+    rng = np.random.default_rng(2)
+    shift = np.repeat(rng.normal(0.05, 0.3, size=8), 25)
+    a = (0.5 + shift + rng.normal(0, 0.01, 200)).tolist()
+    b = (0.5 + rng.normal(0, 0.01, 200)).tolist()
+    clusters = np.repeat(np.arange(8), 25).tolist()
+    plain = paired_difference(a, b)
+    clustered = paired_difference(a, b, clusters=clusters)
+    assert (clustered.high - clustered.low) > (plain.high - plain.low)
+    assert clustered.method == "cluster-bootstrap"
+
+
+def test_bad_input_gets_one_clear_error():
+    with pytest.raises(ValueError, match="non-empty"):
+        mean_ci([])
+    with pytest.raises(ValueError, match="pair them"):
+        paired_difference([1, 0], [1])
+    with pytest.raises(ValueError, match="labels for"):
+        mean_ci([1.0, 2.0], clusters=["x"])
+
+
+def test_formatting():
+    e = mean_ci([1] * 8 + [0] * 2)
+    assert format_estimate(e) == "0.800 [0.49, 0.94] n=10"
+    d = paired_difference([1] * 70 + [0] * 30, [1] * 30 + [0] * 70, names=("A", "B"))
+    assert format_difference(d).endswith("A > B") and format_difference(d).startswith("+0.400")
