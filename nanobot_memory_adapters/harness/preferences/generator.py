@@ -34,18 +34,18 @@ from nanobot_memory_adapters.harness.preferences.bank import (
     DomainSpec,
     ScenarioSpec,
 )
+from nanobot_memory_adapters.harness.preferences.format import (
+    FORMAT,
+    ScenarioError,
+    ScenarioSet,
+    parse_scenarios,
+)
 from nanobot_memory_adapters.harness.preferences.lexicon import (
     ACTS,
     CHANNELS,
     CONTEXT_OPENINGS,
     cue_pattern,
     domain_of,
-)
-from nanobot_memory_adapters.harness.preferences.format import (
-    FORMAT,
-    ScenarioError,
-    ScenarioSet,
-    parse_scenarios,
 )
 
 GENERATOR_NAME = "nanobot-memory-preferences"

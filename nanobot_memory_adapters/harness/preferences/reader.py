@@ -24,6 +24,7 @@ import html
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from nanobot_memory_adapters.contract import (
     ContextBudget,
@@ -34,7 +35,6 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.formatting import ended_validity
 from nanobot_memory_adapters.harness.preferences.bank import DomainSpec
 from nanobot_memory_adapters.harness.preferences.format import TestSession
-from nanobot_memory_adapters.harness.preferences.session import Said
 from nanobot_memory_adapters.harness.preferences.lexicon import (
     ACTS,
     cue_pattern,
@@ -42,6 +42,7 @@ from nanobot_memory_adapters.harness.preferences.lexicon import (
     domain_of,
     has_any,
 )
+from nanobot_memory_adapters.harness.preferences.session import Said
 
 _HEADING = re.compile(r"^#{2,4}\s+(\d{4}-\d{2}-\d{2})(?:\s+(\d{2}:\d{2}))?")
 _CLOCK = re.compile(r"^- \[[^\]]*?\b(\d{2}:\d{2})\b")
@@ -184,3 +185,18 @@ class ReaderResponder:
         value, why = choose(context, test, user_turns)
         reply = pick_option(test, value) if options else reply_for(test, value)
         return Said(reply, context, text, error, {"reader": why, "value": value})
+
+
+def default_rate(scenario: Any) -> float | None:
+    """The share of behavioural tests whose current value is the attribute's default:
+    the ideal reader's score with no memory (None for scenarios outside the bank)."""
+    hits, n = 0, 0
+    for persona in scenario.personas:
+        for test in persona.tests:
+            domain = domain_of(test.attribute)
+            if test.acts is None or domain is None:
+                continue
+            n += 1
+            prefix = f"{persona.persona_id}-{domain.attribute}-"
+            hits += test.target.removeprefix(prefix) == default_key(domain)
+    return round(hits / n, 6) if n else None

@@ -22,13 +22,13 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, NanobotAgent
-from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
-from nanobot_memory_adapters.harness.preferences.session import run_session
 from nanobot_memory_adapters.harness.preferences.format import (
     Persona,
     TestSession,
 )
+from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
 from nanobot_memory_adapters.harness.preferences.scoring import exposure
+from nanobot_memory_adapters.harness.preferences.session import run_session
 from nanobot_memory_adapters.harness.prepared import Prepared
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
