@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from nanobot_memory_adapters.cli import app
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
-from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, ScriptedSimulator
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
+from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.harness.preferences.driver import (
     PreferenceBenchConfig,
     run_preferences,
@@ -50,10 +51,10 @@ def test_generator_is_seeded_and_checks_its_own_cues():
     assert a.source == {"generator": "nanobot-memory-preferences", "version": GENERATOR_VERSION,
                         "seed": 7, "personas": 3}
     for persona in a.personas:
-        options = [t for t in persona.tests if t.kind == "option"]
-        assert len(options) >= 10
+        options = [t for t in persona.tests if t.options]
+        assert len(options) == 12 and all(t.kind == "behaviour" and t.acts and t.rubric
+                                          for t in persona.tests)
         assert {t.dimension for t in options} == {"CS", "PET", "IQI"}
-        assert any(t.kind == "open" and t.rubric for t in persona.tests)
         # PET: a value that changed; the earlier one ends where the later one starts.
         changed = [p for p in persona.preferences if p.valid_until is not None]
         assert changed and all(persona.preference(t.target).valid_at(t.at) for t in options)
@@ -99,7 +100,7 @@ def test_a_change_fills_the_end_of_the_previous_value():
 def test_parse_choice_and_error_kinds():
     persona = generate(1, 0).personas[0]
     test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7
-                and t.kind == "option")
+                and t.options)
     good = next(o.id for o in test.options if test.target in o.satisfies)
     stale = next(o.id for o in test.options if o.violates and o.satisfies)
     assert parse_choice(f"({good}) sounds right", test) == good
@@ -111,7 +112,7 @@ def test_parse_choice_and_error_kinds():
     assert judge_choice(good, test, persona)["correct"]
     assert judge_choice(stale, test, persona)["error"] == "stale"
     assert judge_choice(None, test, persona)["error"] == "unparsed"
-    cs = next(t for t in persona.tests if t.dimension == "CS" and t.kind == "option")
+    cs = next(t for t in persona.tests if t.dimension == "CS" and t.options)
     other = next(o.id for o in cs.options if o.satisfies and cs.target not in o.satisfies)
     assert judge_choice(other, cs, persona)["error"] == "wrong_context"
 
@@ -194,7 +195,7 @@ def test_personamem_loader_maps_types_and_places_questions(tmp_path):
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
     kw.setdefault("scenario", generate(1, 0))
     kw.setdefault("agent", AgentLLM(double.base_url, "double"))
-    return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedSimulator(),
+    return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedUser(),
                                  **kw)
 
 
@@ -212,19 +213,33 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     assert source["seed"] == 0 and source["version"] == GENERATOR_VERSION
     for name, m in results["providers"].items():
         assert sum(m["failures"].values()) == 0, (name, m["failures"])
-        assert m["gate_probes"] == 14
+        assert m["gate_probes"] == 12
         assert m["scores"]["overall"]["option_tasks"] == 12
+        assert m["scores"]["overall"]["behaviour_tests"] == 12
     oracle = results["providers"]["oracle_ipas"]["scores"]["overall"]
     none = results["providers"]["no_memory"]["scores"]["overall"]
     assert oracle["current_exposure"] == 1.0 and oracle["stale_exposure"] == 0.0
     assert none["current_exposure"] == 0.0
     rag = results["providers"]["simple_rag"]["scores"]
     assert rag["overall"]["current_exposure"] > 0.3
-    assert rag["overall"]["stale_exposure"] == 1.0  # both values, no validity marks
-    # nanobot answered every option task through its real loop (the double chose).
-    replies = [r for r in read_traces(out / "traces.jsonl")
-               if r.get("kind") == "preference_test" and r["outcome"]]
-    assert len(replies) == 6 * 12 and all(r["reply"].startswith("(") for r in replies)
+    # verbatim chunks carry no validity marks: an old value it shows counts as stale
+    assert rag["overall"]["stale_exposure"] > 0.0
+    # nanobot answered every recognition task through its real loop (the double chose),
+    # and every recall sent the user's turn alone: never an option.
+    lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
+    replies = [r for r in lines if r["outcome"]]
+    assert len(replies) == 6 * 12
+    assert all(r["recognition_transcript"][1]["content"].startswith("(") for r in replies)
+    persona = generate(1, 0).personas[0]
+    by_id = {t.test_id: t for t in persona.tests}
+    for r in lines:
+        test = by_id[r["test_id"]]
+        assert r["retrieval_query"] == test.opening
+        for q in r["retrievals"]:
+            assert not any(o.text in q["query"] for o in test.options), q
+            assert "Pick the one option" not in q["query"]
+        assert all(q["query"] == test.opening for q in r["retrievals"]
+                   if q.get("session") == "recognition" and q["turn"] == 0)
     contexts = [r["memory_context"] for r in read_traces(out / "traces.jsonl")
                 if r.get("kind") == "preference_test" and r.get("memory_context")
                 and r["provider"] == "oracle_ipas"]
