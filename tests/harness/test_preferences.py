@@ -190,6 +190,47 @@ def test_personamem_loader_maps_types_and_places_questions(tmp_path):
     assert load_scenarios(out).personas[0].persona_id == "7-cccccccc"
 
 
+def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
+    """A question sees messages [0, end): memory must hold exactly that, not the rest of
+    the question's own session (here: the later switch to mild food)."""
+    cid = "e" * 64
+    context = [
+        {"role": "system", "content": "Current user persona:Name: Mid Session\n"},
+        {"role": "user", "content": "User: The hotter the food the better for me."},
+        {"role": "assistant", "content": "Assistant: Noted!"},
+        {"role": "user", "content": "User: My doctor says mild food only from now on."},
+        {"role": "assistant", "content": "Assistant: Understood."},
+        {"role": "system", "content": "Current user persona:Name: Mid Session\n"},
+        {"role": "user", "content": "User: Off to the market."},
+        {"role": "assistant", "content": "Assistant: Have fun."},
+    ]
+    contexts = tmp_path / "shared_contexts_mid.jsonl"
+    contexts.write_text(json.dumps({cid: context}) + "\n")
+    questions = tmp_path / "questions_mid.csv"
+    opts = str(["(a) Order the extra-hot curry.", "(b) Order a mild korma."])
+    with questions.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["persona_id", "question_id", "question_type", "topic",
+                    "user_question_or_message", "correct_answer", "all_options",
+                    "shared_context_id", "end_index_in_shared_context"])
+        w.writerow(["9", "early", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(a)", opts, cid, "3"])
+        w.writerow(["9", "late", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(b)", opts, cid, "5"])
+    scenario, _ = load_personamem(questions, contexts)
+    [persona] = scenario.personas
+    by_id = {t.test_id: t for t in persona.tests}
+
+    def seen(test_id: str) -> str:
+        point = by_id[f"9-eeeeeeee-{test_id}"].after_session
+        return " ".join(t.content for s in persona.sessions if s.index <= point
+                        for t in s.turns)
+
+    assert "hotter" in seen("early") and "mild food only" not in seen("early")
+    assert "mild food only" in seen("late") and "market" not in seen("late")
+    assert [len(s.turns) for s in persona.sessions] == [2, 2, 2]
+
+
 # -- the full flow ---------------------------------------------------------------------------
 
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
