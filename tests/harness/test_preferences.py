@@ -30,6 +30,7 @@ from nanobot_memory_adapters.harness.preferences.generator import (
     generate,
 )
 from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
+from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
 from nanobot_memory_adapters.harness.preferences.scoring import (
     exposure,
     judge_choice,
@@ -423,3 +424,189 @@ async def test_oracle_answers_as_of_the_requests_time():
 
     assert await shown(t0 + timedelta(days=1)) == ["coffee: espresso"]
     assert await shown(t0 + timedelta(days=11)) == ["coffee: decaf"]
+
+
+# -- no leaks, behaviour, the ideal reader ------------------------------------------------
+
+@pytest.fixture
+def echo_provider(monkeypatch):
+    """Registers ``testing.echo`` (stores nothing, returns the request) as a plugin would."""
+    from nanobot_memory_adapters import registry
+
+    class Dist:
+        name = "echo-check"
+
+    class EP:
+        name = "echo"
+        module = "nanobot_memory_adapters.testing.echo"
+        attr = "EchoAdapter"
+        value = f"{module}:{attr}"
+        extras: list[str] = []
+        dist = Dist()
+
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda group: (
+        [*real(group=group), EP()] if group == registry.ENTRY_POINT_GROUP
+        else real(group=group)))
+
+
+async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo_provider):
+    """The retrieval query is the user's request alone: a provider that returns the
+    request finds no cue of the answer in it (0 exposure) and, read by the ideal reader,
+    behaves exactly as no memory does (the default rate)."""
+    scenario = generate(2, 0)
+    out = tmp_path / "retrieval"
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=out, providers=["echo", "no_memory"], scenario=scenario))
+    echo = outcome.results["providers"]["echo"]["scores"]["overall"]
+    assert echo["tests"] == 24 and echo["current_exposure"] == 0.0
+    assert echo["query_leaks"] == 0
+    openings = {t.test_id: t.opening for p in scenario.personas for t in p.tests}
+    lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
+    assert lines and all(r["retrieval_query"] == openings[r["test_id"]] for r in lines)
+    echoed = [r for r in lines if r["provider"] == "echo" and r.get("memory_context")]
+    assert echoed and all(openings[r["test_id"]][:30] in r["memory_context"] for r in echoed)
+
+    read = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "reader", providers=["echo", "no_memory"], scenario=scenario,
+        agent=IdealReaderAgent()))
+    results = read.results
+    echo, none = (results["providers"][n]["scores"]["overall"] for n in ("echo", "no_memory"))
+    assert echo["behaviour"] == none["behaviour"] == results["default_rate"]
+    assert echo["accuracy"] == none["accuracy"]
+    [pair] = results["pairwise"]["behaviour"]
+    assert pair["difference"] == 0.0 and pair["verdict"] == "not distinguishable"
+
+
+async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_provider):
+    """With the ideal reader: oracle_ipas >= 0.95, no_memory at the default rate,
+    full_history between; every figure has its interval; the pairwise table separates
+    oracle from no memory and cannot separate echo from no memory."""
+    out = tmp_path / "reader"
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=out, providers=["no_memory", "echo", "full_history", "oracle_ipas"],
+        scenario=generate(5, 1), agent=IdealReaderAgent()))
+    results = outcome.results
+    score = {n: m["scores"]["overall"] for n, m in results["providers"].items()}
+    assert score["oracle_ipas"]["behaviour"] >= 0.95
+    assert score["no_memory"]["behaviour"] == results["default_rate"]
+    assert (score["no_memory"]["behaviour"] < score["full_history"]["behaviour"]
+            < score["oracle_ipas"]["behaviour"])
+    for s in score.values():
+        ci = s["ci"]["behaviour"]
+        assert ci["n"] == 60 and ci["low"] <= s["behaviour"] <= ci["high"]
+        assert ci["method"] == "cluster-bootstrap" and ci["n_clusters"] == 5
+        assert s["query_leaks"] == 0
+    # the scripted user corrects a wrong act; the reader takes the correction
+    assert score["no_memory"]["resolved"] == 1.0
+    assert score["no_memory"]["mean_corrections_when_resolved"] > 0
+    verdicts = {(r["a"], r["b"]): r for r in results["pairwise"]["behaviour"]}
+    assert verdicts[("no_memory", "oracle_ipas")]["verdict"] == "oracle_ipas > no_memory"
+    assert verdicts[("no_memory", "echo")]["verdict"] == "not distinguishable"
+    assert verdicts[("no_memory", "oracle_ipas")]["mcnemar_p"] < 0.05
+    html = (out / "report.html").read_text()
+    assert "not distinguishable" in html and "ideal reader" in html
+
+
+def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):
+    from nanobot_memory_adapters.harness.preferences import lexicon, simulator
+
+    generate(1, 0)
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "message_language", {
+        "work": ("Write a note to the client in English, please.",),
+        "personal": ("Write a note to my aunt.",)})
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "summary_style", {
+        "work": ("Write up the call as bullet points.",),
+        "personal": ("Write up our weekend.",)})
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "meeting_time", {
+        "work": ("Book the review for the evening.",),
+        "personal": ("Find a time to see Priya.",)})
+    with pytest.raises(ScenarioError, match="leaks its answer"):
+        generate(3, 0)
+    monkeypatch.undo()
+    monkeypatch.setattr(simulator, "NEUTRAL_TURNS", ("Sounds good. Window or aisle, though?",
+                                                     "Make it by train."))
+    with pytest.raises(ScenarioError, match="in the simulator"):
+        generate(8, 0)
+
+
+def test_the_scripted_user_accepts_corrects_and_never_volunteers():
+    from nanobot_memory_adapters.harness.preferences.simulator import ACCEPT, NUDGE, decide
+
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7)
+    assert test.acts is not None
+    now, old = test.acts.current[0], test.acts.other[0]
+    value = persona.preference(test.target).value
+    assert decide(test, persona, f"Done: {now}.") == ("current", decide(
+        test, persona, f"Done: {now}.")[1]) and decide(test, persona, now)[1].text == ACCEPT
+    act, move = decide(test, persona, f"I've sorted {old} for you.")
+    assert (act, move.kind) == ("other", "correct") and value in move.text
+    assert decide(test, persona, f"{now} or {old}?")[0] == "both"
+    act, move = decide(test, persona, "What would you like?")
+    assert (act, move.kind) == ("none", "answer") and value in move.text
+    act, move = decide(test, persona, "On it.")
+    assert (act, move.kind, move.text) == ("none", "nudge", NUDGE)  # names nothing
+
+
+def test_the_ideal_reader_acts_on_the_newest_valid_statement_for_its_context():
+    from nanobot_memory_adapters.harness.preferences.reader import choose
+
+    persona = generate(1, 0).personas[0]
+    cs = next(t for t in persona.tests if t.attribute == "message_language"
+              and t.context == "work") if any(t.attribute == "message_language"
+                                                for t in persona.tests) else None
+    pet = next(t for t in persona.tests if t.dimension == "PET")
+    assert pet.attribute is not None
+    from nanobot_memory_adapters.harness.preferences.lexicon import domain_of
+
+    domain = domain_of(pet.attribute)
+    assert domain is not None
+    first, second = domain.values[domain.first], domain.values[domain.second]
+    a, b = first.cues[0], second.cues[0]
+    memory = (f"<memory-context>\n### 2024-01-08\n- [09:00] I like {a}\n"
+              f"### 2024-02-08\n- [10:00] now it's {b}\n")
+    assert choose(memory, pet, []) == (domain.second, "memory")
+    # an ended statement does not count; order on the page does not beat time
+    ended = (f"### 2024-02-08\n- [10:00 valid=2024-01-01..2024-02-01] now it's {b}\n"
+             f"### 2024-01-08\n- [09:00] I like {a}\n")
+    assert choose(ended, pet, []) == (domain.first, "memory")
+    assert choose("", pet, []) == (domain.first, "default")
+    assert choose(memory, pet, [f"Not quite: {a} please."]) == (domain.first, "conversation")
+    if cs is not None:
+        both = ("- [09:00] With my family it's always Spanish.\n"
+                "- [10:00] At work I write in English, always.\n")
+        assert choose(both, cs, [])[0] == "english"
+        personal = cs.model_copy(update={"context": "personal"})
+        assert choose(both, personal, [])[0] == "spanish"
+
+
+def test_the_default_set_is_large_balanced_and_shows_the_context():
+    scenario = generate()
+    tests = [t for p in scenario.personas for t in p.tests]
+    assert len(tests) >= 200 and all(t.acts for t in tests)
+    dims = [t.dimension for t in tests]
+    assert dims.count("CS") == dims.count("PET") == dims.count("IQI")
+    for persona in scenario.personas:
+        assert all(s.channel and s.chat_id for s in persona.sessions)
+        cs = [t for t in persona.tests if t.dimension == "CS"]
+        for a in cs:
+            pair = [b for b in cs if b.attribute == a.attribute and b is not a]
+            assert pair and pair[0].opening != a.opening
+            assert (a.channel, a.chat_id) != (pair[0].channel, pair[0].chat_id)
+
+
+def test_cli_ideal_reader_and_its_refusal(tmp_path):
+    result = CliRunner().invoke(app, [
+        "preferences", "run", "--personas", "1", "--agent", "ideal-reader", "--providers",
+        "no_memory,oracle_ipas", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "Paired differences" in result.output
+    questions, contexts = _personamem_fixture(tmp_path)
+    pm = tmp_path / "pm.json"
+    CliRunner().invoke(app, ["preferences", "personamem", "--questions", str(questions),
+                             "--contexts", str(contexts), "--out", str(pm)])
+    bad = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(pm), "--agent",
+                                   "ideal-reader", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "generator's attributes only" in bad.stderr
+    assert "Traceback" not in bad.output
