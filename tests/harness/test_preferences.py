@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from nanobot_memory_adapters.cli import app
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
-from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.harness.preferences.driver import (
     PreferenceBenchConfig,
     run_preferences,
@@ -36,6 +35,7 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     judge_choice,
     parse_choice,
 )
+from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import mem0_installed
 
@@ -441,7 +441,7 @@ def echo_provider(monkeypatch):
         module = "nanobot_memory_adapters.testing.echo"
         attr = "EchoAdapter"
         value = f"{module}:{attr}"
-        extras: list[str] = []
+        extras = ()
         dist = Dist()
 
     real = registry.entry_points
@@ -610,3 +610,28 @@ def test_cli_ideal_reader_and_its_refusal(tmp_path):
                                    "ideal-reader", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "generator's attributes only" in bad.stderr
     assert "Traceback" not in bad.output
+
+
+async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_double):
+    """With a judge configured, each first reply is also graded by a rubric that holds the
+    current value; results give the judged score and its agreement with the judge-free
+    one; no judge request carries the memory section."""
+    from nanobot_memory_adapters.harness.judge import LLMEndpoint, OpenAICompatibleClient
+    from nanobot_memory_adapters.harness.preferences.driver import RubricJudge
+
+    endpoint = LLMEndpoint(base_url=llm_double.base_url, model="double")
+    client = OpenAICompatibleClient(endpoint)
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "judged", providers=["no_memory", "oracle_ipas"],
+        scenario=generate(1, 0), agent=IdealReaderAgent(),
+        judge=RubricJudge(client, endpoint.describe()), closers=[client.aclose]))
+    for m in outcome.results["providers"].values():
+        o = m["scores"]["overall"]
+        assert o["judged_behaviour"] is not None and o["judge_agreement"] is not None
+    oracle = outcome.results["providers"]["oracle_ipas"]["scores"]["overall"]
+    assert oracle["judged_behaviour"] > outcome.results["providers"]["no_memory"][
+        "scores"]["overall"]["judged_behaviour"]
+    prompts = [str(r["body"]) for r in llm_double.requests if "Grade an assistant" in
+               str(r["body"])]
+    assert len(prompts) == 24 and not any("memory-context" in p for p in prompts)
+    assert all("current preference here is" in p for p in prompts)

@@ -21,6 +21,7 @@ by keyword.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -233,7 +234,9 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
                      "other": [p for k in others for p in ACTS[domain.attribute][k]],
                      "other_kind": kind},
             "rubric": (f"The user's current preference here is: {spec.value}. A correct "
-                       f"reply {spec.good}; it does not act on "
+                       f"reply {spec.good} (e.g. "
+                       + ", ".join(ACTS[domain.attribute][spec.key][:3])
+                       + "); it does not act on "
                        + "; ".join(_value_text(domain, k) for k in others) + "."),
             "options": _options(rng, domain, scenario, target, prefs, pid),
         }
@@ -289,8 +292,10 @@ def _options(rng: random.Random, domain: DomainSpec, scenario: ScenarioSpec, tar
 
 
 def _value_text(domain: DomainSpec, key: str) -> str:
+    """Another value, as the rubric names it (no parentheses: those hold the target's)."""
     spec = domain.values.get(key)
-    return spec.value if spec is not None else " / ".join(ACTS[domain.attribute][key][:3])
+    text = spec.value if spec is not None else " / ".join(ACTS[domain.attribute][key][:3])
+    return re.sub(r"\s*\([^)]*\)", "", text)
 
 
 def attribute_cues(attribute: str | None) -> list[str]:
