@@ -277,6 +277,7 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     for r in lines:
         test = by_id[r["test_id"]]
         assert r["retrieval_query"] == test.opening
+        assert (r["channel"], r["chat_id"]) == (test.channel, test.chat_id)
         for q in r["retrievals"]:
             assert not any(o.text in q["query"] for o in test.options), q
             assert "Pick the one option" not in q["query"]
@@ -635,3 +636,28 @@ async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_do
                str(r["body"])]
     assert len(prompts) == 24 and not any("memory-context" in p for p in prompts)
     assert all("current preference here is" in p for p in prompts)
+
+
+async def test_the_llm_user_words_the_scripted_move_and_never_names_unasked():
+    from nanobot_memory_adapters.harness.preferences.simulator import LLMUser
+
+    class Client:
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        async def chat(self, messages, max_tokens=80):  # type: ignore[no-untyped-def]
+            self.prompts.append(messages[0]["content"])
+            return "worded"
+
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7)
+    assert test.acts is not None
+    client = Client()
+    user = LLMUser(client, {"model": "m"})
+    value = persona.preference(test.target).value
+    act, move = await user.move(test, persona, f"Booked {test.acts.other[0]}.")
+    assert (act, move.kind, move.text) == ("other", "correct", "worded")
+    assert value in client.prompts[-1]
+    act, move = await user.move(test, persona, f"Booked {test.acts.current[0]}.")
+    assert move.kind == "accept" and value not in client.prompts[-1]
+    assert "Name no preference" in client.prompts[-1]

@@ -6,12 +6,14 @@ under test: the harness hands the plugin the very adapter instance it accumulate
 into (``nanobot.tool.provided_memory``), read-only, with scope templates that resolve to
 the unit's scope. Every provider therefore enters through the same prompt slot, and the
 plugin's own recall builds the ``RetrieveRequest`` (the user's message as the query, the
-test's tags and timeline time as request attributes).
+test's tags and timeline time as request attributes). A request arrives on the test's
+channel and chat (a work workspace, a family chat), as in a deployment.
 
-Option tasks are answered in plain text and the choice is parsed from the reply (small
-local models write tool calls as text, so a choice tool would measure the model's tool
-use, not its memory). A scripted simulator asks once more for a letter when no option
-can be read; an LLM simulator (when configured) writes that follow-up instead.
+The recall query is the user's turn alone. A recognition task's options join the prompt
+only after recall, by a runner hook (``OptionsHook``); the answer is parsed from the
+reply (small local models write tool calls as text, so a choice tool would measure the
+model's tool use, not its memory). Each turn reports the exact query the plugin sent
+(its recall cache entry), for the trace.
 """
 
 from __future__ import annotations

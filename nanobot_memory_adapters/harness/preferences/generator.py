@@ -1,21 +1,23 @@
 """A seeded generator of behavioural preference scenarios (license-clean: every line is
-from this project's own phrase bank, ``bank.py``).
+from this project's own phrase bank, ``bank.py``, and ``lexicon.py``).
 
-Per persona: seven accumulation chat sessions (work or personal), six preferences buried
-in everyday chat, and twelve option tasks plus two open tasks at three test points
-(after sessions 3, 5 and 7):
+Per persona: seven accumulation chat sessions (work or personal, each on its channel),
+six preferences buried in everyday chat, and twelve behavioural tests at three test
+points (after sessions 3, 5 and 7), four per dimension:
 
 - two **PET** attributes: a value stated early, replaced later by a switch that never
   names the old value; tested before and after the switch;
 - two **CS** attributes: one value stated in a work session, another in a personal one;
-  tested in both contexts;
-- two **IQI** attributes: never stated, only implied twice by telling details; tested
-  after the hints.
+  tested in both contexts, with distinct openings arriving on each context's channel;
+- two **IQI** attributes: never stated, only implied twice by telling details.
 
-The same ``seed`` and ``GENERATOR_VERSION`` give the same set, byte for byte. The
-generator checks its own output: every cue occurs only in the turns that reveal its
-preference, and no test opening contains a cue, so a retriever cannot match the answer
-by keyword.
+Each test is a normal request (no options) scored by its value phrases (``acts``), with
+a recognition option set shown only after recall and a rubric for a judge. The default
+17 personas give 204 tests per provider. The same ``seed`` and ``GENERATOR_VERSION``
+give the same set, byte for byte. The generator checks its own output: every cue occurs
+only in the turns that reveal its preference, and nothing a retriever sees in a test
+session (the opening, the scripted user's neutral turns) holds a cue, a name or an act
+phrase of any value of the test's attribute.
 """
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
-"""Scores of behavioural test sessions: option choices, exposure, aggregates.
+"""Scores of behavioural test sessions: behaviour, recognition, exposure, aggregates.
 
-- **Option tasks** are scored exactly: the chosen option satisfies the target preference
-  (correct) or not; a wrong choice is classified (``stale``: it satisfies a superseded
-  value of the same attribute; ``wrong_context``: the value of another context;
-  ``violates``; ``neutral``; ``unparsed``: no option could be read from the reply).
-- **Current-preference exposure** (judge-free, no model): the memory context nanobot got
-  holds a cue of the target preference (its words, or the telling details of an implied
-  one), whole words, case-insensitive.
+- **Behaviour** (the headline): the first reply to the normal request acts on the current
+  value, read by the test's value phrases (``lexicon.act_of``: current / other / both /
+  none); **resolved**: it acted on it within the session's turns with the simulated user.
+- **Recognition** (option tasks, exact): the chosen option satisfies the target
+  preference; a wrong choice is classified (``stale``: a superseded value of the same
+  attribute; ``wrong_context``: another context's value; ``violates``; ``neutral``;
+  ``unparsed``: no option could be read from the reply).
+- **Current-preference exposure** (judge-free, no model): the memory context holds a cue
+  of the target preference (whole words, case-insensitive).
 - **Stale exposure**: the context holds a cue of a superseded value on an item that has
-  no end-of-validity mark (``valid=..<date>`` or ``expired=``): an old preference shown as
-  if it still held. Only defined for tests whose target replaced an earlier value.
+  no end-of-validity mark (``valid=..<date>`` or ``expired=``).
 
-Accuracy is reported per dimension (CS, PET, IQI), per test point and overall.
+Every figure has its 95 % interval (``stats.mean_ci``, by persona from five personas up),
+and ``pairwise`` gives paired differences with verdicts (``stats.paired_difference``).
+Per dimension (CS, PET, IQI), per test point, overall.
 """
 
 from __future__ import annotations
