@@ -10,9 +10,11 @@ One JSON document holds personas; each has
 - ``sessions``: accumulation sessions of timestamped chat turns (user / assistant), each
   optionally in a ``context`` (``work``, ``personal``);
 - ``tests``: test sessions placed ``after_session`` N (the test point). Each has a
-  scenario, tags, the user's opening message, the ``target`` preference it measures and
-  its ``dimension`` (CS, PET or IQI), and either ``options`` (each naming the preferences
-  it satisfies or violates) or an open task with a ``rubric``.
+  scenario, tags, the channel and chat it arrives on, the user's opening message, the
+  ``target`` preference it measures and its ``dimension`` (CS, PET or IQI). A
+  ``behaviour`` test is a normal request scored by its value phrases (``acts``), with
+  optional ``options`` (a recognition task, shown only after recall) and a ``rubric``;
+  an ``option`` test has options only; an ``open`` test a rubric only.
 
 ``load_scenarios`` reads and validates a file; every mistake names the persona, the item
 and the fix in one line.
