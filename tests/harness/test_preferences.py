@@ -661,3 +661,24 @@ async def test_the_llm_user_words_the_scripted_move_and_never_names_unasked():
     act, move = await user.move(test, persona, f"Booked {test.acts.current[0]}.")
     assert move.kind == "accept" and value not in client.prompts[-1]
     assert "Name no preference" in client.prompts[-1]
+
+
+async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_double):
+    """An option-only test (PersonaMem) has no value phrases: one recognition session per
+    test, its recall on the question alone, no unscored behaviour session."""
+    questions, contexts = _personamem_fixture(tmp_path)
+    scenario, _ = load_personamem(questions, contexts)
+    outcome = await run_preferences(_cfg(tmp_path / "pm", ["full_history"], llm_double,
+                                         scenario=scenario))
+    overall = outcome.results["providers"]["full_history"]["scores"]["overall"]
+    assert (overall["option_tasks"], overall["behaviour_tests"]) == (2, 0)
+    assert overall["current_exposure"] is None and overall["behaviour"] is None
+    lines = [r for r in read_traces(tmp_path / "pm" / "traces.jsonl")
+             if r.get("kind") == "preference_test"]
+    openings = {t.test_id: t.opening for t in scenario.personas[0].tests}
+    for r in lines:
+        assert all(q.get("session") == "recognition" for q in r["retrievals"])
+        assert r["retrievals"][0]["query"] == openings[r["test_id"]]
+        assert r["transcript"][0]["content"] == openings[r["test_id"]]
+    asked = [q for q in llm_double.chat_requests() if "Pick the one option" in str(q)]
+    assert len(asked) == 2

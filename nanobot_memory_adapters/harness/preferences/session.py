@@ -65,7 +65,9 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
     corrections = 0
     resolved_after: int | None = None
     errors: list[str] = []
-    for turn in range(max_turns):
+    # an option-only test (PersonaMem) has no behaviour to score: recognition alone
+    behaviour_turns = max_turns if (test.acts is not None or not test.options) else 0
+    for turn in range(behaviour_turns):
         said = await responder.say(test, key, text, attributes, options=False,
                                    user_turns=list(user_turns))
         transcript += [{"role": "user", "content": text},
@@ -76,7 +78,7 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
         if first is None:
             first = said
         if test.acts is None:
-            break  # no value phrases (PersonaMem): nothing for the user to react to
+            break  # an open task (rubric only): one reply, for the judge
         act, move = await user.move(test, persona, said.reply)
         if turn == 0:
             first_act = act
@@ -89,11 +91,10 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
             corrections += 1
         text = move.text
         user_turns.append(move.text)
-    assert first is not None
     record: dict[str, Any] = {
-        "context": first.context, "reply": first.reply, "transcript": transcript,
-        "retrievals": retrievals, "error": errors[0] if errors else None,
-        "behaviour": None, "recognition": None,
+        "context": first.context if first else "", "reply": first.reply if first else "",
+        "transcript": transcript, "retrievals": retrievals,
+        "error": errors[0] if errors else None, "behaviour": None, "recognition": None,
     }
     if test.acts is not None:
         record["behaviour"] = {
@@ -119,4 +120,9 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
             follow_ups = 1
         record["recognition"] = {**judge_choice(choice, test, persona),
                                  "follow_ups": follow_ups, "transcript": options_transcript}
+        if first is None:  # the recognition session is the test session
+            record.update(context=said.context, reply=said.reply,
+                          transcript=options_transcript)
+            if said.recall_error:
+                record["error"] = said.recall_error
     return record
