@@ -621,6 +621,7 @@ async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_do
     from nanobot_memory_adapters.harness.preferences.driver import RubricJudge
 
     endpoint = LLMEndpoint(base_url=llm_double.base_url, model="double")
+    before = len(llm_double.requests)  # the double serves the whole test session
     client = OpenAICompatibleClient(endpoint)
     outcome = await run_preferences(PreferenceBenchConfig(
         out=tmp_path / "judged", providers=["no_memory", "oracle_ipas"],
@@ -632,8 +633,8 @@ async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_do
     oracle = outcome.results["providers"]["oracle_ipas"]["scores"]["overall"]
     assert oracle["judged_behaviour"] > outcome.results["providers"]["no_memory"][
         "scores"]["overall"]["judged_behaviour"]
-    prompts = [str(r["body"]) for r in llm_double.requests if "Grade an assistant" in
-               str(r["body"])]
+    prompts = [str(r["body"]) for r in llm_double.requests[before:]
+               if "Grade an assistant" in str(r["body"])]
     assert len(prompts) == 24 and not any("memory-context" in p for p in prompts)
     assert all("current preference here is" in p for p in prompts)
 
@@ -668,6 +669,7 @@ async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_doub
     test, its recall on the question alone, no unscored behaviour session."""
     questions, contexts = _personamem_fixture(tmp_path)
     scenario, _ = load_personamem(questions, contexts)
+    before = len(llm_double.requests)  # the double serves the whole test session
     outcome = await run_preferences(_cfg(tmp_path / "pm", ["full_history"], llm_double,
                                          scenario=scenario))
     overall = outcome.results["providers"]["full_history"]["scores"]["overall"]
@@ -680,5 +682,5 @@ async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_doub
         assert all(q.get("session") == "recognition" for q in r["retrievals"])
         assert r["retrievals"][0]["query"] == openings[r["test_id"]]
         assert r["transcript"][0]["content"] == openings[r["test_id"]]
-    asked = [q for q in llm_double.chat_requests() if "Pick the one option" in str(q)]
+    asked = [q for q in llm_double.requests[before:] if "Pick the one option" in str(q["body"])]
     assert len(asked) == 2
