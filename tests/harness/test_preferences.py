@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from nanobot_memory_adapters.cli import app
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
-from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, ScriptedSimulator
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
 from nanobot_memory_adapters.harness.preferences.driver import (
     PreferenceBenchConfig,
     run_preferences,
@@ -29,11 +29,13 @@ from nanobot_memory_adapters.harness.preferences.generator import (
     generate,
 )
 from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
+from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
 from nanobot_memory_adapters.harness.preferences.scoring import (
     exposure,
     judge_choice,
     parse_choice,
 )
+from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import mem0_installed
 
@@ -50,10 +52,10 @@ def test_generator_is_seeded_and_checks_its_own_cues():
     assert a.source == {"generator": "nanobot-memory-preferences", "version": GENERATOR_VERSION,
                         "seed": 7, "personas": 3}
     for persona in a.personas:
-        options = [t for t in persona.tests if t.kind == "option"]
-        assert len(options) >= 10
+        options = [t for t in persona.tests if t.options]
+        assert len(options) == 12 and all(t.kind == "behaviour" and t.acts and t.rubric
+                                          for t in persona.tests)
         assert {t.dimension for t in options} == {"CS", "PET", "IQI"}
-        assert any(t.kind == "open" and t.rubric for t in persona.tests)
         # PET: a value that changed; the earlier one ends where the later one starts.
         changed = [p for p in persona.preferences if p.valid_until is not None]
         assert changed and all(persona.preference(t.target).valid_at(t.at) for t in options)
@@ -99,7 +101,7 @@ def test_a_change_fills_the_end_of_the_previous_value():
 def test_parse_choice_and_error_kinds():
     persona = generate(1, 0).personas[0]
     test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7
-                and t.kind == "option")
+                and t.options)
     good = next(o.id for o in test.options if test.target in o.satisfies)
     stale = next(o.id for o in test.options if o.violates and o.satisfies)
     assert parse_choice(f"({good}) sounds right", test) == good
@@ -111,7 +113,7 @@ def test_parse_choice_and_error_kinds():
     assert judge_choice(good, test, persona)["correct"]
     assert judge_choice(stale, test, persona)["error"] == "stale"
     assert judge_choice(None, test, persona)["error"] == "unparsed"
-    cs = next(t for t in persona.tests if t.dimension == "CS" and t.kind == "option")
+    cs = next(t for t in persona.tests if t.dimension == "CS" and t.options)
     other = next(o.id for o in cs.options if o.satisfies and cs.target not in o.satisfies)
     assert judge_choice(other, cs, persona)["error"] == "wrong_context"
 
@@ -189,12 +191,53 @@ def test_personamem_loader_maps_types_and_places_questions(tmp_path):
     assert load_scenarios(out).personas[0].persona_id == "7-cccccccc"
 
 
+def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
+    """A question sees messages [0, end): memory must hold exactly that, not the rest of
+    the question's own session (here: the later switch to mild food)."""
+    cid = "e" * 64
+    context = [
+        {"role": "system", "content": "Current user persona:Name: Mid Session\n"},
+        {"role": "user", "content": "User: The hotter the food the better for me."},
+        {"role": "assistant", "content": "Assistant: Noted!"},
+        {"role": "user", "content": "User: My doctor says mild food only from now on."},
+        {"role": "assistant", "content": "Assistant: Understood."},
+        {"role": "system", "content": "Current user persona:Name: Mid Session\n"},
+        {"role": "user", "content": "User: Off to the market."},
+        {"role": "assistant", "content": "Assistant: Have fun."},
+    ]
+    contexts = tmp_path / "shared_contexts_mid.jsonl"
+    contexts.write_text(json.dumps({cid: context}) + "\n")
+    questions = tmp_path / "questions_mid.csv"
+    opts = str(["(a) Order the extra-hot curry.", "(b) Order a mild korma."])
+    with questions.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["persona_id", "question_id", "question_type", "topic",
+                    "user_question_or_message", "correct_answer", "all_options",
+                    "shared_context_id", "end_index_in_shared_context"])
+        w.writerow(["9", "early", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(a)", opts, cid, "3"])
+        w.writerow(["9", "late", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(b)", opts, cid, "5"])
+    scenario, _ = load_personamem(questions, contexts)
+    [persona] = scenario.personas
+    by_id = {t.test_id: t for t in persona.tests}
+
+    def seen(test_id: str) -> str:
+        point = by_id[f"9-eeeeeeee-{test_id}"].after_session
+        return " ".join(t.content for s in persona.sessions if s.index <= point
+                        for t in s.turns)
+
+    assert "hotter" in seen("early") and "mild food only" not in seen("early")
+    assert "mild food only" in seen("late") and "market" not in seen("late")
+    assert [len(s.turns) for s in persona.sessions] == [2, 2, 2]
+
+
 # -- the full flow ---------------------------------------------------------------------------
 
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
     kw.setdefault("scenario", generate(1, 0))
     kw.setdefault("agent", AgentLLM(double.base_url, "double"))
-    return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedSimulator(),
+    return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedUser(),
                                  **kw)
 
 
@@ -212,19 +255,34 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     assert source["seed"] == 0 and source["version"] == GENERATOR_VERSION
     for name, m in results["providers"].items():
         assert sum(m["failures"].values()) == 0, (name, m["failures"])
-        assert m["gate_probes"] == 14
+        assert m["gate_probes"] == 12
         assert m["scores"]["overall"]["option_tasks"] == 12
+        assert m["scores"]["overall"]["behaviour_tests"] == 12
     oracle = results["providers"]["oracle_ipas"]["scores"]["overall"]
     none = results["providers"]["no_memory"]["scores"]["overall"]
     assert oracle["current_exposure"] == 1.0 and oracle["stale_exposure"] == 0.0
     assert none["current_exposure"] == 0.0
     rag = results["providers"]["simple_rag"]["scores"]
     assert rag["overall"]["current_exposure"] > 0.3
-    assert rag["overall"]["stale_exposure"] == 1.0  # both values, no validity marks
-    # nanobot answered every option task through its real loop (the double chose).
-    replies = [r for r in read_traces(out / "traces.jsonl")
-               if r.get("kind") == "preference_test" and r["outcome"]]
-    assert len(replies) == 6 * 12 and all(r["reply"].startswith("(") for r in replies)
+    # verbatim chunks carry no validity marks: an old value it shows counts as stale
+    assert rag["overall"]["stale_exposure"] > 0.0
+    # nanobot answered every recognition task through its real loop (the double chose),
+    # and every recall sent the user's turn alone: never an option.
+    lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
+    replies = [r for r in lines if r["outcome"]]
+    assert len(replies) == 6 * 12
+    assert all(r["recognition_transcript"][1]["content"].startswith("(") for r in replies)
+    persona = generate(1, 0).personas[0]
+    by_id = {t.test_id: t for t in persona.tests}
+    for r in lines:
+        test = by_id[r["test_id"]]
+        assert r["retrieval_query"] == test.opening
+        assert (r["channel"], r["chat_id"]) == (test.channel, test.chat_id)
+        for q in r["retrievals"]:
+            assert not any(o.text in q["query"] for o in test.options), q
+            assert "Pick the one option" not in q["query"]
+        assert all(q["query"] == test.opening for q in r["retrievals"]
+                   if q.get("session") == "recognition" and q["turn"] == 0)
     contexts = [r["memory_context"] for r in read_traces(out / "traces.jsonl")
                 if r.get("kind") == "preference_test" and r.get("memory_context")
                 and r["provider"] == "oracle_ipas"]
@@ -367,3 +425,262 @@ async def test_oracle_answers_as_of_the_requests_time():
 
     assert await shown(t0 + timedelta(days=1)) == ["coffee: espresso"]
     assert await shown(t0 + timedelta(days=11)) == ["coffee: decaf"]
+
+
+# -- no leaks, behaviour, the ideal reader ------------------------------------------------
+
+@pytest.fixture
+def echo_provider(monkeypatch):
+    """Registers ``testing.echo`` (stores nothing, returns the request) as a plugin would."""
+    from nanobot_memory_adapters import registry
+
+    class Dist:
+        name = "echo-check"
+
+    class EP:
+        name = "echo"
+        module = "nanobot_memory_adapters.testing.echo"
+        attr = "EchoAdapter"
+        value = f"{module}:{attr}"
+        extras = ()
+        dist = Dist()
+
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda group: (
+        [*real(group=group), EP()] if group == registry.ENTRY_POINT_GROUP
+        else real(group=group)))
+
+
+async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo_provider):
+    """The retrieval query is the user's request alone: a provider that returns the
+    request finds no cue of the answer in it (0 exposure) and, read by the ideal reader,
+    behaves exactly as no memory does (the default rate)."""
+    scenario = generate(2, 0)
+    out = tmp_path / "retrieval"
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=out, providers=["echo", "no_memory"], scenario=scenario))
+    echo = outcome.results["providers"]["echo"]["scores"]["overall"]
+    assert echo["tests"] == 24 and echo["current_exposure"] == 0.0
+    assert echo["query_leaks"] == 0
+    openings = {t.test_id: t.opening for p in scenario.personas for t in p.tests}
+    lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
+    assert lines and all(r["retrieval_query"] == openings[r["test_id"]] for r in lines)
+    echoed = [r for r in lines if r["provider"] == "echo" and r.get("memory_context")]
+    assert echoed and all(openings[r["test_id"]][:30] in r["memory_context"] for r in echoed)
+
+    read = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "reader", providers=["echo", "no_memory"], scenario=scenario,
+        agent=IdealReaderAgent()))
+    results = read.results
+    echo, none = (results["providers"][n]["scores"]["overall"] for n in ("echo", "no_memory"))
+    assert echo["behaviour"] == none["behaviour"] == results["default_rate"]
+    assert echo["accuracy"] == none["accuracy"]
+    [pair] = results["pairwise"]["behaviour"]
+    assert pair["difference"] == 0.0 and pair["verdict"] == "not distinguishable"
+
+
+async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_provider):
+    """With the ideal reader: oracle_ipas >= 0.95, no_memory at the default rate,
+    full_history between; every figure has its interval; the pairwise table separates
+    oracle from no memory and cannot separate echo from no memory."""
+    out = tmp_path / "reader"
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=out, providers=["no_memory", "echo", "full_history", "oracle_ipas"],
+        scenario=generate(5, 1), agent=IdealReaderAgent()))
+    results = outcome.results
+    score = {n: m["scores"]["overall"] for n, m in results["providers"].items()}
+    assert score["oracle_ipas"]["behaviour"] >= 0.95
+    assert score["no_memory"]["behaviour"] == results["default_rate"]
+    assert (score["no_memory"]["behaviour"] < score["full_history"]["behaviour"]
+            < score["oracle_ipas"]["behaviour"])
+    for s in score.values():
+        ci = s["ci"]["behaviour"]
+        assert ci["n"] == 60 and ci["low"] <= s["behaviour"] <= ci["high"]
+        assert ci["method"] == "cluster-bootstrap" and ci["n_clusters"] == 5
+        assert s["query_leaks"] == 0
+    # the scripted user corrects a wrong act; the reader takes the correction
+    assert score["no_memory"]["resolved"] == 1.0
+    assert score["no_memory"]["mean_corrections_when_resolved"] > 0
+    verdicts = {(r["a"], r["b"]): r for r in results["pairwise"]["behaviour"]}
+    assert verdicts[("no_memory", "oracle_ipas")]["verdict"] == "oracle_ipas > no_memory"
+    assert verdicts[("no_memory", "echo")]["verdict"] == "not distinguishable"
+    assert verdicts[("no_memory", "oracle_ipas")]["mcnemar_p"] < 0.05
+    html = (out / "report.html").read_text()
+    assert "not distinguishable" in html and "ideal reader" in html
+
+
+def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):
+    from nanobot_memory_adapters.harness.preferences import lexicon, simulator
+
+    generate(1, 0)
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "message_language", {
+        "work": ("Write a note to the client in English, please.",),
+        "personal": ("Write a note to my aunt.",)})
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "summary_style", {
+        "work": ("Write up the call as bullet points.",),
+        "personal": ("Write up our weekend.",)})
+    monkeypatch.setitem(lexicon.CONTEXT_OPENINGS, "meeting_time", {
+        "work": ("Book the review for the evening.",),
+        "personal": ("Find a time to see Priya.",)})
+    with pytest.raises(ScenarioError, match="leaks its answer"):
+        generate(3, 0)
+    monkeypatch.undo()
+    monkeypatch.setattr(simulator, "NEUTRAL_TURNS", ("Sounds good. Window or aisle, though?",
+                                                     "Make it by train."))
+    with pytest.raises(ScenarioError, match="in the simulator"):
+        generate(8, 0)
+
+
+def test_the_scripted_user_accepts_corrects_and_never_volunteers():
+    from nanobot_memory_adapters.harness.preferences.simulator import ACCEPT, NUDGE, decide
+
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7)
+    assert test.acts is not None
+    now, old = test.acts.current[0], test.acts.other[0]
+    value = persona.preference(test.target).value
+    assert decide(test, persona, f"Done: {now}.") == ("current", decide(
+        test, persona, f"Done: {now}.")[1]) and decide(test, persona, now)[1].text == ACCEPT
+    act, move = decide(test, persona, f"I've sorted {old} for you.")
+    assert (act, move.kind) == ("other", "correct") and value in move.text
+    assert decide(test, persona, f"{now} or {old}?")[0] == "both"
+    act, move = decide(test, persona, "What would you like?")
+    assert (act, move.kind) == ("none", "answer") and value in move.text
+    act, move = decide(test, persona, "On it.")
+    assert (act, move.kind, move.text) == ("none", "nudge", NUDGE)  # names nothing
+
+
+def test_the_ideal_reader_acts_on_the_newest_valid_statement_for_its_context():
+    from nanobot_memory_adapters.harness.preferences.reader import choose
+
+    persona = generate(1, 0).personas[0]
+    cs = next(t for t in persona.tests if t.attribute == "message_language"
+              and t.context == "work") if any(t.attribute == "message_language"
+                                                for t in persona.tests) else None
+    pet = next(t for t in persona.tests if t.dimension == "PET")
+    assert pet.attribute is not None
+    from nanobot_memory_adapters.harness.preferences.lexicon import domain_of
+
+    domain = domain_of(pet.attribute)
+    assert domain is not None
+    first, second = domain.values[domain.first], domain.values[domain.second]
+    a, b = first.cues[0], second.cues[0]
+    memory = (f"<memory-context>\n### 2024-01-08\n- [09:00] I like {a}\n"
+              f"### 2024-02-08\n- [10:00] now it's {b}\n")
+    assert choose(memory, pet, []) == (domain.second, "memory")
+    # an ended statement does not count; order on the page does not beat time
+    ended = (f"### 2024-02-08\n- [10:00 valid=2024-01-01..2024-02-01] now it's {b}\n"
+             f"### 2024-01-08\n- [09:00] I like {a}\n")
+    assert choose(ended, pet, []) == (domain.first, "memory")
+    assert choose("", pet, []) == (domain.first, "default")
+    assert choose(memory, pet, [f"Not quite: {a} please."]) == (domain.first, "conversation")
+    if cs is not None:
+        both = ("- [09:00] With my family it's always Spanish.\n"
+                "- [10:00] At work I write in English, always.\n")
+        assert choose(both, cs, [])[0] == "english"
+        personal = cs.model_copy(update={"context": "personal"})
+        assert choose(both, personal, [])[0] == "spanish"
+
+
+def test_the_default_set_is_large_balanced_and_shows_the_context():
+    scenario = generate()
+    tests = [t for p in scenario.personas for t in p.tests]
+    assert len(tests) >= 200 and all(t.acts for t in tests)
+    dims = [t.dimension for t in tests]
+    assert dims.count("CS") == dims.count("PET") == dims.count("IQI")
+    for persona in scenario.personas:
+        assert all(s.channel and s.chat_id for s in persona.sessions)
+        cs = [t for t in persona.tests if t.dimension == "CS"]
+        for a in cs:
+            pair = [b for b in cs if b.attribute == a.attribute and b is not a]
+            assert pair and pair[0].opening != a.opening
+            assert (a.channel, a.chat_id) != (pair[0].channel, pair[0].chat_id)
+
+
+def test_cli_ideal_reader_and_its_refusal(tmp_path):
+    result = CliRunner().invoke(app, [
+        "preferences", "run", "--personas", "1", "--agent", "ideal-reader", "--providers",
+        "no_memory,oracle_ipas", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "Paired differences" in result.output
+    questions, contexts = _personamem_fixture(tmp_path)
+    pm = tmp_path / "pm.json"
+    CliRunner().invoke(app, ["preferences", "personamem", "--questions", str(questions),
+                             "--contexts", str(contexts), "--out", str(pm)])
+    bad = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(pm), "--agent",
+                                   "ideal-reader", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "generator's attributes only" in bad.stderr
+    assert "Traceback" not in bad.output
+
+
+async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_double):
+    """With a judge configured, each first reply is also graded by a rubric that holds the
+    current value; results give the judged score and its agreement with the judge-free
+    one; no judge request carries the memory section."""
+    from nanobot_memory_adapters.harness.judge import LLMEndpoint, OpenAICompatibleClient
+    from nanobot_memory_adapters.harness.preferences.driver import RubricJudge
+
+    endpoint = LLMEndpoint(base_url=llm_double.base_url, model="double")
+    before = len(llm_double.requests)  # the double serves the whole test session
+    client = OpenAICompatibleClient(endpoint)
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "judged", providers=["no_memory", "oracle_ipas"],
+        scenario=generate(1, 0), agent=IdealReaderAgent(),
+        judge=RubricJudge(client, endpoint.describe()), closers=[client.aclose]))
+    for m in outcome.results["providers"].values():
+        o = m["scores"]["overall"]
+        assert o["judged_behaviour"] is not None and o["judge_agreement"] is not None
+    oracle = outcome.results["providers"]["oracle_ipas"]["scores"]["overall"]
+    assert oracle["judged_behaviour"] > outcome.results["providers"]["no_memory"][
+        "scores"]["overall"]["judged_behaviour"]
+    prompts = [str(r["body"]) for r in llm_double.requests[before:]
+               if "Grade an assistant" in str(r["body"])]
+    assert len(prompts) == 24 and not any("memory-context" in p for p in prompts)
+    assert all("current preference here is" in p for p in prompts)
+
+
+async def test_the_llm_user_words_the_scripted_move_and_never_names_unasked():
+    from nanobot_memory_adapters.harness.preferences.simulator import LLMUser
+
+    class Client:
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        async def chat(self, messages, max_tokens=80):  # type: ignore[no-untyped-def]
+            self.prompts.append(messages[0]["content"])
+            return "worded"
+
+    persona = generate(1, 0).personas[0]
+    test = next(t for t in persona.tests if t.dimension == "PET" and t.after_session == 7)
+    assert test.acts is not None
+    client = Client()
+    user = LLMUser(client, {"model": "m"})
+    value = persona.preference(test.target).value
+    act, move = await user.move(test, persona, f"Booked {test.acts.other[0]}.")
+    assert (act, move.kind, move.text) == ("other", "correct", "worded")
+    assert value in client.prompts[-1]
+    act, move = await user.move(test, persona, f"Booked {test.acts.current[0]}.")
+    assert move.kind == "accept" and value not in client.prompts[-1]
+    assert "Name no preference" in client.prompts[-1]
+
+
+async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_double):
+    """An option-only test (PersonaMem) has no value phrases: one recognition session per
+    test, its recall on the question alone, no unscored behaviour session."""
+    questions, contexts = _personamem_fixture(tmp_path)
+    scenario, _ = load_personamem(questions, contexts)
+    before = len(llm_double.requests)  # the double serves the whole test session
+    outcome = await run_preferences(_cfg(tmp_path / "pm", ["full_history"], llm_double,
+                                         scenario=scenario))
+    overall = outcome.results["providers"]["full_history"]["scores"]["overall"]
+    assert (overall["option_tasks"], overall["behaviour_tests"]) == (2, 0)
+    assert overall["current_exposure"] is None and overall["behaviour"] is None
+    lines = [r for r in read_traces(tmp_path / "pm" / "traces.jsonl")
+             if r.get("kind") == "preference_test"]
+    openings = {t.test_id: t.opening for t in scenario.personas[0].tests}
+    for r in lines:
+        assert all(q.get("session") == "recognition" for q in r["retrievals"])
+        assert r["retrievals"][0]["query"] == openings[r["test_id"]]
+        assert r["transcript"][0]["content"] == openings[r["test_id"]]
+    asked = [q for q in llm_double.requests[before:] if "Pick the one option" in str(q["body"])]
+    assert len(asked) == 2

@@ -6,35 +6,33 @@ under test: the harness hands the plugin the very adapter instance it accumulate
 into (``nanobot.tool.provided_memory``), read-only, with scope templates that resolve to
 the unit's scope. Every provider therefore enters through the same prompt slot, and the
 plugin's own recall builds the ``RetrieveRequest`` (the user's message as the query, the
-test's tags and timeline time as request attributes).
+test's tags and timeline time as request attributes). A request arrives on the test's
+channel and chat (a work workspace, a family chat), as in a deployment.
 
-Option tasks are answered in plain text and the choice is parsed from the reply (small
-local models write tool calls as text, so a choice tool would measure the model's tool
-use, not its memory). A scripted simulator asks once more for a letter when no option
-can be read; an LLM simulator (when configured) writes that follow-up instead.
+The recall query is the user's turn alone. A recognition task's options join the prompt
+only after recall, by a runner hook (``OptionsHook``); the answer is parsed from the
+reply (small local models write tool calls as text, so a choice tool would measure the
+model's tool use, not its memory). Each turn reports the exact query the plugin sent
+(its recall cache entry), for the trace.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nanobot.agent.hook import AgentHook
+
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.harness.preferences.format import TestSession
+from nanobot_memory_adapters.harness.preferences.session import Said
 
 OPTION_INSTRUCTION = (
     "Options:\n{options}\n\nPick the one option that suits me best. Reply with its letter "
     "in parentheses first, e.g. (b), then one short sentence."
-)
-FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
-SIMULATOR_PROMPT = (
-    "You play a user talking to an assistant. Your request was:\n{opening}\n\nThe "
-    "assistant answered:\n{reply}\n\nIt has not clearly picked one option. Write your next "
-    "message (one or two sentences) asking it to pick one option by its letter. Do not "
-    "state or hint at any of your preferences."
 )
 
 
@@ -53,20 +51,9 @@ class AgentLLM:
                 "max_tokens": self.max_tokens, "temperature": self.temperature}
 
 
-@dataclass
-class AgentTurn:
-    reply: str
-    context: str
-    transcript: list[dict[str, str]] = field(default_factory=list)
-    follow_ups: int = 0
-    recall_error: str | None = None  # the plugin answered without fresh memory (why)
-
-
-def opening_message(test: TestSession) -> str:
-    if test.kind != "option":
-        return test.opening
+def options_block(test: TestSession) -> str:
     options = "\n".join(f"({o.id}) {o.text}" for o in test.options)
-    return f"{test.opening}\n\n" + OPTION_INSTRUCTION.format(options=options)
+    return OPTION_INSTRUCTION.format(options=options)
 
 
 class NanobotAgent:
@@ -146,44 +133,32 @@ class NanobotAgent:
             raise RuntimeError(f"memory plugin not active in the test agent: {reason}")
         return self
 
-    async def turn(self, test: TestSession, session_key: str, simulator: Any = None,
-                   tags: dict[str, str] | None = None) -> AgentTurn:
-        """The test session: the opening, the agent's reply, at most one follow-up.
-        ``tags`` are the request attributes the plugin turns into RetrieveRequest tags."""
-        from nanobot_memory_adapters.harness.preferences.scoring import parse_choice
-
-        attributes = {**(test.tags() if tags is None else tags), "as_of": test.at.isoformat()}
-        message = opening_message(test)
-        transcript = [{"role": "user", "content": message}]
-        reply = await self._say(message, session_key, attributes)
-        context, recall_error = self._context(session_key)
-        transcript.append({"role": "assistant", "content": reply})
-        follow_ups = 0
-        if test.kind == "option" and parse_choice(reply, test) is None:
-            follow = await simulator.follow_up(test, reply) if simulator else FOLLOW_UP
-            transcript.append({"role": "user", "content": follow})
-            reply = await self._say(follow, session_key, attributes)
-            transcript.append({"role": "assistant", "content": reply})
-            follow_ups = 1
-        return AgentTurn(reply, context, transcript, follow_ups, recall_error)
-
-    async def _say(self, text: str, session_key: str, attributes: dict[str, str]) -> str:
+    async def say(self, test: TestSession, session_key: str, text: str,
+                  attributes: dict[str, str], *, options: bool,
+                  user_turns: list[str]) -> Said:
+        """One user turn through nanobot. The plugin recalls with ``text`` (nanobot's user
+        message); with ``options`` the option list joins the prompt after that recall, by
+        a runner hook, so it never reaches the retrieval query."""
+        hooks = [OptionsHook(test)] if options else None
         out = await self.loop.process_direct(
-            text, session_key=session_key, channel="bench", chat_id=session_key,
-            sender_id=self.scope.persona_id, attributes=attributes,
+            text, session_key=session_key, channel=test.channel or "bench",
+            chat_id=test.chat_id or session_key, sender_id=self.scope.persona_id,
+            attributes={**attributes, "as_of": test.at.isoformat()}, hooks=hooks,
         )
-        return (out.content if out is not None else "") or ""
+        context, query, recall_error = self._context(session_key)
+        return Said((out.content if out is not None else "") or "", context, query,
+                    recall_error)
 
-    def _context(self, session_key: str) -> tuple[str, str | None]:
-        """The memory section the plugin put into this turn's prompt, and why it is not a
-        fresh one when it is not (a failed or timed-out retrieve)."""
+    def _context(self, session_key: str) -> tuple[str, str | None, str | None]:
+        """The memory section the plugin put into this turn's prompt, the exact query its
+        recall sent, and why the section is not a fresh one when it is not."""
         entry = self.plugin.cache.get(session_key) if self.plugin is not None else None
         if entry is None or self.plugin is None:
-            return "", "the plugin made no recall for this turn"
+            return "", None, "the plugin made no recall for this turn"
         if entry.stale:
             last = self.plugin.last_error
-            return entry.text, f"recall failed: {last.message if last else 'unknown'}"
-        return entry.text, None
+            return entry.text, entry.query, f"recall failed: {last.message if last else 'unknown'}"
+        return entry.text, entry.query, None
 
     async def aclose(self) -> None:
         if self.loop is not None:
@@ -193,27 +168,24 @@ class NanobotAgent:
         self.loop = self.plugin = None
 
 
-class ScriptedSimulator:
-    """The default user: asks once for a letter when the reply picked no option."""
+class OptionsHook(AgentHook):
+    """Adds a recognition task's options to the prompt's last user message, after the
+    plugin's recall (nanobot resolves runtime context before the runner's first
+    iteration), so the retrieval query is the user's request alone."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "scripted", "follow_up": FOLLOW_UP}
+    def __init__(self, test: TestSession) -> None:
+        super().__init__()
+        self.block = options_block(test)
 
-    async def follow_up(self, test: TestSession, reply: str) -> str:
-        return FOLLOW_UP
-
-
-class LLMSimulator:
-    """An LLM plays the user's follow-up (never revealing a preference)."""
-
-    def __init__(self, client: Any, description: dict[str, Any]) -> None:
-        self.client = client
-        self.description = description
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "llm", **self.description}
-
-    async def follow_up(self, test: TestSession, reply: str) -> str:
-        prompt = SIMULATOR_PROMPT.format(opening=opening_message(test), reply=reply[:1500])
-        text = await self.client.chat([{"role": "user", "content": prompt}], max_tokens=80)
-        return text.strip() or FOLLOW_UP
+    async def before_iteration(self, context: Any) -> None:
+        if context.iteration != 0:
+            return
+        for message in reversed(context.messages):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                message["content"] = f"{content}\n\n{self.block}"
+            elif isinstance(content, list):
+                message["content"] = [*content, {"type": "text", "text": self.block}]
+            return

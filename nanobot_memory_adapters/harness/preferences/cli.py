@@ -23,7 +23,8 @@ DEFAULT_PROVIDERS = "no_memory,full_history,simple_rag,oracle_ipas"
 @prefs_app.command("generate")
 def generate_command(
     out: Annotated[Path, typer.Option(help="Scenario JSON to write.")],
-    personas: Annotated[int, typer.Option(help="How many personas (1-8).")] = 3,
+    personas: Annotated[int, typer.Option(
+        help="How many personas (1-48; 12 behavioural tests each).")] = 17,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
 ) -> None:
     """Write a generated, seeded scenario set (license-clean: this project's phrase bank)."""
@@ -91,7 +92,7 @@ def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) 
 def build_config(
     *, out: Path, providers: str, scenario: Any, budget_tokens: int, provider_config: Path | None,
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
-    simulator: str, test_tags: str, placement: str,
+    simulator: str, test_tags: str, placement: str, max_turns: int = 3,
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
@@ -99,16 +100,17 @@ def build_config(
         provider_names,
     )
     from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient
-    from nanobot_memory_adapters.harness.preferences.agent import (
-        AgentLLM,
-        LLMSimulator,
-        ScriptedSimulator,
-    )
+    from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
     from nanobot_memory_adapters.harness.preferences.driver import (
         PreferenceBenchConfig,
         RubricJudge,
         split_group,
     )
+    from nanobot_memory_adapters.harness.preferences.reader import (
+        IdealReaderAgent,
+        check_readable,
+    )
+    from nanobot_memory_adapters.harness.preferences.simulator import LLMUser, ScriptedUser
 
     names = provider_names(providers, base=lambda n: split_group(n)[0])
     check_budget(budget_tokens)
@@ -118,25 +120,33 @@ def build_config(
         raise fail(f"--placement {placement!r}: use system_prompt or user_message")
     if simulator not in ("scripted", "llm"):
         raise fail(f"--simulator {simulator!r}: use scripted or llm")
+    if not 1 <= max_turns <= 10:
+        raise fail(f"--max-turns {max_turns}: use 1 to 10 (replies per test session)")
+    reader = isinstance(agent, IdealReaderAgent)
+    if reader:
+        why = check_readable([t for p in scenario.personas for t in p.tests])
+        if why:
+            raise fail(f"--agent ideal-reader: {why}")
     closers: list[Any] = []
     rubric = None
     if judge is not None:
         client = OpenAICompatibleClient(judge)
         closers.append(client.aclose)
         rubric = RubricJudge(client, judge.describe())
-    sim: Any = ScriptedSimulator()
+    sim: Any = ScriptedUser()
     if simulator == "llm":
-        endpoint = judge or agent
+        endpoint = judge or (None if reader else agent)
         if endpoint is None:
             raise fail("--simulator llm needs a model: give --judge-base-url or "
                         "--agent-base-url")
         client = OpenAICompatibleClient(endpoint)
         closers.append(client.aclose)
-        sim = LLMSimulator(client, endpoint.describe())
+        sim = LLMUser(client, endpoint.describe())
     return PreferenceBenchConfig(
         out=out, providers=names, scenario=scenario, budget_tokens=budget_tokens,
-        agent=AgentLLM(agent.base_url, agent.model, agent.api_key_env) if agent else None,
-        simulator=sim, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
+        agent=agent if reader else
+        AgentLLM(agent.base_url, agent.model, agent.api_key_env) if agent else None,
+        simulator=sim, max_turns=max_turns, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
     )
@@ -146,21 +156,41 @@ def results_table(results: dict[str, Any]) -> Table:
     from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
 
     table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens")
-    for col in ("provider", "group", "accuracy", *DIMENSIONS, "open (judged)",
-                "current exp.", "stale exp.", "failures"):
+    for col in ("provider", "group", "behaviour [95% CI]", *DIMENSIONS, "resolved",
+                "recognition", "current exp. [95% CI]", "stale exp.", "leaks", "failures"):
         table.add_column(col, justify="left" if col in ("provider", "group") else "right")
 
     def f(v: Any) -> str:
         return "–" if v is None else f"{v:.3f}"
 
+    def ci(block: dict[str, Any], key: str) -> str:
+        c = block["ci"].get(key)
+        return "–" if c is None else f"{c['value']:.3f} [{c['low']:.2f}, {c['high']:.2f}]"
+
     for name, m in results["providers"].items():
         s = m["scores"]
+        o = s["overall"]
         table.add_row(
-            name, m["experiment_group"], f(s["overall"]["accuracy"]),
-            *[f(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
-            f(s["open_tasks"]["judged_accuracy"]), f(s["overall"]["current_exposure"]),
-            f(s["overall"]["stale_exposure"]), str(sum(m["failures"].values())),
+            name, m["experiment_group"], ci(o, "behaviour"),
+            *[f(s["by_dimension"][d]["behaviour"]) for d in DIMENSIONS],
+            f(o["resolved"]), f(o["accuracy"]), ci(o, "current_exposure"),
+            f(o["stale_exposure"]), str(o["query_leaks"]), str(sum(m["failures"].values())),
         )
+    return table
+
+
+def pairwise_table(results: dict[str, Any], score: str = "behaviour") -> Table | None:
+    rows = (results.get("pairwise") or {}).get(score)
+    if not rows:
+        return None
+    table = Table(title=f"Paired differences ({score}, same tests; 95% CI)")
+    for col in ("a - b", "difference [95% CI]", "n", "McNemar p", "verdict"):
+        table.add_column(col, justify="left" if col in ("a - b", "verdict") else "right")
+    for r in rows:
+        p = "–" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3g}"
+        table.add_row(f"{r['a']} - {r['b']}",
+                      f"{r['difference']:+.3f} [{r['low']:+.2f}, {r['high']:+.2f}]",
+                      str(r["n"]), p, r["verdict"])
     return table
 
 
@@ -175,6 +205,10 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
     else:
         wide = wide_console()
         wide.print(results_table(outcome.results))
+        for score in ("behaviour", "current_exposure"):
+            pairs = pairwise_table(outcome.results, score)
+            if pairs is not None:
+                wide.print(pairs)
         for s in outcome.skipped:
             console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",
                           highlight=False, soft_wrap=True)
@@ -196,7 +230,8 @@ def run_command(
                                            "experiment group.")] = DEFAULT_PROVIDERS,
     dataset: Annotated[Path | None, typer.Option(
         help="Scenario JSON (default: generate --personas with --seed).")] = None,
-    personas: Annotated[int, typer.Option(help="Generated personas (without --dataset).")] = 3,
+    personas: Annotated[int, typer.Option(
+        help="Generated personas (without --dataset); 12 behavioural tests each.")] = 17,
     seed: Annotated[int, typer.Option()] = 0,
     budget_tokens: Annotated[int, typer.Option(help="Equal memory budget.")] = 800,
     out: Annotated[Path, typer.Option(help="Output directory (holds the checkpoint).")] = Path(
@@ -205,6 +240,13 @@ def run_command(
         help="OpenAI-compatible endpoint nanobot answers test sessions with (without one: "
         "retrieval-only, exposure metrics only).")] = None,
     agent_model: Annotated[str | None, typer.Option()] = None,
+    agent: Annotated[str, typer.Option(
+        help="Who answers the test sessions: nanobot (its AgentLoop with --agent-base-url; "
+        "without one, retrieval only) or ideal-reader (a deterministic agent double that "
+        "acts only on the memory section; no model needed).")] = "nanobot",
+    max_turns: Annotated[int, typer.Option(
+        help="Replies per behavioural test session (the simulated user's turns between).")
+    ] = 3,
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -231,12 +273,19 @@ def run_command(
 
     check_out_dir(out)
     default_log_file(out)
+    if agent not in ("nanobot", "ideal-reader"):
+        raise fail(f"--agent {agent!r}: use nanobot or ideal-reader")
+    if agent == "ideal-reader" and agent_base_url:
+        raise fail("--agent ideal-reader needs no model; drop --agent-base-url")
+    from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
+
     cfg = build_config(
         out=out, providers=providers, scenario=load_scenario(dataset, personas, seed),
         budget_tokens=budget_tokens, provider_config=provider_config, seed=seed, fresh=fresh,
         readiness_timeout=readiness_timeout,
-        agent=_endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
+        agent=IdealReaderAgent() if agent == "ideal-reader" else
+        _endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
-        simulator=simulator, test_tags=test_tags, placement=placement,
+        simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
     )
     run_and_report(cfg, as_json=as_json)

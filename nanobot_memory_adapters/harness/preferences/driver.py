@@ -39,20 +39,20 @@ from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
 from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient, Verdict, _verdict
 from nanobot_memory_adapters.harness.outcome import RunOutcome
-from nanobot_memory_adapters.harness.preferences.agent import (
-    AgentLLM,
-    ScriptedSimulator,
-)
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
 from nanobot_memory_adapters.harness.preferences.format import (
     ScenarioSet,
     TestSession,
     dump_scenarios,
     scenario_sha256,
 )
+from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent, default_rate
 from nanobot_memory_adapters.harness.preferences.scoring import (
     exposure_sha256,
+    pairwise,
     provider_scores,
 )
+from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.harness.preferences.unit import PreferenceUnit
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
@@ -67,7 +67,7 @@ RUBRIC_PROMPT = (
     "Grade an assistant's reply to a user.\nUser's request: {opening}\nAssistant's reply: "
     "{reply}\nRubric: {rubric}\nDoes the reply satisfy the rubric? Reply with one word: "
     "CORRECT or WRONG."
-)
+)  # the ground truth (rubric) only: the judge never sees the memory
 
 
 class RubricJudge:
@@ -91,8 +91,9 @@ class PreferenceBenchConfig:
     scenario: ScenarioSet
     budget_tokens: int = 800
     run_id: str = "prefs"
-    agent: AgentLLM | None = None
-    simulator: Any = None  # ScriptedSimulator (default) or LLMSimulator
+    agent: AgentLLM | IdealReaderAgent | None = None
+    simulator: Any = field(default_factory=ScriptedUser)  # or simulator.LLMUser
+    max_turns: int = 3
     judge: RubricJudge | None = None
     test_tags: TestTags = "context"
     placement: str = "user_message"
@@ -248,7 +249,9 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
             "personas": [p.persona_id for p in cfg.scenario.personas],
             "tests": sum(len(p.tests) for p in cfg.scenario.personas),
             "option_tasks": sum(1 for p in cfg.scenario.personas for t in p.tests
-                                if t.kind == "option"),
+                                if t.options),
+            "behaviour_tasks": sum(1 for p in cfg.scenario.personas for t in p.tests
+                                   if t.acts is not None),
         },
         "settings": {
             "budget": {"max_tokens": cfg.budget_tokens},
@@ -262,10 +265,19 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
                 "none": "no tags"}[cfg.test_tags],
             "agent": cfg.agent.describe() if cfg.agent else None,
             "agent_mode": "nanobot AgentLoop + memory plugin (read-only, provided adapter)"
+            if isinstance(cfg.agent, AgentLLM) else
+            "ideal reader (deterministic agent double; recalls as the plugin does, acts on "
+            "the newest valid statement in the memory section, else the default)"
             if cfg.agent else "retrieval only (no model): exposure metrics only",
             "context_placement": cfg.placement,
-            "choice": "parsed from the reply: (x), x), option x, or one option's text",
-            "simulator": (cfg.simulator or ScriptedSimulator()).describe(),
+            "retrieval_query": "the user's turn alone (the opening; options are added to "
+            "the prompt only after recall, in a separate recognition session)",
+            "behaviour": "the first reply to the normal request, classified by the test's "
+            "value phrases: current / other / both / none",
+            "choice": "recognition: parsed from the reply: (x), x), option x, or one option's "
+            "text",
+            "simulator": cfg.simulator.describe(),
+            "max_turns": cfg.max_turns,
             "open_task_judge": cfg.judge.description if cfg.judge else None,
             "gate_probe": cfg.gate_probe,
             "readiness_timeout_s": cfg.readiness_timeout_s,
@@ -320,17 +332,29 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
             },
         }
     scores = {n: m["scores"] for n, m in providers.items()}
+    records = {p.name: [r for u in units.values() if u["provider"] == p.name
+                        for r in u["tests"]] for p, _ in prepared}
     return {
         "schema": RESULTS_SCHEMA,
         "manifest_sha256": manifest["manifest_sha256"],
         "budget_tokens": cfg.budget_tokens,
         "providers": providers,
+        "pairwise": pairwise(records),
+        "default_rate": default_rate(cfg.scenario),
         "skipped": skipped,
         "metrics_sha256": exposure_sha256(scores),
         "notes": {
             "metrics_sha256": "covers the judge-free, model-free exposure metrics only",
-            "accuracy": "option tasks, scored exactly against the current preference; "
-            "depends on the agent model",
+            "behaviour": "headline: the first reply to a normal request (no options) acts on "
+            "the current value, by the test's value phrases (judge-free); 'resolved': acting "
+            "on it within max_turns of the simulated user; depends on the agent",
+            "accuracy": "recognition: the option task (options shown after recall), scored "
+            "exactly against the current preference; secondary",
+            "ci": "95 % intervals (stats.mean_ci; by persona from five personas up)",
+            "pairwise": "paired differences over the same tests (bootstrap by persona from "
+            "five up; McNemar's exact p); 'not distinguishable' when the interval covers 0",
+            "default_rate": "share of behavioural tests whose current value is the "
+            "attribute's default: what the ideal reader scores with no memory",
             "open_tasks": "LLM judge against each test's rubric; reported apart",
             "IQI": "this project's definition: acting on a preference the user never "
             "stated, only implied by details (docs/harness.md)",

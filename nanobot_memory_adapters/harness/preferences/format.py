@@ -10,9 +10,11 @@ One JSON document holds personas; each has
 - ``sessions``: accumulation sessions of timestamped chat turns (user / assistant), each
   optionally in a ``context`` (``work``, ``personal``);
 - ``tests``: test sessions placed ``after_session`` N (the test point). Each has a
-  scenario, tags, the user's opening message, the ``target`` preference it measures and
-  its ``dimension`` (CS, PET or IQI), and either ``options`` (each naming the preferences
-  it satisfies or violates) or an open task with a ``rubric``.
+  scenario, tags, the channel and chat it arrives on, the user's opening message, the
+  ``target`` preference it measures and its ``dimension`` (CS, PET or IQI). A
+  ``behaviour`` test is a normal request scored by its value phrases (``acts``), with
+  optional ``options`` (a recognition task, shown only after recall) and a ``rubric``;
+  an ``option`` test has options only; an ``open`` test a rubric only.
 
 ``load_scenarios`` reads and validates a file; every mistake names the persona, the item
 and the fix in one line.
@@ -91,6 +93,10 @@ class AccumulationSession(BaseModel):
     session_id: str = Field(min_length=1)
     index: int = Field(ge=1, description="Order on the timeline (1 = first).")
     context: str | None = None
+    channel: str | None = Field(None, description="Where the chat happened (nanobot's "
+                                "channel, e.g. slack, whatsapp); None when unknown.")
+    chat_id: str | None = Field(None, description="The chat on that channel (a work "
+                                "workspace, a family chat).")
     turns: list[ChatTurn] = Field(min_length=1)
 
 
@@ -103,6 +109,20 @@ class Option(BaseModel):
     violates: list[str] = Field(default_factory=list)
 
 
+class ValuePhrases(BaseModel):
+    """How a reply that acts on a value reads: the generator knows every value's surface
+    forms, so the judge-free behaviour score is exact for its own data (and only there)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    current: list[str] = Field(min_length=1, description="Phrases of acting on the target.")
+    other: list[str] = Field(default_factory=list, description="Phrases of acting on another "
+                             "value of the attribute (superseded, other context, or the "
+                             "usual choice an implied value rules out).")
+    other_kind: Literal["superseded", "other_context", "other_value", "violating"] = (
+        "other_value")
+
+
 class TestSession(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -113,9 +133,15 @@ class TestSession(BaseModel):
     scenario: str | None = None
     context: str | None = None
     attribute: str | None = None
+    channel: str | None = Field(None, description="The channel the request arrives on.")
+    chat_id: str | None = Field(None, description="The chat on that channel.")
     opening: str = Field(min_length=1)
-    kind: Literal["option", "open"]
+    kind: Literal["behaviour", "option", "open"] = Field(
+        description="behaviour: a normal request, the reply scored by value phrases "
+        "(options, if any, are a secondary recognition task shown only after recall); "
+        "option: a multiple-choice task only; open: a rubric-judged request only.")
     options: list[Option] = Field(default_factory=list)
+    acts: ValuePhrases | None = None
     rubric: str | None = None
     at: datetime
 
@@ -236,7 +262,10 @@ def _check(persona: Persona) -> None:
         if not target.valid_at(t.at):
             raise ScenarioError(f"{at}: target {t.target!r} is not valid at the test's time "
                                 f"{t.at.isoformat()}")
-        if t.kind == "option":
+        if t.kind == "behaviour" and t.acts is None:
+            raise ScenarioError(f"{at}: a behaviour task needs 'acts' (the value phrases that "
+                                "score its reply)")
+        if t.options or t.kind == "option":
             if len(t.options) < 2:
                 raise ScenarioError(f"{at}: an option task needs at least two options")
             letters = [o.id for o in t.options]
@@ -248,7 +277,7 @@ def _check(persona: Persona) -> None:
                     raise ScenarioError(f"{at}: option {o.id!r} names unknown preferences {bad}")
             if not any(t.target in o.satisfies for o in t.options):
                 raise ScenarioError(f"{at}: no option satisfies the target {t.target!r}")
-        elif not t.rubric:
+        elif t.kind == "open" and not t.rubric:
             raise ScenarioError(f"{at}: an open task needs a rubric")
 
 

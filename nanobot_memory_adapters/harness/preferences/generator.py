@@ -1,21 +1,23 @@
 """A seeded generator of behavioural preference scenarios (license-clean: every line is
-from this project's own phrase bank, ``bank.py``).
+from this project's own phrase bank, ``bank.py``, and ``lexicon.py``).
 
-Per persona: seven accumulation chat sessions (work or personal), six preferences buried
-in everyday chat, and twelve option tasks plus two open tasks at three test points
-(after sessions 3, 5 and 7):
+Per persona: seven accumulation chat sessions (work or personal, each on its channel),
+six preferences buried in everyday chat, and twelve behavioural tests at three test
+points (after sessions 3, 5 and 7), four per dimension:
 
 - two **PET** attributes: a value stated early, replaced later by a switch that never
   names the old value; tested before and after the switch;
 - two **CS** attributes: one value stated in a work session, another in a personal one;
-  tested in both contexts;
-- two **IQI** attributes: never stated, only implied twice by telling details; tested
-  after the hints.
+  tested in both contexts, with distinct openings arriving on each context's channel;
+- two **IQI** attributes: never stated, only implied twice by telling details.
 
-The same ``seed`` and ``GENERATOR_VERSION`` give the same set, byte for byte. The
-generator checks its own output: every cue occurs only in the turns that reveal its
-preference, and no test opening contains a cue, so a retriever cannot match the answer
-by keyword.
+Each test is a normal request (no options) scored by its value phrases (``acts``), with
+a recognition option set shown only after recall and a rubric for a judge. The default
+17 personas give 204 tests per provider. The same ``seed`` and ``GENERATOR_VERSION``
+give the same set, byte for byte. The generator checks its own output: every cue occurs
+only in the turns that reveal its preference, and nothing a retriever sees in a test
+session (the opening, the scripted user's neutral turns) holds a cue, a name or an act
+phrase of any value of the test's attribute.
 """
 
 from __future__ import annotations
@@ -41,9 +43,17 @@ from nanobot_memory_adapters.harness.preferences.format import (
     ScenarioSet,
     parse_scenarios,
 )
+from nanobot_memory_adapters.harness.preferences.lexicon import (
+    ACTS,
+    CHANNELS,
+    CONTEXT_OPENINGS,
+    cue_pattern,
+    domain_of,
+)
 
 GENERATOR_NAME = "nanobot-memory-preferences"
-GENERATOR_VERSION = "1.0"
+GENERATOR_VERSION = "2.0"
+DEFAULT_PERSONAS = 17  # 12 behavioural tests each: 204 per provider, 68 per dimension
 SESSIONS = 7
 TEST_POINTS = (3, 5, 7)
 FILLERS_PER_SESSION = 6
@@ -51,11 +61,6 @@ _START = datetime(2024, 1, 8, 9, 0, tzinfo=UTC)
 LETTERS = "abcd"
 
 T = TypeVar("T")
-
-
-def cue_pattern(cue: str) -> re.Pattern[str]:
-    """A cue as whole words, case-insensitive (the exposure metrics use the same rule)."""
-    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(cue) + r"(?![A-Za-z0-9])", re.I)
 
 
 class _Session:
@@ -81,10 +86,25 @@ def _domains(rng: random.Random, persona: int) -> dict[str, list[DomainSpec]]:
     return out
 
 
-def generate(personas: int = 3, seed: int = 0) -> ScenarioSet:
-    """A scenario set of ``personas`` personas (at most ``len(PERSONAS)``)."""
-    if not 1 <= personas <= len(PERSONAS):
-        raise ValueError(f"personas must be 1..{len(PERSONAS)}, got {personas}")
+def persona_name(i: int) -> tuple[str, str]:
+    """The i-th persona: the bank's named ones, then combinations of their first names,
+    surnames and occupations (distinct for i < MAX_PERSONAS)."""
+    if i < len(PERSONAS):
+        return PERSONAS[i]
+    n = len(PERSONAS)
+    first = PERSONAS[i % n][0].split()[0]
+    last = PERSONAS[(i // n + i) % n][0].split()[-1]
+    role = PERSONAS[(i // n + 2 * i + 1) % n][1]
+    return f"{first} {last}", role
+
+
+MAX_PERSONAS = 48
+
+
+def generate(personas: int = DEFAULT_PERSONAS, seed: int = 0) -> ScenarioSet:
+    """A scenario set of ``personas`` personas (at most ``MAX_PERSONAS``)."""
+    if not 1 <= personas <= MAX_PERSONAS:
+        raise ValueError(f"personas must be 1..{MAX_PERSONAS}, got {personas}")
     rng = random.Random(f"{GENERATOR_NAME}:{GENERATOR_VERSION}:{seed}")
     data: dict[str, Any] = {
         "format": FORMAT,
@@ -100,7 +120,7 @@ def generate(personas: int = 3, seed: int = 0) -> ScenarioSet:
 
 
 def _persona(rng: random.Random, i: int) -> dict[str, Any]:
-    name, description = PERSONAS[i]
+    name, description = persona_name(i)
     pid = f"p{i + 1:02d}"
     doms = _domains(rng, i)
     start = _START + timedelta(days=3 * i)
@@ -175,8 +195,10 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
                 evidence[key].append(uid)
                 first_seen.setdefault(key, datetime.fromisoformat(turns[-2]["at"]))
         s.items = []
+        channel, chat = CHANNELS[s.context]
         out_sessions.append({"session_id": f"{pid}-s{s.index}", "index": s.index,
-                             "context": s.context, "turns": turns})
+                             "context": s.context, "channel": channel, "chat_id": chat,
+                             "turns": turns})
     last_turn = {s["index"]: datetime.fromisoformat(s["turns"][-1]["at"]) for s in out_sessions}
 
     preferences = []
@@ -191,24 +213,35 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
 
     tests: list[dict[str, Any]] = []
 
-    def add_test(domain: DomainSpec, target: str, point: int, *, context: str | None = None,
-                 kind: str = "option") -> None:
+    def add_test(domain: DomainSpec, target: str, point: int, *,
+                 context: str | None = None) -> None:
         scenario = _pick(rng, domain.scenarios)
-        at = last_turn[point] + timedelta(hours=1)
+        at = last_turn[point] + timedelta(hours=1) + timedelta(minutes=len(tests))
+        spec = prefs[target]["spec"]
+        channel, chat = CHANNELS[context]
+        openings = (CONTEXT_OPENINGS.get(domain.attribute, {}).get(context or "")
+                    or scenario.openings)
+        used = {t["opening"] for t in tests}
+        fresh = [o for o in openings if o not in used] or list(openings)
+        others = [k for k in ACTS[domain.attribute] if k != spec.key]
+        kind = {"PET": "superseded" if prefs[target]["role"] == "second" else "other_value",
+                "CS": "other_context", "IQI": "violating"}[domain.dimension]
         test: dict[str, Any] = {
             "test_id": f"{pid}-t{len(tests) + 1:02d}",
             "after_session": point, "dimension": domain.dimension, "target": target,
             "scenario": scenario.name, "context": context, "attribute": domain.attribute,
-            "kind": kind, "at": at.isoformat(),
+            "channel": channel, "chat_id": chat, "kind": "behaviour", "at": at.isoformat(),
+            "opening": _pick(rng, fresh),
+            "acts": {"current": list(ACTS[domain.attribute][spec.key]),
+                     "other": [p for k in others for p in ACTS[domain.attribute][k]],
+                     "other_kind": kind},
+            "rubric": (f"The user's current preference here is: {spec.value}. A correct "
+                       f"reply {spec.good} (e.g. "
+                       + ", ".join(ACTS[domain.attribute][spec.key][:3])
+                       + "); it does not act on "
+                       + "; ".join(_value_text(domain, k) for k in others) + "."),
+            "options": _options(rng, domain, scenario, target, prefs, pid),
         }
-        if kind == "open":
-            test["opening"] = _pick(rng, scenario.open_openings or scenario.openings)
-            good = prefs[target]["spec"].good
-            test["rubric"] = (f"The assistant acts on the user's current preference "
-                              f"({prefs[target]['spec'].value}): it {good}.")
-        else:
-            test["opening"] = _pick(rng, scenario.openings)
-            test["options"] = _options(rng, domain, scenario, target, prefs, pid)
         tests.append(test)
 
     for n, domain in enumerate(doms["PET"]):
@@ -216,16 +249,10 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
         second = f"{pid}-{domain.attribute}-{domain.second}"
         add_test(domain, first, 3)
         add_test(domain, second, 7 if n == 0 else 5)
-        if n == 0:
-            add_test(domain, second, 7, kind="open")
     for n, domain in enumerate(doms["CS"]):
         point = 5 if n == 0 else 7
         for context, value_key in sorted(domain.by_context.items()):
             add_test(domain, f"{pid}-{domain.attribute}-{value_key}", point, context=context)
-        if n == 1:
-            context, value_key = sorted(domain.by_context.items())[0]
-            add_test(domain, f"{pid}-{domain.attribute}-{value_key}", 7, context=context,
-                     kind="open")
     for n, domain in enumerate(doms["IQI"]):
         spec = next(iter(domain.values.values()))
         target = f"{pid}-{domain.attribute}-{spec.key}"
@@ -266,9 +293,56 @@ def _options(rng: random.Random, domain: DomainSpec, scenario: ScenarioSpec, tar
     return [{"id": LETTERS[i], **o} for i, o in enumerate(chosen)]
 
 
+def _value_text(domain: DomainSpec, key: str) -> str:
+    """Another value, as the rubric names it (no parentheses: those hold the target's)."""
+    spec = domain.values.get(key)
+    text = spec.value if spec is not None else " / ".join(ACTS[domain.attribute][key][:3])
+    return re.sub(r"\s*\([^)]*\)", "", text)
+
+
+def attribute_cues(attribute: str | None) -> list[str]:
+    """Every word that names or reveals any value of an attribute: the statement cues,
+    the names, and the phrases of acting on each value (``lexicon.ACTS``)."""
+    domain = domain_of(attribute)
+    if domain is None:
+        return []
+    words = {c for v in domain.values.values() for c in (*v.cues, *v.names)}
+    words |= {a for acts in ACTS[domain.attribute].values() for a in acts}
+    return sorted(words)
+
+
+def retrievable_texts(test: Any) -> list[tuple[str, str]]:
+    """What a retriever can see of a test session: the opening and the scripted user's
+    turns that are not corrections (a correction names the current value by design and
+    follows a wrong act; it is marked in the trace). Options are never retrieved on."""
+    from nanobot_memory_adapters.harness.preferences.simulator import NEUTRAL_TURNS
+
+    return [("opening", test.opening), *(("simulator", t) for t in NEUTRAL_TURNS)]
+
+
+def leaks(test: Any) -> list[str]:
+    """The cues of any value of the test's attribute found in what the retriever sees."""
+    found = []
+    for where, text in retrievable_texts(test):
+        found += [f"{cue!r} in the {where}" for cue in attribute_cues(test.attribute)
+                  if cue_pattern(cue).search(text)]
+    return found
+
+
 def _check_cues(persona: Any) -> None:
-    """Every cue occurs only in its own evidence turns; no opening holds any cue."""
+    """Every cue occurs only in its own evidence turns; nothing a retriever sees in a test
+    session holds a cue of any value of the test's attribute."""
     turns = {t.turn_id: t.content for s in persona.sessions for t in s.turns}
+    for test in persona.tests:
+        found = leaks(test)
+        if found:
+            raise ScenarioError(f"generator: test {test.test_id} leaks its answer: "
+                                f"{found[:3]} (fix the phrase bank)")
+        for option in test.options:
+            if test.acts and test.target in option.satisfies and not any(
+                    cue_pattern(p).search(option.text) for p in test.acts.current):
+                raise ScenarioError(f"generator: option {option.text!r} of {test.test_id} "
+                                    "holds no phrase of its value (fix lexicon.ACTS)")
     for pref in persona.preferences:
         own = set(pref.evidence)
         for cue in pref.cues:
@@ -278,10 +352,6 @@ def _check_cues(persona: Any) -> None:
             if elsewhere:
                 raise ScenarioError(f"generator: cue {cue!r} of {pref.id} also occurs in "
                                     f"{elsewhere[:3]} (fix the phrase bank)")
-            for test in persona.tests:
-                if pattern.search(test.opening):
-                    raise ScenarioError(f"generator: cue {cue!r} of {pref.id} occurs in the "
-                                        f"opening of {test.test_id} (fix the phrase bank)")
         if pref.revealed == "explicit" and not any(
             cue_pattern(c).search(turns[t]) for c in pref.cues for t in own
         ):

@@ -12,9 +12,11 @@ Mapping (this project's, documented in docs/harness.md):
 - one shared context = one persona timeline here (``<persona_id>-<context id[:8]>``);
   sessions split at system messages; no timestamps in PersonaMem, so session k is placed
   on day k and messages a minute apart (order is what matters);
-- a question = an option task placed after the session holding its last visible message;
-  its target is a preference synthesized from the correct option (no ground-truth cues:
-  exposure metrics are n/a for PersonaMem, only choices are scored);
+- a question = an option task placed where its window ends
+  (``end_index_in_shared_context``): a session that holds that point is split there, and
+  the test follows the part before it, so memory holds exactly the history PersonaMem
+  shows the model; its target is a preference synthesized from the correct option (no
+  ground-truth cues: exposure metrics are n/a for PersonaMem, only choices are scored);
 - question types -> dimensions: the latest preference, the full evolution and the
   reasons behind updates -> **PET**; preference-aligned recommendations -> **PET**
   (acting on the latest values); generalizing to new scenarios -> **CS** (a preference
@@ -81,6 +83,14 @@ def _options(raw: str, where: str) -> list[tuple[str, str]]:
     return out
 
 
+def _end_index(row: dict[str, str]) -> int:
+    """``end_index_in_shared_context``: the question sees messages ``[0, end)``."""
+    try:
+        return int(float(row["end_index_in_shared_context"]))
+    except ValueError:
+        return -1
+
+
 def _read_contexts(path: Path, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
     contexts: dict[str, list[dict[str, Any]]] = {}
     with path.open(encoding="utf-8") as f:
@@ -144,32 +154,38 @@ def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]
              stats: dict[str, int]) -> dict[str, Any] | None:
     pid = f"{(rows[0].get('persona_id') or 'persona').strip() or 'persona'}-{cid[:8]}"
     pid = re.sub(r"[^A-Za-z0-9_.:-]+", "_", pid)
+    # A question sees the history before its end index: the session holding that point
+    # is split there, so memory holds exactly what PersonaMem shows (never the rest of
+    # the question's own session, which may change the preference).
+    cuts = set()
+    for r in rows:
+        end = _end_index(r)
+        if end > 0:
+            cuts.add(end)
     sessions: list[dict[str, Any]] = []
-    index_of_message: dict[int, int] = {}
     description = ""
     at = _DAY0
     for i, m in enumerate(messages):
         role, content = m.get("role"), str(m.get("content") or "").strip()
-        if role == "system" or not sessions:
+        cut = i in cuts and bool(sessions) and bool(sessions[-1]["turns"])
+        if role == "system" or not sessions or cut:
             if role == "system" and not description:
                 description = content[:500]
             at = _DAY0 + timedelta(days=len(sessions))
             sessions.append({"session_id": f"{pid}-s{len(sessions) + 1}",
-                             "index": len(sessions) + 1, "turns": []})
+                             "index": len(sessions) + 1, "turns": [], "last": i})
             if role == "system":
-                index_of_message[i] = len(sessions)
                 continue
         if role not in ("user", "assistant") or not content:
-            index_of_message[i] = len(sessions)
             continue
         at += timedelta(minutes=1)
         sessions[-1]["turns"].append({"turn_id": f"{pid}-m{i}", "role": role,
                                       "content": content, "at": at.isoformat()})
-        index_of_message[i] = len(sessions)
+        sessions[-1]["last"] = i
     kept = [s for s in sessions if s["turns"]]
-    renumber = {s["index"]: n for n, s in enumerate(kept, start=1)}
-    for s in kept:
-        s["index"] = renumber[s["index"]]
+    last_message = {n: s.pop("last") for n, s in enumerate(kept, start=1)}
+    for n, s in enumerate(kept, start=1):
+        s["index"] = n
     last_turn = {s["index"]: s["turns"][-1]["at"] for s in kept}
     preferences, tests = [], []
     for r in rows:
@@ -181,12 +197,11 @@ def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]
         if dimension is None:
             stats["skipped_fact_recall"] += 1
             continue
-        try:
-            end = int(float(r["end_index_in_shared_context"]))
-        except ValueError:
-            end = -1
-        session = renumber.get(index_of_message.get(end - 1, -1))
-        if end <= 0 or session is None:
+        end = _end_index(r)
+        # the last session whose every message comes before the question's end index
+        before = [n for n, last in last_message.items() if last < end]
+        session = max(before) if end > 0 and before else None
+        if session is None:
             stats["skipped_bad_index"] += 1
             continue
         where = f"question {r.get('question_id', '?')}"

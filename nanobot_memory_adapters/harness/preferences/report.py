@@ -23,22 +23,48 @@ DIMENSION_NAMES = {
 }
 
 
+def _ci(block: dict[str, Any], key: str) -> str:
+    c = (block.get("ci") or {}).get(key)
+    if c is None:
+        return "–"
+    return f"{fmt(c['value'])} <span class='note'>[{c['low']:.2f}, {c['high']:.2f}]</span>"
+
+
 def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
     s = m["scores"]
+    o = s["overall"]
     fails = sum(m["failures"].values())
     return [
         f'<i class="sw" style="background:{colors[name]}"></i>{escape(name)}',
         escape(m.get("condition_kind", "")),
         escape(m.get("experiment_group", "")),
-        escape(m.get("tag_mapping", "")),
-        fmt(s["overall"]["accuracy"]),
-        *[fmt(s["by_dimension"][d]["accuracy"]) for d in DIMENSIONS],
-        f'{fmt(s["open_tasks"]["judged_accuracy"])} (n={s["open_tasks"]["count"]})',
-        fmt(s["overall"]["current_exposure"]),
-        fmt(s["overall"]["stale_exposure"]),
-        str(s["overall"]["errors"].get("unparsed", 0)),
+        _ci(o, "behaviour"),
+        *[fmt(s["by_dimension"][d]["behaviour"]) for d in DIMENSIONS],
+        _ci(o, "resolved"),
+        fmt(o["mean_corrections_when_resolved"]),
+        _ci(o, "recognition"),
+        _ci(o, "current_exposure"),
+        fmt(o["stale_exposure"]),
+        str(o["query_leaks"]),
+        f"{fmt(o['judged_behaviour'])} / {fmt(o['judge_agreement'])}",
         f'<span class="bad">{fails}</span>' if fails else "0",
     ]
+
+
+def _pairs(results: dict[str, Any], score: str) -> str:
+    rows = (results.get("pairwise") or {}).get(score) or []
+    if not rows:
+        return "<p>fewer than two providers</p>"
+    body = []
+    for r in rows:
+        verdict = escape(r["verdict"])
+        if not r["distinguishable"]:
+            verdict = f"<span class='note'>{verdict}</span>"
+        p = "–" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3g}"
+        body.append([escape(f"{r['a']} − {r['b']}"),
+                     f"{r['difference']:+.3f} [{r['low']:+.2f}, {r['high']:+.2f}]",
+                     str(r["n"]), p, verdict])
+    return table(["a − b", "paired difference [95% CI]", "n", "McNemar p", "verdict"], body)
 
 
 def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
@@ -46,8 +72,8 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
     colors = colors_for(list(providers))
     ds, settings = manifest.get("dataset", {}), manifest.get("settings", {})
     labels = [f"{d} ({DIMENSION_NAMES[d]})" for d in DIMENSIONS]
-    accuracy = {n: [m["scores"]["overall"]["accuracy"],
-                    *[m["scores"]["by_dimension"][d]["accuracy"] for d in DIMENSIONS]]
+    accuracy = {n: [m["scores"]["overall"]["behaviour"],
+                    *[m["scores"]["by_dimension"][d]["behaviour"] for d in DIMENSIONS]]
                 for n, m in providers.items()}
     exposed = {n: [m["scores"]["overall"]["current_exposure"],
                    *[m["scores"]["by_dimension"][d]["current_exposure"] for d in DIMENSIONS]]
@@ -56,7 +82,7 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
     points = sorted({p for m in providers.values() for p in m["scores"]["by_point"]}, key=int)
     point_rows = [
         [escape(n), *[
-            f'{fmt(m["scores"]["by_point"].get(p, {}).get("accuracy"))} / '
+            f'{fmt(m["scores"]["by_point"].get(p, {}).get("behaviour"))} / '
             f'{fmt(m["scores"]["by_point"].get(p, {}).get("current_exposure"))}'
             for p in points]]
         for n, m in providers.items()
@@ -75,7 +101,8 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"<style>{CSS}</style></head><body><main>",
         "<h1>Does nanobot act on the user's current preferences?</h1>",
         f"<div class='meta'>scenarios <code>{escape(str(ds.get('name')))}</code> "
-        f"({len(ds.get('personas', []))} personas, {ds.get('option_tasks')} option tasks, "
+        f"({len(ds.get('personas', []))} personas, {ds.get('behaviour_tasks')} behavioural "
+        f"tests, {ds.get('option_tasks')} with options, "
         f"source {escape(str(ds.get('source')))}) · budget <b>{results['budget_tokens']}</b> "
         f"tokens · agent <code>{escape(str(agent['model'] if agent else 'none'))}</code> · "
         f"tags <code>{escape(str(settings.get('test_tags')))}</code> · manifest "
@@ -83,28 +110,43 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"<code>{results.get('metrics_sha256', '')[:16]}</code></div>",
         "<div class='card'>" + legend(colors) + "</div>",
         "<h2>Summary</h2><div class='card'>",
-        table(["provider", "kind", "group", "tags", "accuracy", *DIMENSIONS, "open (judged)",
-                "current exposure", "stale exposure", "unparsed", "failures"],
+        f"<p>agent: <b>{escape(str(settings.get('agent_mode')))}</b></p>",
+        table(["provider", "kind", "group", "behaviour [95% CI]", *DIMENSIONS,
+                "resolved [95% CI]", "corrections", "recognition [95% CI]",
+                "current exposure [95% CI]", "stale exposure", "query leaks",
+                "judged / agreement", "failures"],
                [_row(n, m, colors) for n, m in providers.items()]),
-        "<p class='note'>Accuracy: option tasks answered by nanobot with this memory, scored "
-        "exactly (the chosen option satisfies the preference that holds at that point of "
-        "the timeline). CS: the right value for this context; PET: the latest value, not a "
-        "superseded one; IQI: a preference the user only implied (this project's "
-        "definition). Current exposure: the memory context nanobot got names the current "
-        "preference; stale exposure: it shows a superseded value with no end-of-validity "
-        "mark. Exposure needs no model.</p></div>",
+        f"<p class='note'>Behaviour (the headline): the first reply to a normal request (no "
+        f"options) acts on the value that holds at that point of the timeline, read by the "
+        f"test's value phrases (judge-free). CS: the right value for this context; PET: the "
+        f"latest value, not a superseded one; IQI: a preference the user only implied "
+        f"(this project's definition). Resolved: acting on it within "
+        f"{escape(str(settings.get('max_turns')))} replies of the simulated user (it "
+        f"accepts, corrects or answers, never volunteers); corrections: mean corrections "
+        f"before that. Recognition: the multiple-choice task, options shown only after "
+        f"recall. Current exposure: the memory section names the current value; stale "
+        f"exposure: it shows a superseded value with no end-of-validity mark (no model "
+        f"needed). Query leaks: first-turn retrieval queries holding a cue of any value "
+        f"(must be 0). Default rate (the ideal reader with no memory): "
+        f"{fmt(results.get('default_rate'))}. Intervals: 95 %, bootstrap by persona from "
+        f"five personas up.</p></div>",
+        "<h2>Which differences are real</h2><div class='card'>",
+        "<h3>Behaviour</h3>", _pairs(results, "behaviour"),
+        "<h3>Current-preference exposure</h3>", _pairs(results, "current_exposure"),
+        "<p class='note'>Paired over the same tests (a − b); 'not distinguishable' when "
+        "the 95 % interval covers 0.</p></div>",
         "<h2>Behaviour by dimension</h2><div class='card'>",
-        grouped_bars(["overall", *DIMENSIONS], accuracy, colors, "Option-task accuracy",
+        grouped_bars(["overall", *DIMENSIONS], accuracy, colors, "Behaviour (first reply)",
                      ymax=1.0, labels=["overall", *labels]),
         grouped_bars(["overall", *DIMENSIONS], exposed, colors,
                      "Current-preference exposure", ymax=1.0, labels=["overall", *labels]),
         grouped_bars(["stale"], stale, colors, "Stale exposure (lower is better)", ymax=1.0),
         "</div>",
         "<h2>Along the timeline</h2><div class='card'>",
-        table(["provider", *[f"after session {p} (accuracy / exposure)" for p in points]],
+        table(["provider", *[f"after session {p} (behaviour / exposure)" for p in points]],
                point_rows),
         "</div>",
-        "<h2>Wrong choices</h2><div class='card'>",
+        "<h2>Wrong choices (recognition)</h2><div class='card'>",
         table(["provider", *error_kinds], error_rows) if error_kinds else "<p>none</p>",
         "<p class='note'>stale: chose a superseded value; wrong_context: the value of "
         "another context; violates: an option against the preference; neutral: an option "

@@ -1,17 +1,20 @@
-"""Scores of behavioural test sessions: option choices, exposure, aggregates.
+"""Scores of behavioural test sessions: behaviour, recognition, exposure, aggregates.
 
-- **Option tasks** are scored exactly: the chosen option satisfies the target preference
-  (correct) or not; a wrong choice is classified (``stale``: it satisfies a superseded
-  value of the same attribute; ``wrong_context``: the value of another context;
-  ``violates``; ``neutral``; ``unparsed``: no option could be read from the reply).
-- **Current-preference exposure** (judge-free, no model): the memory context nanobot got
-  holds a cue of the target preference (its words, or the telling details of an implied
-  one), whole words, case-insensitive.
+- **Behaviour** (the headline): the first reply to the normal request acts on the current
+  value, read by the test's value phrases (``lexicon.act_of``: current / other / both /
+  none); **resolved**: it acted on it within the session's turns with the simulated user.
+- **Recognition** (option tasks, exact): the chosen option satisfies the target
+  preference; a wrong choice is classified (``stale``: a superseded value of the same
+  attribute; ``wrong_context``: another context's value; ``violates``; ``neutral``;
+  ``unparsed``: no option could be read from the reply).
+- **Current-preference exposure** (judge-free, no model): the memory context holds a cue
+  of the target preference (whole words, case-insensitive).
 - **Stale exposure**: the context holds a cue of a superseded value on an item that has
-  no end-of-validity mark (``valid=..<date>`` or ``expired=``): an old preference shown as
-  if it still held. Only defined for tests whose target replaced an earlier value.
+  no end-of-validity mark (``valid=..<date>`` or ``expired=``).
 
-Accuracy is reported per dimension (CS, PET, IQI), per test point and overall.
+Every figure has its 95 % interval (``stats.mean_ci``, by persona from five personas up),
+and ``pairwise`` gives paired differences with verdicts (``stats.paired_difference``).
+Per dimension (CS, PET, IQI), per test point, overall.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from nanobot_memory_adapters.harness.preferences.format import (
     Persona,
     TestSession,
 )
-from nanobot_memory_adapters.harness.preferences.generator import cue_pattern
+from nanobot_memory_adapters.harness.preferences.lexicon import cue_pattern
 
 _ROUND = 6
 _PAREN = re.compile(r"\(([a-z])\)", re.I)
@@ -105,27 +108,87 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), _ROUND) if values else None
 
 
+def _ci(values: list[float], clusters: list[str]) -> dict[str, Any] | None:
+    """A 95 % interval from the one statistics module (by persona from five personas up:
+    a persona's tests share its memory, so they are not independent)."""
+    if not values:
+        return None
+    from nanobot_memory_adapters.stats import mean_ci
+
+    by = clusters if len(set(clusters)) >= 5 else None
+    est = mean_ci(values, clusters=by)
+    return {"value": round(est.value, _ROUND), "low": round(est.low, _ROUND),
+            "high": round(est.high, _ROUND), "n": est.n, "n_clusters": est.n_clusters,
+            "method": est.method}
+
+
+def _binary(records: list[dict[str, Any]], get: Any) -> tuple[list[float], list[str]]:
+    values, clusters = [], []
+    for r in records:
+        v = get(r)
+        if v is not None:
+            values.append(1.0 if v else 0.0)
+            clusters.append(r["persona"])
+    return values, clusters
+
+
+SCORES: dict[str, Any] = {
+    # the headline: the first reply to a normal request acts on the current value
+    "behaviour": lambda r: (r.get("behaviour") or {}).get("correct"),
+    # after the simulated user's turns: acting on the current value within max turns
+    "resolved": lambda r: (r.get("behaviour") or {}).get("resolved"),
+    # recognition: the multiple-choice task (options shown after recall)
+    "recognition": lambda r: (r.get("outcome") or {}).get("correct")
+    if r.get("outcome") else None,
+    "current_exposure": lambda r: r["exposure"]["current"],
+    "stale_exposure": lambda r: r["exposure"]["stale"],
+    "judged_behaviour": lambda r: None if not r.get("verdict") or r["verdict"].get("score")
+    is None else r["verdict"]["score"] >= 0.5,
+}
+
+
 def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
-    options = [r for r in records if r["kind"] == "option" and r.get("outcome")]
+    options = [r for r in records if r.get("outcome")]
+    behaved = [r for r in records if r.get("behaviour")]
     stale = [r["exposure"]["stale"] for r in records if r["exposure"]["stale"] is not None]
-    current = [r["exposure"]["current"] for r in records if r["exposure"]["current"] is not None]
     errors: dict[str, int] = defaultdict(int)
     for r in options:
         if r["outcome"]["error"]:
             errors[r["outcome"]["error"]] += 1
+    acts: dict[str, int] = defaultdict(int)
+    for r in behaved:
+        acts[r["behaviour"]["first_act"]] += 1
+    resolved = [r["behaviour"]["corrections"] for r in behaved if r["behaviour"]["resolved"]]
+    judged = [r for r in behaved if SCORES["judged_behaviour"](r) is not None]
+    ci = {}
+    for name, get in SCORES.items():
+        values, clusters = _binary(records, get)
+        ci[name] = _ci(values, clusters)
     return {
         "tests": len(records),
+        "behaviour_tests": len(behaved),
+        "behaviour": ci["behaviour"]["value"] if ci["behaviour"] else None,
+        "acts": {k: acts.get(k, 0) for k in ("current", "other", "both", "none")},
+        "resolved": ci["resolved"]["value"] if ci["resolved"] else None,
+        "mean_corrections_when_resolved": _mean([float(c) for c in resolved]),
         "option_tasks": len(options),
-        "accuracy": _mean([1.0 if r["outcome"]["correct"] else 0.0 for r in options]),
+        "accuracy": ci["recognition"]["value"] if ci["recognition"] else None,
         "errors": dict(sorted(errors.items())),
-        "current_exposure": _mean([1.0 if c else 0.0 for c in current]),
-        "stale_exposure": _mean([1.0 if s else 0.0 for s in stale]),
+        "current_exposure": ci["current_exposure"]["value"] if ci["current_exposure"] else None,
+        "stale_exposure": ci["stale_exposure"]["value"] if ci["stale_exposure"] else None,
         "stale_tests": len(stale),
+        "query_leaks": sum(1 for r in records if r.get("query_leak")),
+        "judged_behaviour": ci["judged_behaviour"]["value"] if ci["judged_behaviour"] else None,
+        "judge_agreement": _mean([1.0 if (SCORES["judged_behaviour"](r)
+                                          == r["behaviour"]["correct"]) else 0.0
+                                  for r in judged]),
+        "ci": ci,
     }
 
 
 def provider_scores(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """One provider's test records (all personas) -> accuracy and exposure blocks."""
+    """One provider's test records (all personas) -> behaviour, recognition and exposure
+    blocks, each figure with its 95 % interval (``ci``)."""
     by_point: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_point[int(r["point"])].append(r)
@@ -139,6 +202,41 @@ def provider_scores(records: list[dict[str, Any]]) -> dict[str, Any]:
         "open_tasks": {"count": len(open_tasks), "judged_accuracy": _mean(scored),
                        "note": "LLM judge against the rubric; reported apart"},
     }
+
+
+PAIRED = ("behaviour", "resolved", "recognition", "current_exposure")
+
+
+def pairwise(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """For each score and each pair of providers: the paired difference over the tests
+    both have (bootstrap by persona from five up, McNemar's exact p), and the verdict
+    ("not distinguishable" when the interval covers 0)."""
+    from nanobot_memory_adapters.stats import paired_difference
+
+    names = list(records)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for score in PAIRED:
+        get = SCORES[score]
+        rows = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                va = {(r["persona"], r["test_id"]): get(r) for r in records[a]}
+                vb = {(r["persona"], r["test_id"]): get(r) for r in records[b]}
+                keys = [k for k in va if k in vb and va[k] is not None and vb[k] is not None]
+                if not keys:
+                    continue
+                clusters = [k[0] for k in keys]
+                d = paired_difference(
+                    [1.0 if va[k] else 0.0 for k in keys], [1.0 if vb[k] else 0.0 for k in keys],
+                    clusters=clusters if len(set(clusters)) >= 5 else None, names=(a, b))
+                rows.append({"a": a, "b": b, "difference": round(d.value, _ROUND),
+                             "low": round(d.low, _ROUND), "high": round(d.high, _ROUND),
+                             "n": d.n, "n_clusters": d.n_clusters, "method": d.method,
+                             "mcnemar_p": None if d.p_value is None else round(d.p_value, 6),
+                             "distinguishable": d.distinguishable, "verdict": d.verdict})
+        if rows:
+            out[score] = rows
+    return out
 
 
 def exposure_only(scores: dict[str, Any]) -> dict[str, Any]:

@@ -21,19 +21,14 @@ from nanobot_memory_adapters.contract import (
     Trace,
     WriteReceipt,
 )
-from nanobot_memory_adapters.harness.preferences.agent import (
-    NanobotAgent,
-    opening_message,
-)
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, NanobotAgent
 from nanobot_memory_adapters.harness.preferences.format import (
     Persona,
     TestSession,
 )
-from nanobot_memory_adapters.harness.preferences.scoring import (
-    exposure,
-    judge_choice,
-    parse_choice,
-)
+from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
+from nanobot_memory_adapters.harness.preferences.scoring import exposure
+from nanobot_memory_adapters.harness.preferences.session import run_session
 from nanobot_memory_adapters.harness.prepared import Prepared
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
@@ -58,7 +53,7 @@ def _request_tags(test: TestSession, mode: TestTags) -> dict[str, str]:
 
 def feedback_text(test: TestSession, outcome: dict[str, Any]) -> str | None:
     """What the user says after an option choice (the feedback group's native input)."""
-    if test.kind != "option" or outcome.get("choice") is None:
+    if not test.options or outcome.get("choice") is None:
         return None
     if outcome["correct"]:
         chosen = next(o for o in test.options if o.id == outcome["choice"])
@@ -117,13 +112,14 @@ class PreferenceUnit:
                 if session.index in points:
                     await self._test_point(session.index, agent)
         finally:
-            if agent is not None:
+            if isinstance(agent, NanobotAgent):
                 await agent.aclose()
         self.unit["wall_s"] = time.perf_counter() - started
         return self.unit
 
-    async def _agent(self) -> NanobotAgent | None:
-        assert self.cfg.agent is not None
+    async def _agent(self) -> Any:
+        if not isinstance(self.cfg.agent, AgentLLM):
+            return ReaderResponder(self.adapter, self.scope, self.cfg.budget_tokens)
         home = self.cfg.out / "agents" / self.p.name.replace("+", "_") / self.persona.persona_id
         kind = "condition" if self.p.kind == "condition" else "backend"
         return await NanobotAgent(
@@ -149,7 +145,9 @@ class PreferenceUnit:
                 user_id=self.scope.persona_id, agent_id="nanobot",
                 session_id=session.session_id, turn_id=user.turn_id, timestamp=user.at,
                 messages=messages, context=session.context,
-                metadata={"dataset": "preferences", "turns": [t.turn_id for t in turns[i:i + 2]]},
+                metadata={"dataset": "preferences", "turns": [t.turn_id for t in turns[i:i + 2]],
+                          **({"channel": session.channel} if session.channel else {}),
+                          **({"chat_id": session.chat_id} if session.chat_id else {})},
             ))
         return events
 
@@ -186,13 +184,14 @@ class PreferenceUnit:
                     self.unit["record_failures"] += 1
             self.sink.write(trace, kind="record", phase="ingest", session=session.index,
                             event_id=event.event_id, turn_ids=event.metadata["turns"],
-                            context=session.context, status=status)
+                            context=session.context, channel=session.channel,
+                            chat_id=session.chat_id, status=status)
         self.sink.flush(held, written)
         self.unit["events"] += len(events)
         self.unit["ingest_s"] += time.perf_counter() - started
 
     # -- test points -------------------------------------------------------------------
-    async def _test_point(self, point: int, agent: NanobotAgent | None) -> None:
+    async def _test_point(self, point: int, agent: Any) -> None:
         if isinstance(self.adapter, SupportsReadiness):
             t0 = time.perf_counter()
             try:
@@ -218,36 +217,40 @@ class PreferenceUnit:
         if self.group == "feedback":
             await self._feedback(done)
 
-    async def _test(self, test: TestSession, point: int, agent: NanobotAgent | None,
+    async def _test(self, test: TestSession, point: int, agent: Any,
                     gated: bool) -> dict[str, Any]:
         session_key = f"bench:{test.test_id}"
+        tags = _request_tags(test, self.cfg.test_tags)
         record: dict[str, Any] = {
             "test_id": test.test_id, "persona": self.persona.persona_id, "point": point,
             "dimension": test.dimension, "kind": test.kind, "target": test.target,
-            "context": test.context, "outcome": None, "verdict": None, "error": None,
+            "context": test.context, "channel": test.channel, "outcome": None,
+            "behaviour": None, "verdict": None, "error": None,
         }
-        context, reply, transcript, follow_ups = "", "", [], 0
+        context, reply, transcript = "", "", []
+        retrievals: list[dict[str, Any]] = []
+        session: dict[str, Any] = {}
         t0 = time.perf_counter()
         with self.sink.capture() as held:
             if not gated:
                 record["error"] = "set_mode(read_only) failed"
             elif agent is not None:
                 try:
-                    turn = await agent.turn(test, session_key, self.cfg.simulator,
-                                            _request_tags(test, self.cfg.test_tags))
-                    context, reply = turn.context, turn.reply
-                    transcript, follow_ups = turn.transcript, turn.follow_ups
-                    if turn.recall_error:
-                        record["error"] = turn.recall_error
+                    session = await run_session(agent, test, self.persona, self.cfg.simulator,
+                                                tags, max_turns=self.cfg.max_turns)
+                    context, reply = session["context"], session["reply"]
+                    transcript, retrievals = session["transcript"], session["retrievals"]
+                    if session["error"]:
+                        record["error"] = session["error"]
                         self.unit["retrieve_failures"] += 1
                 except Exception as exc:
                     record["error"] = f"agent: {error_text(exc)}"
                     self.unit["agent_failures"] += 1
             else:
+                retrievals = [{"turn": 0, "query": test.opening}]
                 try:
                     result = await self.adapter.retrieve(RetrieveRequest.with_tags(
-                        _request_tags(test, self.cfg.test_tags),
-                        query=opening_message(test), scope=self.scope, session_id=session_key,
+                        tags, query=test.opening, scope=self.scope, session_id=session_key,
                         budget=_budget(self.cfg.budget_tokens), as_of=test.at,
                     ))
                     context = result.formatted_context
@@ -258,22 +261,30 @@ class PreferenceUnit:
         retrieves = [t for t in held if t.operation == "retrieve"]
         record["exposure"] = exposure(context, test, self.persona)
         record["context_tokens"] = count_tokens(context)
+        record["query"] = retrievals[0]["query"] if retrievals else None
+        record["query_leak"] = any(r.get("leak") and not r.get("after_correction")
+                                   for r in retrievals)
         if agent is not None and not record["error"]:
-            if test.kind == "option":
-                record["outcome"] = judge_choice(parse_choice(reply, test), test, self.persona)
-            elif self.cfg.judge is not None:
+            record["behaviour"] = session.get("behaviour")
+            recognition = session.get("recognition")
+            if recognition is not None:
+                record["outcome"] = {k: recognition[k] for k in ("choice", "correct", "error")}
+            if self.cfg.judge is not None and (test.rubric and test.kind != "option"):
                 try:
                     record["verdict"] = (await self.cfg.judge.judge(test, reply)).to_dict()
                 except Exception as exc:
                     record["verdict"] = {"label": "error", "score": None, "raw": error_text(exc)}
-        record["follow_ups"] = follow_ups
         sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
         line: dict[str, Any] = {
             "kind": "preference_test", "phase": "test", "point": point, "test_id": test.test_id,
             "dimension": test.dimension, "target": test.target, "tags": test.tags(),
+            "channel": test.channel, "chat_id": test.chat_id, "request_tags": tags,
+            "retrieval_query": record["query"], "retrievals": retrievals,
             "context_sha256": sha, "context_tokens": record["context_tokens"],
-            "exposure": record["exposure"], "outcome": record["outcome"],
-            "verdict": record["verdict"], "reply": reply, "transcript": transcript,
+            "exposure": record["exposure"], "behaviour": record["behaviour"],
+            "outcome": record["outcome"], "verdict": record["verdict"], "reply": reply,
+            "transcript": transcript,
+            "recognition_transcript": (session.get("recognition") or {}).get("transcript"),
         }
         if sha not in self.seen:
             line["memory_context"] = context
@@ -287,7 +298,7 @@ class PreferenceUnit:
         self.sink.flush(held, {anchor.trace_id})
         if gated and self.cfg.gate_probe:
             await self._gate_probe(test, transcript or [
-                {"role": "user", "content": opening_message(test)}])
+                {"role": "user", "content": test.opening}])
         self.unit["tests"].append(record)
         return record
 
