@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.harness.safe_paths import remove_file
+
 CHECKPOINT_FILE = "checkpoint.json"
 
 
@@ -65,7 +67,7 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None)
     path = out / CHECKPOINT_FILE
     if not path.exists():
         if traces is not None:
-            traces.unlink(missing_ok=True)
+            remove_file(out, traces)
         cp = Checkpoint(path, manifest_sha256)
         cp.save()
         return cp

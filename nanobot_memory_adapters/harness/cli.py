@@ -63,7 +63,9 @@ def swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
     except ConfigError:
         return None  # the instantiate gate reports it
     base = data_dir or config.resolved_data_dir()
-    return Path(base) / "manifests" / f"swap-{spec.name}.json"
+    from nanobot_memory_adapters.harness.safe_paths import safe_name
+
+    return Path(base) / "manifests" / f"swap-{safe_name(spec.name)}.json"
 
 
 def swap_command(

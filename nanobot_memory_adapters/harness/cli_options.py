@@ -4,6 +4,7 @@ the option and the fix (exit 2), before anything runs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,16 @@ def check_workers(workers: int, executor: str) -> None:
         raise fail(f"--workers {workers}: give 1 or more")
 
 
-def check_out_dir(out: Path) -> None:
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """``out`` is a directory, or can be created: no file where a folder of it must be."""
     if out.exists() and not out.is_dir():
-        raise fail(f"--out {out} is a file; give a directory (it is created if missing)")
+        raise fail(f"{option} {out} is a file; give a directory (it is created if missing)")
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise fail(f"{option} {out}: {existing} is a file, so the directory cannot be "
+                   "created; give a path under a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise fail(f"{option} {out}: {existing} is not writable; give a writable directory")
 
 
 def check_names(names: list[str]) -> None:

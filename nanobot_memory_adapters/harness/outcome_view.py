@@ -135,6 +135,17 @@ def budget_table(sweep: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _dropped_questions(results: dict[str, Any]) -> str:
+    """The summary's note of questions the dataset gave but the run could not ask."""
+    parsing = results.get("evidence_parsing") or {}
+    malformed = parsing.get("malformed_questions") or 0
+    unplaced = parsing.get("skipped_questions") or 0
+    if not malformed and not unplaced:
+        return ""
+    return (f" · questions dropped: {malformed} malformed, {unplaced} without usable "
+            "evidence (results.json evidence_parsing)")
+
+
 def print_outcome(outcome: Any, title: str) -> None:
     wide = wide_console()
     headline = judged_table(outcome.results)
@@ -160,5 +171,6 @@ def print_outcome(outcome: Any, title: str) -> None:
            if outcome.resumed_mid_unit else "")
         + f" · manifest {outcome.manifest['manifest_sha256'][:12]}"
         + f" · metrics {outcome.results['metrics_sha256'][:12]}"
+        + _dropped_questions(outcome.results)
     )
     console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json report.html")

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.harness.safe_paths import remove_file
+
 SUFFIX = ".progress.json"
 
 
@@ -60,9 +62,10 @@ def save_progress(traces: Path, progress: UnitProgress) -> None:
     os.replace(tmp, path)
 
 
-def load_progress(traces: Path, manifest_sha256: str) -> UnitProgress | None:
+def load_progress(traces: Path, manifest_sha256: str, root: Path) -> UnitProgress | None:
     """The unit's progress under this run's manifest, with its trace file cut back to it;
-    None (progress and traces discarded) when there is nothing sound to resume from."""
+    None (progress and traces discarded, inside ``root`` only) when there is nothing
+    sound to resume from."""
     path = progress_path(traces)
     if not path.exists():
         return None
@@ -71,18 +74,18 @@ def load_progress(traces: Path, manifest_sha256: str) -> UnitProgress | None:
         known = {f.name for f in fields(UnitProgress)}
         progress = UnitProgress(**{k: v for k, v in data.items() if k in known})
     except (OSError, ValueError, TypeError):
-        discard_progress(traces)
+        discard_progress(traces, root)
         return None
     stale = progress.manifest_sha256 != manifest_sha256  # other settings measured it
     if stale or not traces.exists() or traces.stat().st_size < progress.trace_bytes:
-        discard_progress(traces)
+        discard_progress(traces, root)
         return None
     with traces.open("r+b") as f:
         f.truncate(progress.trace_bytes)
     return progress
 
 
-def discard_progress(traces: Path) -> None:
-    """Forget a unit's progress and its traces (it starts over)."""
-    progress_path(traces).unlink(missing_ok=True)
-    traces.unlink(missing_ok=True)
+def discard_progress(traces: Path, root: Path) -> None:
+    """Forget a unit's progress and its traces (it starts over); only inside ``root``."""
+    remove_file(root, progress_path(traces))
+    remove_file(root, traces)

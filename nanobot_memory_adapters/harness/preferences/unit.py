@@ -35,6 +35,7 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     parse_choice,
 )
 from nanobot_memory_adapters.harness.prepared import Prepared
+from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
     error_text,
@@ -124,7 +125,7 @@ class PreferenceUnit:
 
     async def _agent(self) -> NanobotAgent | None:
         assert self.cfg.agent is not None
-        home = self.cfg.out / "agents" / self.p.name.replace("+", "_") / self.persona.persona_id
+        home = self.cfg.out / "agents" / safe_name(self.p.name) / safe_name(self.persona.persona_id)
         kind = "condition" if self.p.kind == "condition" else "backend"
         return await NanobotAgent(
             self.cfg.agent, self.adapter, self.adapter.info.name, kind, self.p.block,
