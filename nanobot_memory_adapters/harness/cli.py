@@ -18,6 +18,7 @@ from nanobot_memory_adapters.console import (
     memory_config_source,
 )
 from nanobot_memory_adapters.harness.cli_options import (
+    check_llm_options,
     check_out_dir,
     check_workers,
     parse_budgets,
@@ -260,6 +261,7 @@ def bench_command(
     from nanobot_memory_adapters.nanobot_llm import cli_blocks
 
     check_out_dir(out)
+    check_llm_options(llm_base_url, llm_model)
     budgets = parse_budgets(budget_tokens)
     check_workers(workers, executor)
     default_log_file(out)
