@@ -6,8 +6,10 @@ store and trace file (``units/``): on resume a unit that did not finish (or whos
 file is gone) starts over from an empty store, unless it can go on after its last
 finished session (``unit_progress.py``). Runs that append every unit to one traces file
 (preference sessions) store its length and cut it back on resume. A resumed run gives
-the metrics of an uninterrupted one (tested); its traces differ in timings, in the
-lines that record the resumption, and in the ids of a session a crash cut short.
+the metrics of an uninterrupted one when its units started over or went on after a
+finished session (tested); its traces differ in timings and in the lines that record
+the resumption. A unit resumed in the middle of a session replays that session under
+other ids, so its contexts and metrics can differ (``results.json`` names it).
 
 The checkpoint belongs to one manifest: resuming with different settings is refused.
 """

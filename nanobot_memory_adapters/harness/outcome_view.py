@@ -173,4 +173,10 @@ def print_outcome(outcome: Any, title: str) -> None:
         + f" · metrics {outcome.results['metrics_sha256'][:12]}"
         + _dropped_questions(outcome.results)
     )
+    cut = (outcome.results.get("timing") or {}).get("replayed_cut_sessions")
+    if cut:
+        console.print(f"[yellow]note[/yellow]: {len(cut)} unit(s) resumed in the middle of a "
+                      "session: its contexts and the metrics hash can differ from an "
+                      "uninterrupted run's (results.json notes.resume)", highlight=False,
+                      soft_wrap=True)
     console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json report.html")

@@ -55,8 +55,8 @@ def joined_name(first: str, second: str) -> str:
     return f"{head}__{safe_name(second)}"
 
 
-#: a folder name ``safe_name`` never gives (it escapes every ``%`` of an id)
-PROBE_DIR = "%probe"
+#: a folder name ``safe_name`` never gives (it escapes a leading ``.``)
+PROBE_DIR = ".probe"
 
 
 def ensure_inside(root: Path, path: Path) -> Path:
@@ -76,7 +76,7 @@ def remove_tree(root: Path, path: Path) -> None:
     """Delete the folder ``path`` (if there) when it lies inside ``root``; a symbolic link
     is unlinked, never followed."""
     if os.path.islink(path):
-        ensure_inside(root, Path(path).parent / "_")  # the link itself must be ours
+        _link_inside(root, Path(path))
         Path(path).unlink()
         return
     if not Path(path).exists():
@@ -87,9 +87,16 @@ def remove_tree(root: Path, path: Path) -> None:
 def remove_file(root: Path, path: Path) -> None:
     """Delete the file ``path`` (if there) when it lies inside ``root``."""
     if os.path.islink(path):
-        ensure_inside(root, Path(path).parent / "_")
+        _link_inside(root, Path(path))
     elif not Path(path).exists():
         return
     else:
         ensure_inside(root, path)
     Path(path).unlink(missing_ok=True)
+
+
+def _link_inside(root: Path, link: Path) -> None:
+    """The symbolic link ``link`` itself (not what it points at) lies inside ``root``."""
+    base, folder = Path(root).resolve(), link.parent.resolve()
+    if folder != base and base not in folder.parents:
+        raise UnsafePath(f"refusing to delete {str(link)!r}: it is not inside {str(root)!r}")

@@ -86,6 +86,10 @@ __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner",
 RESULTS_SCHEMA = "nanobot-memory-results/1"
 OUTPUT_FILES = ("manifest.json", "traces.jsonl", "results.json", "report.html", "checkpoint.json")
 PARTS_DIR = "units"  # each unit's traces until the run joins them into traces.jsonl
+REPLAY_NOTE = (
+    "units in timing.replayed_cut_sessions resumed in the middle of a session: that session "
+    "was recorded again under ids of its own, so contexts, token statistics and "
+    "metrics_sha256 can differ from an uninterrupted run's (recall usually does not)")
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -282,12 +286,18 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                                   for p in prepared for c in convs])
         results = build_results(cfg, manifest, prepared, skipped, evidence, cp.units)
         results["timing"] = {"execution": plan.describe()}
+        names = {p.name for p in prepared}
+        cut = {unit_key(u["provider"], u["conversation"]): u["replayed_cut_sessions"]
+               for u in cp.units.values()
+               if u.get("replayed_cut_sessions") and u["provider"] in names}
+        if cut:  # ids of a replayed session differ: the metrics may too (docs/harness.md)
+            results["timing"]["replayed_cut_sessions"] = cut
+            results["notes"]["resume"] = REPLAY_NOTE
         (cfg.out / "results.json").write_text(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         from nanobot_memory_adapters.harness.report import write_report
 
-        names = {p.name for p in prepared}
         write_report(
             cfg.out / "report.html",
             manifest,

@@ -13,8 +13,10 @@ the turns it holds from its store). Any other unit starts over, as before.
 
 Seeded ids are drawn per session. The file also says whether the next session had begun
 writing: if so, the crash may have left turns in the store under ids of that session's
-stream, so its replay draws from a stream of its own; later sessions draw what an
-uninterrupted run draws.
+stream, so its replay draws from a stream of its own (its contexts, and so the run's
+metrics, can then differ from an uninterrupted run's; the unit's result lists the
+session in ``replayed_cut_sessions``); later sessions draw what an uninterrupted run
+draws.
 """
 
 from __future__ import annotations

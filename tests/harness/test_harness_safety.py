@@ -62,7 +62,7 @@ async def test_dataset_ids_never_delete_outside_out(tmp_path):
     for folder in (absolute, climbing):
         assert (folder / "precious.txt").read_text() == "mine\n", folder
     stores = out / "stores" / "full_history"
-    assert sorted(p.name for p in stores.iterdir() if p.name != "%probe") == sorted(
+    assert sorted(p.name for p in stores.iterdir() if p.name != ".probe") == sorted(
         safe_name(i) for i in ids)
     assert all(stores in (stores / safe_name(i)).resolve().parents for i in ids)
     # every id is its own unit: the results count each conversation's questions once
