@@ -197,3 +197,17 @@ def test_malformed_questions_are_counted_everywhere(tmp_path):
     examples = results["evidence_parsing"]["examples"]
     assert any("no question text" in e for e in examples)
     assert "3 malformed" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--llm-base-url", "sk-proj-Zq8xY2kL9mN4pR7tV1wB3cD5fG6hJ0aE"),
+    ("--llm-base-url", "llm.local:8000/v1"),
+    ("--llm-model", "sk-proj-Zq8xY2kL9mN4pR7tV1wB3cD5fG6hJ0aE"),
+])
+def test_llm_options_refuse_a_key_or_a_non_url_without_echoing_it(tmp_path, option, value):
+    path = dataset(tmp_path, ["s-1"])
+    args = {"--llm-base-url": "http://127.0.0.1:9/v1", "--llm-model": "m", option: value}
+    line = _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
+                            "--out", str(tmp_path / "out"),
+                            *[x for kv in args.items() for x in kv]), 2, option)
+    assert value not in line and "Zq8xY2kL9" not in line
