@@ -10,10 +10,12 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
+from nanobot_memory_adapters.redaction import looks_like_a_key
 from nanobot_memory_adapters.scope import ScopeTemplates
 
 
@@ -159,6 +161,53 @@ def validation_to_config_error(exc: ValidationError, prefix: str) -> ConfigError
         msg = f"must be a whole number, not {error.get('input')!r}"
         fix = "write it without quotes, e.g. 2000"
     return ConfigError(key, msg, fix)
+
+
+def url_problem(value: str) -> str | None:
+    """Why ``value`` is not an endpoint URL (``http(s)://host[:port][/path]``), or None.
+    Never quotes the value: a pasted key must not reach the error line."""
+    if looks_like_a_key(value):
+        return "holds what looks like an API key"
+    if any(ch.isspace() or ord(ch) < 32 for ch in value):
+        return "contains spaces or control characters"
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        return "is not an http:// or https:// URL"
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError:
+        return "has a port that is not a number from 1 to 65535"
+    if not parts.hostname:
+        return "has no host"
+    return None
+
+
+def check_endpoint_fields(data: Any, prefix: str) -> None:
+    """Every ``base_url``/``*_base_url`` in a provider block is an http(s) URL with a host,
+    and no ``model``/``*_model`` holds an API key: else one ConfigError naming the key and
+    the fix (and never the value)."""
+    if isinstance(data, list):
+        for i, item in enumerate(data):
+            check_endpoint_fields(item, f"{prefix}[{i}]")
+        return
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        where = f"{prefix}.{key}"
+        if isinstance(value, dict | list):
+            check_endpoint_fields(value, where)
+        elif isinstance(value, str) and isinstance(key, str):
+            if key == "base_url" or key.endswith("_base_url"):
+                problem = url_problem(value)
+                if problem:
+                    raise ConfigError(where, problem, "give the endpoint as "
+                                      "http(s)://host:port/path (port and path optional), e.g. "
+                                      "http://127.0.0.1:8000/v1; a key goes in api_key or "
+                                      "its environment variable")
+            elif (key == "model" or key.endswith("_model")) and looks_like_a_key(value):
+                raise ConfigError(where, "holds what looks like an API key, not a model name",
+                                  "put the model's name here and the key in api_key (or "
+                                  "its environment variable)")
 
 
 def _suggest(word: str, choices: list[str]) -> str:

@@ -20,6 +20,7 @@ from nanobot_memory_adapters.config import (
     ConfigError,
     MemoryConfig,
     _suggest,
+    check_endpoint_fields,
     parse_memory_config,
     read_config_source,
     validation_to_config_error,
@@ -133,6 +134,7 @@ def load_provider(
     config, spec = resolve_config(source)
     cls = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
+    check_endpoint_fields(config.provider_block(), f"memory.{spec.name}")
     try:
         block = block_model.model_validate(config.provider_block())
     except ValidationError as exc:

@@ -6,12 +6,15 @@ closed port on 127.0.0.1, so each provider fails loudly and its warnings name th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SECRETS = ("PWURL7f3", "QKEY9c1", "QTOK2b8", "AKEY4d6", "AKEY5e0", "DBPASS1a9")
 URL = "http://bob:PWURL7f3@127.0.0.1:9/v1?api_key=QKEY9c1&token=QTOK2b8"
@@ -133,3 +136,132 @@ def test_bench_nanobot_config_resolves_the_block_and_keeps_the_key_out(tmp_path)
                 "--nanobot-config", str(tmp_path / "config.json"), "--out", str(tmp_path / "p"))
     assert prefs.returncode == 2 and "--nanobot-config" in prefs.stderr, prefs.stderr
     assert prefs.stderr.strip().count("\n") == 0
+
+
+# -- a key pasted where a model name or an endpoint goes (issue 28) -----------------------------
+
+PASTED = "sk-proj-Zq8xY2kL9mN4pR7tV1wB3cD5fG6hJ0aE"
+
+
+LOCAL = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(("field", "block"), [
+    ("mem0.llm.model",
+     {"backend": "mem0", "mem0": {"llm": {**LLM, "base_url": LOCAL, "model": PASTED}}}),
+    ("mem0.llm.base_url", {"backend": "mem0", "mem0": {"llm": {**LLM, "base_url": PASTED}}}),
+    ("rolling_summary.llm.base_url",
+     {"condition": "rolling_summary",
+      "rolling_summary": {"llm": {**LLM, "base_url": f"http://127.0.0.1:9/{PASTED}"}}}),
+])
+@pytest.mark.parametrize("command", ["health", "swap"])
+def test_a_key_in_a_model_or_url_is_refused_without_echoing_it(tmp_path, field, block, command):
+    """Before: health showed the model name (the key) in its details. Now the config is
+    refused in one line that names the key and the fix (swap: its instantiate gate), and
+    the key appears nowhere."""
+    config = tmp_path / "memory.json"
+    config.write_text(json.dumps(block))
+    extra = ["--manifest", str(tmp_path / "m.json")] if command == "swap" else []
+    out = run("--log-file", str(tmp_path / "debug.log"), command, "--config", str(config),
+              "--data-dir", str(tmp_path / "data"), *extra)
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    if command == "health":  # bad input: one line, exit 2
+        assert out.returncode == 2 and len(lines) == 1, (out.returncode, out.stdout, out.stderr)
+    else:  # swap: its instantiate gate fails with the same line
+        assert out.returncode == 1 and "instantiate" in lines[-1], (out.stdout, out.stderr)
+    assert f"memory.{field}" in lines[-1] and "API key" in lines[-1], lines
+    config.unlink()
+    for text in (out.stdout, out.stderr):
+        assert PASTED[8:] not in text
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert PASTED[8:].encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8000/v1", "ftp://h/v1", "http://", "http://h:99999/v1", "http://h /v1"])
+def test_base_url_must_be_an_http_endpoint(url):
+    from nanobot_memory_adapters.config import ConfigError
+    from nanobot_memory_adapters.registry import load_provider
+
+    block = {"condition": "rolling_summary", "rolling_summary": {"llm": {**LLM, "base_url": url}}}
+    with pytest.raises(ConfigError) as caught:
+        load_provider(block)
+    assert caught.value.key == "memory.rolling_summary.llm.base_url"
+    assert "http(s)://host:port/path" in str(caught.value)
+
+
+def test_key_shaped_strings_are_masked_anywhere():
+    from nanobot_memory_adapters.contract import AdapterError
+    from nanobot_memory_adapters.redaction import redact
+
+    details = {"llm": {"model": PASTED}, "note": f"endpoint http://h/{PASTED}/v1 said no",
+               "aws": "AKIAIOSFODNN7EXAMPLE1", "gh": "ghp_" + "a1" * 18,
+               "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"}
+    shown = json.dumps(redact(details))
+    for secret in (PASTED, "IOSFODNN7EXAMPLE1", "a1" * 18, "dozjgNryP4J3jVmNHl0w5N"):
+        assert secret[4:] not in shown, shown
+    assert "sk-***" in shown and "AKIA***" in shown
+    error = AdapterError(f"model {PASTED} not found", backend_name="b", operation="retrieve")
+    assert PASTED[4:] not in str(error)
+    # ordinary words with the same beginnings stay
+    plain = "sk-learn task-force AKIA hf_ eyJ ghp_short skeleton sk-2024"
+    assert json.dumps(redact({"t": plain})) == json.dumps({"t": plain})
+
+
+# -- linear time (issue 28): bounded work, not a timed test --------------------------------------
+
+_OLD_WORDS = (
+    r"api[_-]?key|apikey|secret|secret[_-]?key|access[_-]?key|private[_-]?key|"
+    r"password|passwd|pwd|token|access[_-]?token|auth[_-]?token|authorization|credentials?"
+)
+_OLD_URL = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
+_OLD_PARAM = re.compile(
+    rf"(?P<name>\b(?:[a-z0-9]+[_-])*(?:{_OLD_WORDS}))(?P<sep>['\"]?\s*[=:]\s*)"
+    r"(?P<quote>['\"]?)(?P<value>[^\s&'\",;)}\]]+)", re.I)
+_OLD_BEARER = re.compile(r"\b(?P<kind>Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{4,}", re.I)
+
+
+def old_redact_text(text: str) -> str:
+    """redact_text as it was at bd2feb8 (quadratic: the reference for what it redacts)."""
+    text = _OLD_URL.sub(r"\g<scheme>\g<user>:***@", text)
+    text = _OLD_BEARER.sub(r"\g<kind> ***", text)
+    return _OLD_PARAM.sub(lambda m: m.group(0) if m.group("value") == "***" else
+                          f"{m.group('name')}{m.group('sep')}{m.group('quote')}***", text)
+
+
+# pieces that make every pattern's cues, near-misses and separators
+_ATOMS = ["token", "Token", "api", "key", "_", "-", "x", "1", "=", ":", " ", "'", '"', "@",
+          "/", "://", "http", "a", "é", "secret", "password", "pwd", "auth", "access",
+          "Bearer", "basic", "***", "&", ",", "K", "ſ", "\t", "+", ".", "credentials", "ab"]
+_TEXT = st.lists(st.sampled_from(_ATOMS), max_size=40).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=_TEXT)
+def test_redaction_is_what_the_old_patterns_redacted(text):
+    from nanobot_memory_adapters.redaction import redact_text
+
+    assert redact_text(text) == old_redact_text(text)
+
+
+MIB = 1 << 20
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(tile=st.lists(st.sampled_from([*_ATOMS, "a-", "a://", "x-token=", "sk-1"]),
+                     min_size=1, max_size=12).map("".join))
+def test_redaction_work_is_linear_on_megabyte_inputs(tile):
+    """A tile repeated to 1 MiB (80 KB of one such text took 66 s before): the characters
+    the scrubber's steps traverse stay under a fixed budget of 8 per input character, and
+    doubling the input at most doubles them. Every regex the scrubber runs is anchored
+    and possessive or a search with bounded cost per position (redaction.py), so this
+    counter bounds its work."""
+    from nanobot_memory_adapters.redaction import scrub_work
+
+    text = (tile * (MIB // len(tile) + 1))[:MIB]
+    _, work = scrub_work(text)
+    assert work <= 8 * len(text), (tile, work / len(text))
+    _, doubled = scrub_work(text + text)
+    assert doubled <= 2 * work + 64, (tile, doubled / max(work, 1))

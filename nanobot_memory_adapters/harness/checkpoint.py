@@ -6,8 +6,10 @@ store and trace file (``units/``): on resume a unit that did not finish (or whos
 file is gone) starts over from an empty store, unless it can go on after its last
 finished session (``unit_progress.py``). Runs that append every unit to one traces file
 (preference sessions) store its length and cut it back on resume. A resumed run gives
-the metrics of an uninterrupted one (tested); its traces differ in timings, in the
-lines that record the resumption, and in the ids of a session a crash cut short.
+the metrics of an uninterrupted one when its units started over or went on after a
+finished session (tested); its traces differ in timings and in the lines that record
+the resumption. A unit resumed in the middle of a session replays that session under
+other ids, so its contexts and metrics can differ (``results.json`` names it).
 
 The checkpoint belongs to one manifest: resuming with different settings is refused.
 """
@@ -19,6 +21,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nanobot_memory_adapters.harness.safe_paths import remove_file
 
 CHECKPOINT_FILE = "checkpoint.json"
 
@@ -65,7 +69,7 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None)
     path = out / CHECKPOINT_FILE
     if not path.exists():
         if traces is not None:
-            traces.unlink(missing_ok=True)
+            remove_file(out, traces)
         cp = Checkpoint(path, manifest_sha256)
         cp.save()
         return cp

@@ -18,6 +18,7 @@ from nanobot_memory_adapters.console import (
     memory_config_source,
 )
 from nanobot_memory_adapters.harness.cli_options import (
+    check_llm_options,
     check_out_dir,
     check_workers,
     parse_budgets,
@@ -63,7 +64,9 @@ def swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
     except ConfigError:
         return None  # the instantiate gate reports it
     base = data_dir or config.resolved_data_dir()
-    return Path(base) / "manifests" / f"swap-{spec.name}.json"
+    from nanobot_memory_adapters.harness.safe_paths import safe_name
+
+    return Path(base) / "manifests" / f"swap-{safe_name(spec.name)}.json"
 
 
 def swap_command(
@@ -258,6 +261,7 @@ def bench_command(
     from nanobot_memory_adapters.nanobot_llm import cli_blocks
 
     check_out_dir(out)
+    check_llm_options(llm_base_url, llm_model)
     budgets = parse_budgets(budget_tokens)
     check_workers(workers, executor)
     default_log_file(out)

@@ -4,6 +4,7 @@ the option and the fix (exit 2), before anything runs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,33 @@ def check_workers(workers: int, executor: str) -> None:
         raise fail(f"--workers {workers}: give 1 or more")
 
 
-def check_out_dir(out: Path) -> None:
+def check_llm_options(base_url: str | None, model: str | None, what: str = "llm") -> None:
+    """``--<what>-base-url`` is an http(s) URL and ``--<what>-model`` is not an API key;
+    the line never quotes either (a pasted key must not be echoed)."""
+    from nanobot_memory_adapters.config import url_problem
+    from nanobot_memory_adapters.redaction import looks_like_a_key
+
+    problem = url_problem(base_url) if base_url else None
+    if problem:
+        raise fail(f"--{what}-base-url {problem}; give the endpoint as http(s)://host:port/path "
+                   "(port and path optional), e.g. http://127.0.0.1:8000/v1 (the key goes in "
+                   "the environment variable named by --llm-api-key-env)")
+    if model and looks_like_a_key(model):
+        raise fail(f"--{what}-model holds what looks like an API key, not a model name; give "
+                   "the model's name (the key goes in the environment variable named by "
+                   "--llm-api-key-env)")
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """``out`` is a directory, or can be created: no file where a folder of it must be."""
     if out.exists() and not out.is_dir():
-        raise fail(f"--out {out} is a file; give a directory (it is created if missing)")
+        raise fail(f"{option} {out} is a file; give a directory (it is created if missing)")
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise fail(f"{option} {out}: {existing} is a file, so the directory cannot be "
+                   "created; give a path under a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise fail(f"{option} {out}: {existing} is not writable; give a writable directory")
 
 
 def check_names(names: list[str]) -> None:

@@ -23,18 +23,10 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.formatting import compose_sections, split_budget
-from nanobot_memory_adapters.harness.datasets.locomo import (
-    Conversation,
-)
-from nanobot_memory_adapters.harness.judge import (
-    BehaviouralSession,
-    SessionContext,
-)
+from nanobot_memory_adapters.harness.datasets.locomo import Conversation
+from nanobot_memory_adapters.harness.judge import BehaviouralSession, SessionContext
 from nanobot_memory_adapters.harness.locomo_ingest import LocomoIngest
-from nanobot_memory_adapters.harness.locomo_mapping import (
-    Persona,
-    personas,
-)
+from nanobot_memory_adapters.harness.locomo_mapping import Persona, personas
 from nanobot_memory_adapters.harness.metrics import (
     answer_present,
     normalize_answer,
@@ -181,12 +173,17 @@ class UnitRunner(LocomoIngest):
         if self.ids is None:
             return
         key = f"{self.p.name}/{self.conv.sample_id}/s{session}"
-        resume = self.resume
-        if resume is not None and resume.next_started and session == min(
-            s.number for s in self.conv.sessions if s.number > resume.session
-        ):
+        if session == self._cut_session():
             key += f"/replay-{self.resumes}"
         self.ids.reseed(key)
+
+    def _cut_session(self) -> int | None:
+        """The session a crash cut short (it had begun writing), replayed on resume."""
+        resume = self.resume
+        if resume is None or not resume.next_started:
+            return None
+        return min((s.number for s in self.conv.sessions if s.number > resume.session),
+                   default=None)
 
     def _restore(self, resume: UnitProgress) -> None:
         """The measurements of the sessions the unit finished before it was cut; ids
@@ -196,6 +193,9 @@ class UnitRunner(LocomoIngest):
         self.unit["resumed_after_sessions"] = [
             *resume.unit.get("resumed_after_sessions", []), resume.session
         ]
+        if (cut := self._cut_session()) is not None:  # other ids: contexts may differ
+            self.unit["replayed_cut_sessions"] = [
+                *resume.unit.get("replayed_cut_sessions", []), cut]
         self.seen_contexts = set(resume.seen_contexts)
         self.dia_of_event = dict(resume.dia_of_event)
         self.resumes = resume.resumes + 1

@@ -170,6 +170,17 @@ def budget_table(sweep: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _dropped_questions(results: dict[str, Any]) -> str:
+    """The summary's note of questions the dataset gave but the run could not ask."""
+    parsing = results.get("evidence_parsing") or {}
+    malformed = parsing.get("malformed_questions") or 0
+    unplaced = parsing.get("skipped_questions") or 0
+    if not malformed and not unplaced:
+        return ""
+    return (f" · questions dropped: {malformed} malformed, {unplaced} without usable "
+            "evidence (results.json evidence_parsing)")
+
+
 def print_outcome(outcome: Any, title: str) -> None:
     """The run's tables, each within 80 columns (the full detail is in report.html)."""
     headline = judged_table(outcome.results)
@@ -196,7 +207,14 @@ def print_outcome(outcome: Any, title: str) -> None:
         + (f" ({outcome.resumed_mid_unit} resumed after their last finished session)"
            if outcome.resumed_mid_unit else "")
         + f" · manifest {outcome.manifest['manifest_sha256'][:12]}"
-        + f" · metrics {outcome.results['metrics_sha256'][:12]}", highlight=False
+        + f" · metrics {outcome.results['metrics_sha256'][:12]}"
+        + _dropped_questions(outcome.results), highlight=False
     )
+    cut = (outcome.results.get("timing") or {}).get("replayed_cut_sessions")
+    if cut:
+        console.print(f"[yellow]note[/yellow]: {len(cut)} unit(s) resumed in the middle of a "
+                      "session: its contexts and the metrics hash can differ from an "
+                      "uninterrupted run's (results.json notes.resume)", highlight=False,
+                      soft_wrap=True)
     console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json "
                   "report.html", highlight=False)

@@ -12,7 +12,9 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
 )
 from nanobot_memory_adapters.harness import manifest as mf
+from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import AnnotatingSink, error_text
+from nanobot_memory_adapters.harness.units import ProviderExited
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ async def prepare_provider(
     block = block if block is not None else cfg.provider_configs.get(name)
     source = mf.provider_source(name, block)
     sink = AnnotatingSink(writer)
-    store = (label or name).replace("+", "_")
+    store = safe_name(label or name)
     try:
         _, kind, native_block = mf.native_config(source)
         adapter = load_provider(
@@ -53,6 +55,8 @@ async def prepare_provider(
         return None, f"not installed: {exc}"
     except Exception as exc:  # a provider that cannot even be built is skipped, not fatal
         return None, f"could not be built: {error_text(exc)[:300]}"
+    except SystemExit as exc:
+        raise ProviderExited.of(label or name, exc, "while being built") from None
     if adapter.info.requires_llm and not block:
         await adapter.aclose()
         return None, (
@@ -70,6 +74,8 @@ async def prepare_provider(
     except Exception as exc:  # health must report, not raise; a third party may not
         await adapter.aclose()
         return None, f"health() raised: {error_text(exc)[:300]}"
+    except SystemExit as exc:
+        raise ProviderExited.of(label or name, exc, "in health()") from None
     if health.status == "unavailable":
         await adapter.aclose()
         return None, f"unavailable: {json.dumps(health.details, default=str)[:300]}"

@@ -92,6 +92,8 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     Ctrl-C says how to resume from the checkpoint and exits 130; a mismatched checkpoint
     or bad input is one line. The outcome gets its ``wall_s``."""
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
+    from nanobot_memory_adapters.harness.outcome_view import EXIT_FAILURES
+    from nanobot_memory_adapters.harness.units import UnitFailed
 
     started = time.perf_counter()
     try:
@@ -111,5 +113,10 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
         raise fail(str(exc)) from None
     except (FileNotFoundError, ValueError) as exc:
         raise fail(str(exc)) from None
+    except UnitFailed as exc:  # a unit's provider failed to build where it ran, or exited
+        raise fail(str(exc), EXIT_FAILURES) from None
+    except SystemExit as exc:  # provider code in the driver, outside any unit
+        raise fail(f"a provider exited (sys.exit({exc.code!r})) during the run; the run "
+                   "stopped: fix or remove the provider", EXIT_FAILURES) from None
     outcome.wall_s = time.perf_counter() - started
     return outcome

@@ -65,6 +65,12 @@ from nanobot_memory_adapters.harness.metrics import (
 )
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
+from nanobot_memory_adapters.harness.safe_paths import (
+    PROBE_DIR,
+    remove_file,
+    remove_tree,
+    safe_name,
+)
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.unit_progress import (
     discard_progress,
@@ -81,6 +87,10 @@ __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner",
 RESULTS_SCHEMA = "nanobot-memory-results/1"
 OUTPUT_FILES = ("manifest.json", "traces.jsonl", "results.json", "report.html", "checkpoint.json")
 PARTS_DIR = "units"  # each unit's traces until the run joins them into traces.jsonl
+REPLAY_NOTE = (
+    "units in timing.replayed_cut_sessions resumed in the middle of a session: that session "
+    "was recorded again under ids of its own, so contexts, token statistics and "
+    "metrics_sha256 can differ from an uninterrupted run's (recall usually does not)")
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -176,9 +186,15 @@ class BenchOutcome(RunOutcome):
 def clear_outputs(out: Path) -> None:
     """Remove what a bench run writes into ``out`` (and nothing else)."""
     for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
-    shutil.rmtree(out / "stores", ignore_errors=True)
-    shutil.rmtree(out / PARTS_DIR, ignore_errors=True)
+        remove_file(out, out / name)
+    remove_tree(out, out / "stores")
+    remove_tree(out, out / PARTS_DIR)
+
+
+def store_dir(out: Path, provider: str, sample_id: str) -> Path:
+    """Where a unit's embedded store lives: ``<out>/stores/<provider>/<sample id>``, each
+    part a ``safe_name`` (an id never climbs out of ``out`` or shares a folder)."""
+    return out / "stores" / safe_name(provider) / safe_name(sample_id)
 
 
 async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> BenchOutcome:
@@ -211,8 +227,8 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         with ids or contextlib.nullcontext():
             for name in cfg.providers:
                 p, reason = await prepare_provider(
-                    name, cfg, JsonlTraceWriter(cfg.out / "stores" / "probe-traces.jsonl"),
-                    data_dir=cfg.out / "stores" / name.replace("+", "_") / "_probe",
+                    name, cfg, JsonlTraceWriter(cfg.out / "stores" / f"{PROBE_DIR}-traces.jsonl"),
+                    data_dir=cfg.out / "stores" / safe_name(name) / PROBE_DIR,
                 )
                 if p is None:
                     skipped.append({"name": name, "reason": reason or "unknown"})
@@ -232,20 +248,20 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                 key = unit_key(p.name, conv.sample_id)
                 part = parts / part_name(key)
                 if cp.done(p.name, conv.sample_id) is not None and part.exists():
-                    progress_path(part).unlink(missing_ok=True)
+                    remove_file(cfg.out, progress_path(part))
                     resumed += 1
                     continue
-                store = cfg.out / "stores" / p.name.replace("+", "_") / conv.sample_id
+                store = store_dir(cfg.out, p.name, conv.sample_id)
                 # Ray: a worker-local temporary store (the worker may be another machine)
                 local = cfg.execution.executor == "local"
                 # a unit that finished sessions in a store that kept them goes on from there
                 resumable = local and p.adapter.info.replay_checked_writes and keeps_store(store)
                 sha = manifest["manifest_sha256"]
-                partial = load_progress(part, sha) if resumable else None
+                partial = load_progress(part, sha, cfg.out) if resumable else None
                 if partial is None:
                     # an unfinished (or never started) unit starts over in an empty store
-                    discard_progress(part)
-                    shutil.rmtree(store, ignore_errors=True)
+                    discard_progress(part, cfg.out)
+                    remove_tree(cfg.out, store)
                 else:
                     partly += 1
                 jobs.append(UnitJob(cfg, p.name, conv, points[conv.sample_id],
@@ -263,7 +279,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
 
         def done(job: UnitJob, unit: dict[str, Any]) -> None:
             cp.save_unit(unit)
-            progress_path(parts / part_name(job.key)).unlink(missing_ok=True)
+            remove_file(cfg.out, progress_path(parts / part_name(job.key)))
 
         await execute(plan, jobs, parts, progress or NoDisplay(), done)
 
@@ -271,12 +287,18 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                                   for p in prepared for c in convs])
         results = build_results(cfg, manifest, prepared, skipped, evidence, cp.units)
         results["timing"] = {"execution": plan.describe()}
+        names = {p.name for p in prepared}
+        cut = {unit_key(u["provider"], u["conversation"]): u["replayed_cut_sessions"]
+               for u in cp.units.values()
+               if u.get("replayed_cut_sessions") and u["provider"] in names}
+        if cut:  # ids of a replayed session differ: the metrics may too (docs/harness.md)
+            results["timing"]["replayed_cut_sessions"] = cut
+            results["notes"]["resume"] = REPLAY_NOTE
         (cfg.out / "results.json").write_text(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         from nanobot_memory_adapters.harness.report import write_report
 
-        names = {p.name for p in prepared}
         write_report(
             cfg.out / "report.html",
             manifest,

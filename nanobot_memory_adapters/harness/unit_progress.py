@@ -13,8 +13,10 @@ the turns it holds from its store). Any other unit starts over, as before.
 
 Seeded ids are drawn per session. The file also says whether the next session had begun
 writing: if so, the crash may have left turns in the store under ids of that session's
-stream, so its replay draws from a stream of its own; later sessions draw what an
-uninterrupted run draws.
+stream, so its replay draws from a stream of its own (its contexts, and so the run's
+metrics, can then differ from an uninterrupted run's; the unit's result lists the
+session in ``replayed_cut_sessions``); later sessions draw what an uninterrupted run
+draws.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from nanobot_memory_adapters.harness.safe_paths import remove_file
 
 SUFFIX = ".progress.json"
 
@@ -60,9 +64,10 @@ def save_progress(traces: Path, progress: UnitProgress) -> None:
     os.replace(tmp, path)
 
 
-def load_progress(traces: Path, manifest_sha256: str) -> UnitProgress | None:
+def load_progress(traces: Path, manifest_sha256: str, root: Path) -> UnitProgress | None:
     """The unit's progress under this run's manifest, with its trace file cut back to it;
-    None (progress and traces discarded) when there is nothing sound to resume from."""
+    None (progress and traces discarded, inside ``root`` only) when there is nothing
+    sound to resume from."""
     path = progress_path(traces)
     if not path.exists():
         return None
@@ -71,18 +76,18 @@ def load_progress(traces: Path, manifest_sha256: str) -> UnitProgress | None:
         known = {f.name for f in fields(UnitProgress)}
         progress = UnitProgress(**{k: v for k, v in data.items() if k in known})
     except (OSError, ValueError, TypeError):
-        discard_progress(traces)
+        discard_progress(traces, root)
         return None
     stale = progress.manifest_sha256 != manifest_sha256  # other settings measured it
     if stale or not traces.exists() or traces.stat().st_size < progress.trace_bytes:
-        discard_progress(traces)
+        discard_progress(traces, root)
         return None
     with traces.open("r+b") as f:
         f.truncate(progress.trace_bytes)
     return progress
 
 
-def discard_progress(traces: Path) -> None:
-    """Forget a unit's progress and its traces (it starts over)."""
-    progress_path(traces).unlink(missing_ok=True)
-    traces.unlink(missing_ok=True)
+def discard_progress(traces: Path, root: Path) -> None:
+    """Forget a unit's progress and its traces (it starts over); only inside ``root``."""
+    remove_file(root, progress_path(traces))
+    remove_file(root, traces)

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import pickle
 import queue
-import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nanobot_memory_adapters.harness.safe_paths import joined_name, remove_tree
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.unit_progress import (
     UnitProgress,
@@ -39,7 +39,18 @@ ProgressFn = Callable[[str, int, str], None]
 
 
 class UnitFailed(RuntimeError):
-    """The unit's provider could not be built where the unit ran."""
+    """The unit's provider could not be built where the unit ran, or it exited."""
+
+
+class ProviderExited(UnitFailed):
+    """Provider code called ``sys.exit`` (raised ``SystemExit``) inside the harness: the
+    run stops and says so, instead of exiting with the provider's code (which could read
+    as one of the bench's own exit codes)."""
+
+    @classmethod
+    def of(cls, provider: str, exc: SystemExit, where: str) -> ProviderExited:
+        return cls(f"provider {provider!r} exited (sys.exit({exc.code!r})) {where}; the run "
+                   "stopped (finished units are checkpointed): fix or remove the provider")
 
 
 @dataclass
@@ -69,8 +80,10 @@ def unit_key(provider: str, conversation: str) -> str:
 
 
 def part_name(key: str) -> str:
-    """The file name of a unit's traces (provider and conversation ids are file-safe)."""
-    return key.replace("::", "__").replace("/", "_").replace("+", "_") + ".jsonl"
+    """The file name of a unit's traces: ``<provider>__<conversation>.jsonl``, both ids
+    through ``safe_name`` (one name per unit, never a path)."""
+    provider, _, conversation = key.partition("::")
+    return joined_name(provider, conversation) + ".jsonl"
 
 
 def shippable(job: UnitJob) -> UnitJob:
@@ -94,10 +107,6 @@ async def run_unit(
     job: UnitJob, traces: Path, progress: ProgressFn | None = None
 ) -> dict[str, Any]:
     """Build the provider, run the unit, close everything; the unit's result dict."""
-    from nanobot_memory_adapters.harness.locomo_unit import UnitRunner
-    from nanobot_memory_adapters.harness.prepared import prepare_provider
-    from nanobot_memory_adapters.tracing import JsonlTraceWriter
-
     cfg = job.cfg
     own_judge = None
     if cfg.judge is None and cfg.judge_endpoint is not None:
@@ -106,41 +115,54 @@ async def run_unit(
         own_judge = llm_judge_setup(cfg.judge_endpoint)
         cfg = dataclasses.replace(cfg, judge=own_judge)
     temp = None if job.store_dir is not None else tempfile.mkdtemp(prefix="nanobot-memory-unit-")
-    store = job.store_dir or Path(temp or ".")
-    ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
     try:
-        with ids or contextlib.nullcontext():
-            p, reason = await prepare_provider(
-                job.provider, cfg, JsonlTraceWriter(traces), data_dir=store
-            )
-            if p is None:
-                raise UnitFailed(f"{job.key}: {reason}")
-            if ids is not None:  # after the build: what an SDK draws once per process
-                # (mem0's telemetry id) must not shift the unit's ids
-                ids.reseed(f"{job.provider}/{job.conv.sample_id}")
-            def save(done: UnitProgress) -> None:
-                if not keeps_store(job.store_dir):  # a server's, or a pinned path
-                    return
-                done.manifest_sha256 = job.manifest_sha256
-                done.trace_bytes = traces.stat().st_size if traces.exists() else 0
-                save_progress(traces, done)
-
-            # a store that stays where the next run finds it: the unit may resume mid-way
-            on_session = save if p.adapter.info.replay_checked_writes else None
-            try:
-                reporter = _Reporter(job.key, progress) if progress else None
-                return await UnitRunner(p, job.conv, job.points, cfg, reporter,
-                                        resume=job.resume, on_session=on_session,
-                                        ids=ids).run()
-            finally:
-                with contextlib.suppress(Exception):
-                    await p.adapter.aclose()
+        return await _build_and_run(job, cfg, traces, job.store_dir or Path(temp or "."),
+                                    progress)
+    except SystemExit as exc:  # provider code ended the process: say so (ProviderExited)
+        raise ProviderExited.of(job.provider, exc, f"in unit {job.key}") from None
     finally:
         if own_judge is not None:
             with contextlib.suppress(Exception):
                 await own_judge.aclose()
         if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
+            remove_tree(Path(tempfile.gettempdir()), Path(temp))
+
+
+async def _build_and_run(
+    job: UnitJob, cfg: BenchConfig, traces: Path, store: Path, progress: ProgressFn | None
+) -> dict[str, Any]:
+    from nanobot_memory_adapters.harness.locomo_unit import UnitRunner
+    from nanobot_memory_adapters.harness.prepared import prepare_provider
+    from nanobot_memory_adapters.tracing import JsonlTraceWriter
+
+    ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
+    with ids or contextlib.nullcontext():
+        p, reason = await prepare_provider(
+            job.provider, cfg, JsonlTraceWriter(traces), data_dir=store
+        )
+        if p is None:
+            raise UnitFailed(f"{job.key}: {reason}")
+        if ids is not None:  # after the build: what an SDK draws once per process
+            # (mem0's telemetry id) must not shift the unit's ids
+            ids.reseed(f"{job.provider}/{job.conv.sample_id}")
+
+        def save(done: UnitProgress) -> None:
+            if not keeps_store(job.store_dir):  # a server's, or a pinned path
+                return
+            done.manifest_sha256 = job.manifest_sha256
+            done.trace_bytes = traces.stat().st_size if traces.exists() else 0
+            save_progress(traces, done)
+
+        # a store that stays where the next run finds it: the unit may resume mid-way
+        on_session = save if p.adapter.info.replay_checked_writes else None
+        try:
+            reporter = _Reporter(job.key, progress) if progress else None
+            return await UnitRunner(p, job.conv, job.points, cfg, reporter,
+                                    resume=job.resume, on_session=on_session,
+                                    ids=ids).run()
+        finally:
+            with contextlib.suppress(Exception):
+                await p.adapter.aclose()
 
 
 class _Reporter:
@@ -211,4 +233,4 @@ def stream_unit(job: UnitJob, poll_s: float = 0.5) -> Iterator[Streamed]:
             raise box["error"]
         yield Streamed("done", unit=box["unit"])
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(Path(tempfile.gettempdir()), folder)

@@ -166,7 +166,20 @@ class FeedbackAdapter(_Store):
         return WriteReceipt(status="committed", trace=trace)
 
 
+class ExitingAdapter(_Store):
+    """Calls ``sys.exit(3)`` on its first write, as a careless SDK might (3 is also the
+    bench's own "readiness pending" exit code)."""
+
+    NAME = "exits"
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        import sys
+
+        sys.exit(3)
+
+
 FAKES = {
+    "exits": ExitingAdapter,
     "with_feedback": FeedbackAdapter,
     "leaky": LeakyAdapter,
     "down": DownAdapter,

@@ -399,6 +399,9 @@ async def test_an_interrupted_unit_goes_on_after_its_last_finished_session(
     assert contexts(out / "traces.jsonl") == contexts(tmp_path / "clean" / "traces.jsonl")
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [2]
+    assert "replayed_cut_sessions" not in unit  # cut at a session's end: nothing replayed
+    assert "replayed_cut_sessions" not in resumed.results["timing"]
+    assert "resume" not in resumed.results["notes"]
     timing = resumed.results["providers"]["simple_rag"]["timing"]
     assert timing["resumed_after_sessions"] == {"syn-1": [2]}
     assert unit["wall_s"] > progress["elapsed_s"] > 0  # both attempts' time counted
@@ -463,6 +466,11 @@ async def test_a_session_recorded_before_the_crash_is_replayed_without_clobberin
     assert held == [True] * (len(second) - len(lost)) + [False] * len(lost)
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [1]
+    # its ids differ from an uninterrupted run's (here every context still fits the
+    # budget, so the hash holds; in general it need not): the outputs say which units
+    assert unit["replayed_cut_sessions"] == [2]
+    assert resumed.results["timing"]["replayed_cut_sessions"] == {"simple_rag::syn-1": [2]}
+    assert "can differ" in resumed.results["notes"]["resume"]
 
 
 def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):

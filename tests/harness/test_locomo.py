@@ -46,6 +46,7 @@ def test_evidence_parsing_is_lenient_and_counted(locomo_file):
         "dropped_tokens": 1,
         "unknown_ids": 1,
         "skipped_questions": 3,
+        "malformed_questions": 0,
         "examples": [],
     }
     assert any("'D4:9'" in e for e in stats["examples"])

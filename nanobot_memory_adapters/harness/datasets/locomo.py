@@ -110,6 +110,9 @@ class EvidenceStats:
     dropped_tokens: int = 0  # parts that could not be read as a dia id
     unknown_ids: int = 0  # well-formed ids naming a turn the conversation lacks
     skipped_questions: int = 0  # questions left without usable evidence
+    # questions that cannot be asked as written (no question text, no answer, a category
+    # outside 1-5): dropped, counted here and named in ``examples``
+    malformed_questions: int = 0
     examples: list[str] = field(default_factory=list)
 
     def add(self, other: EvidenceStats) -> None:
@@ -122,6 +125,7 @@ class EvidenceStats:
             "dropped_tokens",
             "unknown_ids",
             "skipped_questions",
+            "malformed_questions",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.examples.extend(e for e in other.examples if e not in self.examples)
@@ -136,6 +140,7 @@ class EvidenceStats:
             "dropped_tokens": self.dropped_tokens,
             "unknown_ids": self.unknown_ids,
             "skipped_questions": self.skipped_questions,
+            "malformed_questions": self.malformed_questions,
             "examples": self.examples[:20],
         }
 
@@ -262,6 +267,11 @@ def _conversation(item: dict[str, Any]) -> Conversation:
     for index, qa in enumerate(item.get("qa") or []):
         qid = f"{sample_id}:q{index}"
         stats.questions += 1
+        problem = _malformed(qa)
+        if problem:
+            stats.malformed_questions += 1
+            stats.examples.append(f"{qid}: dropped, {problem}")
+            continue
         raw = list(qa.get("evidence") or [])
         if not raw:
             stats.no_evidence += 1
@@ -294,6 +304,18 @@ def _conversation(item: dict[str, Any]) -> Conversation:
         questions=tuple(questions),
         evidence_stats=stats,
     )
+
+
+def _malformed(qa: dict[str, Any]) -> str | None:
+    """Why a question cannot be asked as written, or None."""
+    question = qa.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return "no question text"
+    if qa.get("answer") is None and qa.get("adversarial_answer") is None:
+        return "neither 'answer' nor 'adversarial_answer'"
+    if str(qa.get("category")) not in {"1", "2", "3", "4", "5"}:
+        return f"category {qa.get('category')!r} is not 1-5"
+    return None
 
 
 def _mark_distinctive(sessions: list[Session]) -> list[Session]:
@@ -381,8 +403,17 @@ def load_locomo(path: str | Path, conversations: Iterable[str] | None = None) ->
                            f"{exc.colno})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{p}: expected a JSON list of LoCoMo samples")
+    seen: dict[str, int] = {}
     for index, item in enumerate(data):
         _check_sample(p, index, item)
+        sample_id = str(item["sample_id"])
+        if not sample_id:
+            raise DatasetError(f"{p}: sample #{index} has an empty 'sample_id'; give each "
+                               "sample a name")
+        if sample_id in seen:
+            raise DatasetError(f"{p}: sample_id {sample_id!r} appears twice (samples "
+                               f"#{seen[sample_id]} and #{index}); give each sample its own id")
+        seen[sample_id] = index
     wanted = list(conversations) if conversations else None
     items = [d for d in data if wanted is None or str(d.get("sample_id")) in wanted]
     if wanted:

@@ -84,7 +84,10 @@ def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) 
         return None
     if not model:
         raise fail(f"--{what}-model is required with --{what}-base-url")
+    from nanobot_memory_adapters.harness.cli_options import check_llm_options
     from nanobot_memory_adapters.harness.judge import LLMEndpoint
+
+    check_llm_options(base_url, model, what)
 
     return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
 

@@ -147,12 +147,12 @@ class PreferenceOutcome(RunOutcome):
 
 
 def clear_outputs(out: Path) -> None:
-    import shutil
+    from nanobot_memory_adapters.harness.safe_paths import remove_file, remove_tree
 
     for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
+        remove_file(out, out / name)
     for sub in ("stores", "agents"):
-        shutil.rmtree(out / sub, ignore_errors=True)
+        remove_tree(out, out / sub)
 
 
 async def run_preferences(cfg: PreferenceBenchConfig, progress: Any = None

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
 from nanobot_memory_adapters.harness.preferences.scoring import exposure
 from nanobot_memory_adapters.harness.preferences.session import run_session
 from nanobot_memory_adapters.harness.prepared import Prepared
+from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
     error_text,
@@ -120,7 +121,7 @@ class PreferenceUnit:
     async def _agent(self) -> Any:
         if not isinstance(self.cfg.agent, AgentLLM):
             return ReaderResponder(self.adapter, self.scope, self.cfg.budget_tokens)
-        home = self.cfg.out / "agents" / self.p.name.replace("+", "_") / self.persona.persona_id
+        home = self.cfg.out / "agents" / safe_name(self.p.name) / safe_name(self.persona.persona_id)
         kind = "condition" if self.p.kind == "condition" else "backend"
         return await NanobotAgent(
             self.cfg.agent, self.adapter, self.adapter.info.name, kind, self.p.block,

@@ -1,0 +1,102 @@
+"""The one place where the harness turns ids into folder names and deletes files.
+
+Ids come from datasets and scenario files (LoCoMo ``sample_id``, preference persona and
+scenario ids) and from the provider registry: none of them may choose where the harness
+writes or what it removes. ``safe_name`` maps any id to one path component (no ``/``,
+no ``..``, not absolute), injectively: two different ids never share a folder.
+``remove_tree`` and ``remove_file`` delete only inside the run's own folder
+(``ensure_inside``); every ``rmtree`` and ``unlink`` of the harness goes through them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+#: longer names end in a digest (file systems cap a name at 255 bytes)
+MAX_NAME = 120
+_LONG_MARK = "%~"  # never produced by the escaping below, so long names stay apart
+
+
+class UnsafePath(ValueError):
+    """A path the harness was about to delete lies outside the folder it owns."""
+
+
+def safe_name(identifier: str) -> str:
+    """``identifier`` as one folder or file name: letters, digits, ``_``, ``.`` and ``-``
+    stay (``conv-26`` is ``conv-26``); any other character, and a leading ``.``, becomes
+    ``%XX`` per UTF-8 byte (``%`` itself too), so the mapping is injective and the name
+    can never be ``.``, ``..``, absolute or hold a separator. A name longer than
+    ``MAX_NAME`` keeps its start and ends in a SHA-256 digest of the whole id."""
+    if not isinstance(identifier, str) or not identifier:
+        raise ValueError(f"id {identifier!r}: give a non-empty name")
+    parts: list[str] = []
+    for i, ch in enumerate(identifier):
+        if ch in _PLAIN and not (i == 0 and ch == "."):
+            parts.append(ch)
+        else:
+            parts.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    name = "".join(parts)
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return name[: MAX_NAME - len(digest) - len(_LONG_MARK)] + _LONG_MARK + digest
+
+
+def joined_name(first: str, second: str) -> str:
+    """Two ids as one name, ``first__second``, still injective: ``first``'s ``_`` that
+    would touch the separator is escaped (``full_history__conv-26`` stays readable)."""
+    head = safe_name(first)
+    head = "".join("%5F" if ch == "_" and (i + 1 == len(head) or head[i + 1] == "_")
+                   else ch for i, ch in enumerate(head))
+    return f"{head}__{safe_name(second)}"
+
+
+#: a folder name ``safe_name`` never gives (it escapes a leading ``.``)
+PROBE_DIR = ".probe"
+
+
+def ensure_inside(root: Path, path: Path) -> Path:
+    """``path`` resolved, if it lies strictly inside ``root`` (symbolic links followed);
+    otherwise ``UnsafePath`` naming both."""
+    base = Path(root).resolve()
+    target = Path(path).resolve()
+    if target == base or base not in target.parents:
+        raise UnsafePath(
+            f"refusing to delete {str(path)!r}: it is not inside {str(root)!r} (the folder "
+            "this run owns); an id or a path in the input points outside it"
+        )
+    return target
+
+
+def remove_tree(root: Path, path: Path) -> None:
+    """Delete the folder ``path`` (if there) when it lies inside ``root``; a symbolic link
+    is unlinked, never followed."""
+    if os.path.islink(path):
+        _link_inside(root, Path(path))
+        Path(path).unlink()
+        return
+    if not Path(path).exists():
+        return
+    shutil.rmtree(ensure_inside(root, path), ignore_errors=True)
+
+
+def remove_file(root: Path, path: Path) -> None:
+    """Delete the file ``path`` (if there) when it lies inside ``root``."""
+    if os.path.islink(path):
+        _link_inside(root, Path(path))
+    elif not Path(path).exists():
+        return
+    else:
+        ensure_inside(root, path)
+    Path(path).unlink(missing_ok=True)
+
+
+def _link_inside(root: Path, link: Path) -> None:
+    """The symbolic link ``link`` itself (not what it points at) lies inside ``root``."""
+    base, folder = Path(root).resolve(), link.parent.resolve()
+    if folder != base and base not in folder.parents:
+        raise UnsafePath(f"refusing to delete {str(link)!r}: it is not inside {str(root)!r}")

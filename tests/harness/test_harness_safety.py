@@ -1,0 +1,213 @@
+"""Input that must not reach outside the run's folder or pass unseen (issue 28): dataset
+and provider ids never choose what the harness deletes, a duplicate sample id, an --out
+under a file, a provider that exits, and malformed questions."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from nanobot_memory_adapters.cli import app
+from nanobot_memory_adapters.harness.safe_paths import (
+    UnsafePath,
+    ensure_inside,
+    joined_name,
+    remove_file,
+    remove_tree,
+    safe_name,
+)
+from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+from nanobot_memory_adapters.harness.units import part_name, unit_key
+from tests.harness.conftest import synthetic_locomo
+
+PKG = Path(__file__).resolve().parents[2] / "nanobot_memory_adapters"
+
+
+def victim(root: Path, name: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "precious.txt").write_text("mine\n")
+    return folder
+
+
+def dataset(tmp_path: Path, ids: list[str]) -> Path:
+    samples = synthetic_locomo()
+    items = []
+    for i, sample_id in enumerate(ids):
+        item = json.loads(json.dumps(samples[i % len(samples)]))
+        item["sample_id"] = sample_id
+        items.append(item)
+    path = tmp_path / "data" / "locomo.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(items), encoding="utf-8")
+    return path
+
+
+async def test_dataset_ids_never_delete_outside_out(tmp_path):
+    """An absolute sample id and one that climbs out of --out: before the fix the unit's
+    store (removed before each unfinished unit) was the victim folder itself."""
+    absolute = victim(tmp_path, "absolute-victim")
+    climbing = victim(tmp_path, "climbing-victim")
+    out = tmp_path / "deep" / "run"
+    ids = [str(absolute), "../../../climbing-victim", "..", "."]
+    outcome = await run_bench(BenchConfig(dataset=dataset(tmp_path, ids), out=out,
+                                          providers=["full_history"], budget_tokens=160,
+                                          test_points="last"))
+    for folder in (absolute, climbing):
+        assert (folder / "precious.txt").read_text() == "mine\n", folder
+    stores = out / "stores" / "full_history"
+    assert sorted(p.name for p in stores.iterdir() if p.name != ".probe") == sorted(
+        safe_name(i) for i in ids)
+    assert all(stores in (stores / safe_name(i)).resolve().parents for i in ids)
+    # every id is its own unit: the results count each conversation's questions once
+    assert outcome.results["providers"]["full_history"]["asks"] > 0
+    # a rerun with --fresh clears only what the run wrote
+    await run_bench(BenchConfig(dataset=dataset(tmp_path, ids), out=out, fresh=True,
+                                providers=["full_history"], budget_tokens=160,
+                                test_points="last"))
+    for folder in (absolute, climbing):
+        assert (folder / "precious.txt").exists(), folder
+
+
+def test_a_store_linked_outside_out_is_never_followed(tmp_path):
+    outside = victim(tmp_path, "linked-victim")
+    out = tmp_path / "out"
+    (out / "stores" / "p").mkdir(parents=True)
+    link = out / "stores" / "p" / "conv"
+    link.symlink_to(outside, target_is_directory=True)
+    remove_tree(out, link)  # the link goes, what it points at stays
+    assert not link.exists() and (outside / "precious.txt").exists()
+    with pytest.raises(UnsafePath, match="not inside"):
+        remove_tree(out, out / ".." / "linked-victim")
+    with pytest.raises(UnsafePath):
+        remove_file(out, outside / "precious.txt")
+    with pytest.raises(UnsafePath):
+        ensure_inside(out, out)  # the root itself is not "inside"
+    assert (outside / "precious.txt").exists()
+
+
+_ID = st.text(st.characters(codec="utf-8"), min_size=1, max_size=200)
+
+
+@given(a=_ID, b=_ID)
+def test_safe_name_is_one_plain_component_and_injective(a, b):
+    name = safe_name(a)
+    assert name not in (".", "..") and "/" not in name and "\\" not in name
+    assert "\x00" not in name and len(name.encode()) <= 255
+    assert not Path(name).is_absolute() and len(Path(name).parts) == 1
+    if a != b:
+        assert safe_name(a) != safe_name(b)
+
+
+@given(p1=_ID, c1=_ID, p2=_ID, c2=_ID)
+def test_unit_file_names_are_injective(p1, c1, p2, c2):
+    if (p1, c1) != (p2, c2):
+        assert part_name(unit_key(p1, c1)) != part_name(unit_key(p2, c2))
+    assert joined_name("full_history", "conv-26") == "full_history__conv-26"  # readable
+
+
+def test_plain_ids_keep_their_names():
+    assert safe_name("conv-26") == "conv-26" and safe_name("full_history") == "full_history"
+    assert safe_name("../x") == "%2E.%2Fx" and safe_name("/etc") == "%2Fetc"
+
+
+def test_every_deletion_in_the_harness_goes_through_safe_paths():
+    """``shutil.rmtree``, ``Path.unlink`` and ``os.remove`` appear in safe_paths.py only:
+    any other module of the harness deletes through ``remove_tree``/``remove_file``."""
+    offenders = []
+    for path in (PKG / "harness").rglob("*.py"):
+        if path.name == "safe_paths.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and (
+                    node.attr in ("rmtree", "unlink", "rmdir", "removedirs")
+                    or (node.attr == "remove" and isinstance(node.value, ast.Name)
+                        and node.value.id == "os")):
+                offenders.append(f"{path.relative_to(PKG)}:{node.lineno} .{node.attr}")
+    assert not offenders, offenders
+
+
+# -- bad input: one line ----------------------------------------------------------------------
+
+def _bench(*args: str):
+    return CliRunner().invoke(app, ["bench", *args])
+
+
+def _one_line(result, code: int, *needles: str) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output[-2000:])
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
+    return errors[0]
+
+
+def test_duplicate_sample_id_is_refused_naming_it(tmp_path):
+    path = dataset(tmp_path, ["dup-1", "other", "dup-1"])
+    out = tmp_path / "out"
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out)),
+              2, "'dup-1'", "twice")
+    assert not (out / "traces.jsonl").exists()
+
+
+def test_out_under_a_file_is_one_line(tmp_path):
+    path = dataset(tmp_path, ["s-1"])
+    blocker = tmp_path / "afile"
+    blocker.write_text("a file\n")
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
+                     "--out", str(blocker / "x")), 2, "--out", "is a file")
+    assert blocker.read_text() == "a file\n"
+
+
+def test_a_provider_that_exits_is_reported_as_one_not_as_pending(tmp_path, fake_providers):
+    """Exit 3 is the bench's "readiness pending": a provider's sys.exit(3) must not pass
+    for it; the run stops with exit 4 and a line naming the provider."""
+    path = dataset(tmp_path, ["s-1"])
+    line = _one_line(_bench("--dataset", str(path), "--providers", "exits",
+                            "--out", str(tmp_path / "out"), "--test-points", "last"),
+                     4, "'exits'", "sys.exit(3)")
+    assert "readiness" not in line
+
+
+def test_malformed_questions_are_counted_everywhere(tmp_path):
+    items = synthetic_locomo()[:1]
+    qa = items[0]["qa"]
+    qa.append({"answer": "x", "evidence": ["D1:1"], "category": 1})  # no question
+    qa.append({"question": "What?", "evidence": ["D1:1"], "category": 2})  # no answer
+    qa.append({"question": "Who?", "answer": "y", "evidence": ["D1:1"], "category": 9})
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", "--dataset", str(path), "--providers",
+                                      "no_memory", "--out", str(out), "--test-points", "last"])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert results["evidence_parsing"]["malformed_questions"] == 3
+    assert manifest["dataset"]["evidence_parsing"]["malformed_questions"] == 3
+    examples = results["evidence_parsing"]["examples"]
+    assert any("no question text" in e for e in examples)
+    assert "3 malformed" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--llm-base-url", "sk-proj-Zq8xY2kL9mN4pR7tV1wB3cD5fG6hJ0aE"),
+    ("--llm-base-url", "llm.local:8000/v1"),
+    ("--llm-model", "sk-proj-Zq8xY2kL9mN4pR7tV1wB3cD5fG6hJ0aE"),
+])
+def test_llm_options_refuse_a_key_or_a_non_url_without_echoing_it(tmp_path, option, value):
+    path = dataset(tmp_path, ["s-1"])
+    args = {"--llm-base-url": "http://127.0.0.1:9/v1", "--llm-model": "m", option: value}
+    line = _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
+                            "--out", str(tmp_path / "out"),
+                            *[x for kv in args.items() for x in kv]), 2, option)
+    assert value not in line and "Zq8xY2kL9" not in line
