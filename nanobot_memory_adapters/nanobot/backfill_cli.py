@@ -111,7 +111,7 @@ def backfill(
         console.print(f"{plan.turns} turn(s) in {plan.sessions} session(s): {queued} newly "
                       f"queued, {plan.already_delivered} already delivered, "
                       f"{plan.already_queued} already queued, {pending} pending for "
-                      f"'{name}'", highlight=False)
+                      f"'{name}'", highlight=False, soft_wrap=True)
         for note in plan.notes():
             console.print(f"note: {note}", highlight=False, soft_wrap=True)
         delivered, failed, readiness = asyncio.run(_deliver(settings, outbox, name, pending,

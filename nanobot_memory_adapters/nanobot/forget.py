@@ -170,9 +170,11 @@ class ForgetOutcome:
                     "memory right now (one of this chat's could land after the deletion); "
                     "nothing was deleted. Try again in a moment")
         if self.nothing:
-            line = (f"nothing stored for this scope ({self.scope.key}): no provider the "
-                    f"outbox knows holds a turn of it and '{provider}' returns nothing for "
-                    "it; nothing was deleted")
+            why = "" if self.results else (
+                f"no provider the outbox knows holds a turn of it and '{provider}' returns "
+                "nothing for it; ")
+            line = f"nothing stored for this scope ({self.scope.key}): {why}nothing was deleted"
+            line += "".join(f"\n{r.line()}" for r in self.results)
             if list_known:
                 line += ("\nknown scopes: " + (", ".join(self.known) if self.known else
                                                "none (the outbox knows no turn yet)"))
@@ -217,6 +219,10 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
         results = [await _forget_in(name, adapter, scope, events)]
         for other in sorted(holders - {name}):
             results.append(await _forget_other(other, build, scope, events))
+        if all(r.status == "stores_nothing" for r in results):
+            # nothing of the scope was ever stored: said so, not "forgotten"
+            known = await asyncio.to_thread(outbox.known_scopes)
+            return ForgetOutcome(scope, len(events), results, nothing=True, known=known)
         gone = {r.name for r in results if r.done}
         await asyncio.to_thread(outbox.forget_delivered, scope, gone)
     return ForgetOutcome(scope, len(events), results)
