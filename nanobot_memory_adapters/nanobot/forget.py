@@ -26,11 +26,11 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.diagnostics import mentions_lock_contention, store_holders
+from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
-from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
+from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
 
 PROBE_QUERIES = 3
@@ -97,8 +97,7 @@ class ForgetMixin(PluginState):
 def held_reply(provider: str, data_dir: Path | None, scope: MemoryScope, *,
                in_chat: bool = True) -> str:
     """Forget when another process holds the embedded store: what to stop, not "again"."""
-    holders = store_holders(data_dir, skip=(OUTBOX_FILE,)) if data_dir else []
-    who = ", ".join(holders[:3]) if holders else "another nanobot process (not identifiable here)"
+    who = holder_text(data_dir)
     there = "Send /memory-forget confirm in a chat of that process, or stop" if in_chat \
         else "Stop"
     return (f"cannot forget here: '{provider}' keeps an embedded store that {who} holds open, "
@@ -212,8 +211,17 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
             # the deletion. Nothing is deleted; the caller says to try again.
             return ForgetOutcome(scope, 0, busy=True)
         holders = await asyncio.to_thread(outbox.holders, scope)
+        try:
+            holds = await _holds_any(adapter, scope)
+        except AdapterError as exc:
+            if mentions_lock_contention(exc):
+                # another process holds the store: nothing is touched, not even the
+                # outbox (its rows are that process's to deliver or to forget)
+                return ForgetOutcome(scope, 0, [ProviderForget(
+                    name, "error", f"its store is held ({_short(exc)})", store_locked=True)])
+            holds = True  # cannot tell: go on and let the deletion say what happened
         events = await asyncio.to_thread(outbox.forget_scope, scope.key)
-        if not events and not holders and not await _holds_any(adapter, scope):
+        if not events and not holders and not holds:
             known = await asyncio.to_thread(outbox.known_scopes)
             return ForgetOutcome(scope, 0, nothing=True, known=known)
         results = [await _forget_in(name, adapter, scope, events)]
@@ -229,13 +237,11 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
 
 
 async def _holds_any(adapter: MemoryAdapter, scope: MemoryScope) -> bool:
+    """Whether a generic question finds anything of the scope (raises AdapterError)."""
     if not adapter.info.stores_events:
         return False
-    try:
-        result = await adapter.retrieve(RetrieveRequest(
-            query=GENERIC_PROBE, scope=scope, budget=ContextBudget(max_tokens=2000)))
-    except AdapterError:
-        return True  # cannot tell: go on and let the deletion say what happened
+    result = await adapter.retrieve(RetrieveRequest(
+        query=GENERIC_PROBE, scope=scope, budget=ContextBudget(max_tokens=2000)))
     return bool(result.items)
 
 
