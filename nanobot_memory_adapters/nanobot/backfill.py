@@ -4,14 +4,17 @@ nanobot keeps every session on disk (the ledger); a provider is a view over it t
 be rebuilt. A backfill reads the sessions with nanobot's own ``SessionManager``, cuts
 them into turns (a user message and what followed it), builds each turn's event with
 its original time and the same scope mapping as live turns (``turns.event_from_messages``;
-who spoke comes from the plugin's record of the session, since nanobot's files do not
-say), and queues the events in the shared outbox — durable, so a killed backfill resumes
+who spoke comes from the plugin's per-turn record, the outbox's ``turn_sender``, since
+nanobot's files do not say; a group turn it did not see is skipped, never guessed), and
+queues the events in the shared outbox — durable, so a killed backfill resumes
 where it stopped. Delivery then goes through the provider's bulk ingest where it has it;
 a row that was in flight when a process died is delivered again on its own, through
 ``record_event``, whose replay checks keep it from being stored twice.
 
-Event ids come from the session key, the message index and its time, so a second backfill adds
-nothing; turns the provider already received live (same session, same time) are skipped.
+Event ids come from the session key, the message index and its time; turns the provider
+already holds (the outbox's ``delivered_turn``, which pruning keeps) or has queued are
+skipped, so a second backfill adds nothing whatever was pruned; turns of forgotten scopes
+are skipped unless asked for.
 """
 
 from __future__ import annotations
