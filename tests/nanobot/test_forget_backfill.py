@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 import pytest
 
 from nanobot_memory_adapters.nanobot import plugin_for
+from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
 from nanobot_memory_adapters.nanobot.settings import load_settings
 from nanobot_memory_adapters.nanobot.turns import chat_scope
 from tests.nanobot.conftest import VENV_BIN, say
@@ -30,17 +32,22 @@ def _backfill(home, provider: str, *extra: str) -> subprocess.CompletedProcess[s
                 *extra)
 
 
-async def _reopened(home):
+def _opened(home) -> tuple[Any, MemoryPlugin]:
     loop = home.loop()
     plugin = plugin_for(loop)
+    assert plugin is not None
+    return loop, plugin
+
+
+async def _reopened(home) -> tuple[Any, MemoryPlugin]:
+    loop, plugin = _opened(home)
     assert plugin is not None and await plugin._ensure_adapter()
     return loop, plugin
 
 
 async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
     home.write_memory(FULL_HISTORY)
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     await say(loop, "alice", "I keep bees on the roof.")
     await say(loop, "bob", "I keep chickens.")
     assert await plugin.flush() == 0
@@ -73,8 +80,7 @@ async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
 
 async def test_forgetting_a_scope_that_holds_nothing_says_so(home):
     home.write_memory(FULL_HISTORY)
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     await say(loop, "alice", "I keep bees on the roof.")
     await say(loop, "bob", "I keep chickens.")
     assert await plugin.flush() == 0
@@ -103,8 +109,7 @@ async def test_forget_reaches_every_provider_that_holds_the_scope(home, llm_doub
     home.write_memory(FULL_HISTORY if first == "full_history" else {"memory": {
         "backend": "mem0", "mem0": {"llm": {"base_url": llm_double.base_url,
                                             "model": "double", "api_key": "x"}}}})
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     await say(loop, "alice", "I keep bees on the roof.")
     await say(loop, "bob", "I keep chickens.")
     assert await plugin.flush(timeout_s=120) == 0
@@ -127,8 +132,7 @@ async def test_forget_reaches_every_provider_that_holds_the_scope(home, llm_doub
 
 async def test_backfill_is_idempotent_whatever_the_outbox_pruned(home):
     home.write_memory({**FULL_HISTORY, "nanobot": {"keep_delivered": 2}})
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     facts = [f"Fact {n}: my locker {n} holds {n} marbles." for n in range(8)]
     for text in facts:
         await say(loop, "alice", text)
@@ -151,8 +155,7 @@ async def test_backfill_is_idempotent_whatever_the_outbox_pruned(home):
 
 async def test_backfill_counts_pending_turns_apart_from_delivered_ones(home):
     home.write_memory(FULL_HISTORY)
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     await say(loop, "alice", "I keep bees on the roof.")
     assert await plugin.flush() == 0
     holder = await _hold_drain_lock(home)  # another process is delivering: rows wait
@@ -172,8 +175,7 @@ async def test_backfill_counts_pending_turns_apart_from_delivered_ones(home):
 async def test_forget_on_static_profile_does_not_contradict_itself(home):
     home.write_memory({"memory": {"condition": "static_profile",
                                   "static_profile": {"profile": "Loves jazz."}}})
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
     await say(loop, "alice", "I keep bees on the roof.")
     assert await plugin.flush() == 0
     reply = await say(loop, "alice", "/memory-forget confirm")
@@ -185,8 +187,7 @@ async def test_forget_on_static_profile_does_not_contradict_itself(home):
 
 async def test_group_chat_backfill_files_each_turn_under_its_own_sender(home):
     home.write_memory(FULL_HISTORY)
-    loop = home.loop()
-    plugin = plugin_for(loop)
+    loop, plugin = _opened(home)
 
     async def group(sender: str, text: str) -> str:
         reply = await loop.process_direct(text, session_key="telegram:-500",

@@ -59,3 +59,36 @@ async def test_the_second_process_on_a_held_store(home, log_lines):
                              f"pid {holder.pid} ("), forget
     assert "Nothing was deleted" in forget and "stop it" in forget
     assert "again" not in forget.lower(), forget
+
+
+async def test_forget_names_the_provider_that_still_holds_the_scope(home):
+    """The outbox shows simple_rag holding gw's turn, and another process holds
+    simple_rag's store: forget deletes what it can reach and names what it cannot; once
+    that process is gone, forget reaches it too."""
+    home.write_memory({"memory": {"condition": "simple_rag"}})
+    holder = await _holder(home)  # gw's turn delivered to simple_rag, store held
+    try:
+        home.write_memory({"memory": {"condition": "full_history"}})
+        loop = home.loop()
+        plugin = plugin_for(loop)
+        assert plugin is not None
+
+        async def gw(text: str) -> str:
+            reply = await loop.process_direct(text, session_key="telegram:gw",
+                                              channel="telegram", chat_id="gw",
+                                              sender_id="gw")
+            return reply.content if reply is not None else ""
+
+        await gw("I keep bees on the roof.")
+        assert await plugin.flush() == 0
+        partly = await gw("/memory-forget confirm")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert partly.startswith("NOT fully forgotten"), partly
+    assert "'full_history' deleted" in partly.splitlines()[0], partly
+    assert "'simple_rag' still holds it:" in partly, partly
+
+    done = await gw("/memory-forget confirm")  # the holder is gone: simple_rag is reached
+    assert done.startswith("forgotten: 'full_history' and 'simple_rag' deleted"), done
+    assert "check (simple_rag): searching for it again returns nothing" in done
