@@ -122,8 +122,30 @@ def health(
                 key, json.dumps(value, default=str) if not isinstance(value, str) else value
             )
         console.print(table)
+    note = _runs_as_note(source, result.backend_name)
+    if note:
+        (err_console if as_json else console).print(note, highlight=False, soft_wrap=True)
     if result.status == "unavailable":
         raise typer.Exit(1)
+
+
+def _runs_as_note(source: Any, backend_name: str) -> str | None:
+    """Why the provider asked for reports another name (mem0 without an llm)."""
+    from nanobot_memory_adapters.registry import resolve_config
+
+    try:
+        asked = resolve_config(source)[0].provider_name
+    except ConfigError:
+        return None
+    if asked == backend_name:
+        return None
+    if asked == "mem0" and backend_name == "simple_rag":
+        return ("note: mem0 runs as simple_rag: memory.mem0 has no llm configured, so mem0 "
+                "runs add(infer=False), the simple_rag control (turns stored verbatim, no "
+                'extraction). To extract, set memory.mem0.llm to "nanobot" (nanobot\'s own '
+                'model; --nanobot-config PATH, default: config.json beside memory.json) or to '
+                '{"base_url": ..., "model": ..., "api_key": ...}')
+    return f"note: {asked} runs as {backend_name}"
 
 
 def _suite_items(text: str | None) -> list[int] | None:

@@ -130,7 +130,14 @@ def cli_source(source: dict[str, Any] | Path, nanobot_config: Path | None) -> An
     from nanobot_memory_adapters.console import fail
 
     if nanobot_config is None:
-        return source
+        # memory.json lives beside nanobot's config.json (the plugin reads both there):
+        # a block's "llm": "nanobot" uses it without --nanobot-config.
+        beside = source.expanduser().parent / "config.json" if isinstance(source, Path) \
+            else None
+        if beside is None or not beside.is_file():
+            _refuse_unresolved_nanobot_llm(source)
+            return source
+        nanobot_config = beside
     if not nanobot_config.expanduser().is_file():
         raise fail(f"--nanobot-config {nanobot_config}: no such file; give nanobot's "
                    "config.json")
@@ -138,6 +145,22 @@ def cli_source(source: dict[str, Any] | Path, nanobot_config: Path | None) -> An
         return source_with_nanobot_llm(source, nanobot_config)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+
+
+def _refuse_unresolved_nanobot_llm(source: dict[str, Any] | Path) -> None:
+    """A block that says ``"llm": "nanobot"`` with no nanobot config known: one line
+    saying to give ``--nanobot-config`` (not the provider's validation error)."""
+    from nanobot_memory_adapters.console import fail
+    from nanobot_memory_adapters.registry import resolve_config
+
+    try:
+        config, _spec = resolve_config(source)
+    except ConfigError:
+        return  # the command's own loading reports it
+    if _wants_nanobot(config.provider_block().get("llm")):
+        beside = f" (none beside {source})" if isinstance(source, Path) else ""
+        raise fail(f'memory.{config.provider_name}.llm is "nanobot": give nanobot\'s '
+                   f"config.json with --nanobot-config PATH{beside}")
 
 
 def cli_blocks(blocks: dict[str, dict[str, Any]], nanobot_config: Path | None

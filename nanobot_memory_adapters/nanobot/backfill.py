@@ -4,14 +4,17 @@ nanobot keeps every session on disk (the ledger); a provider is a view over it t
 be rebuilt. A backfill reads the sessions with nanobot's own ``SessionManager``, cuts
 them into turns (a user message and what followed it), builds each turn's event with
 its original time and the same scope mapping as live turns (``turns.event_from_messages``;
-who spoke comes from the plugin's record of the session, since nanobot's files do not
-say), and queues the events in the shared outbox — durable, so a killed backfill resumes
+who spoke comes from the plugin's per-turn record, the outbox's ``turn_sender``, since
+nanobot's files do not say; a group turn it did not see is skipped, never guessed), and
+queues the events in the shared outbox — durable, so a killed backfill resumes
 where it stopped. Delivery then goes through the provider's bulk ingest where it has it;
 a row that was in flight when a process died is delivered again on its own, through
 ``record_event``, whose replay checks keep it from being stored twice.
 
-Event ids come from the session key, the message index and its time, so a second backfill adds
-nothing; turns the provider already received live (same session, same time) are skipped.
+Event ids come from the session key, the message index and its time; turns the provider
+already holds (the outbox's ``delivered_turn``, which pruning keeps) or has queued are
+skipped, so a second backfill adds nothing whatever was pruned; turns of forgotten scopes
+are skipped unless asked for.
 """
 
 from __future__ import annotations
@@ -44,8 +47,30 @@ class BackfillPlan:
     events: list[tuple[str, MemoryEvent]] = field(default_factory=list)  # (session key, event)
     sessions: int = 0
     turns: int = 0
-    already_live: int = 0
+    already_delivered: int = 0  # the provider has them (live or an earlier backfill)
+    already_queued: int = 0  # a row for the provider waits in the outbox (pending, failed)
     guessed_identity: list[str] = field(default_factory=list)  # sessions never seen live
+    forgotten: int = 0  # turns of forgotten scopes, skipped
+    forgotten_scopes: set[str] = field(default_factory=set)
+    unknown_sender: int = 0  # turns of group sessions whose sender is not known, skipped
+    unknown_sender_sessions: set[str] = field(default_factory=set)
+
+    def notes(self) -> list[str]:
+        """What was skipped and why, one line each (CLI and chat)."""
+        lines = []
+        if self.forgotten:
+            lines.append(f"{self.forgotten} turn(s) of {len(self.forgotten_scopes)} forgotten "
+                         f"scope(s) ({', '.join(sorted(self.forgotten_scopes))}) skipped: they "
+                         "were forgotten on request; --include-forgotten brings them back")
+        if self.unknown_sender:
+            lines.append(f"{self.unknown_sender} turn(s) in {len(self.unknown_sender_sessions)}"
+                         " group session(s) skipped: several people speak there and the "
+                         "plugin did not see who said these turns (they are never filed "
+                         "under a guessed sender)")
+        if self.guessed_identity:
+            lines.append(f"{len(self.guessed_identity)} session(s) were never seen by the "
+                         "plugin; their chat id stands for the sender")
+        return lines
 
 
 @dataclass
@@ -89,16 +114,26 @@ def _identity(outbox: Outbox, key: str) -> tuple[str, str, str | None, bool]:
 def plan_backfill(
     manager: Any, memory: MemoryConfig, outbox: Outbox, provider: str, *,
     since: datetime | None = None, session: str | None = None, include_tools: bool = False,
+    include_forgotten: bool = False,
 ) -> BackfillPlan:
-    """Every turn of nanobot's sessions (or one session) as events, oldest first."""
+    """Every turn of nanobot's sessions (or one session) as events, oldest first; turns
+    the provider has or has queued, turns of forgotten scopes (unless
+    ``include_forgotten``) and group turns whose sender is unknown are left out, counted."""
     plan = BackfillPlan()
+    forgotten = {} if include_forgotten else outbox.forgotten()
     keys = [session] if session else sorted(str(s["key"]) for s in manager.list_sessions())
     for key in keys:
         if key.startswith("dream:") or not seams.session_persists(manager, key):
             continue
         stored = manager.get_or_create(key)
         channel, chat_id, sender_id, known = _identity(outbox, key)
-        live = outbox.turn_times(provider, key)
+        senders = outbox.turn_senders(key)
+        # Several people spoke in this session (a group chat): a turn the plugin did not
+        # see live has no known sender.
+        several = len({who for _, _, who in senders.values()} | ({sender_id} if known
+                                                                  else set())) > 1
+        delivered = outbox.delivered_turns(provider, key)
+        queued = outbox.queued_turns(provider, key)
         plan.sessions += 1
         if not known:
             plan.guessed_identity.append(key)
@@ -107,21 +142,42 @@ def plan_backfill(
             # message's own time keeps ids of a later conversation distinct.
             stamp = str(turn[0].get("timestamp") or "")
             digest = hashlib.sha256(f"{key}\x00{index}\x00{stamp}".encode()).hexdigest()[:32]
-            event = event_from_messages(
-                memory=memory, chosen=turn, event_id=f"nb-bf-{digest}",
-                turn_id=f"backfill-{index}", channel=channel, chat_id=chat_id,
-                sender_id=sender_id, session_key=key)
+            event = _turn_event(memory, turn, key, index, digest, (channel, chat_id, sender_id))
             if event is None:
                 continue
             if since is not None and event.timestamp < since:
                 continue
             plan.turns += 1
-            if event.timestamp.isoformat() in live:
-                plan.already_live += 1
+            at = event.timestamp.isoformat()
+            who = senders.get(at)
+            if who is None and several:
+                plan.unknown_sender += 1
+                plan.unknown_sender_sessions.add(key)
+                continue
+            if who is not None and who != (channel, chat_id, sender_id):
+                event = _turn_event(memory, turn, key, index, digest, who)
+                assert event is not None
+            scope_key = event.scope().key
+            if scope_key in forgotten and event.timestamp.timestamp() <= forgotten[scope_key]:
+                plan.forgotten += 1
+                plan.forgotten_scopes.add(scope_key)
+                continue
+            if at in delivered:
+                plan.already_delivered += 1
+                continue
+            if at in queued:
+                plan.already_queued += 1
                 continue
             plan.events.append((key, event))
     plan.events.sort(key=lambda pair: pair[1].timestamp)
     return plan
+
+
+def _turn_event(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,
+                digest: str, who: tuple[str, str, str | None]) -> MemoryEvent | None:
+    return event_from_messages(
+        memory=memory, chosen=turn, event_id=f"nb-bf-{digest}", turn_id=f"backfill-{index}",
+        channel=who[0], chat_id=who[1], sender_id=who[2], session_key=key)
 
 
 def enqueue(outbox: Outbox, provider: str, plan: BackfillPlan) -> int:

@@ -72,6 +72,9 @@ def backfill(
         help="How long to wait for the provider's readiness at the end.")] = 120.0,
     batch: Annotated[int, typer.Option(min=1, max=1000,
                                        help="Turns per bulk write.")] = backfill_steps.BATCH,
+    include_forgotten: Annotated[bool, typer.Option(
+        "--include-forgotten", help="Also replay the turns of scopes that were forgotten "
+        "(/memory-forget, `nanobot-memory forget`); skipped by default.")] = False,
 ) -> None:
     """Replay nanobot's sessions, in order and with their own times, into a provider."""
     nanobot_path = nanobot_config.expanduser()
@@ -101,16 +104,16 @@ def backfill(
     outbox = Outbox(data_dir_for(settings) / OUTBOX_FILE)
     try:
         plan = backfill_steps.plan_backfill(manager, memory, outbox, name, since=start,
-                                            session=session)
+                                            session=session,
+                                            include_forgotten=include_forgotten)
         queued = backfill_steps.enqueue(outbox, name, plan)
         pending = outbox.stats(name).pending
         console.print(f"{plan.turns} turn(s) in {plan.sessions} session(s): {queued} newly "
-                      f"queued, {plan.already_live} already delivered live, {pending} "
-                      f"pending for '{name}'", highlight=False)
-        if plan.guessed_identity:
-            console.print(f"note: {len(plan.guessed_identity)} session(s) were never seen "
-                          "by the plugin; their chat id stands for the sender",
-                          highlight=False)
+                      f"queued, {plan.already_delivered} already delivered, "
+                      f"{plan.already_queued} already queued, {pending} pending for "
+                      f"'{name}'", highlight=False, soft_wrap=True)
+        for note in plan.notes():
+            console.print(f"note: {note}", highlight=False, soft_wrap=True)
         delivered, failed, readiness = asyncio.run(_deliver(settings, outbox, name, pending,
                                                             wait_s, batch, nanobot_path))
         left = outbox.stats(name).pending

@@ -38,7 +38,7 @@ class BackfillMixin(PluginState):
         async def switch_provider(self, name: str) -> str: ...
         async def flush(self, timeout_s: float = 30.0) -> int: ...
 
-    async def switch_with_backfill(self, name: str) -> str:
+    async def switch_with_backfill(self, name: str, *, include_forgotten: bool = False) -> str:
         switched = await self.switch_provider(name)
         if self.provider != name or self.status != "active":
             return switched + "\nbackfill: not started (no provider of this plugin is active)"
@@ -48,17 +48,19 @@ class BackfillMixin(PluginState):
         assert memory is not None
         plan = await asyncio.to_thread(
             backfill.plan_backfill, self.sessions, memory, self.outbox, self.provider,
-            include_tools=self.settings.plugin.include_tool_messages)
+            include_tools=self.settings.plugin.include_tool_messages,
+            include_forgotten=include_forgotten)
         queued = await asyncio.to_thread(backfill.enqueue, self.outbox, self.provider, plan)
         scopes = list({e.scope().key: e.scope() for _, e in plan.events}.values())
         self.backfill_progress = BackfillProgress(self.provider, queued, plan.turns,
                                                   time.time(), scopes)
         self._backfill_task = asyncio.get_running_loop().create_task(self._finish_backfill())
-        guessed = (f"; {len(plan.guessed_identity)} session(s) never seen live use the chat "
-                   "id as the sender") if plan.guessed_identity else ""
+        notes = "".join(f"\nnote: {n}" for n in plan.notes())
         return (f"{switched}\nbackfill: {queued} turn(s) from {plan.sessions} nanobot "
-                f"session(s) queued ({plan.turns} found, {plan.already_live} already there"
-                f"{guessed}); /memory-health shows the progress")
+                f"session(s) queued ({plan.turns} found, {plan.already_delivered} already "
+                f"delivered, {plan.already_queued} already queued); /memory-health shows the "
+                f"progress{notes}").replace("--include-forgotten",
+                                            f"/memory-mode {name} --backfill --include-forgotten")
 
     async def _finish_backfill(self) -> None:
         progress = self.backfill_progress

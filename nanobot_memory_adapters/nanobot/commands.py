@@ -42,7 +42,8 @@ USAGE = (
     "       /memory-mode read-only on|off stop/resume saving turns to memory\n"
     "       /memory-mode retry-failed     requeue turns the provider refused\n"
     "       /memory-mode <provider>       switch provider (saved to memory.json)\n"
-    "       /memory-mode <provider> --backfill  switch and replay nanobot's sessions into it"
+    "       /memory-mode <provider> --backfill  switch and replay nanobot's sessions into it\n"
+    "       /memory-mode <provider> --backfill --include-forgotten  also forgotten scopes"
 )
 
 
@@ -65,6 +66,9 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                     text = await plugin.switch_provider(words[0])
                 elif len(words) == 2 and words[1].lower() == "--backfill":
                     text = await plugin.switch_with_backfill(words[0])
+                elif len(words) == 3 and [w.lower() for w in words[1:]] == [
+                        "--backfill", "--include-forgotten"]:
+                    text = await plugin.switch_with_backfill(words[0], include_forgotten=True)
                 else:
                     text = USAGE
         except Exception as exc:  # a command must answer, not crash the turn

@@ -194,9 +194,11 @@ class DeliveryMixin(PluginState):
             if self.writes_failing_since is None:
                 self.writes_failing_since = time.time()
             await asyncio.to_thread(self.outbox.mark_retry, row.seq, error)
-            logger.warning("{}: '{}' did not accept event {} ({}); kept in the outbox, "
-                           "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
-                           self._retry_delay)
+            if not self.store_lock.report(self.provider, self.data_dir, exc,
+                                          self.writes_failing_since):
+                logger.warning("{}: '{}' did not accept event {} ({}); kept in the outbox, "
+                               "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
+                               self._retry_delay)
             return False
         await asyncio.to_thread(self.outbox.mark_failed, row.seq, error)
         await self._settle(row)

@@ -2,8 +2,10 @@
 
 Builds the provider ``memory.json`` selects (same data dir as the plugin), removes the
 scope's rows from the shared outbox, deletes the scope through the provider's own
-deletion and checks that a search returns nothing of it (``forget.forget_scope``).
-Stop nanobot first when it holds an embedded store (local Qdrant, Kuzu).
+deletion — and in every other provider the outbox shows holding it — and checks that a
+search returns nothing of it (``forget.forget_scope``). A scope nothing is stored for
+(a typo) exits 1 and lists the scopes the outbox knows. Stop nanobot first when it
+holds an embedded store (local Qdrant, Kuzu); the error then names the holder.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import typer
 from nanobot_memory_adapters.config import ConfigError, MemoryConfig
 from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.contract import AdapterError, MemoryScope
-from nanobot_memory_adapters.nanobot.forget import ForgetOutcome, forget_scope
+from nanobot_memory_adapters.diagnostics import mentions_lock_contention
+from nanobot_memory_adapters.nanobot.forget import (
+    ForgetOutcome,
+    forget_scope,
+    held_reply,
+    provider_builder,
+)
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.settings import data_dir_for, load_settings
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
@@ -79,21 +87,32 @@ def forget(
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
+    data_dir = data_dir_for(settings)
+    build = provider_builder(settings.raw, settings.path,
+                             nanobot_path if nanobot_path.is_file() else None, exclude=name)
+
     async def run_forget() -> ForgetOutcome:
-        adapter = load_provider(built, data_dir=data_dir_for(settings))
-        outbox = Outbox(data_dir_for(settings) / OUTBOX_FILE)
+        adapter = load_provider(built, data_dir=data_dir)
+        outbox = Outbox(data_dir / OUTBOX_FILE)
         try:
-            return await forget_scope(adapter, outbox, scope)
+            return await forget_scope(adapter, outbox, scope, provider=name, build=build)
         finally:
             outbox.close()
             await adapter.aclose()
 
     try:
         outcome = asyncio.run(run_forget())
-    except AdapterError as exc:
+    except Exception as exc:
+        if mentions_lock_contention(exc):
+            raise fail(held_reply(name, data_dir, scope, in_chat=False)) from None
+        if not isinstance(exc, AdapterError):
+            raise
         raise fail(f"forget in '{name}' failed: {exc} (nothing more was deleted; stop "
                    "nanobot if it holds the store, then run this again)") from None
-    console.print(outcome.report(name).replace("this chat's memory", f"{scope.key}'s memory"),
-                  highlight=False, soft_wrap=True)
+    active = outcome.active
+    if active is not None and active.store_locked:
+        raise fail(held_reply(name, data_dir, scope, in_chat=False))
+    console.print(outcome.report(name, list_known=True).replace(
+        "this chat's memory", f"{scope.key}'s memory"), highlight=False, soft_wrap=True)
     if not outcome.done:
         raise typer.Exit(1)

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 from nanobot_memory_adapters.events import MemoryEvent
+from nanobot_memory_adapters.scope import MemoryScope
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -61,6 +63,60 @@ CREATE TABLE IF NOT EXISTS session_identity (
     sender_id TEXT,
     seen_at REAL NOT NULL
 );
+"""
+
+# The forget/backfill ledger (``forget.py``, ``backfill.py``): facts about turns that must
+# outlive the rows above, which are pruned (``keep_delivered``) and deleted by forget.
+# Kept by triggers, so every writer of the outbox keeps it without knowing of it:
+# - ``delivered_turn``: which provider holds which session's turn (the time of its first
+#   message, the event's run and user ids): backfill's "already there", whatever was
+#   pruned; forget's "which providers hold this scope".
+# - ``turn_sender``: who spoke in a live turn, per turn (nanobot's session files do not
+#   say; in a group chat the session's last sender is not every turn's sender).
+# - ``forgotten_scope``: scopes forgotten and when; backfill does not bring them back.
+# The two INSERTs at the end carry an older outbox's rows over (idempotent).
+_LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS delivered_turn (
+    provider TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    turn_at TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    persona_id TEXT NOT NULL,
+    PRIMARY KEY (provider, session_key, turn_at)
+);
+CREATE TABLE IF NOT EXISTS turn_sender (
+    session_key TEXT NOT NULL,
+    turn_at TEXT NOT NULL,
+    channel TEXT,
+    chat_id TEXT,
+    sender_id TEXT,
+    PRIMARY KEY (session_key, turn_at)
+);
+CREATE TABLE IF NOT EXISTS forgotten_scope (
+    scope_key TEXT PRIMARY KEY,
+    forgotten_at REAL NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS ledger_delivered AFTER UPDATE OF status ON outbox
+WHEN NEW.status = 'delivered' BEGIN
+    INSERT OR IGNORE INTO delivered_turn VALUES (NEW.provider, NEW.session_key,
+        json_extract(NEW.payload, '$.timestamp'), json_extract(NEW.payload, '$.run_id'),
+        json_extract(NEW.payload, '$.user_id'));
+END;
+CREATE TRIGGER IF NOT EXISTS ledger_sender AFTER INSERT ON outbox
+WHEN NEW.event_id NOT LIKE 'nb-bf-%' BEGIN
+    INSERT OR REPLACE INTO turn_sender VALUES (NEW.session_key,
+        json_extract(NEW.payload, '$.timestamp'),
+        json_extract(NEW.payload, '$.metadata.channel'),
+        json_extract(NEW.payload, '$.metadata.chat_id'),
+        json_extract(NEW.payload, '$.metadata.sender_id'));
+END;
+INSERT OR IGNORE INTO delivered_turn SELECT provider, session_key,
+    json_extract(payload, '$.timestamp'), json_extract(payload, '$.run_id'),
+    json_extract(payload, '$.user_id') FROM outbox WHERE status = 'delivered';
+INSERT OR IGNORE INTO turn_sender SELECT session_key, json_extract(payload, '$.timestamp'),
+    json_extract(payload, '$.metadata.channel'), json_extract(payload, '$.metadata.chat_id'),
+    json_extract(payload, '$.metadata.sender_id') FROM outbox
+    WHERE event_id NOT LIKE 'nb-bf-%';
 """
 
 
@@ -115,6 +171,7 @@ class Outbox:
             db.execute("PRAGMA synchronous=FULL")
             db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
             db.executescript(_SCHEMA)
+            db.executescript(_LEDGER_SCHEMA)
             self._db = db
         return self._db
 
@@ -322,3 +379,69 @@ class Outbox:
                     yield mine
                     return
             await asyncio.sleep(0.2)
+
+    # -- the forget/backfill ledger (_LEDGER_SCHEMA) ---------------------------------
+    def delivered_turns(self, provider: str, session_key: str) -> set[str]:
+        """Times (``turn_time``) of the session's turns this provider received, pruned
+        rows included."""
+        rows = self._exec("SELECT turn_at FROM delivered_turn WHERE provider=? AND "
+                          "session_key=?", (provider, session_key))
+        return {turn_time(at) for (at,) in rows if at}
+
+    def queued_turns(self, provider: str, session_key: str) -> dict[str, str]:
+        """Times of the session's turns with a row for this provider not delivered yet:
+        time -> status (pending or failed)."""
+        rows = self._exec("SELECT json_extract(payload, '$.timestamp'), status FROM outbox "
+                          "WHERE provider=? AND session_key=? AND status<>'delivered'",
+                          (provider, session_key))
+        return {turn_time(at): status for at, status in rows if at}
+
+    def turn_senders(self, session_key: str) -> dict[str, tuple[str, str, str | None]]:
+        """Who spoke in each live turn of the session: time -> (channel, chat id, sender)."""
+        rows = self._exec("SELECT turn_at, channel, chat_id, sender_id FROM turn_sender "
+                          "WHERE session_key=?", (session_key,))
+        return {turn_time(at): (channel or "unknown", chat_id or "", sender)
+                for at, channel, chat_id, sender in rows if at}
+
+    def holders(self, scope: MemoryScope) -> set[str]:
+        """Providers the outbox shows holding the scope: a delivered turn (pruned or not)."""
+        rows = self._exec("SELECT DISTINCT provider FROM delivered_turn WHERE run_id=? AND "
+                          "persona_id=?", (scope.run_id, scope.persona_id))
+        return {p for (p,) in rows}
+
+    def known_scopes(self) -> list[str]:
+        """Every scope key the outbox knows a turn of (queued or delivered)."""
+        rows = self._exec("SELECT run_id, persona_id FROM delivered_turn UNION SELECT "
+                          "json_extract(payload, '$.run_id'), json_extract(payload, "
+                          "'$.user_id') FROM outbox")
+        return sorted({MemoryScope(run_id=r, persona_id=p).key for r, p in rows if r and p})
+
+    def forget_delivered(self, scope: MemoryScope, providers: set[str]) -> None:
+        """A forgotten scope: these providers no longer hold its turns; the forget is
+        remembered (``forgotten``), so a backfill does not bring the turns back."""
+        with self._lock:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("DELETE FROM delivered_turn WHERE provider=? AND run_id=? AND "
+                               "persona_id=?",
+                               [(p, scope.run_id, scope.persona_id) for p in providers])
+                db.execute("INSERT OR REPLACE INTO forgotten_scope VALUES (?,?)",
+                           (scope.key, time.time()))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def forgotten(self) -> dict[str, float]:
+        """Forgotten scope keys -> when they were forgotten (epoch seconds)."""
+        return dict(self._exec("SELECT scope_key, forgotten_at FROM forgotten_scope"))
+
+
+def turn_time(stamp: str) -> str:
+    """A turn's time as the ledger compares it: ISO, UTC (the payload's ``...Z`` form and
+    ``MemoryEvent.timestamp.isoformat()`` agree)."""
+    try:
+        return datetime.fromisoformat(stamp).astimezone(UTC).isoformat()
+    except ValueError:
+        return stamp

@@ -14,6 +14,7 @@ from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.nanobot.people import Attribution, People
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings
 from nanobot_memory_adapters.nanobot.state import CacheEntry, LastError, LatencyStats
+from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -37,6 +38,7 @@ class PluginState:
     last_error: LastError | None
     writes_failing_since: float | None
     reads_failing_since: float | None
+    store_lock: StoreLockNotice
     _closed: bool
     _retry_task: asyncio.Task[Any] | None
     _retry_delay: float

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import capabilities_of
-from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention, store_holders
+from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
-from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot.state import ago as _ago
+from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
 
 
@@ -141,12 +141,13 @@ class ReportsMixin(PluginState):
         return "\n".join(lines)
 
     async def _store_holder_line(self) -> str:
-        """Who holds the embedded store this process could not open (when knowable)."""
-        holders = (await asyncio.to_thread(store_holders, self.data_dir, skip=(OUTBOX_FILE,))
-                   if self.data_dir else [])
-        who = ", ".join(holders[:3]) if holders else "another process (not identifiable here)"
-        return (f"store: held by {who}; this process keeps answering and its turns wait "
-                "in the shared outbox for whichever process can open the store")
+        """Who holds the embedded store this process could not open (when knowable), and
+        what that means here: no recall, turns kept for the holder."""
+        who = await asyncio.to_thread(holder_text, self.data_dir)
+        return (f"store: held by {who}; this process keeps answering, without recall (no "
+                "memory reaches its replies while the store is held), and its turns wait in "
+                "the shared outbox for whichever process can open the store; /memory-forget "
+                "works in that process (or stop it)")
 
     def _native_memory_lines(self) -> list[str]:
         return seams.native_memory_summary(self.loop)

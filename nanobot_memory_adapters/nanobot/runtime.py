@@ -58,6 +58,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LastError,
     LatencyStats,
 )
+from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
 _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictionary()
@@ -105,6 +106,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self.last_error: LastError | None = None
         self.writes_failing_since: float | None = None
         self.reads_failing_since: float | None = None
+        self.store_lock = StoreLockNotice()  # "another process holds the store", said once
         self._build_failed_at: float | None = None
         self._scopes_ready: set[str] = set()
         self._build_task: asyncio.Task[bool] | None = None
@@ -250,7 +252,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         except Exception as exc:  # the backend itself is down: keep events, retry later
             self._build_failed_at = time.time()
             self._note_error("build_provider", exc, retryable=True)
-            logger.warning("{}: provider '{}' not available yet: {}", LOG, provider, exc)
+            if not self.store_lock.report(provider, self.data_dir, exc, None):
+                logger.warning("{}: provider '{}' not available yet: {}", LOG, provider, exc)
             return False
         if (self._closed or self.status != "active" or self.provider != provider
                 or self.adapter is not None):

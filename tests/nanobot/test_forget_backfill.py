@@ -1,0 +1,224 @@
+"""Forget and backfill agree (issue 28): a forgotten scope stays forgotten through a
+backfill, forget reaches every provider holding the scope and says when nothing is
+stored, backfill is idempotent whatever the outbox pruned, counts what it skipped
+truthfully, and files each group-chat turn under its own sender. Real AgentLoop, real
+``nanobot-memory`` processes, LLM double."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from nanobot_memory_adapters.nanobot import plugin_for
+from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
+from nanobot_memory_adapters.nanobot.settings import load_settings
+from nanobot_memory_adapters.nanobot.turns import chat_scope
+from tests.nanobot.conftest import VENV_BIN, say
+from tests.nanobot.test_user_features import ALICE, BOB, _hold_drain_lock, _items
+
+FULL_HISTORY = {"memory": {"condition": "full_history"}}
+NM = str(VENV_BIN / "nanobot-memory")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([NM, *args], capture_output=True, text=True, timeout=300)
+
+
+def _backfill(home, provider: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _run("backfill", "--nanobot-config", str(home.config_path), "--provider", provider,
+                *extra)
+
+
+def _opened(home) -> tuple[Any, MemoryPlugin]:
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    return loop, plugin
+
+
+async def _reopened(home) -> tuple[Any, MemoryPlugin]:
+    loop, plugin = _opened(home)
+    assert plugin is not None and await plugin._ensure_adapter()
+    return loop, plugin
+
+
+async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
+    home.write_memory(FULL_HISTORY)
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "I keep bees on the roof.")
+    await say(loop, "bob", "I keep chickens.")
+    assert await plugin.flush() == 0
+    reply = await say(loop, "alice", "/memory-forget confirm")
+    assert reply.startswith("forgotten:"), reply
+    assert "backfill skips this scope" in reply
+    await say(loop, "alice", "My new hobby is chess.")  # said after the forget: kept
+    assert await plugin.flush() == 0
+    await home.close(loop)
+
+    done = _backfill(home, "full_history")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("1 turn(s) of 1 forgotten scope(s) (default/telegram-alice) skipped"
+            in done.stdout), done.stdout
+    assert "--include-forgotten brings them back" in done.stdout
+    assert "0 newly queued" in done.stdout, done.stdout
+    loop, plugin = await _reopened(home)
+    alice = await _items(plugin, ALICE, "what do I keep")
+    assert not any("bees" in t for t in alice), alice
+    assert sum("chess" in t for t in alice) == 1, alice
+    assert any("chickens" in t for t in await _items(plugin, BOB, "what do I keep"))
+    await home.close(loop)
+
+    back = _backfill(home, "full_history", "--include-forgotten")  # told otherwise
+    assert back.returncode == 0 and "1 newly queued" in back.stdout, back.stdout + back.stderr
+    loop, plugin = await _reopened(home)
+    alice = await _items(plugin, ALICE, "what do I keep")
+    assert sum("bees" in t for t in alice) == 1 and sum("chess" in t for t in alice) == 1
+
+
+async def test_forgetting_a_scope_that_holds_nothing_says_so(home):
+    home.write_memory(FULL_HISTORY)
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "I keep bees on the roof.")
+    await say(loop, "bob", "I keep chickens.")
+    assert await plugin.flush() == 0
+    # in chat: a user nothing was stored for; other users' scopes are not listed there
+    carol = await say(loop, "carol", "/memory-forget confirm")
+    assert carol.startswith("nothing stored for this scope (default/telegram-carol)"), carol
+    assert "telegram-alice" not in carol and "forgotten" not in carol
+    await home.close(loop)
+
+    for extra in (["--persona", "telegram-alicee"],  # a typo
+                  ["--persona", "telegram-alice", "--run", "defualt"]):  # an unknown run
+        typo = _run("forget", *extra, "--config", str(home.memory_path), "--yes")
+        assert typo.returncode == 1, typo.stdout + typo.stderr
+        assert "nothing stored for this scope" in typo.stdout, typo.stdout
+        assert "forgotten" not in typo.stdout.split("known scopes")[0]
+        assert "known scopes: default/telegram-alice, default/telegram-bob" in typo.stdout
+    loop, plugin = await _reopened(home)
+    assert await _items(plugin, ALICE, "bees") and await _items(plugin, BOB, "chickens")
+
+
+@pytest.mark.parametrize("first", ["full_history", "mem0"])
+async def test_forget_reaches_every_provider_that_holds_the_scope(home, llm_double, first):
+    """Alice told one provider, then another: forget deletes her memory in both, also
+    when they share one embedded store (mem0 and simple_rag: one Qdrant folder)."""
+    pytest.importorskip("mem0")
+    home.write_memory(FULL_HISTORY if first == "full_history" else {"memory": {
+        "backend": "mem0", "mem0": {"llm": {"base_url": llm_double.base_url,
+                                            "model": "double", "api_key": "x"}}}})
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "I keep bees on the roof.")
+    await say(loop, "bob", "I keep chickens.")
+    assert await plugin.flush(timeout_s=120) == 0
+    assert await _items(plugin, ALICE, "what do I keep")
+    assert "now 'simple_rag'" in await plugin.switch_provider("simple_rag")
+    await say(loop, "alice", "I also keep goats.")
+    assert await plugin.flush(timeout_s=120) == 0
+
+    reply = await say(loop, "alice", "/memory-forget confirm")
+    first_line = reply.splitlines()[0]
+    assert first_line.startswith(f"forgotten: 'simple_rag' and '{first}' deleted"), reply
+    assert f"check ({first}): searching for it again returns nothing" in reply
+    assert await plugin._ensure_adapter()
+    assert await _items(plugin, ALICE, "goats") == []
+    assert f"now '{first}'" in await plugin.switch_provider(first)  # switch back
+    assert await plugin._ensure_adapter()
+    assert await _items(plugin, ALICE, "what do I keep") == []  # the memory does not return
+    assert await _items(plugin, BOB, "what do I keep")
+
+
+async def test_backfill_is_idempotent_whatever_the_outbox_pruned(home):
+    home.write_memory({**FULL_HISTORY, "nanobot": {"keep_delivered": 2}})
+    loop, plugin = _opened(home)
+    facts = [f"Fact {n}: my locker {n} holds {n} marbles." for n in range(8)]
+    for text in facts:
+        await say(loop, "alice", text)
+    assert await plugin.flush() == 0
+    assert len(plugin.outbox.rows("full_history")) < len(facts)  # pruned
+    await home.close(loop)
+
+    again = _backfill(home, "full_history")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "0 newly queued, 8 already delivered" in again.stdout, again.stdout
+    # the backfill's own rows, pruned too: a second backfill adds nothing either
+    for expected in ("8 newly queued", "0 newly queued, 8 already delivered"):
+        into = _backfill(home, "no_memory")
+        assert into.returncode == 0 and expected in into.stdout, into.stdout + into.stderr
+    loop, plugin = await _reopened(home)
+    stored = await _items(plugin, ALICE, "marbles")
+    assert len(stored) == len(facts)
+    assert all(sum(text in t for t in stored) == 1 for text in facts), stored  # once each
+
+
+async def test_backfill_counts_pending_turns_apart_from_delivered_ones(home):
+    home.write_memory(FULL_HISTORY)
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "I keep bees on the roof.")
+    assert await plugin.flush() == 0
+    holder = await _hold_drain_lock(home)  # another process is delivering: rows wait
+    try:
+        await say(loop, "alice", "I also keep goats.")
+        await say(loop, "alice", "And two cats.")
+        assert plugin.outbox.stats("full_history").pending == 2
+        await home.close(loop)
+        beside = _backfill(home, "full_history")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert ("3 turn(s) in 1 session(s): 0 newly queued, 1 already delivered, 2 already "
+            "queued") in beside.stdout, beside.stdout + beside.stderr
+
+
+async def test_forget_on_static_profile_does_not_contradict_itself(home):
+    home.write_memory({"memory": {"condition": "static_profile",
+                                  "static_profile": {"profile": "Loves jazz."}}})
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "I keep bees on the roof.")
+    assert await plugin.flush() == 0
+    reply = await say(loop, "alice", "/memory-forget confirm")
+    assert reply.startswith("nothing stored for this scope"), reply
+    assert "'static_profile' stores nothing from conversations" in reply
+    assert "deleted" not in reply.replace("nothing was deleted", "")
+    assert "NOT" not in reply and "forgotten" not in reply
+
+
+async def test_group_chat_backfill_files_each_turn_under_its_own_sender(home):
+    home.write_memory(FULL_HISTORY)
+    loop, plugin = _opened(home)
+
+    async def group(sender: str, text: str) -> str:
+        reply = await loop.process_direct(text, session_key="telegram:-500",
+                                          channel="telegram", chat_id="-500",
+                                          sender_id=sender)
+        return reply.content if reply is not None else ""
+
+    await group("1001", "Fact A1: my codename is ZEBRA-PAPAYA.")
+    await group("2002", "Fact B1: I collect stamps.")
+    await group("1001", "Fact A2: my bank is in Porto.")
+    await say(loop, "alice", "/memory-mode read-only on")
+    await group("2002", "Fact B2: said while the plugin did not record.")  # sender unknown later
+    await say(loop, "alice", "/memory-mode read-only off")
+    await group("2002", "Fact B3: I live in Oslo.")
+    assert await plugin.flush() == 0
+    await home.close(loop)
+
+    done = _backfill(home, "no_memory")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 turn(s) in 1 group session(s) skipped" in done.stdout, done.stdout
+    assert "4 newly queued" in done.stdout, done.stdout
+    memory = load_settings(home.memory_path).memory
+    assert memory is not None
+
+    def scope_of(sender: str) -> str:
+        return chat_scope(memory, channel="telegram", chat_id="-500", sender_id=sender,
+                          session_key="telegram:-500")[0].persona_id
+
+    filed = {}
+    for row in plugin.outbox.rows("no_memory"):
+        event = json.loads(row["payload"])
+        filed[event["messages"][0]["content"].split(":")[0]] = event["user_id"]
+    assert filed == {"Fact A1": scope_of("1001"), "Fact A2": scope_of("1001"),
+                     "Fact B1": scope_of("2002"), "Fact B3": scope_of("2002")}, filed
