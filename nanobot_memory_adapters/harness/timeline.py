@@ -112,6 +112,7 @@ class BenchConfig:
     # The judge as an endpoint, so worker processes and Ray tasks can build their own.
     judge_endpoint: LLMEndpoint | None = None
     execution: ExecutionPlan = field(default_factory=ExecutionPlan)
+    task: str = "locomo"  # locomo | longmemeval (harness/lme_task.py): how --dataset is read
 
     def __post_init__(self) -> None:
         if self.budgets:
@@ -187,7 +188,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.fresh:
         clear_outputs(cfg.out)
-    convs = load_locomo(cfg.dataset, cfg.conversations)
+    convs = load_units(cfg)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
     if cfg.max_sessions is not None:
@@ -293,6 +294,15 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         if cfg.judge is not None:
             with contextlib.suppress(Exception):
                 await cfg.judge.aclose()
+
+
+def load_units(cfg: BenchConfig) -> list[Any]:
+    """The run's units: LoCoMo conversations, or one LongMemEval question each."""
+    if cfg.task == "longmemeval":
+        from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
+
+        return list(load_longmemeval(cfg.dataset, cfg.conversations))
+    return list(load_locomo(cfg.dataset, cfg.conversations))
 
 
 def join_traces(path: Path, parts: list[Path]) -> None:
@@ -443,6 +453,10 @@ def build_results(
         }
     if cfg.sessions:
         results["behavioural"] = behavioural
+    if cfg.task == "longmemeval":
+        from nanobot_memory_adapters.harness.lme_task import longmemeval_block
+
+        results["longmemeval"] = longmemeval_block(cfg, by_provider)
     return results
 
 

@@ -102,8 +102,10 @@ async def run_unit(
     own_judge = None
     if cfg.judge is None and cfg.judge_endpoint is not None:
         from nanobot_memory_adapters.harness.judge import llm_judge_setup
+        from nanobot_memory_adapters.harness.lme_judge import lme_judge_setup
 
-        own_judge = llm_judge_setup(cfg.judge_endpoint)
+        setup = lme_judge_setup if cfg.task == "longmemeval" else llm_judge_setup
+        own_judge = setup(cfg.judge_endpoint)
         cfg = dataclasses.replace(cfg, judge=own_judge)
     temp = None if job.store_dir is not None else tempfile.mkdtemp(prefix="nanobot-memory-unit-")
     store = job.store_dir or Path(temp or ".")
