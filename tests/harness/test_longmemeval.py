@@ -26,6 +26,7 @@ from nanobot_memory_adapters.harness.lme_metrics import (
     retrieval_scores,
 )
 from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+from tests.harness.conftest import mem0_installed
 
 FIXTURE = Path(__file__).parent / "data" / "longmemeval_fixture.json"
 
@@ -161,3 +162,24 @@ async def test_bench_longmemeval_end_to_end_on_the_fixture(tmp_path, llm_double)
     assert manifest["format"] == "longmemeval" and len(manifest["sha256"]) == 64
     assert manifest["release"]["matched"] is False
     assert manifest["conversations"][2] == "gpt4_2655b836_abs"
+
+
+@pytest.mark.skipif(not mem0_installed(), reason="mem0/graphiti extras not installed")
+async def test_bench_longmemeval_runs_mem0_and_graphiti_on_the_double(tmp_path, llm_double):
+    llm = {"base_url": llm_double.base_url, "model": "double", "api_key": "k"}
+    out = await run_bench(_cfg(tmp_path / "arch", ["mem0", "graphiti"],
+                               provider_configs={"mem0": {"llm": llm}, "graphiti": {"llm": llm}}))
+    assert not out.skipped, out.skipped
+    block = out.results["longmemeval"]["providers"]
+    assert set(block) == {"mem0", "graphiti"}
+    for name, m in out.results["providers"].items():
+        assert sum(m["failures"].values()) == 0, (name, m["failures"])
+        assert m["gate_probes"] == 5 and m["memory_form"] == "derived"
+        overall = block[name]["retrieval"]["overall"]
+        assert overall["questions"] == 5
+        # derived memories are scored through the provenance they report: a figure or an
+        # explicit n/a count, never a silent 0
+        shown = overall["session_any_shown"]
+        assert shown is not None or overall.get("session_any_shown_unattributed")
+    again = recompute_from_traces(out.out / "traces.jsonl")
+    assert {n: again[n] for n in block} == {n: e["retrieval"] for n, e in block.items()}
