@@ -76,7 +76,8 @@ def retrieval_scores(ranking: Sequence[str], relevant: set[str], k: int) -> dict
 
 def ask_scores(shown: Sequence[Sequence[str] | None], ranked: Sequence[Sequence[str] | None],
                events: dict[str, str], turn_evidence: Sequence[str],
-               answer_sessions: Sequence[int], abstention: bool) -> dict[str, float | None]:
+               answer_sessions: Sequence[int], abstention: bool,
+               readings: tuple[str, ...] = ("shown", "native")) -> dict[str, float | None]:
     """One ask's LongMemEval retrieval metrics (flat keys ``<level>_<measure>_shown`` and
     ``<level>_<measure>@k``); a level without evidence (or an abstention question) has
     no keys; a list none of whose items names a source gives None."""
@@ -88,6 +89,8 @@ def ask_scores(shown: Sequence[Sequence[str] | None], ranked: Sequence[Sequence[
         if not relevant[level]:
             continue
         for where, items in (("shown", shown), ("native", ranked)):
+            if where not in readings:
+                continue
             ranking, known = ranked_ids(items, events, level)
             blind = bool(items) and not known
             ks = [("_shown", len(ranking))] if where == "shown" else [(f"@{k}", k) for k in KS]
@@ -192,10 +195,13 @@ def recompute_from_traces(path: str | Path, budget_tokens: int | None = None
 
 
 def lme_fields(q: Any, extra: dict[str, Any], events: dict[str, str]) -> dict[str, Any]:
-    """A LongMemEval ask's type and retrieval metrics for the unit's ask record (from the
-    ask line's fields, as ``recompute_from_traces`` reads them); {} for other questions."""
+    """For the unit's ask record, from the ask line's fields (as the recomputes from
+    traces read them): a LongMemEval ask's type and retrieval metrics; any other ask's
+    ranked retrieval at fixed k over the provider's own ranking (harness/ranked_k.py)."""
     if extra.get("benchmark") != "longmemeval":
-        return {}
+        return {"ranked": ask_scores([], extra["ranked_sources"], events, extra["evidence"],
+                                     sorted({int(d.split(":")[0][1:]) for d in extra["evidence"]}),
+                                     False, readings=("native",))}
     return {"question_type": q.question_type, "lme": ask_scores(
         extra["shown_sources"], extra["ranked_sources"], events, extra["turn_evidence"],
         extra["answer_sessions"], extra["abstention"])}

@@ -74,14 +74,22 @@ def print_table(results: dict[str, Any], title: str) -> None:
 
 
 def verify(outcome: Any) -> list[str]:
-    """Providers whose LongMemEval retrieval block differs when recomputed from traces."""
+    """Providers whose LongMemEval retrieval block (LoCoMo: ranked@k block) differs when
+    recomputed from traces."""
     from nanobot_memory_adapters.harness.lme_metrics import recompute_from_traces
 
+    budget = outcome.results["budget_tokens"] if outcome.results.get("budgets") else None
+    traces = outcome.out / "traces.jsonl"
     block = outcome.results.get("longmemeval")
     if block is None:
-        return []
-    budget = outcome.results["budget_tokens"] if outcome.results.get("budgets") else None
-    again = recompute_from_traces(outcome.out / "traces.jsonl", budget)
+        from nanobot_memory_adapters.harness.ranked_k import (
+            recompute_from_traces as ranked_again,
+        )
+
+        ranked = outcome.results.get("ranked_at_k") or {"providers": {}}
+        again = ranked_again(traces, budget)
+        return [f"{n} (ranked@k)" for n, e in ranked["providers"].items() if again.get(n) != e]
+    again = recompute_from_traces(traces, budget)
     return [f"{n} (longmemeval)" for n, e in block["providers"].items()
             if again.get(n) != e["retrieval"]]
 

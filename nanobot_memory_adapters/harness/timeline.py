@@ -457,6 +457,10 @@ def build_results(
         from nanobot_memory_adapters.harness.lme_task import longmemeval_block
 
         results["longmemeval"] = longmemeval_block(cfg, by_provider)
+    else:
+        from nanobot_memory_adapters.harness.ranked_k import ranked_block
+
+        results["ranked_at_k"] = ranked_block(by_provider, cfg.budget_tokens, cfg.budget_tokens)
     return results
 
 
