@@ -183,3 +183,30 @@ async def test_bench_longmemeval_runs_mem0_and_graphiti_on_the_double(tmp_path, 
         assert shown is not None or overall.get("session_any_shown_unattributed")
     again = recompute_from_traces(out.out / "traces.jsonl")
     assert {n: again[n] for n in block} == {n: e["retrieval"] for n, e in block.items()}
+
+
+def test_cli_bench_task_longmemeval(tmp_path, locomo_file):
+    from typer.testing import CliRunner
+
+    from nanobot_memory_adapters.cli import app
+
+    def run(*args: str):
+        return CliRunner().invoke(app, ["bench", "--task", "longmemeval", *args])
+
+    ok = run("--dataset", str(FIXTURE), "--providers", "no_memory,full_history",
+             "--out", str(tmp_path / "ok"), "--verify", "--json")
+    assert ok.exit_code == 0, ok.output
+    results = json.loads(ok.stdout)
+    assert results["longmemeval"]["providers"]["full_history"]["retrieval"]["overall"][
+        "session_all_shown"]["value"] == 1.0
+    assert "verified" in ok.stderr
+    # bad input: one line naming the input and the fix, exit 2, no traceback
+    for args, says in (
+        ((), "--task longmemeval needs --dataset FILE"),
+        (("--dataset", str(tmp_path / "longmemeval_s.json")), "not shipped"),
+        (("--dataset", str(locomo_file)), "field 'question_id' is missing"),
+        (("--dataset", str(FIXTURE), "--speakers", "dual"), "use single"),
+    ):
+        bad = run(*args, "--providers", "no_memory", "--out", str(tmp_path / "bad"))
+        assert bad.exit_code == 2, (args, bad.output)
+        assert says in bad.stderr and "Traceback" not in bad.output
