@@ -153,12 +153,14 @@ def judge_setup(base_url: str | None, model: str | None, key_env: str,
                 task: str = "locomo") -> Any:
     if not base_url:
         return None
+    from nanobot_memory_adapters.harness.beam_judge import beam_judge_setup
     from nanobot_memory_adapters.harness.judge import LLMEndpoint, llm_judge_setup
     from nanobot_memory_adapters.harness.lme_judge import lme_judge_setup
 
     if not model:
         raise fail("--llm-model is required with --llm-base-url")
-    setup = lme_judge_setup if task == "longmemeval" else llm_judge_setup
+    setup = {"longmemeval": lme_judge_setup, "beam": beam_judge_setup}.get(
+        task, llm_judge_setup)
     return setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
 
 
@@ -283,14 +285,17 @@ def bench_command(
         )
         prefs.run_and_report(cfg, as_json=as_json)
         return
-    if task not in ("locomo", "longmemeval"):
-        raise fail(f"--task {task!r}: use locomo, longmemeval or preferences")
-    lme = task == "longmemeval"
+    if task not in ("locomo", "longmemeval", "beam"):
+        raise fail(f"--task {task!r}: use locomo, longmemeval, beam or preferences")
+    lme = task in ("longmemeval", "beam")  # one question time, after the last session
     if lme and speakers != "single":
-        raise fail("--speakers: a LongMemEval haystack is user/assistant; use single")
-    if lme and dataset is None:
+        raise fail(f"--speakers: a {task} conversation is user/assistant; use single")
+    if task == "longmemeval" and dataset is None:
         raise fail("--task longmemeval needs --dataset FILE (longmemeval_s.json, _m or "
                    "_oracle; not shipped: see docs/harness.md)")
+    if task == "beam" and dataset is None:
+        raise fail("--task beam needs --dataset FOLDER (a BEAM conversation folder such as "
+                   "chats/100K/1, or chats/100K; not shipped: see docs/harness.md)")
     names = provider_names(providers)
     if speakers not in SPEAKER_PROTOCOLS:
         raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
@@ -302,7 +307,7 @@ def bench_command(
         budget_tokens=budgets[0],
         budgets=budgets,
         test_points="last" if lme else test_points,  # LongMemEval: once, at question_date
-        run_id="longmemeval" if lme and run_id == "locomo" else run_id,
+        run_id=task if lme and run_id == "locomo" else run_id,
         seed=seed,
         readiness_timeout_s=readiness_timeout,
         provider_configs=cli_blocks(provider_configs(provider_config), nanobot_config),
@@ -320,10 +325,14 @@ def bench_command(
         print(json.dumps(outcome.results, indent=2))
     else:
         print_outcome(outcome, f"LoCoMo-style evidence recall at {budgets[0]} tokens")
-        if lme:
+        if task == "longmemeval":
             from nanobot_memory_adapters.harness.lme_task import print_table
 
             print_table(outcome.results, f"LongMemEval at {budgets[0]} tokens")
+        elif task == "beam":
+            from nanobot_memory_adapters.harness.beam_task import print_table as beam_table
+
+            beam_table(outcome.results, f"BEAM at {budgets[0]} tokens")
     if verify:
         verify_recall(outcome)
     code = report_failures(outcome.results)

@@ -462,9 +462,9 @@ class UnitRunner(LocomoIngest):
         try:
             answer = await judge.answerer.answer(getattr(q, "answer_prompt", q.question),
                                                  context)
-            verdict = (
-                await judge.judge.judge(q.question, q.gold, answer, category=q.category)
-            ).to_dict()
+            gold = getattr(q, "judge_gold", q.gold)  # BEAM: the rubric
+            verdict = (await judge.judge.judge(q.question, gold, answer, category=q.category)
+                       ).to_dict()
         except Exception as exc:
             answer, verdict = "", {"label": "error", "score": None, "raw": error_text(exc)}
         record = {"qid": q.qid, "category": q.category, "answer": answer, "verdict": verdict}

@@ -112,7 +112,7 @@ class BenchConfig:
     # The judge as an endpoint, so worker processes and Ray tasks can build their own.
     judge_endpoint: LLMEndpoint | None = None
     execution: ExecutionPlan = field(default_factory=ExecutionPlan)
-    task: str = "locomo"  # locomo | longmemeval (harness/lme_task.py): how --dataset is read
+    task: str = "locomo"  # locomo | longmemeval | beam (lme_task.py, beam_task.py)
 
     def __post_init__(self) -> None:
         if self.budgets:
@@ -302,6 +302,10 @@ def load_units(cfg: BenchConfig) -> list[Any]:
         from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
 
         return list(load_longmemeval(cfg.dataset, cfg.conversations))
+    if cfg.task == "beam":
+        from nanobot_memory_adapters.harness.datasets.beam import load_beam
+
+        return load_beam(cfg.dataset, cfg.conversations)
     return list(load_locomo(cfg.dataset, cfg.conversations))
 
 
@@ -457,6 +461,11 @@ def build_results(
         from nanobot_memory_adapters.harness.lme_task import longmemeval_block
 
         results["longmemeval"] = longmemeval_block(cfg, by_provider)
+    elif cfg.task == "beam":
+        from nanobot_memory_adapters.harness.beam_task import beam_block
+
+        if cfg.judge is not None:
+            results["beam"] = beam_block(by_provider)
     else:
         from nanobot_memory_adapters.harness.ranked_k import ranked_block
 
