@@ -241,7 +241,8 @@ def bench_command(
         str,
         typer.Option(help="locomo: evidence recall on LoCoMo (default). longmemeval: "
                      "one unit per question of a LongMemEval file (--dataset; "
-                     "--conversations selects question ids). preferences: "
+                     "--conversations selects question ids). beam: one unit per BEAM "
+                     "conversation folder (--dataset). preferences: "
                      "behavioural test sessions through nanobot (--dataset is a scenario "
                      "JSON, or generated from --seed; --llm-* is nanobot's model and the "
                      "open-task judge). Also: nanobot-memory preferences run."),
