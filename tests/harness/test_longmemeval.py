@@ -210,3 +210,17 @@ def test_cli_bench_task_longmemeval(tmp_path, locomo_file):
         bad = run(*args, "--providers", "no_memory", "--out", str(tmp_path / "bad"))
         assert bad.exit_code == 2, (args, bad.output)
         assert says in bad.stderr and "Traceback" not in bad.output
+
+
+async def test_workers_build_the_longmemeval_judge_and_change_nothing(tmp_path, llm_double):
+    from nanobot_memory_adapters.harness.executors import ExecutionPlan
+
+    endpoint = LLMEndpoint(base_url=llm_double.base_url, model="double-chat")
+    runs = {}
+    for n in (1, 2):  # workers rebuild the judge from the endpoint (units.run_unit)
+        out = await run_bench(_cfg(
+            tmp_path / f"w{n}", ["no_memory", "full_history"], judge=lme_judge_setup(endpoint)
+            if n == 1 else None, judge_endpoint=endpoint, execution=ExecutionPlan(workers=n)))
+        runs[n] = out.results["longmemeval"]["providers"]
+    assert runs[2] == runs[1]
+    assert runs[2]["no_memory"]["qa"]["abstention"]["accuracy"]["value"] == 1.0
