@@ -178,6 +178,11 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
                             "answer_baseline": _estimate(_values(part, "answer_baseline"),
                                                          cl, **kw),
                             "answer_lift": _lift(part, cl, **kw)}
+        block["by_category"] = {
+            str(c): {m: _estimate(_values(part, m), cl, **kw)
+                     for m in ("turn", "provenance", "session", "answer")}
+            for c in sorted({int(a["category"]) for a in p_asks})
+            for part in [[a for a in p_asks if int(a["category"]) == c]]}
         per[name] = block
     pairwise: dict[str, list[dict[str, Any]]] = {}
     for metric in PAIRWISE:

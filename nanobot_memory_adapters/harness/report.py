@@ -26,7 +26,7 @@ from nanobot_memory_adapters.harness.charts import (
     table,
 )
 from nanobot_memory_adapters.harness.metrics import TIMING_KEY
-from nanobot_memory_adapters.harness.report_intervals import interval_sections
+from nanobot_memory_adapters.harness.report_intervals import ci, interval_sections
 
 
 def comparison_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,13 +195,15 @@ def render_report(
         for r in rows
     ]
     cat_rows = []
+    per_ci = (results.get("intervals") or {}).get("providers") or {}
     for name, m in results["providers"].items():
         cells = [escape(name)]
         for c in cats:
             b = m["recall"]["by_category"].get(c)
+            turn_ci = ((per_ci.get(name) or {}).get("by_category") or {}).get(c, {}).get("turn")
             cells.append(
-                f'{fmt(b["turn"])} / {fmt(b["session"])} <span class="note">'
-                f"(n={b['count']})</span>"
+                f'{ci(turn_ci) if turn_ci else fmt(b["turn"])} / {fmt(b["session"])} '
+                f'<span class="note">(n={b["count"]})</span>'
                 if b
                 else "–"
             )
@@ -274,7 +276,8 @@ def render_report(
             groups, series("session"), colors, "Session-level evidence recall", labels=labels
         ),
         table(
-            ["provider", *[f"{c} {CATEGORY_NAMES.get(c, '')} (turn / session)" for c in cats]],
+            ["provider", *[f"{c} {CATEGORY_NAMES.get(c, '')} (turn [95 %] / session)"
+                           for c in cats]],
             cat_rows,
         ),
         "<p class='note'>Category ids follow LoCoMo's evaluation code; papers disagree on "

@@ -44,6 +44,9 @@ async def test_results_carry_intervals_and_pairwise_outside_the_hash(locomo_file
         answer = results["providers"][name]["recall"]["categories_1_4"]["answer"]
         assert block["answer"]["value"] == answer
         assert block["short_gold"]["n"] + block["long_gold"]["n"] == block["answer"]["n"]
+        for c, b in results["providers"][name]["recall"]["by_category"].items():
+            assert block["by_category"][c]["turn"]["value"] == b["turn"]
+            assert block["by_category"][c]["turn"]["n"] == b["count"]
     (turn,) = iv["pairwise"]["turn"]
     assert (turn["a"], turn["b"]) == ("no_memory", "full_history")
     assert turn["distinguishable"] and turn["verdict"] == "full_history > no_memory"
