@@ -152,14 +152,19 @@ def endpoint_or_none(base_url: str | None, model: str | None, key_env: str) -> A
     return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
 
 
-def judge_setup(base_url: str | None, model: str | None, key_env: str) -> Any:
+def judge_setup(base_url: str | None, model: str | None, key_env: str,
+                task: str = "locomo") -> Any:
     if not base_url:
         return None
+    from nanobot_memory_adapters.harness.beam_judge import beam_judge_setup
     from nanobot_memory_adapters.harness.judge import LLMEndpoint, llm_judge_setup
+    from nanobot_memory_adapters.harness.lme_judge import lme_judge_setup
 
     if not model:
         raise fail("--llm-model is required with --llm-base-url")
-    return llm_judge_setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
+    setup = {"longmemeval": lme_judge_setup, "beam": beam_judge_setup}.get(
+        task, llm_judge_setup)
+    return setup(LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env))
 
 
 def run_bench_cli(cfg: Any, *, quiet: bool = False) -> Any:
@@ -237,7 +242,10 @@ def bench_command(
     ] = None,
     task: Annotated[
         str,
-        typer.Option(help="locomo: evidence recall on LoCoMo (default). preferences: "
+        typer.Option(help="locomo: evidence recall on LoCoMo (default). longmemeval: "
+                     "one unit per question of a LongMemEval file (--dataset; "
+                     "--conversations selects question ids). beam: one unit per BEAM "
+                     "conversation folder (--dataset). preferences: "
                      "behavioural test sessions through nanobot (--dataset is a scenario "
                      "JSON, or generated from --seed; --llm-* is nanobot's model and the "
                      "open-task judge). Also: nanobot-memory preferences run."),
@@ -282,8 +290,17 @@ def bench_command(
         )
         prefs.run_and_report(cfg, as_json=as_json)
         return
-    if task != "locomo":
-        raise fail(f"--task {task!r}: use locomo or preferences")
+    if task not in ("locomo", "longmemeval", "beam"):
+        raise fail(f"--task {task!r}: use locomo, longmemeval, beam or preferences")
+    lme = task in ("longmemeval", "beam")  # one question time, after the last session
+    if lme and speakers != "single":
+        raise fail(f"--speakers: a {task} conversation is user/assistant; use single")
+    if task == "longmemeval" and dataset is None:
+        raise fail("--task longmemeval needs --dataset FILE (longmemeval_s.json, _m or "
+                   "_oracle; not shipped: see docs/harness.md)")
+    if task == "beam" and dataset is None:
+        raise fail("--task beam needs --dataset FOLDER (a BEAM conversation folder such as "
+                   "chats/100K/1, or chats/100K; not shipped: see docs/harness.md)")
     names = provider_names(providers)
     if speakers not in SPEAKER_PROTOCOLS:
         raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
@@ -294,24 +311,33 @@ def bench_command(
         conversations=[c.strip() for c in conversations.split(",")] if conversations else None,
         budget_tokens=budgets[0],
         budgets=budgets,
-        test_points=test_points,
-        run_id=run_id,
+        test_points="last" if lme else test_points,  # LongMemEval: once, at question_date
+        run_id=task if lme and run_id == "locomo" else run_id,
         seed=seed,
         readiness_timeout_s=readiness_timeout,
         provider_configs=cli_blocks(provider_configs(provider_config), nanobot_config),
         fresh=fresh,
         deterministic_ids=deterministic_ids,
-        judge=judge_setup(llm_base_url, llm_model, llm_api_key_env),
+        judge=judge_setup(llm_base_url, llm_model, llm_api_key_env, task),
         judge_endpoint=endpoint_or_none(llm_base_url, llm_model, llm_api_key_env),
         speakers=speakers,  # type: ignore[arg-type]
         max_sessions=max_sessions,
         execution=ExecutionPlan(executor, workers, ray_address),  # type: ignore[arg-type]
+        task=task,
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
-        print_outcome(outcome, f"LoCoMo evidence recall at {budgets[0]} tokens")
+        print_outcome(outcome, f"LoCoMo-style evidence recall at {budgets[0]} tokens")
+        if task == "longmemeval":
+            from nanobot_memory_adapters.harness.lme_task import print_table
+
+            print_table(outcome.results, f"LongMemEval at {budgets[0]} tokens")
+        elif task == "beam":
+            from nanobot_memory_adapters.harness.beam_task import print_table as beam_table
+
+            beam_table(outcome.results, f"BEAM at {budgets[0]} tokens")
     if verify:
         verify_recall(outcome)
     code = report_failures(outcome.results)
@@ -333,6 +359,9 @@ def verify_recall(outcome: Any) -> None:
         again = recompute_from_traces(outcome.out / "traces.jsonl", budget)
         bad += [n + (f"@{budget}" if budget else "") for n, m in providers.items()
                 if again.get(n) != m["recall"]]
+    from nanobot_memory_adapters.harness.lme_task import verify as verify_lme
+
+    bad += verify_lme(outcome)
     again_intervals = locomo_intervals(outcome.out / "traces.jsonl",
                                        list(outcome.results["providers"]),
                                        outcome.results["budget_tokens"] if sweep else None)

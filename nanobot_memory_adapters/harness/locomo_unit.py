@@ -25,6 +25,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.formatting import compose_sections, split_budget
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation
 from nanobot_memory_adapters.harness.judge import BehaviouralSession, SessionContext
+from nanobot_memory_adapters.harness.lme_metrics import lme_fields
 from nanobot_memory_adapters.harness.locomo_ingest import LocomoIngest
 from nanobot_memory_adapters.harness.locomo_mapping import Persona, personas
 from nanobot_memory_adapters.harness.metrics import (
@@ -279,7 +280,8 @@ class UnitRunner(LocomoIngest):
         self, query: str, session_id: str, scope: MemoryScope, budget: ContextBudget
     ) -> tuple[RetrieveResult | None, str | None, list[Trace]]:
         request = RetrieveRequest(
-            query=query, scope=scope, session_id=session_id, budget=budget
+            query=query, scope=scope, session_id=session_id, budget=budget,
+            as_of=getattr(self.conv, "asked_at", None),  # LongMemEval: question_date
         )
         with self.sink.capture() as held:
             try:
@@ -395,6 +397,8 @@ class UnitRunner(LocomoIngest):
             "shown_sources": asked.shown_sources,
             "context_sha256": sha,
             "context_tokens": tokens,
+            "ranked_sources": [it.source_event_ids for r in asked.results for it in r.items],
+            **getattr(q, "trace_fields", {}),  # a LongMemEval question's evidence
         }
         if self.cfg.budgets:  # a sweep: which budget this ask was given
             extra["budget_tokens"] = budget_tokens
@@ -428,6 +432,7 @@ class UnitRunner(LocomoIngest):
                 "latency_ms": asked.latency_ms if asked.results else None,
                 "failed": asked.error,
                 **({"budget": budget_tokens} if self.cfg.budgets else {}),
+                **lme_fields(q, extra, self.dia_of_event),
             }
         )
         return context
@@ -463,10 +468,11 @@ class UnitRunner(LocomoIngest):
         judge = self.cfg.judge
         assert judge is not None
         try:
-            answer = await judge.answerer.answer(q.question, context)
-            verdict = (
-                await judge.judge.judge(q.question, q.gold, answer, category=q.category)
-            ).to_dict()
+            answer = await judge.answerer.answer(getattr(q, "answer_prompt", q.question),
+                                                 context)
+            gold = getattr(q, "judge_gold", q.gold)  # BEAM: the rubric
+            verdict = (await judge.judge.judge(q.question, gold, answer, category=q.category)
+                       ).to_dict()
         except Exception as exc:
             answer, verdict = "", {"label": "error", "score": None, "raw": error_text(exc)}
         record = {"qid": q.qid, "category": q.category, "answer": answer, "verdict": verdict}

@@ -125,6 +125,7 @@ def bench_manifest(
 ) -> dict[str, Any]:
     """The manifest of a LoCoMo bench run (before ``finalize``)."""
     from nanobot_memory_adapters.harness.datasets.locomo import file_sha256
+    from nanobot_memory_adapters.harness.datasets.releases import folder_sha256, known_release
     from nanobot_memory_adapters.harness.locomo_mapping import describe as describe_speakers
     from nanobot_memory_adapters.harness.locomo_unit import unit_scope
 
@@ -134,9 +135,11 @@ def bench_manifest(
     return {
         "kind": "bench",
         "dataset": {
-            "format": "locomo",
+            "format": cfg.task,
             "file": cfg.dataset.name,
-            "sha256": file_sha256(cfg.dataset),
+            "sha256": (sha := file_sha256(cfg.dataset) if cfg.dataset.is_file()
+                       else folder_sha256(cfg.dataset)),
+            "release": known_release(sha),
             "conversations": [c.sample_id for c in convs],
             "sessions": {c.sample_id: len(c.sessions) for c in convs},
             "turns": sum(len(c.turns) for c in convs),

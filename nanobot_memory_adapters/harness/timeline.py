@@ -122,6 +122,7 @@ class BenchConfig:
     # The judge as an endpoint, so worker processes and Ray tasks can build their own.
     judge_endpoint: LLMEndpoint | None = None
     execution: ExecutionPlan = field(default_factory=ExecutionPlan)
+    task: str = "locomo"  # locomo | longmemeval | beam (lme_task.py, beam_task.py)
 
     def __post_init__(self) -> None:
         if self.budgets:
@@ -203,7 +204,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
     cfg.out.mkdir(parents=True, exist_ok=True)
     if cfg.fresh:
         clear_outputs(cfg.out)
-    convs = load_locomo(cfg.dataset, cfg.conversations)
+    convs = load_units(cfg)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
     if cfg.max_sessions is not None:
@@ -315,6 +316,19 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         if cfg.judge is not None:
             with contextlib.suppress(Exception):
                 await cfg.judge.aclose()
+
+
+def load_units(cfg: BenchConfig) -> list[Any]:
+    """The run's units: LoCoMo conversations, or one LongMemEval question each."""
+    if cfg.task == "longmemeval":
+        from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
+
+        return list(load_longmemeval(cfg.dataset, cfg.conversations))
+    if cfg.task == "beam":
+        from nanobot_memory_adapters.harness.datasets.beam import load_beam
+
+        return load_beam(cfg.dataset, cfg.conversations)
+    return list(load_locomo(cfg.dataset, cfg.conversations))
 
 
 def join_traces(path: Path, parts: list[Path]) -> None:
@@ -465,6 +479,19 @@ def build_results(
         }
     if cfg.sessions:
         results["behavioural"] = behavioural
+    if cfg.task == "longmemeval":
+        from nanobot_memory_adapters.harness.lme_task import longmemeval_block
+
+        results["longmemeval"] = longmemeval_block(cfg, by_provider)
+    elif cfg.task == "beam":
+        from nanobot_memory_adapters.harness.beam_task import beam_block
+
+        if cfg.judge is not None:
+            results["beam"] = beam_block(by_provider)
+    else:
+        from nanobot_memory_adapters.harness.ranked_k import ranked_block
+
+        results["ranked_at_k"] = ranked_block(by_provider, cfg.budget_tokens, cfg.budget_tokens)
     return results
 
 

@@ -110,9 +110,13 @@ async def run_unit(
     cfg = job.cfg
     own_judge = None
     if cfg.judge is None and cfg.judge_endpoint is not None:
+        from nanobot_memory_adapters.harness.beam_judge import beam_judge_setup
         from nanobot_memory_adapters.harness.judge import llm_judge_setup
+        from nanobot_memory_adapters.harness.lme_judge import lme_judge_setup
 
-        own_judge = llm_judge_setup(cfg.judge_endpoint)
+        setup = {"longmemeval": lme_judge_setup, "beam": beam_judge_setup}.get(
+            cfg.task, llm_judge_setup)
+        own_judge = setup(cfg.judge_endpoint)
         cfg = dataclasses.replace(cfg, judge=own_judge)
     temp = None if job.store_dir is not None else tempfile.mkdtemp(prefix="nanobot-memory-unit-")
     try:

@@ -1,0 +1,181 @@
+"""BEAM conversations (mohammadtavakoli78/BEAM, ``chats/<scale>/<n>/``) -> one unit each.
+
+A conversation folder holds ``chat.json`` -- a list of batches ``{"batch_number": N,
+"turns": [[turn, ...], ...]}``, each turn ``{"role", "id", "content"}`` plus, on the user
+turn that opens a group, ``time_anchor`` (``"March-15-2024"``) -- and
+``probing_questions/probing_questions.json``: ``{ability: [question, ...]}``, each with
+``question``, a ``rubric`` (the nuggets it is graded on), ``source_chat_ids`` (turn ids:
+a list, or a dict of lists) and an ideal answer (``answer`` / ``ideal_answer`` /
+``ideal_response``). ``--dataset`` is such a folder, or a folder of them (``chats/100K``).
+
+Batches are the sessions (their time anchors are the session dates: the first anchor of
+a batch, else the previous date + 1 day); the probing questions are asked once,
+read-only, after the last batch. Turn ``k`` (1-based) of batch ``b`` is ``Db:k``;
+``source_chat_ids`` become the evidence turns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.harness.datasets.locomo import (
+    Conversation,
+    DatasetError,
+    EvidenceStats,
+    Question,
+    Session,
+    Turn,
+)
+
+ABILITIES: tuple[str, ...] = (
+    "abstention", "contradiction_resolution", "event_ordering", "information_extraction",
+    "instruction_following", "knowledge_update", "multi_session_reasoning",
+    "preference_following", "summarization", "temporal_reasoning",
+)
+# ``Question.category`` of a BEAM question: 100 + its ability's index (never 1-5, the
+# LoCoMo categories).
+CATEGORY_BASE = 100
+GOLD_KEYS = ("answer", "ideal_answer", "ideal_response", "ideal_summary", "expected_compliance")
+
+
+def ability_of(category: int) -> str:
+    return ABILITIES[category - CATEGORY_BASE]
+
+
+def parse_anchor(text: str | None) -> datetime | None:
+    """``'March-15-2024'`` -> an aware datetime (UTC); None when unreadable."""
+    try:
+        return datetime.strptime(str(text), "%B-%d-%Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class BeamQuestion(Question):
+    ability: str = ""
+    rubric: tuple[str, ...] = ()
+    has_turn_evidence: bool = True
+    last_session: int = 0
+
+    @property
+    def ready_after(self) -> int:
+        return self.last_session
+
+    @property
+    def judge_gold(self) -> str:
+        """What the judge grades against: the rubric (JSON list), not the ideal answer."""
+        return json.dumps(list(self.rubric), ensure_ascii=False)
+
+    @property
+    def trace_fields(self) -> dict[str, Any]:
+        return {"benchmark": "beam", "ability": self.ability, "rubric": list(self.rubric)}
+
+
+def _ids(value: Any) -> list[int]:
+    """``source_chat_ids`` as a flat list of ints (a list, or a dict of lists)."""
+    if isinstance(value, dict):
+        return [i for v in value.values() for i in _ids(v)]
+    if isinstance(value, list):
+        return [int(v) for v in value if isinstance(v, int | str) and str(v).isdigit()]
+    return []
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"{path.parent}: {path.name} is missing (a BEAM conversation "
+                           "folder holds chat.json and probing_questions/)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+
+
+def load_conversation(folder: Path, sample_id: str) -> Conversation:
+    chat = _read(folder / "chat.json")
+    probes = _read(folder / "probing_questions" / "probing_questions.json")
+    if not isinstance(chat, list) or not all(isinstance(b, dict) and "turns" in b for b in chat):
+        raise DatasetError(f"{folder / 'chat.json'}: expected a list of batches "
+                           "{'batch_number', 'turns'}")
+    if not isinstance(probes, dict):
+        raise DatasetError(f"{folder}: probing_questions.json is not {{ability: [questions]}}")
+    sessions: list[Session] = []
+    dia_of_id: dict[int, str] = {}
+    previous: datetime | None = None
+    for b, batch in enumerate(chat, start=1):
+        number = int(batch.get("batch_number") or b)
+        flat = [t for group in batch["turns"] for t in (group if isinstance(group, list)
+                                                        else [group])]
+        anchor = next((parse_anchor(t.get("time_anchor")) for t in flat
+                       if t.get("time_anchor")), None)
+        start = anchor or (previous or datetime(2024, 1, 1, tzinfo=UTC)) + timedelta(days=1)
+        previous = start
+        turns = []
+        for k, t in enumerate(flat):
+            if t.get("role") not in ("user", "assistant") or "content" not in t:
+                raise DatasetError(f"{folder / 'chat.json'}: batch {number}, turn {k}: not "
+                                   "{'role': 'user'|'assistant', 'content': ...}")
+            dia = f"D{number}:{k + 1}"
+            if isinstance(t.get("id"), int):
+                dia_of_id[t["id"]] = dia
+            text = str(t["content"])
+            turns.append(Turn(dia_id=dia, session=number, index=k, speaker=str(t["role"]),
+                              text=text, content=text, timestamp=start + timedelta(seconds=k),
+                              distinctive=False))
+        sessions.append(Session(number, str(anchor.date() if anchor else ""), start,
+                                tuple(turns), anchor is not None))
+    last = sessions[-1].number if sessions else 0
+    stats = EvidenceStats()
+    questions = []
+    for ability, items in probes.items():
+        if ability not in ABILITIES:
+            raise DatasetError(f"{folder}: probing ability {ability!r} is not one of "
+                               + ", ".join(ABILITIES))
+        for i, item in enumerate(items):
+            stats.questions += 1
+            rubric = tuple(str(r) for r in item.get("rubric") or [])
+            if not rubric or "question" not in item:
+                stats.skipped_questions += 1
+                stats.examples.append(f"{sample_id}:{ability}:{i}: no question or rubric")
+                continue
+            evidence = [dia_of_id[c] for c in _ids(item.get("source_chat_ids"))
+                        if c in dia_of_id]
+            has = bool(evidence)
+            if not has:  # the bookkeeping needs a turn: the last batch's (not scored)
+                evidence = [t.dia_id for t in sessions[-1].turns] if sessions else []
+            gold = next((str(item[k]) for k in GOLD_KEYS if item.get(k)), "")
+            stats.placed += 1
+            questions.append(BeamQuestion(
+                qid=f"{sample_id}:{ability}:{i}", index=len(questions),
+                question=str(item["question"]), category=CATEGORY_BASE + ABILITIES.index(ability),
+                evidence=tuple(dict.fromkeys(evidence)), raw_evidence=(), answer=gold,
+                ability=ability, rubric=rubric, has_turn_evidence=has, last_session=last))
+    return Conversation(sample_id=sample_id, speaker_a="user", speaker_b="assistant",
+                        sessions=tuple(sessions), questions=tuple(questions),
+                        evidence_stats=stats)
+
+
+def load_beam(path: str | Path, selected: list[str] | None = None) -> list[Conversation]:
+    """A conversation folder, or a folder of numbered conversation folders."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise FileNotFoundError(f"BEAM folder {str(p)!r} not found; pass --dataset with a "
+                                "conversation folder (chats/100K/1) or a scale folder "
+                                "(chats/100K); nothing is shipped: see docs/harness.md")
+    if not p.is_dir():
+        raise DatasetError(f"{p}: a BEAM dataset is a folder (chat.json + probing_questions/)")
+    if (p / "chat.json").exists():
+        folders = [(p, f"beam-{p.parent.name}-{p.name}")]
+    else:
+        subs = sorted((d for d in p.iterdir() if (d / "chat.json").exists()),
+                      key=lambda d: (not d.name.isdigit(), int(d.name) if d.name.isdigit()
+                                     else 0, d.name))
+        folders = [(d, f"beam-{p.name}-{d.name}") for d in subs]
+        if not folders:
+            raise DatasetError(f"{p}: no conversation folder with a chat.json in it")
+    if selected:
+        folders = [f for f in folders if f[1] in selected or f[0].name in selected]
+    return [load_conversation(d, sid) for d, sid in folders]

@@ -1,0 +1,80 @@
+"""BEAM (``bench --task beam``): the conversation-folder layout (chat.json batches with
+time anchors and global turn ids; probing_questions.json per ability with rubrics and
+source_chat_ids as a list or a dict), BEAM's event-ordering score, and the bench end to
+end with the per-ability nugget judge on the LLM double.
+
+tests/harness/data/beam/100K/1 is written by us in the upstream layout
+(mohammadtavakoli78/BEAM, chats/<scale>/<n>/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nanobot_memory_adapters.harness.beam_judge import beam_judge_setup, ordering_score
+from nanobot_memory_adapters.harness.datasets.beam import load_beam
+from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
+from nanobot_memory_adapters.harness.judge import LLMEndpoint
+from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+
+SCALE = Path(__file__).parent / "data" / "beam" / "100K"
+
+
+def test_beam_folder_is_read_as_upstream_lays_it_out(tmp_path):
+    (conv,) = load_beam(SCALE)
+    assert conv.sample_id == "beam-100K-1" and load_beam(SCALE / "1")[0].sample_id == conv.sample_id
+    # batches are the sessions, dated by their time anchors
+    assert [(s.number, s.start.isoformat()[:10]) for s in conv.sessions] == [
+        (1, "2024-03-15"), (2, "2024-04-02")]
+    qs = {q.qid.split(":", 1)[1]: q for q in conv.questions}
+    # source_chat_ids are global turn ids: id 2 is batch 1's third turn, id 8 batch 2's fifth
+    assert qs["information_extraction:0"].evidence == ("D1:3",)
+    assert conv.turn("D1:3").text.startswith("My first sprint ends on March 29")
+    assert qs["knowledge_update:0"].evidence == ("D2:5",)  # from the dict form
+    assert qs["event_ordering:0"].evidence == ("D1:1", "D2:1", "D2:3")
+    assert qs["event_ordering:0"].rubric == ("budget tracker setup", "login feature",
+                                             "deployment")
+    assert not qs["abstention:0"].has_turn_evidence
+    assert all(q.ready_after == 2 for q in conv.questions)  # asked after the last batch
+    assert json.loads(qs["information_extraction:0"].judge_gold) == [
+        "LLM response should state: March 29"]
+    bad = tmp_path / "2"
+    bad.mkdir()
+    (bad / "chat.json").write_text("[]")
+    with pytest.raises(DatasetError, match=r"probing_questions\.json is missing"):
+        load_beam(bad)
+
+
+def test_event_ordering_score_is_tau_norm_times_f1():
+    ref = ["a", "b", "c"]
+    same = {(i, i): True for i in range(3)}
+    assert ordering_score(ref, ["x", "y", "z"], same)["ordering"] == 1.0
+    swapped = {(0, 1): True, (1, 0): True, (2, 2): True}
+    s = ordering_score(ref, ["b", "a", "c"], swapped)
+    assert s["f1"] == 1.0 and s["tau_norm"] == pytest.approx((1 / 3 + 1) / 2)
+    partial = ordering_score(ref, ["a"], {(0, 0): True})
+    assert partial["precision"] == 1.0 and partial["recall"] == pytest.approx(1 / 3)
+    assert ordering_score(ref, ["q"], {})["ordering"] == 0.0
+
+
+async def test_bench_beam_end_to_end_on_the_double(tmp_path, llm_double):
+    judge = beam_judge_setup(LLMEndpoint(base_url=llm_double.base_url, model="double-chat"))
+    out = await run_bench(BenchConfig(
+        dataset=SCALE, out=tmp_path / "run", providers=["no_memory", "full_history"],
+        task="beam", test_points="last", run_id="beam", judge=judge))
+    for m in out.results["providers"].values():
+        assert sum(m["failures"].values()) == 0 and m["gate_probes"] == 4
+    block = out.results["beam"]["providers"]
+    none, full = block["no_memory"], block["full_history"]
+    assert full["by_ability"]["information_extraction"]["value"] == 1.0
+    assert full["by_ability"]["knowledge_update"]["value"] == 1.0
+    assert none["by_ability"]["information_extraction"]["value"] == 0.0
+    # the ordering is graded by rank correlation: full history lists the three events
+    # in the order they were said
+    assert full["event_ordering_tau_f1"]["value"] == 1.0
+    assert none["event_ordering_tau_f1"]["value"] == 0.0
+    assert full["overall"]["n"] == 4 and full["not_graded"] == 0
+    assert out.manifest["dataset"]["format"] == "beam"
+    assert len(out.manifest["dataset"]["sha256"]) == 64

@@ -1,0 +1,64 @@
+"""The bm25 lexical control: the reusable contract suite, and a ranking that is BM25's
+(a keyword match beats recency, unlike full_history)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nanobot_memory_adapters.contract import (
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    Message,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
+
+pytest.importorskip("bm25s")
+from nanobot_memory_adapters.conditions.bm25 import Bm25
+
+
+class TestBm25(ContractSuite):
+    @pytest.fixture
+    def contract_target(self, tmp_path):
+        async def make():
+            return Bm25(tmp_path / "bm25.sqlite3")
+
+        async def make_failing():
+            blocker = tmp_path / "not-a-directory"
+            blocker.write_text("x")
+            return Bm25(blocker / "store" / "bm25.sqlite3")
+
+        return SuiteTarget(make=make, make_failing=make_failing)
+
+
+async def test_bm25_ranks_by_terms_not_by_recency(tmp_path):
+    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    scope = MemoryScope(run_id="r", persona_id="p", agent_id="a")
+    await adapter.setup_scope(scope)
+    texts = ["My sister's dog is called Biscuit.", "I baked bread on Sunday.",
+             "The train to Lisbon was late.", "I watched a film about glaciers."]
+    t0 = datetime(2023, 1, 1, tzinfo=UTC)
+    for i, text in enumerate(texts):
+        await adapter.record_event(MemoryEvent(
+            event_id=f"e{i}", run_id="r", user_id="p", agent_id="a", session_id="s",
+            turn_id=str(i), timestamp=t0 + timedelta(hours=i),
+            messages=[Message(role="user", content=text)]))
+    result = await adapter.retrieve(RetrieveRequest(
+        query="What is my sister's dog called?", scope=scope,
+        budget=ContextBudget(max_tokens=2000)))
+    # the oldest turn is the only one sharing terms with the query: first; the rest
+    # follow with score 0, newest first (full_history would put e3 first)
+    assert [i.source_event_ids for i in result.items] == [["e0"], ["e3"], ["e2"], ["e1"]]
+    assert result.items[0].score is not None and result.items[0].score > 0
+    assert [i.score for i in result.items[1:]] == [0.0, 0.0, 0.0]
+    assert result.formatted_context.index("Biscuit") < result.formatted_context.index("glacier")
+    # stemming: "watched ... glaciers" is found by "watching a glacier"
+    hit = await adapter.retrieve(RetrieveRequest(
+        query="Was I watching a glacier?", scope=scope,
+        budget=ContextBudget(max_tokens=2000)))
+    assert hit.items[0].source_event_ids == ["e3"] and hit.items[0].score > 0
+    assert result.trace.backend_name == "bm25"
+    await adapter.aclose()
