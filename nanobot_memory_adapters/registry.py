@@ -20,6 +20,7 @@ from nanobot_memory_adapters.config import (
     ConfigError,
     MemoryConfig,
     _suggest,
+    expand_env,
     parse_memory_config,
     read_config_source,
     validation_to_config_error,
@@ -134,7 +135,9 @@ def load_provider(
     cls = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
     try:
-        block = block_model.model_validate(config.provider_block())
+        # ``${NAME}`` references (how ``setup`` stores secrets) are read here, in memory only
+        raw_block = expand_env(config.provider_block(), f"memory.{spec.name}")
+        block = block_model.model_validate(raw_block)
     except ValidationError as exc:
         raise validation_to_config_error(exc, prefix=f"memory.{spec.name}") from None
     base = Path(data_dir).expanduser() if data_dir else config.resolved_data_dir()
