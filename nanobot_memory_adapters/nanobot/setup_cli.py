@@ -256,14 +256,15 @@ def _with_block(previous: dict[str, Any], provider: str, kind: str,
     return raw
 
 
-def _checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: bool) -> Any:
+def _checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: bool,
+             where: str = "") -> Any:
     """The memory config as the plugin will build it (llm resolved, ``${ENV}`` read), or
     one error line naming the setting (exit 2)."""
     from nanobot_memory_adapters.registry import provider_class, resolve_config
 
     settings = parse_settings(path, raw)
     if settings.error or settings.memory is None:
-        raise fail(settings.error or "memory.json: not a memory config")
+        raise fail((settings.error or "memory.json: not a memory config") + where)
     try:
         memory = resolve_nanobot_llm(settings.memory, nanobot_config)
         _config, spec = resolve_config(memory)
@@ -271,9 +272,10 @@ def _checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: b
         provider_class(spec).config_model.model_validate(
             expand_env(block, f"memory.{spec.name}") if expand else block)
     except ConfigError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc) + where) from None
     except ValidationError as exc:
-        raise fail(str(validation_to_config_error(exc, prefix=f"memory.{spec.name}"))) from None
+        error = validation_to_config_error(exc, prefix=f"memory.{settings.memory.provider_name}")
+        raise fail(str(error) + where) from None
     return memory
 
 
@@ -473,10 +475,9 @@ def _switch(nanobot_config: Path, enabled: bool) -> None:
         raise fail(f"{path}: not a memory config object; run 'nanobot-memory setup'")
     block = raw.get("memory", raw)
     block["enabled"] = enabled
-    if enabled:
-        settings = parse_settings(path, raw)
-        if settings.error:
-            raise fail(f"{settings.error} (in {path}); fix it or run 'nanobot-memory setup'")
+    if enabled:  # the plugin's own checks at start, so 'on' never turns on a broken file
+        _checked(path, raw, nanobot_config.expanduser(), expand=False,
+                 where=f" (in {path}); fix it or run 'nanobot-memory setup'")
     write_settings(path, raw)
     if enabled:
         console.print(f"memory on ({block.get('backend') or block.get('condition')}) in {path}; "
