@@ -70,6 +70,15 @@ def secret_env_name(provider: str, field: str) -> str:
     return re.sub(r"[^A-Z0-9_]", "_", f"NANOBOT_MEMORY_{provider}_{field}".upper())
 
 
+def env_name(text: str, what: str, field: str, provider: str) -> str:
+    """``text`` when it is a variable name; else one line that never repeats it (it may be
+    the secret itself, pasted where its variable's name was asked)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        raise fail(f"{what}: give the NAME of an environment variable (letters, digits, _), "
+                   f"not its value, e.g. {secret_env_name(provider, field)}")
+    return text
+
+
 def memory_json_for(nanobot_config: Path) -> Path:
     """Where the plugin reads its settings for this nanobot config (``settings_path``)."""
     return settings_path(nanobot_config.expanduser().parent)
@@ -82,8 +91,10 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise fail(f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} base_url=http://"
-                       "127.0.0.1:8000")
+            shown = "" if flag == "--secret" else f" {item!r}"  # may be the secret itself
+            raise fail(f"{flag}{shown}: expected KEY=VALUE, e.g. "
+                       + (f"{flag} api_key=MY_KEY_VAR" if flag == "--secret"
+                          else f"{flag} base_url=http://127.0.0.1:8000"))
         out[key.strip()] = value
     return out
 
@@ -164,13 +175,26 @@ def _ask_llm(provider: str, llm: str | None, yes: bool, llm_model: str | None,
         raise fail(f"--llm {llm}: the endpoint needs a model; give --llm-model NAME")
     block: dict[str, Any] = {"base_url": llm, "model": model}
     key_env = llm_key_env if llm_key_env is not None else (None if yes else Prompt.ask(
-        "environment variable holding its API key (Enter: none)", default=""))
+        "environment variable holding its API key (Enter: none)", default="",
+        show_default=False))
     if key_env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
-            raise fail(f"--llm-key-env {key_env!r}: not an environment variable name; e.g. "
-                       "--llm-key-env OPENAI_API_KEY")
-        block["api_key"] = env_reference(key_env)
+        block["api_key"] = env_reference(env_name(key_env, "--llm-key-env", "api_key",
+                                                  provider))
     return block, key_env or None
+
+
+def _clear_secret(key: str, value: Any) -> str | None:
+    """The dotted key of a secret given in clear inside ``value`` (None when there is none)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _clear_secret(str(k), v)
+            if found:
+                return f"{key}.{found}"
+        return None
+    if is_secret(key) and value not in (None, "") and not (
+            isinstance(value, str) and re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value)):
+        return key
+    return None
 
 
 def _fields_to_ask(model: type[BaseModel]) -> list[str]:
@@ -194,18 +218,16 @@ def build_block(provider: str, model: type[BaseModel], *, llm: str | None, llm_m
         if key not in fields:
             raise fail(f"memory.{provider}.{key}: unknown setting — "
                        f"{_suggest(key, list(fields))}")
-    for key in sets:
-        if is_secret(key):
-            raise fail(f"--set {key}=...: {key} is a secret and is never written to "
-                       f"memory.json; give --secret {key}={secret_env_name(provider, key)} "
-                       "and export that variable")
     block: dict[str, Any] = {k: _value(v) for k, v in sets.items()}
+    for key, value in block.items():
+        clear = _clear_secret(key, value)
+        if clear:
+            raise fail(f"--set {key}=...: {clear} is a secret and is never written to "
+                       f"memory.json; give --secret {key}={secret_env_name(provider, key)} "
+                       "(a variable name) and export that variable")
     env_vars: list[str] = []
     for key, var in secrets.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
-            raise fail(f"--secret {key}={var}: {var!r} is not an environment variable name; "
-                       f"e.g. --secret {key}={secret_env_name(provider, key)}")
-        block[key] = env_reference(var)
+        block[key] = env_reference(env_name(var, f"--secret {key}=...", key, provider))
         env_vars.append(var)
     if "llm" in fields and provider in TAKES_LLM and "llm" not in block:
         block["llm"], key_env = _ask_llm(provider, llm, yes, llm_model, llm_key_env)
@@ -223,13 +245,15 @@ def build_block(provider: str, model: type[BaseModel], *, llm: str | None, llm_m
             continue
         console.print(_describe(model, name), highlight=False)
         if is_secret(name):
-            var = Prompt.ask(f"environment variable holding {name} (Enter: none)",
-                             default=secret_env_name(provider, name) if required else "")
+            var = Prompt.ask(f"environment variable holding {name}" + (
+                "" if required else " (Enter: none)"), default=secret_env_name(provider, name)
+                if required else "", show_default=required)
             if var:
-                block[name] = env_reference(var)
+                block[name] = env_reference(env_name(var, f"{name}'s variable", name, provider))
                 env_vars.append(var)
         else:
-            answer = Prompt.ask(name) if required else Prompt.ask(name, default="")
+            answer = Prompt.ask(name) if required else Prompt.ask(
+                f"{name} (Enter: default)", default="", show_default=False)
             if answer:
                 block[name] = _value(answer)
     return block, env_vars

@@ -129,6 +129,18 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
                   "--yes", "--skip-test")
     one_error_line(refused, "api_key is a secret", "--secret api_key=")
     assert not fresh.memory_path.exists()
+    pasted = run(fresh, "setup", "--provider", "memos", "--secret", f"api_key={secret}-x",
+                 "--yes", "--skip-test")
+    one_error_line(pasted, "--secret api_key=...: give the NAME of an environment variable")
+    assert secret not in pasted.stdout + pasted.stderr
+    nested = run(fresh, "setup", "--provider", "mem0", "--set",
+                 f'llm={{"base_url": "http://x", "model": "m", "api_key": "{secret}"}}',
+                 "--yes", "--skip-test")
+    one_error_line(nested, "--set llm=...: llm.api_key is a secret")
+    no_eq = run(fresh, "setup", "--provider", "memos", "--secret", secret, "--yes")
+    one_error_line(no_eq, "--secret: expected KEY=VALUE")
+    for proc in (refused, nested, no_eq):
+        assert secret not in proc.stdout + proc.stderr
     unset = run(fresh, "setup", "--provider", "memos", "--secret", "api_key=MEMOS_TEST_KEY",
                 "--yes")
     one_error_line(unset, "MEMOS_TEST_KEY: not set")
