@@ -1,4 +1,5 @@
-"""``nanobot-memory setup | status | off | on``: choose, check and switch the plugin's memory.
+"""``nanobot-memory setup``: choose and check the plugin's memory (``status``/``off``/``on``:
+``status_cli.py``).
 
 ``setup`` is a wizard driven by each provider's config model (``provider.py``): it lists
 the installed backends and controls, asks only for the chosen one's required fields (and
@@ -17,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,16 +37,11 @@ from nanobot_memory_adapters.config import (
 )
 from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.nanobot.settings import (
-    FILE_NAME,
-    LoadedSettings,
-    data_dir_for,
-    load_settings,
     parse_settings,
     settings_path,
     with_provider,
     write_settings,
 )
-from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot_llm import NANOBOT, TAKES_LLM, resolve_nanobot_llm
 
 DEFAULT_NANOBOT_CONFIG = Path("~/.nanobot/config.json")
@@ -280,7 +275,7 @@ def _with_block(previous: dict[str, Any], provider: str, kind: str,
     return raw
 
 
-def _checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: bool,
+def checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: bool,
              where: str = "") -> Any:
     """The memory config as the plugin will build it (llm resolved, ``${ENV}`` read), or
     one error line naming the setting (exit 2)."""
@@ -391,7 +386,7 @@ def setup(
     if missing and not skip_test:
         raise fail(f"{missing[0]}: not set in this shell, so the connection cannot be "
                    f"tested — export {missing[0]}=... and run setup again, or --skip-test")
-    memory = _checked(path, raw, config, expand=not skip_test)
+    memory = checked(path, raw, config, expand=not skip_test)
     result = None
     if not skip_test:
         result = connection_test(memory, test_timeout)
@@ -412,122 +407,11 @@ def setup(
         print_health(result)
 
 
-# -- status / off / on -----------------------------------------------------------------
-
-def _describe_llm(block: dict[str, Any]) -> str | None:
-    llm = block.get("llm")
-    if llm is None:
-        return None
-    if llm == NANOBOT or (isinstance(llm, dict) and llm.get("from") == NANOBOT):
-        return "nanobot's own model"
-    if isinstance(llm, dict):
-        return f"{llm.get('model')} at {llm.get('base_url')}"
-    return str(llm)[:80]
-
-
-def _outbox_counts(settings: LoadedSettings, provider: str) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.nanobot.outbox import Outbox
-
-    outbox_path = data_dir_for(settings) / OUTBOX_FILE
-    if not outbox_path.exists():  # never create one just to count it
-        return None
-    outbox = Outbox(outbox_path)
-    try:
-        stats = outbox.stats(provider)
-    finally:
-        outbox.close()
-    return {"pending": stats.pending, "failed": stats.failed, "delivered": stats.delivered,
-            "last_error": stats.last_error}
-
-
-def status(
-    nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Which memory nanobot uses: the provider, memory.json's path, on/off, the outbox."""
-    path = memory_json_for(nanobot_config)
-    settings = load_settings(path)
-    data: dict[str, Any] = {"memory_json": str(path), "exists": settings.exists}
-    if not settings.exists:
-        data.update(state="nanobot's own memory (no memory.json)", provider=None)
-    elif settings.error or settings.memory is None:
-        data.update(state="disabled (memory.json is broken)", provider=None,
-                    error=settings.error)
-    else:
-        memory = settings.memory
-        name = memory.provider_name
-        passive = name == "rolling_summary"
-        data.update(
-            provider=name, kind="backend" if memory.backend else "condition",
-            enabled=memory.enabled,
-            state=("off — nanobot's own memory" if not memory.enabled
-                   else "on — nanobot's own memory (rolling_summary)" if passive else "on"),
-            llm=_describe_llm(memory.provider_block()), data_dir=str(data_dir_for(settings)),
-            outbox=_outbox_counts(settings, name),
-        )
-    if as_json:
-        print(json.dumps(data, indent=2, default=str))
-    else:
-        table = Table(title="nanobot memory", show_header=False)
-        for key, value in data.items():
-            if value is not None and key != "exists":
-                table.add_row(key, value if isinstance(value, str) else json.dumps(value))
-        console.print(table)
-        if settings.exists and settings.memory is not None and settings.memory.enabled:
-            console.print(f"live check: nanobot agent -c {nanobot_config} -m /memory-health",
-                          highlight=False)
-        elif not settings.exists:
-            console.print("choose one: nanobot-memory setup", highlight=False)
-    if settings.exists and settings.error:
-        raise typer.Exit(1)
-
-
-def _switch(nanobot_config: Path, enabled: bool) -> None:
-    path = memory_json_for(nanobot_config)
-    if not path.exists():
-        if not enabled:
-            console.print(f"no {FILE_NAME} at {path}: nanobot already uses its own memory",
-                          highlight=False)
-            return
-        raise fail(f"{path}: no such file, nothing to turn on — run 'nanobot-memory setup'")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise fail(f"{path}: not valid JSON ({exc}); fix it or run 'nanobot-memory setup'"
-                   ) from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("memory", raw), dict):
-        raise fail(f"{path}: not a memory config object; run 'nanobot-memory setup'")
-    block = raw.get("memory", raw)
-    block["enabled"] = enabled
-    if enabled:  # the plugin's own checks at start, so 'on' never turns on a broken file
-        _checked(path, raw, nanobot_config.expanduser(), expand=False,
-                 where=f" (in {path}); fix it or run 'nanobot-memory setup'")
-    write_settings(path, raw)
-    if enabled:
-        console.print(f"memory on ({block.get('backend') or block.get('condition')}) in {path}; "
-                      "nanobot uses it from its next start", highlight=False)
-    else:
-        console.print(f"memory off in {path}: nanobot uses its own memory from its next start "
-                      "(everything else in the file is kept; 'nanobot-memory on' undoes it)",
-                      highlight=False)
-
-
-def off(nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG) -> None:
-    """Turn the provider off ("enabled": false); the rest of memory.json is kept."""
-    _switch(nanobot_config, False)
-
-
-def on(nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG) -> None:
-    """Turn the configured provider back on ("enabled": true)."""
-    _switch(nanobot_config, True)
-
-
 def register(app: typer.Typer) -> None:
+    from nanobot_memory_adapters.nanobot.status_cli import off, on, status
+
     app.command(name="setup")(setup)
     app.command(name="status")(status)
     app.command(name="off")(off)
     app.command(name="on")(on)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use: nanobot-memory setup | status | off | on")
