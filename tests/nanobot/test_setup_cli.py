@@ -241,3 +241,14 @@ def test_status_names_the_path_nanobot_reads(fresh, tmp_path):
     assert json.loads(proc.stdout)["memory_json"] == str(other)
     assert Path(json.loads(run(fresh, "status", "--json").stdout)["memory_json"]) \
         == fresh.memory_path
+
+
+def test_setup_says_when_nanobots_own_model_cannot_serve(fresh):
+    """nanobot on Anthropic: "llm": "nanobot" cannot work; one line says what to give."""
+    fresh.config_path.write_text(json.dumps({
+        "agents": {"defaults": {"model": "claude-sonnet-4", "provider": "anthropic"}},
+        "providers": {"anthropic": {"apiKey": "sk-ant-x"}}}))
+    proc = run(fresh, "setup", "--provider", "mem0", "--yes")
+    one_error_line(proc, "memory.mem0.llm:", "not an OpenAI-compatible API")
+    assert "sk-ant-x" not in proc.stdout + proc.stderr
+    assert not fresh.memory_path.exists()
