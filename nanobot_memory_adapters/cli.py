@@ -312,6 +312,9 @@ def _mount_optional_rooms() -> None:
         app.command(name="forget")(forget)
         app.command(name="backfill")(backfill)
         app.command(name="migrate-scopes")(migrate_scopes)
+        from nanobot_memory_adapters.nanobot.setup_cli import register as register_setup
+
+        register_setup(app)  # setup, status, off, on
     try:
         from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:

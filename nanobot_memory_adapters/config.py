@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -214,3 +215,35 @@ def _suggest(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return f"{hint}valid: {', '.join(sorted(set(choices)))}"
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def env_reference(name: str) -> str:
+    """How a secret is written in a config file: ``${NAME}``, read when the provider is built."""
+    return "${" + name + "}"
+
+
+def expand_env(value: Any, key: str) -> Any:
+    """``value`` with every ``${NAME}`` in its strings replaced by that environment variable.
+
+    The file keeps the reference; the secret exists only in memory, when the provider is
+    built. An unset variable is a ConfigError naming the key and the variable.
+    """
+    if isinstance(value, dict):
+        return {k: expand_env(v, f"{key}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        found = os.environ.get(match.group(1))
+        if found is None:
+            raise ConfigError(key, f"refers to ${{{match.group(1)}}}, which is not set",
+                              f"export {match.group(1)}=... in the environment nanobot "
+                              "starts from")
+        return found
+
+    return _ENV_REF.sub(one, value)

@@ -21,6 +21,7 @@ from nanobot_memory_adapters.config import (
     MemoryConfig,
     _suggest,
     check_endpoint_fields,
+    expand_env,
     parse_memory_config,
     read_config_source,
     validation_to_config_error,
@@ -134,9 +135,12 @@ def load_provider(
     config, spec = resolve_config(source)
     cls = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
-    check_endpoint_fields(config.provider_block(), f"memory.{spec.name}")
+    # ``${NAME}`` references (how ``setup`` stores secrets) are read here, in memory only;
+    # endpoints are checked on what the provider will actually use
+    raw_block = expand_env(config.provider_block(), f"memory.{spec.name}")
+    check_endpoint_fields(raw_block, f"memory.{spec.name}")
     try:
-        block = block_model.model_validate(config.provider_block())
+        block = block_model.model_validate(raw_block)
     except ValidationError as exc:
         raise validation_to_config_error(exc, prefix=f"memory.{spec.name}") from None
     base = Path(data_dir).expanduser() if data_dir else config.resolved_data_dir()

@@ -60,7 +60,8 @@ def test_nothing_outside_the_plugin_imports_the_plugin_except_test_agents():
                 "nanobot_memory_adapters.nanobot.outbox_cli",
                 "nanobot_memory_adapters.nanobot.forget_cli",
                 "nanobot_memory_adapters.nanobot.backfill_cli",
-                "nanobot_memory_adapters.nanobot.scopes_cli")]
+                "nanobot_memory_adapters.nanobot.scopes_cli",
+                "nanobot_memory_adapters.nanobot.setup_cli")]
         assert not bad, f"{rel} imports the plugin: {bad}"
 
 

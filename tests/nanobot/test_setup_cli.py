@@ -1,0 +1,254 @@
+"""``nanobot-memory setup | status | off | on`` as a user runs them: subprocesses in a fresh
+HOME whose nanobot config points at the LLM double (the stand-in for the user's model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
+from tests.nanobot.conftest import VENV_BIN, Home
+from tests.nanobot.test_cli import reply_of
+
+CLI_USER = MemoryScope(run_id="default", persona_id="cli-user", agent_id="nanobot")
+
+
+@pytest.fixture
+def fresh(tmp_path, llm_double) -> Home:
+    """A fresh HOME: nanobot's config at ~/.nanobot/config.json, no memory.json yet."""
+    user_home = tmp_path / "user"
+    h = Home(root=user_home / ".nanobot", base_url=llm_double.base_url)
+    h.root.mkdir(parents=True)
+    h.write_config()
+    return h
+
+
+def run(home: Home, *args: str, stdin: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``nanobot-memory ARGS`` with HOME set to the fresh home (no -c: the default path)."""
+    base = {**os.environ, "HOME": str(home.root.parent), "OMP_NUM_THREADS": "1",
+            "HF_HUB_OFFLINE": "1", "MEM0_TELEMETRY": "False", "NO_COLOR": "1",
+            "COLUMNS": "200"}
+    base.pop("NANOBOT_MEMORY_CONFIG", None)
+    return subprocess.run([str(VENV_BIN / "nanobot-memory"), *args], capture_output=True,
+                          text=True, timeout=400, env={**base, **(env or {})}, input=stdin,
+                          cwd=home.root)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str], *said: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
+    for text in said:
+        assert text in proc.stderr, proc.stderr
+
+
+async def test_setup_then_one_turn_gives_mem0_on_nanobots_own_model(fresh, llm_double):
+    pytest.importorskip("mem0")
+    seen = len(llm_double.requests)
+    proc = run(fresh, "setup", "--provider", "mem0", "--llm", "nanobot", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert fresh.read_memory() == {"memory": {"backend": "mem0", "mem0": {"llm": "nanobot"},
+                                              "enabled": True}}
+    assert not list(fresh.root.glob("memory.json.bak-*"))  # nothing to back up
+    assert f"wrote {fresh.memory_path}" in proc.stdout
+    assert "health: mem0 — ok" in proc.stdout, proc.stdout  # it ends with the health check
+    assert "test-key" not in fresh.memory_path.read_text()
+    # the connection test ran in a temporary store, not in the user's
+    assert not (fresh.root / "memory-adapters").exists()
+
+    first = reply_of(fresh.cli("My sister Ana lives in Porto."))
+    assert "You said: My sister Ana lives in Porto." in first
+    answer = reply_of(fresh.cli("Where does my sister live?"))
+    assert "default/cli-user" in answer  # a mem0 section for this user reached the LLM
+    # mem0 extracted on nanobot's own model (the double behind nanobot's config) ...
+    extraction = [r for r in llm_double.chat_requests()[seen:] if r.response_format]
+    assert any("Ana" in r.user + r.system for r in extraction), "no extraction on the double"
+    # ... and the fact is in the user's store, retrievable for this CLI user
+    from nanobot_memory_adapters.nanobot.settings import data_dir_for, load_settings
+    from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
+    from nanobot_memory_adapters.registry import load_provider
+
+    settings = load_settings(fresh.memory_path)
+    assert settings.memory is not None
+    adapter = await asyncio.to_thread(
+        load_provider, resolve_nanobot_llm(settings.memory, fresh.config_path),
+        data_dir=data_dir_for(settings))
+    try:
+        result = await adapter.retrieve(RetrieveRequest(
+            query="Where does my sister live?", scope=CLI_USER,
+            budget=ContextBudget(max_tokens=2000)))
+    finally:
+        await adapter.aclose()
+    assert adapter.backend_name == "mem0"
+    assert any("Porto" in item.text for item in result.items), result.items
+
+    status = run(fresh, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    shown = json.loads(status.stdout)
+    assert shown["provider"] == "mem0" and shown["state"] == "on"
+    assert shown["llm"] == "nanobot's own model"
+    assert shown["memory_json"] == str(fresh.memory_path)
+    assert shown["outbox"]["failed"] == 0 and shown["outbox"]["delivered"] >= 1
+
+
+def test_setup_keeps_a_backup_and_the_other_settings(fresh):
+    previous = {"memory": {"condition": "no_memory", "budget": {"max_tokens": 900}},
+                "nanobot": {"recall_timeout_s": 7}}
+    fresh.write_memory(previous)
+    before = fresh.memory_path.read_bytes()
+    proc = run(fresh, "setup", "--provider", "full_history", "--yes")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    backups = list(fresh.root.glob("memory.json.bak-*"))
+    assert len(backups) == 1 and backups[0].read_bytes() == before
+    assert f"previous file kept as {backups[0].name}" in proc.stdout
+    assert fresh.read_memory() == {
+        "memory": {"budget": {"max_tokens": 900}, "condition": "full_history",
+                   "full_history": {}, "enabled": True},
+        "nanobot": {"recall_timeout_s": 7}}
+    assert "health: full_history — ok" in proc.stdout
+    again = run(fresh, "setup", "--provider", "full_history", "--yes")
+    assert again.returncode == 0 and len(list(fresh.root.glob("memory.json.bak-*"))) == 2
+
+
+def test_setup_answers_from_stdin_like_a_user(fresh):
+    """No flags: the wizard lists the providers and asks; a script can pipe the answers."""
+    proc = run(fresh, "setup", stdin="full_history\ny\n")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "memory providers" in proc.stdout and "mem0" in proc.stdout
+    assert fresh.read_memory()["memory"]["condition"] == "full_history"
+
+
+def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_path):
+    secret = "sk-never-on-disk-5e1d"
+    refused = run(fresh, "setup", "--provider", "memos", "--set", f"api_key={secret}",
+                  "--yes", "--skip-test")
+    one_error_line(refused, "api_key is a secret", "--secret api_key=")
+    assert not fresh.memory_path.exists()
+    pasted = run(fresh, "setup", "--provider", "memos", "--secret", f"api_key={secret}-x",
+                 "--yes", "--skip-test")
+    one_error_line(pasted, "--secret api_key=...: give the NAME of an environment variable")
+    assert secret not in pasted.stdout + pasted.stderr
+    nested = run(fresh, "setup", "--provider", "mem0", "--set",
+                 f'llm={{"base_url": "http://x", "model": "m", "api_key": "{secret}"}}',
+                 "--yes", "--skip-test")
+    one_error_line(nested, "--set llm=...: llm.api_key is a secret")
+    no_eq = run(fresh, "setup", "--provider", "memos", "--secret", secret, "--yes")
+    one_error_line(no_eq, "--secret: expected KEY=VALUE")
+    for proc in (refused, nested, no_eq):
+        assert secret not in proc.stdout + proc.stderr
+    unset = run(fresh, "setup", "--provider", "memos", "--secret", "api_key=MEMOS_TEST_KEY",
+                "--yes")
+    one_error_line(unset, "MEMOS_TEST_KEY: not set")
+    proc = run(fresh, "setup", "--provider", "memos", "--secret", "api_key=MEMOS_TEST_KEY",
+               "--set", "base_url=http://127.0.0.1:9", "--yes", "--skip-test")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    block = fresh.read_memory()["memory"]["memos"]
+    assert block == {"api_key": "${MEMOS_TEST_KEY}", "base_url": "http://127.0.0.1:9"}
+    assert "set MEMOS_TEST_KEY in the environment" in proc.stdout
+    # the one place that builds providers reads the reference (and only then)
+    from nanobot_memory_adapters.config import ConfigError
+    from nanobot_memory_adapters.registry import load_provider
+
+    memory = fresh.read_memory()["memory"]
+    with pytest.raises(ConfigError, match=r"memory\.memos\.api_key: refers to "
+                                          r"\$\{MEMOS_TEST_KEY\}, which is not set"):
+        load_provider(memory, data_dir=tmp_path)
+    os.environ["MEMOS_TEST_KEY"] = secret
+    try:
+        adapter = load_provider(memory, data_dir=tmp_path)
+        assert adapter.config.api_key == secret  # type: ignore[attr-defined]
+        asyncio.run(adapter.aclose())
+    finally:
+        del os.environ["MEMOS_TEST_KEY"]
+    assert secret not in fresh.memory_path.read_text()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--provider", "mem1"), ["--provider 'mem1': unknown provider", "did you mean 'mem0'"]),
+    (("--provider", "mem0", "--llm", "ftp://x"), ["--llm 'ftp://x'", "base URL"]),
+    (("--provider", "full_history", "--llm", "nanobot"), ["--llm: full_history takes no llm"]),
+    (("--provider", "mem0", "--set", "threshold=2"), ["memory.mem0.threshold"]),
+    (("--provider", "mem0", "--set", "nonsense=1"), ["memory.mem0.nonsense: unknown setting"]),
+    (("--provider", "mem0", "--set", "x"), ["--set 'x': expected KEY=VALUE"]),
+    (("--nanobot-config", "/nowhere/config.json", "--provider", "mem0"),
+     ["--nanobot-config /nowhere/config.json: no such file"]),
+    ((), ["--provider is required with --yes"]),
+])
+def test_setup_bad_input_is_one_line_and_writes_nothing(fresh, args, said):
+    proc = run(fresh, "setup", *args, "--yes", "--skip-test")
+    one_error_line(proc, *said)
+    assert not fresh.memory_path.exists()
+
+
+def test_setup_does_not_write_when_the_backend_is_unavailable(fresh):
+    fresh.write_memory({"memory": {"condition": "no_memory"}})
+    before = fresh.memory_path.read_bytes()
+    proc = run(fresh, "setup", "--provider", "memos", "--set", "base_url=http://127.0.0.1:9",
+               "--set", "timeout_s=2", "--yes")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "memos is unavailable" in proc.stderr and "was not changed" in proc.stderr
+    assert fresh.memory_path.read_bytes() == before
+    assert not list(fresh.root.glob("memory.json.bak-*"))
+
+
+def test_off_keeps_everything_else_and_on_undoes_it(fresh):
+    data = {"memory": {"backend": "mem0", "mem0": {"llm": "nanobot"}},
+            "nanobot": {"recall_timeout_s": 3}}
+    fresh.write_memory(data)
+    off = run(fresh, "off")
+    assert off.returncode == 0, off.stderr
+    assert fresh.read_memory() == {"memory": {**data["memory"], "enabled": False},
+                                   "nanobot": {"recall_timeout_s": 3}}
+    status = json.loads(run(fresh, "status", "--json").stdout)
+    assert status["state"].startswith("off") and status["provider"] == "mem0"
+    assert status["outbox"] is None  # the plugin never ran: nothing was created to count
+    assert not (fresh.root / "memory-adapters").exists()
+    on = run(fresh, "on")
+    assert on.returncode == 0, on.stderr
+    assert fresh.read_memory()["memory"]["enabled"] is True
+
+
+def test_off_is_honoured_by_nanobot(fresh):
+    fresh.write_memory({"memory": {"condition": "full_history"}})
+    assert run(fresh, "off").returncode == 0
+    health = reply_of(fresh.cli("/memory-health"))
+    assert '"enabled": false' in health and "own memory" in health, health
+
+
+def test_status_and_off_without_or_with_a_broken_memory_json(fresh):
+    status = run(fresh, "status")
+    assert status.returncode == 0 and "no memory.json" in status.stdout
+    assert "nanobot-memory setup" in status.stdout
+    off = run(fresh, "off")
+    assert off.returncode == 0 and "already uses its own memory" in off.stdout
+    one_error_line(run(fresh, "on"), "nothing to turn on", "nanobot-memory setup")
+    fresh.write_memory("{not json")
+    one_error_line(run(fresh, "off"), "not valid JSON")
+    broken = run(fresh, "status", "--json")
+    assert broken.returncode == 1 and "broken" in json.loads(broken.stdout)["state"]
+    fresh.write_memory({"memory": {"backend": "mem0", "mem0": {"embedding_dims": "lots"}}})
+    one_error_line(run(fresh, "on"), "memory.mem0.embedding_dims")
+
+
+def test_status_names_the_path_nanobot_reads(fresh, tmp_path):
+    other = tmp_path / "elsewhere" / "memory.json"
+    proc = run(fresh, "status", "--json", env={"NANOBOT_MEMORY_CONFIG": str(other)})
+    assert json.loads(proc.stdout)["memory_json"] == str(other)
+    assert Path(json.loads(run(fresh, "status", "--json").stdout)["memory_json"]) \
+        == fresh.memory_path
+
+
+def test_setup_says_when_nanobots_own_model_cannot_serve(fresh):
+    """nanobot on Anthropic: "llm": "nanobot" cannot work; one line says what to give."""
+    fresh.config_path.write_text(json.dumps({
+        "agents": {"defaults": {"model": "claude-sonnet-4", "provider": "anthropic"}},
+        "providers": {"anthropic": {"apiKey": "sk-ant-x"}}}))
+    proc = run(fresh, "setup", "--provider", "mem0", "--yes")
+    one_error_line(proc, "memory.mem0.llm:", "not an OpenAI-compatible API")
+    assert "sk-ant-x" not in proc.stdout + proc.stderr
+    assert not fresh.memory_path.exists()
