@@ -50,6 +50,7 @@ INFO = ProviderInfo(
     host_native=True,
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
+    capabilities=("readiness",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
 )
 DREAM_INFO = INFO.model_copy(update={"stores_events": True, "requires_llm": True})

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import (
     SupportsFeedback,
     SupportsReadiness,
     WriteReceipt,
+    undelivered_capabilities,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
 from nanobot_memory_adapters.redaction import redact_text
@@ -169,6 +170,8 @@ def _expect(condition: bool, message: str) -> None:
 # -- the items -----------------------------------------------------------------------
 
 async def item_1_record_receipt(ctx: _Ctx) -> str:
+    hollow = undelivered_capabilities(ctx.adapter)
+    _expect(not hollow, f"declares {hollow} in info.capabilities without their methods")
     scope = ctx.scope()
     await ctx.adapter.setup_scope(scope)
     event = ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal.")
@@ -263,6 +266,9 @@ async def item_5_budget(ctx: _Ctx) -> str:
     _expect(small.trace.token_count == tokens, "trace token_count differs from the context")
     big = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=1500)
     ctx_text = big.formatted_context
+    if big.items:  # an empty section always fits a budget: it must hold something
+        _expect(bool(small.items) and bool(small.formatted_context.strip()),
+                f"{len(big.items)} items found with a large budget, none fitted 60 tokens")
     if ctx.stores or big.items:
         _expect(bool(ctx_text), "nothing retrieved with a large budget")
         head = f'<{SECTION_TAG} backend="{ctx.adapter.backend_name}"'

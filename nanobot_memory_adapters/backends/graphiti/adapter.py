@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -74,6 +75,7 @@ from nanobot_memory_adapters.backends.graphiti.models import (
 )
 from nanobot_memory_adapters.backends.graphiti.provenance import GraphitiProvenance
 from nanobot_memory_adapters.backends.graphiti.search import GraphitiSearch
+from nanobot_memory_adapters.backends.graphiti.triplets import add_triplet, triplet
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     BulkIngest,
@@ -81,6 +83,7 @@ from nanobot_memory_adapters.base import (
     NativeWrite,
 )
 from nanobot_memory_adapters.contract import (
+    AdapterError,
     MemoryEvent,
     MemoryScope,
 )
@@ -88,7 +91,7 @@ from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.telemetry import quiet_graphiti
-from nanobot_memory_adapters.tracing import TraceSink
+from nanobot_memory_adapters.tracing import TraceSink, redact
 
 quiet_graphiti()
 
@@ -130,10 +133,45 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
         require_llm(config)
-        from nanobot_memory_adapters.backends.graphiti.triplets import GraphitiTripletAdapter
+        return cls(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
 
-        target = GraphitiTripletAdapter if config.ingest.fact_triples else cls
-        return target(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
+    # -- the fact_triple mode (declared with ``ingest.fact_triples``) ----------------------
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``add_triplet``: payload ``{source, target, relation, fact, valid_at?, invalid_at?}``
+        (source/target are entity names) -> Graphiti ``add_triplet`` in the scope's group."""
+        if not self.config.ingest.fact_triples or operation != "add_triplet":
+            raise AdapterError(
+                f"unsupported native mutation {operation!r}; graphiti supports 'add_triplet' "
+                "with ingest.fact_triples: true",
+                backend_name=self.backend_name, operation="native_mutation",
+                raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
+            )
+        if self.mode.read_only:
+            trace = self._trace("native_mutation", scope=scope.key, status="skipped_read_only")
+            self._emit(trace)
+            return {"status": "skipped_read_only"}
+        return await self._call("native_mutation", lambda: self._triplet(scope, payload))
+
+    async def _triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:
+        group = self.group_id(scope)
+        source, edge, target = triplet(payload, group)
+        graphiti = await self.graphiti()
+        started = time.perf_counter()
+        async with self._lock_for(group):
+            result = await add_triplet(graphiti, source, edge, target)
+        trace = self._trace(
+            "native_mutation",
+            native_operation="graphiti.add_triplet",
+            native_request=redact({"group_id": group, "relation": edge.name}),
+            scope=scope.key,
+            native_ids=[e["uuid"] for e in result["edges"]],
+            latency_ms=(time.perf_counter() - started) * 1000,
+            status="committed",
+        )
+        self._emit(trace)
+        return result
 
     # -- ids -----------------------------------------------------------------------------
     @staticmethod
