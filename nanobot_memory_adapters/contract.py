@@ -525,7 +525,9 @@ _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "native_query": SupportsNativeQuery,
 }
 # (kept outside the Protocols: a class attribute there would become a protocol member)
-_CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {proto: name for name, proto in _PROTOCOLS.items()}
+_CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {
+    proto: name for name, proto in _PROTOCOLS.items()
+}
 
 
 def declared_capabilities(adapter: object) -> tuple[Capability, ...] | None:

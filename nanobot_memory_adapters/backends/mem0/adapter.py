@@ -154,7 +154,8 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             # mem0 builds an OpenAI client even with infer=False and needs some api_key;
             # the placeholder endpoint is never called then.
             "model": llm.model if llm else "unused",
-            "api_key": (llm.api_key if llm else None) or os.environ.get("OPENAI_API_KEY")
+            "api_key": (llm.resolved_api_key() if llm else None)
+            or os.environ.get("OPENAI_API_KEY")
             or "not-needed",
             "openai_base_url": llm.base_url if llm else "http://127.0.0.1:9/v1",
         }
