@@ -549,6 +549,6 @@ def supports(adapter: object, capability: Capability) -> bool:
     return isinstance(adapter, _PROTOCOLS[capability])
 
 
-def capabilities_of(adapter: object) -> list[Capability]:
+def capabilities_of(adapter: object) -> list[str]:
     """The optional capabilities an adapter offers, in ``CAPABILITIES`` order."""
     return [name for name in CAPABILITIES if supports(adapter, name)]

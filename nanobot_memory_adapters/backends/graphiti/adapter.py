@@ -44,9 +44,11 @@ from typing import Any, ClassVar
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
+from graphiti_core.edges import EntityEdge
 from graphiti_core.embedder.client import EmbedderClient
+from graphiti_core.errors import GroupsEdgesNotFoundError
 from graphiti_core.llm_client.config import LLMConfig
-from graphiti_core.nodes import EpisodeType
+from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.utils.maintenance.graph_data_operations import clear_data
 from openai import AsyncOpenAI
 from pydantic import BaseModel, create_model
@@ -172,6 +174,40 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         )
         self._emit(trace)
         return result
+
+    # -- diagnostics ---------------------------------------------------------------------
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]:
+        """Diagnostics only (traced, never put in a prompt). ``query="group_counts"``: the
+        scope's group as Graphiti holds it — its fact edges (all, and those still current:
+        neither invalidated nor expired), entities and episodes."""
+        if query != "group_counts":
+            raise AdapterError(
+                f"unknown diagnostic {query!r}; graphiti answers group_counts",
+                backend_name=self.backend_name, operation="native_query", raw={"query": query},
+            )
+        group = self.group_id(scope)
+
+        async def count() -> dict[str, Any]:
+            graphiti = await self.graphiti()
+            driver = self._driver_for(graphiti, group)
+            try:
+                edges = await EntityEdge.get_by_group_ids(driver, [group])
+            except GroupsEdgesNotFoundError:  # Graphiti's answer for a group without facts
+                edges = []
+            entities = await EntityNode.get_by_group_ids(driver, [group])
+            episodes = await EpisodicNode.get_by_group_ids(driver, [group])
+            current = [e for e in edges if e.invalid_at is None and e.expired_at is None]
+            return {"native_operation": "get_by_group_ids", "group_id": group,
+                    "fact_edges": len(edges), "current_facts": len(current),
+                    "entities": len(entities), "episodes": len(episodes)}
+
+        out = await self._call("native_query", count)
+        self._emit(self._trace("native_query", native_operation="graphiti get_by_group_ids",
+                               native_request={"group_id": group}, scope=scope.key,
+                               status="ok"))
+        return out
 
     # -- ids -----------------------------------------------------------------------------
     @staticmethod
