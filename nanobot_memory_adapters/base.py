@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -94,6 +94,22 @@ async def poll_readiness(
                 )
             return state.model_copy(update=update)
         await asyncio.sleep(min(interval_s, deadline - now))
+
+
+class Plumbing(Protocol):
+    """What a backend's collaborators (its request builder, native operations, search...)
+    use of the adapter that owns them: the read-only mode, native calls that become
+    ``AdapterError``, traces. ``BaseAdapter`` is one; a collaborator is handed it."""
+
+    backend_name: str
+
+    @property
+    def mode(self) -> AdapterMode: ...
+    async def _call(
+        self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
+    ) -> T: ...
+    def _trace(self, operation: str, **fields: Any) -> Trace: ...
+    def _emit(self, trace: Trace) -> None: ...
 
 
 class BaseAdapter:

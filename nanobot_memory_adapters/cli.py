@@ -312,9 +312,13 @@ def _mount_optional_rooms() -> None:
         app.command(name="forget")(forget)
         app.command(name="backfill")(backfill)
         app.command(name="migrate-scopes")(migrate_scopes)
-        from nanobot_memory_adapters.nanobot.setup_cli import register as register_setup
+        from nanobot_memory_adapters.nanobot.setup_cli import setup
+        from nanobot_memory_adapters.nanobot.status_cli import off, on, status
 
-        register_setup(app)  # setup, status, off, on
+        app.command(name="setup")(setup)
+        app.command(name="status")(status)
+        app.command(name="off")(off)
+        app.command(name="on")(on)
     try:
         from nanobot_memory_adapters.backends.memos.server_cli import memos_app
     except ImportError:

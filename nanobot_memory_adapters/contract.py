@@ -18,12 +18,14 @@ from nanobot_memory_adapters.scope import MemoryScope, ScopeId
 
 __all__ = [
     "ACCEPTED_WRITE_STATUSES",
+    "CAPABILITIES",
     "MAX_BUDGET_ITEMS",
     "MAX_BUDGET_TOKENS",
     "STORED_WRITE_STATUSES",
     "AdapterError",
     "AdapterMode",
     "BackendHealth",
+    "Capability",
     "ConditionKind",
     "ConsistencyModel",
     "ContextBudget",
@@ -51,6 +53,8 @@ __all__ = [
     "WriteReceipt",
     "WriteStatus",
     "capabilities_of",
+    "supports",
+    "undelivered_capabilities",
     "utcnow",
 ]
 
@@ -63,6 +67,15 @@ TagMapping = Literal["filter", "semantic", "metadata", "none"]
 # the backend derived from it (``derived``: extracted facts, summaries), both
 # (``mixed``), or nothing recorded at all (``none``: fixed or empty providers).
 MemoryForm = Literal["verbatim", "derived", "mixed", "none"]
+# The optional capabilities beyond ``MemoryAdapter`` (each has a ``Supports*`` Protocol
+# below for its method signatures). A provider declares which it offers in
+# ``ProviderInfo.capabilities``; what it offers may depend on its config.
+Capability = Literal[
+    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
+]
+CAPABILITIES: tuple[Capability, ...] = (
+    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
+)
 
 # -- write statuses: one place ---------------------------------------------------------
 WriteStatus = Literal["committed", "queued", "pending", "skipped_read_only", "ignored", "failed"]
@@ -356,6 +369,13 @@ class ProviderInfo(BaseModel):
         "unit interrupted mid-way resumes after its last finished session instead of "
         "starting over.",
     )
+    capabilities: tuple[Capability, ...] | None = Field(
+        default=None,
+        description="The optional capabilities this provider offers, declared (they may "
+        "depend on its config: a method that is present but not declared is not offered). "
+        "None: not declared; the capabilities are then read from the methods present "
+        "(providers written before declarations).",
+    )
     description: str = ""
 
 
@@ -431,46 +451,72 @@ class MemoryAdapter(Protocol):
     async def aclose(self) -> None: ...
 
 
+_ProtocolMeta = type(Protocol)
+
+
+class _DeclaredCapability(_ProtocolMeta):  # type: ignore[misc]
+    """``isinstance(adapter, SupportsX)`` reads the provider's declaration when it has one:
+    the methods must be present AND the capability declared. Call sites written against
+    the Protocols keep working; ``supports`` is the direct spelling."""
+
+    def has_methods(cls, instance: object) -> bool:
+        """The Protocol's own structural check (the methods are there)."""
+        return super().__instancecheck__(instance)
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        if not cls.has_methods(instance):
+            return False
+        declared = declared_capabilities(instance)
+        name = _CAPABILITY_OF.get(cls)
+        return name is None or declared is None or name in declared
+
+
 @runtime_checkable
-class SupportsFeedback(Protocol):
+class SupportsFeedback(Protocol, metaclass=_DeclaredCapability):
+
     async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt: ...
 
 
 @runtime_checkable
-class SupportsBulkIngest(Protocol):
+class SupportsBulkIngest(Protocol, metaclass=_DeclaredCapability):
+
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]: ...
 
 
 @runtime_checkable
-class SupportsReadiness(Protocol):
+class SupportsReadiness(Protocol, metaclass=_DeclaredCapability):
+
     async def readiness(self, scope: MemoryScope) -> Readiness: ...
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness: ...
 
 
 @runtime_checkable
-class SupportsNativeMutation(Protocol):
+class SupportsNativeMutation(Protocol, metaclass=_DeclaredCapability):
+
     async def native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]: ...
 
 
 @runtime_checkable
-class SupportsProvenance(Protocol):
+class SupportsProvenance(Protocol, metaclass=_DeclaredCapability):
+
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
     ) -> dict[str, Any]: ...
 
 
 @runtime_checkable
-class SupportsNativeQuery(Protocol):
+class SupportsNativeQuery(Protocol, metaclass=_DeclaredCapability):
     """Diagnostics only (an extra LLM call or raw query); never used in the agent loop."""
+
 
     async def native_query(
         self, scope: MemoryScope, query: str, **options: Any
     ) -> dict[str, Any]: ...
 
 
-_CAPABILITIES: dict[str, type] = {
+_PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "feedback": SupportsFeedback,
     "bulk_ingest": SupportsBulkIngest,
     "readiness": SupportsReadiness,
@@ -478,8 +524,31 @@ _CAPABILITIES: dict[str, type] = {
     "provenance": SupportsProvenance,
     "native_query": SupportsNativeQuery,
 }
+# (kept outside the Protocols: a class attribute there would become a protocol member)
+_CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {
+    proto: name for name, proto in _PROTOCOLS.items()
+}
+
+
+def declared_capabilities(adapter: object) -> tuple[Capability, ...] | None:
+    """What the provider declares in ``info.capabilities`` (None: it declares nothing)."""
+    info = getattr(adapter, "info", None)
+    return info.capabilities if isinstance(info, ProviderInfo) else None
+
+
+def undelivered_capabilities(adapter: object) -> list[Capability]:
+    """Capabilities the provider declares without having their methods (a defect the
+    contract suite reports)."""
+    return [c for c in declared_capabilities(adapter) or ()
+            if not _PROTOCOLS[c].has_methods(adapter)]
+
+
+def supports(adapter: object, capability: Capability) -> bool:
+    """Whether ``adapter`` offers ``capability``: declared (or, undeclared, present) and
+    its methods there. The one check; ``isinstance(adapter, SupportsX)`` agrees with it."""
+    return isinstance(adapter, _PROTOCOLS[capability])
 
 
 def capabilities_of(adapter: object) -> list[str]:
-    """The optional capabilities an adapter declares, discovered by isinstance."""
-    return [name for name, proto in _CAPABILITIES.items() if isinstance(adapter, proto)]
+    """The optional capabilities an adapter offers, in ``CAPABILITIES`` order."""
+    return [name for name in CAPABILITIES if supports(adapter, name)]

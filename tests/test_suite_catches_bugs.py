@@ -16,6 +16,7 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.testing import SuiteTarget, run_item
+from nanobot_memory_adapters.testing.reference import ReferenceAdapter
 
 
 def event(run: str, persona: str, text: str, n: int = 1) -> MemoryEvent:
@@ -131,3 +132,32 @@ async def test_item_7_requires_a_failing_target_or_a_reason(tmp_path):
     assert (await run_item(7, SuiteTarget(make=make))).status == "failed"
     na = await run_item(7, SuiteTarget(make=make, no_native_backend="none"))
     assert na.status == "not_applicable"
+
+
+class EmptyWhenSmall(ReferenceAdapter):
+    """Finds items but renders none under a small budget: an empty section always fits."""
+
+    def render(self, scope, items, budget):  # type: ignore[no-untyped-def]
+        return super().render(scope, items if budget.max_tokens > 500 else [], budget)
+
+
+async def test_item_5_needs_a_non_empty_small_section_when_items_exist():
+    async def make():
+        return EmptyWhenSmall()
+
+    result = await run_item(5, SuiteTarget(make=make, no_native_backend="dict"))
+    assert result.status == "failed" and "none shown within 120 tokens" in result.detail
+
+
+class DeclaresFeedbackItLacks(ReferenceAdapter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": ("feedback",)})
+
+
+async def test_a_declared_capability_without_its_methods_fails_the_suite():
+    async def make():
+        return DeclaresFeedbackItLacks()
+
+    result = await run_item(1, SuiteTarget(make=make, no_native_backend="dict"))
+    assert result.status == "failed" and "['feedback']" in result.detail

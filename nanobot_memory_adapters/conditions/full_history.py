@@ -40,6 +40,7 @@ INFO = ProviderInfo(
     memory_form="verbatim",
     item_fields=("native_id", "event_at", "source_event_ids"),
     native_ingest_modes=("transcript",),
+    capabilities=(),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
 

@@ -15,6 +15,7 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=False,
     memory_form="none",
+    capabilities=(),
     description="Retrieve returns an empty context; nothing is stored.",
 )
 

@@ -35,6 +35,7 @@ INFO = ProviderInfo(
     tag_mapping="filter",
     memory_form="none",
     item_fields=("native_id",),
+    capabilities=(),
     description="Ground-truth preferences selected exactly by scenario/context/attribute.",
 )
 

@@ -37,6 +37,7 @@ from nanobot_memory_adapters.contract import (
     RetrievedItem,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
@@ -50,19 +51,20 @@ INFO = ProviderInfo(
     host_native=True,
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
+    capabilities=("readiness",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
 )
 DREAM_INFO = INFO.model_copy(update={"stores_events": True, "requires_llm": True})
 
 
-class DreamLLM(BaseModel):
-    """The OpenAI-compatible endpoint nanobot's Dream runs on (nanobot's `custom` provider)."""
+class DreamLLM(OpenAICompatibleEndpoint):
+    """The OpenAI-compatible endpoint nanobot's Dream runs on (nanobot's `custom` provider;
+    no key: the placeholder "not-needed")."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str
-    api_key: str = Field(default="not-needed", repr=False)
-    model: str = "gpt-4o-mini"
+    base_url: str = Field(  # pyright: ignore[reportIncompatibleVariableOverride]
+        description="e.g. http://127.0.0.1:8000/v1"
+    )
+    model: str = "gpt-4o-mini"  # pyright: ignore[reportIncompatibleVariableOverride]
 
 
 class RollingSummaryConfig(BaseModel):
@@ -153,7 +155,8 @@ class RollingSummary(BaseAdapter):
             config = Config.model_validate(
                 {
                     "providers": {
-                        "custom": {"apiKey": self.llm.api_key, "apiBase": self.llm.base_url}
+                        "custom": {"apiKey": self.llm.resolved_api_key() or "not-needed",
+                                   "apiBase": self.llm.base_url}
                     },
                     "agents": {
                         "defaults": {

@@ -405,13 +405,3 @@ def setup(
                       f"{env_reference(var)}, never the value)", highlight=False)
     if result is not None:
         print_health(result)
-
-
-def register(app: typer.Typer) -> None:
-    from nanobot_memory_adapters.nanobot.status_cli import off, on, status
-
-    app.command(name="setup")(setup)
-    app.command(name="status")(status)
-    app.command(name="off")(off)
-    app.command(name="on")(on)
-

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import (
     SupportsFeedback,
     SupportsReadiness,
     WriteReceipt,
+    undelivered_capabilities,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
 from nanobot_memory_adapters.redaction import redact_text
@@ -169,6 +170,8 @@ def _expect(condition: bool, message: str) -> None:
 # -- the items -----------------------------------------------------------------------
 
 async def item_1_record_receipt(ctx: _Ctx) -> str:
+    hollow = undelivered_capabilities(ctx.adapter)
+    _expect(not hollow, f"declares {hollow} in info.capabilities without their methods")
     scope = ctx.scope()
     await ctx.adapter.setup_scope(scope)
     event = ctx.event(scope, "I live in Zanzibar and my pet axolotl is called Quetzal.")
@@ -248,6 +251,11 @@ async def item_4_read_only_writes_nothing(ctx: _Ctx) -> str:
     return "read-only write skipped and not retrievable"
 
 
+# Room for the section's label and one whole turn (full_history never cuts a turn: ~45
+# tokens with its heading), not for all four of item 5's turns.
+SMALL_BUDGET = 120
+
+
 async def item_5_budget(ctx: _Ctx) -> str:
     scope = ctx.scope()
     await ctx.adapter.setup_scope(scope)
@@ -256,13 +264,18 @@ async def item_5_budget(ctx: _Ctx) -> str:
             ctx.event(scope, f"Last spring I visited {place} and loved the food markets there.")
         )
     await ctx.ready(scope)
-    small = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=60)
+    small = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=SMALL_BUDGET)
     tokens = count_tokens(small.formatted_context)
-    _expect(tokens <= 60, f"formatted context has {tokens} tokens, budget 60")
-    _expect(small.trace.budget_max_tokens == 60, "trace does not record the budget")
+    _expect(tokens <= SMALL_BUDGET, f"formatted context has {tokens} tokens, budget "
+            f"{SMALL_BUDGET}")
+    _expect(small.trace.budget_max_tokens == SMALL_BUDGET, "trace does not record the budget")
     _expect(small.trace.token_count == tokens, "trace token_count differs from the context")
     big = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=1500)
     ctx_text = big.formatted_context
+    if big.items:  # an empty section always fits a budget: it must hold something
+        _expect(bool(small.items) and bool(small.formatted_context.strip()),
+                f"{len(big.items)} items found with a large budget, none shown within "
+                f"{SMALL_BUDGET} tokens")
     if ctx.stores or big.items:
         _expect(bool(ctx_text), "nothing retrieved with a large budget")
         head = f'<{SECTION_TAG} backend="{ctx.adapter.backend_name}"'

@@ -12,7 +12,6 @@ from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
 from nanobot_memory_adapters.backends.graphiti import (
     GraphitiAdapter,
     GraphitiConfig,
-    GraphitiTripletAdapter,
     group_id_for,
 )
 from nanobot_memory_adapters.config import ConfigError
@@ -128,7 +127,7 @@ def test_unknown_keys_are_rejected(llm_double, data_dir):
 
 
 def test_capabilities_and_info(adapter):
-    assert capabilities_of(adapter) == ["bulk_ingest", "provenance"]
+    assert capabilities_of(adapter) == ["bulk_ingest", "provenance", "native_query"]
     assert isinstance(adapter, SupportsBulkIngest | SupportsProvenance)
     assert not isinstance(adapter, SupportsReadiness)
     assert not isinstance(adapter, SupportsNativeMutation)
@@ -150,8 +149,10 @@ def test_fact_triples_and_custom_types_only_when_configured(llm_double, data_dir
             "edge_types": {"LIVES_IN": "Where a person lives."},
         },
     )
-    assert isinstance(adapter, GraphitiTripletAdapter)
+    assert type(adapter) is GraphitiAdapter  # declared from config, not by a subclass
     assert isinstance(adapter, SupportsNativeMutation)
+    assert capabilities_of(adapter) == [
+        "bulk_ingest", "native_mutation", "provenance", "native_query"]
     assert adapter.info.native_ingest_modes == (
         "message", "fact_triple", "custom_entity_types", "custom_edge_types"
     )
@@ -429,6 +430,37 @@ async def test_fact_triple_via_native_mutation(llm_double, data_dir):
         assert (await adapter.retrieve(_request(other, "Vienna"))).items == []
         with pytest.raises(AdapterError):
             await adapter.native_mutation(scope, "delete_everything", {})
+    finally:
+        await adapter.aclose()
+
+
+async def test_group_counts_diagnostic_counts_the_scopes_group_only(llm_double, data_dir):
+    """Graphiti's diagnostics (seed §2.2): a group's fact edges, current facts, entities
+    and episodes, from Graphiti's own get_by_group_ids; traced; another group unaffected."""
+    traces = []
+
+    class Sink:
+        def emit(self, trace, **extra):
+            traces.append(trace)
+
+    adapter = _load(llm_double, data_dir, ingest={"fact_triples": True})
+    adapter.trace_sink = Sink()
+    try:
+        alice = MemoryScope(run_id="counts", persona_id="alice")
+        bob = MemoryScope(run_id="counts", persona_id="bob")
+        for city in ("Vienna", "Graz"):
+            await adapter.native_mutation(alice, "add_triplet", {
+                "source": "alice", "target": city, "relation": "VISITED",
+                "fact": f"alice visited {city}"})
+        counts = await adapter.native_query(alice, "group_counts")
+        assert counts["fact_edges"] == 2 and counts["current_facts"] == 2
+        assert counts["entities"] >= 3 and counts["episodes"] == 0
+        assert counts["group_id"] == adapter.group_id(alice)
+        empty = await adapter.native_query(bob, "group_counts")
+        assert (empty["fact_edges"], empty["entities"]) == (0, 0)
+        with pytest.raises(AdapterError, match="unknown diagnostic"):
+            await adapter.native_query(alice, "Where does alice live?")
+        assert [t.scope for t in traces if t.operation == "native_query"] == [alice.key, bob.key]
     finally:
         await adapter.aclose()
 

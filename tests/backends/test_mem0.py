@@ -549,8 +549,41 @@ async def test_concurrent_writes_and_searches_on_a_shared_client(data_dir):
 def test_capabilities_declared(data_dir):
     adapter = Mem0Adapter(data_dir)
     assert set(capabilities_of(adapter)) == {
-        "bulk_ingest", "readiness", "native_mutation", "provenance"
+        "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
     }
+
+
+async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
+    """mem0's diagnostics (seed §2.2): the scope's memory count and one memory's history,
+    each traced; another scope's memory is refused."""
+    traces = []
+
+    class Sink:
+        def emit(self, trace, **extra):
+            traces.append(trace)
+
+    adapter = Mem0Adapter(data_dir, trace_sink=Sink())
+    try:
+        run = _run()
+        alice, bob = _scope(run, "alice"), _scope(run, "bob")
+        first = await adapter.record_event(_event(alice, "I drive a red car."))
+        second = await adapter.record_event(_event(alice, "I keep two cats."))
+        mid = first.native_ids[0]
+        count = await adapter.native_query(alice, "memory_count")
+        assert count["memory_count"] == len(first.native_ids) + len(second.native_ids) > 1
+        assert (await adapter.native_query(bob, "memory_count"))["memory_count"] == 0
+        history = await adapter.native_query(alice, "history", native_id=mid)
+        assert [h["event"] for h in history["history"]] == ["ADD"]
+        with pytest.raises(AdapterError, match="does not exist in scope"):
+            await adapter.native_query(bob, "history", native_id=mid)
+        with pytest.raises(AdapterError, match="unknown diagnostic"):
+            await adapter.native_query(alice, "What car do I drive?")
+        queried = [t for t in traces if t.operation == "native_query"]
+        assert [t.native_operation for t in queried] == [
+            "AsyncMemory.get_all", "AsyncMemory.get_all", "AsyncMemory.history"]
+        assert queried[-1].native_ids == [mid] and queried[0].scope == alice.key
+    finally:
+        await adapter.aclose()
 
 
 async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):

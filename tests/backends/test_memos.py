@@ -23,7 +23,6 @@ import pytest
 from nanobot_memory_adapters.backends.memos import (
     MemOSAdapter,
     MemOSConfig,
-    MemOSFeedbackAdapter,
 )
 from nanobot_memory_adapters.backends.memos.server import (
     MemosServerSettings,
@@ -160,10 +159,10 @@ class TestMemOSSyncFineContract(ContractSuite):
         config = _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)
 
         async def make():
-            return MemOSFeedbackAdapter(config)
+            return MemOSAdapter(config)
 
         async def make_failing():
-            return MemOSFeedbackAdapter(config.model_copy(
+            return MemOSAdapter(config.model_copy(
                 update={"base_url": "http://127.0.0.1:9"}
             ))
 
@@ -301,7 +300,9 @@ async def test_cubes_isolated_and_reset_clears_one_scope(memos_server):
 
 async def test_feedback_capability(memos_server):
     plain = MemOSAdapter(_config(memos_server))
-    feedback = MemOSFeedbackAdapter(_config(memos_server, async_mode="sync", add_mode="fine"))
+    feedback = MemOSAdapter(
+        _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)
+    )
     try:
         assert not isinstance(plain, SupportsFeedback)
         assert "feedback" in capabilities_of(feedback)
@@ -330,7 +331,7 @@ async def test_registry_builds_memos_from_config(memos_server, tmp_path):
         data_dir=tmp_path,
     )
     try:
-        assert isinstance(adapter, MemOSFeedbackAdapter)
+        assert isinstance(adapter, SupportsFeedback)
         health = await adapter.health()
         assert health.status == "ok", health
         assert health.details["scheduler_queue"] == "redis"

@@ -2,7 +2,7 @@
 
 - ``config.py`` the block and its local-endpoint defaults · ``ids.py`` group ids ·
   ``adapter.py`` the adapter (lifecycle, writes) · ``search.py`` reads · ``bulk.py`` bulk
-  ingest · ``provenance.py`` provenance · ``triplets.py`` the fact-triple mode ·
+  ingest · ``provenance.py`` provenance · ``triplets.py`` the fact-triple mode's native call ·
   ``kuzu.py`` embedded Kuzu · ``models.py`` local embedder/cross-encoder ·
   ``records.py`` records as JSON.
 """
@@ -21,12 +21,10 @@ from nanobot_memory_adapters.backends.graphiti.config import (  # noqa: E402
     provider_info,
 )
 from nanobot_memory_adapters.backends.graphiti.ids import group_id_for  # noqa: E402
-from nanobot_memory_adapters.backends.graphiti.triplets import GraphitiTripletAdapter  # noqa: E402
 
 __all__ = [
     "GraphitiAdapter",
     "GraphitiConfig",
-    "GraphitiTripletAdapter",
     "effective_max_coroutines",
     "group_id_for",
     "provider_info",

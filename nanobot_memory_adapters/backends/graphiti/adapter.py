@@ -37,15 +37,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 from graphiti_core import Graphiti
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.driver.driver import GraphDriver, GraphProvider
+from graphiti_core.edges import EntityEdge
 from graphiti_core.embedder.client import EmbedderClient
+from graphiti_core.errors import GroupsEdgesNotFoundError
 from graphiti_core.llm_client.config import LLMConfig
-from graphiti_core.nodes import EpisodeType
+from graphiti_core.nodes import EntityNode, EpisodeType, EpisodicNode
 from graphiti_core.utils.maintenance.graph_data_operations import clear_data
 from openai import AsyncOpenAI
 from pydantic import BaseModel, create_model
@@ -74,6 +77,7 @@ from nanobot_memory_adapters.backends.graphiti.models import (
 )
 from nanobot_memory_adapters.backends.graphiti.provenance import GraphitiProvenance
 from nanobot_memory_adapters.backends.graphiti.search import GraphitiSearch
+from nanobot_memory_adapters.backends.graphiti.triplets import add_triplet, triplet
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     BulkIngest,
@@ -81,6 +85,7 @@ from nanobot_memory_adapters.base import (
     NativeWrite,
 )
 from nanobot_memory_adapters.contract import (
+    AdapterError,
     MemoryEvent,
     MemoryScope,
 )
@@ -88,7 +93,7 @@ from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.telemetry import quiet_graphiti
-from nanobot_memory_adapters.tracing import TraceSink
+from nanobot_memory_adapters.tracing import TraceSink, redact
 
 quiet_graphiti()
 
@@ -130,10 +135,79 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
         require_llm(config)
-        from nanobot_memory_adapters.backends.graphiti.triplets import GraphitiTripletAdapter
+        return cls(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
 
-        target = GraphitiTripletAdapter if config.ingest.fact_triples else cls
-        return target(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
+    # -- the fact_triple mode (declared with ``ingest.fact_triples``) ----------------------
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``add_triplet``: payload ``{source, target, relation, fact, valid_at?, invalid_at?}``
+        (source/target are entity names) -> Graphiti ``add_triplet`` in the scope's group."""
+        if not self.config.ingest.fact_triples or operation != "add_triplet":
+            raise AdapterError(
+                f"unsupported native mutation {operation!r}; graphiti supports 'add_triplet' "
+                "with ingest.fact_triples: true",
+                backend_name=self.backend_name, operation="native_mutation",
+                raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
+            )
+        if self.mode.read_only:
+            trace = self._trace("native_mutation", scope=scope.key, status="skipped_read_only")
+            self._emit(trace)
+            return {"status": "skipped_read_only"}
+        return await self._call("native_mutation", lambda: self._triplet(scope, payload))
+
+    async def _triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:
+        group = self.group_id(scope)
+        source, edge, target = triplet(payload, group)
+        graphiti = await self.graphiti()
+        started = time.perf_counter()
+        async with self._lock_for(group):
+            result = await add_triplet(graphiti, source, edge, target)
+        trace = self._trace(
+            "native_mutation",
+            native_operation="graphiti.add_triplet",
+            native_request=redact({"group_id": group, "relation": edge.name}),
+            scope=scope.key,
+            native_ids=[e["uuid"] for e in result["edges"]],
+            latency_ms=(time.perf_counter() - started) * 1000,
+            status="committed",
+        )
+        self._emit(trace)
+        return result
+
+    # -- diagnostics ---------------------------------------------------------------------
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]:
+        """Diagnostics only (traced, never put in a prompt). ``query="group_counts"``: the
+        scope's group as Graphiti holds it — its fact edges (all, and those still current:
+        neither invalidated nor expired), entities and episodes."""
+        if query != "group_counts":
+            raise AdapterError(
+                f"unknown diagnostic {query!r}; graphiti answers group_counts",
+                backend_name=self.backend_name, operation="native_query", raw={"query": query},
+            )
+        group = self.group_id(scope)
+
+        async def count() -> dict[str, Any]:
+            graphiti = await self.graphiti()
+            driver = self._driver_for(graphiti, group)
+            try:
+                edges = await EntityEdge.get_by_group_ids(driver, [group])
+            except GroupsEdgesNotFoundError:  # Graphiti's answer for a group without facts
+                edges = []
+            entities = await EntityNode.get_by_group_ids(driver, [group])
+            episodes = await EpisodicNode.get_by_group_ids(driver, [group])
+            current = [e for e in edges if e.invalid_at is None and e.expired_at is None]
+            return {"native_operation": "get_by_group_ids", "group_id": group,
+                    "fact_edges": len(edges), "current_facts": len(current),
+                    "entities": len(entities), "episodes": len(episodes)}
+
+        out = await self._call("native_query", count)
+        self._emit(self._trace("native_query", native_operation="graphiti get_by_group_ids",
+                               native_request={"group_id": group}, scope=scope.key,
+                               status="ok"))
+        return out
 
     # -- ids -----------------------------------------------------------------------------
     @staticmethod

@@ -23,6 +23,7 @@ from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
     ProviderInfo,
 )
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 
 BACKEND_NAME = "graphiti"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -31,20 +32,10 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # -- config ----------------------------------------------------------------------------
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(OpenAICompatibleEndpoint):
     """The OpenAI-compatible chat endpoint Graphiti extracts with (required)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str | None = Field(
-        default=None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
-    )
-    model: str | None = Field(default=None, description="Chat model name at that endpoint.")
     small_model: str | None = None
-    api_key: str | None = None
-    api_key_env: str | None = Field(
-        default=None, description="Name of an environment variable holding the API key."
-    )
     temperature: float = Field(default=0.0, ge=0)
     max_tokens: int = Field(
         default=4096, gt=0,
@@ -84,19 +75,6 @@ class LLMSettings(BaseModel):
             raise ValueError(f"extra_body may not set {', '.join(clash)}: use the llm "
                              "block's own settings")
         return value
-
-    def resolved_api_key(self) -> str | None:
-        if self.api_key:
-            return self.api_key
-        if self.api_key_env:
-            return os.environ.get(self.api_key_env) or None
-        return None
-
-    @property
-    def configured(self) -> bool:
-        # A key alone would send every prompt to the SDK's cloud default (or whatever
-        # OPENAI_BASE_URL says): the endpoint must be named explicitly.
-        return bool(self.base_url)
 
 
 class EmbedderSettings(BaseModel):
@@ -354,6 +332,8 @@ def provider_info(config: GraphitiConfig) -> ProviderInfo:
         native_memory_types=tuple(types),
         native_ingest_modes=tuple(modes),
         requires_llm=True,
+        capabilities=("bulk_ingest", "native_mutation", "provenance", "native_query")
+        if config.ingest.fact_triples else ("bulk_ingest", "provenance", "native_query"),
         # add_episode looks the event's episode up first; add_episode_bulk does not.
         replay_checked_writes=config.ingest.bulk == "per_event",
         description="Graphiti temporal knowledge graph (facts with validity times) on "

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -43,6 +42,7 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     ContextBudget,
     MemoryScope,
+    Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
@@ -67,7 +67,6 @@ from nanobot_memory_adapters.backends.honcho.config import (
     EPOCH_KEY,
     INFO,
     PET_WARNING,
-    Dirty,
     HonchoConfig,
     ScopeState,
     T,
@@ -88,7 +87,7 @@ from nanobot_memory_adapters.backends.honcho.records import (
 from nanobot_memory_adapters.backends.honcho.writes import HonchoWrites
 
 
-class HonchoAdapter(HonchoWrites, HonchoReadiness, BulkIngest, BaseAdapter):
+class HonchoAdapter(HonchoWrites, BulkIngest, BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
 
     def __init__(
@@ -105,10 +104,22 @@ class HonchoAdapter(HonchoWrites, HonchoReadiness, BulkIngest, BaseAdapter):
         self.api_key = api_key
         self._clients: dict[str, Honcho] = {}
         self._scopes: dict[str, ScopeState] = {}
-        self._dirty: dict[str, Dirty] = {}
+        # collaborator: the deriver's queue and what it cannot show yet
+        self.deriver = HonchoReadiness(config, self, scope_state=self._scope_state,
+                                       client=self._client, state_key=self.state_key)
         # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
         # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
         self.readiness_timeout_s = 90.0
+
+    # -- readiness (HonchoReadiness) ----------------------------------------------------------
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        return await self.deriver.readiness(scope)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await self.deriver.wait_until_ready(scope, timeout_s)
+
+    def _mark_dirty(self, key: str) -> None:
+        self.deriver.mark_dirty(key)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -347,7 +358,7 @@ class HonchoAdapter(HonchoWrites, HonchoReadiness, BulkIngest, BaseAdapter):
     async def _reset(self, scope: MemoryScope) -> str | None:
         state = await self._scope_state(scope)
         client = self._client(state.workspace)
-        sessions = await self._peer_sessions(state)
+        sessions = await self.deriver.peer_sessions(state)
         deleted: set[str] = set()
         for name, active in sessions.items():
             if not name.startswith(f"s__{native_name(scope.persona_id)}__"):
@@ -365,9 +376,7 @@ class HonchoAdapter(HonchoWrites, HonchoReadiness, BulkIngest, BaseAdapter):
         metadata[EPOCH_KEY] = state.epoch
         await user.aio.set_metadata(metadata)
         state.sessions.clear()
-        dirty = self._dirty.setdefault(self.state_key(scope),
-                                       Dirty(last_write=time.monotonic()))
-        dirty.deleted_sessions |= deleted
+        self.deriver.mark_deleted(self.state_key(scope), deleted)
         return (
             f"deleted {len(deleted)} session(s) of {state.user_peer} in workspace "
             f"{state.workspace}; Honcho removes their messages and the conclusions derived "

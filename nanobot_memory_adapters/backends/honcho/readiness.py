@@ -3,31 +3,47 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
 
 from honcho import Honcho
 from honcho.peer import Peer
 
 from nanobot_memory_adapters.backends.honcho.config import Dirty, HonchoConfig, ScopeState
-from nanobot_memory_adapters.base import poll_readiness
+from nanobot_memory_adapters.base import Plumbing, poll_readiness
 from nanobot_memory_adapters.contract import MemoryScope, Readiness
 
 
 class HonchoReadiness:
-    config: HonchoConfig
-    _dirty: dict[str, Dirty]
+    """The deriver's queue for a persona, and what this adapter knows that the queue cannot
+    show yet (a write just accepted, sessions still being deleted). The adapter builds it
+    and calls it; it reaches Honcho through the adapter's scope state and clients."""
 
-    if TYPE_CHECKING:  # provided by HonchoAdapter
-        async def _scope_state(self, scope: MemoryScope) -> ScopeState: ...
-        def _client(self, workspace: str) -> Honcho: ...
-        def state_key(self, scope: MemoryScope) -> str: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
-            ...
+    def __init__(
+        self,
+        config: HonchoConfig,
+        plumbing: Plumbing,
+        *,
+        scope_state: Callable[[MemoryScope], Awaitable[ScopeState]],
+        client: Callable[[str], Honcho],
+        state_key: Callable[[MemoryScope], str],
+    ) -> None:
+        self.config = config
+        self.plumbing = plumbing
+        self._scope_state = scope_state
+        self._client = client
+        self.state_key = state_key
+        self._dirty: dict[str, Dirty] = {}
 
-    def _mark_dirty(self, key: str) -> None:
+    def mark_dirty(self, key: str) -> None:
+        """A write was accepted for this scope: the queue may not show its work yet."""
         dirty = self._dirty.setdefault(key, Dirty(last_write=time.monotonic()))
         dirty.last_write = time.monotonic()
         dirty.seen_work = False
+
+    def mark_deleted(self, key: str, sessions: set[str]) -> None:
+        """Sessions whose deletion Honcho finishes asynchronously: pending until gone."""
+        dirty = self._dirty.setdefault(key, Dirty(last_write=time.monotonic()))
+        dirty.deleted_sessions |= sessions
 
     async def _probe(self, scope: MemoryScope) -> tuple[int, int, set[str]]:
         state = await self._scope_state(scope)
@@ -44,12 +60,12 @@ class HonchoReadiness:
         dirty = self._dirty.get(self.state_key(scope))
         still_deleting: set[str] = set()
         if dirty and dirty.deleted_sessions:
-            alive = await self._peer_sessions(state)
+            alive = await self.peer_sessions(state)
             still_deleting = {s for s in dirty.deleted_sessions if s in alive}
             dirty.deleted_sessions = still_deleting
         return busy, total, still_deleting
 
-    async def _peer_sessions(self, state: ScopeState) -> dict[str, bool]:
+    async def peer_sessions(self, state: ScopeState) -> dict[str, bool]:
         peer = Peer(state.user_peer, self._client(state.workspace))
         page = await peer.aio.sessions(size=100)
         # AsyncPage declares ``async def __aiter__``, an async generator pyright misreads
@@ -57,7 +73,7 @@ class HonchoReadiness:
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         started = time.perf_counter()
-        busy, _, deleting = await self._call("readiness", lambda: self._probe(scope))
+        busy, _, deleting = await self.plumbing._call("readiness", lambda: self._probe(scope))
         dirty = self._dirty.get(self.state_key(scope))
         if busy:
             if dirty:

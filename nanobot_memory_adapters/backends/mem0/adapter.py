@@ -85,6 +85,7 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
     MemoryScope,
+    Readiness,
     RetrievedItem,
     RetrieveRequest,
 )
@@ -98,7 +99,7 @@ from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 
-class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
+class Mem0Adapter(BulkIngest, BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
@@ -134,6 +135,9 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             else base / f"history-{self.collection_name}.db"
         )
         self.embedding_model = config.embedding_model
+        # collaborators: the native arguments, and mem0's own operations on one memory
+        self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
+        self.native_ops = Mem0NativeOps(self, self.requests, self._native)
         self._memory: Any = None
         self._client_held = False
         self._init_lock = threading.Lock()
@@ -145,6 +149,40 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
     def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
         return cls(env.data_dir, config, trace_sink=env.trace_sink)
 
+    # -- native arguments (Mem0Requests) -------------------------------------------------
+    def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
+        """mem0 entity ids for a scope: always user_id and run_id, agent_id when scoped."""
+        return self.requests.scope_ids(scope, operation)
+
+    def search_arguments(self, request: RetrieveRequest) -> tuple[str, dict[str, Any]]:
+        """The exact ``AsyncMemory.search`` arguments for a request (used by benchmarks)."""
+        return self.requests.search_arguments(request)
+
+    # -- capabilities (Mem0NativeOps) ----------------------------------------------------
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        return await self.native_ops.readiness(scope)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await self.native_ops.wait_until_ready(scope, timeout_s)
+
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``."""
+        return await self.native_ops.native_mutation(scope, operation, payload)
+
+    async def provenance(
+        self, scope: MemoryScope, native_id: str | None = None, **query: Any
+    ) -> dict[str, Any]:
+        """mem0's record and ``history`` for one memory of the scope (or its memories)."""
+        return await self.native_ops.provenance(scope, native_id, **query)
+
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]:
+        """Diagnostics only: ``memory_count`` or ``history`` (``native_id=...``)."""
+        return await self.native_ops.native_query(scope, query, **options)
+
     # -- lifecycle ---------------------------------------------------------------------
     def _mem0_config(self, client: Any) -> Any:
         from mem0.configs.base import MemoryConfig as NativeMemoryConfig
@@ -154,7 +192,8 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
             # mem0 builds an OpenAI client even with infer=False and needs some api_key;
             # the placeholder endpoint is never called then.
             "model": llm.model if llm else "unused",
-            "api_key": (llm.api_key if llm else None) or os.environ.get("OPENAI_API_KEY")
+            "api_key": (llm.resolved_api_key() if llm else None)
+            or os.environ.get("OPENAI_API_KEY")
             or "not-needed",
             "openai_base_url": llm.base_url if llm else "http://127.0.0.1:9/v1",
         }
@@ -261,11 +300,11 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
         Raises a retryable AdapterError when mem0 logged that it stored less than its model
         extracted (an unparsable answer, a failed embedding or insert): that turn is not
         committed, and a caller keeps it for a retry."""
-        kwargs = self._add_kwargs(events, operation)
+        kwargs = self.requests.add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
         memory = await self._native()
         with problems_of_this_add() as problems:
-            result = await memory.add(self._messages(events), **kwargs)
+            result = await memory.add(self.requests.messages(events), **kwargs)
         failures = write_failures(problems)
         if failures:
             message = (
@@ -313,7 +352,7 @@ class Mem0Adapter(Mem0Requests, Mem0NativeOps, BulkIngest, BaseAdapter):
         """Ids of the memories mem0 already holds from ``event`` (its own metadata-filtered
         ``get_all``): a replayed event is not added twice."""
         memory = await self._native()
-        scope = self._event_ids(event, "record_event")
+        scope = self.requests.event_ids(event, "record_event")
         found = await memory.get_all(filters={**scope, "event_id": event.event_id}, top_k=100)
         if not found.get("results"):
             # A batched add names its first event in ``event_id`` and all of them in

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.contract import ProviderInfo
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 
 #: Mean text tokens of one mem0 memory shown in a section (the mean, not the median, sets
 #: how many fit): an extracted fact 18.6-21.0 (conv-26, the shared 1.5B model), a verbatim
@@ -28,6 +29,7 @@ MEM0_INFO = ProviderInfo(
     native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
     requires_llm=True,
     replay_checked_writes=True,  # get_all by event_id before every add (adapter._stored_for)
+    capabilities=("bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"),
     description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
 )
 
@@ -47,16 +49,14 @@ SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
 
 
 
-class LLMSettings(BaseModel):
-    """An OpenAI-compatible chat endpoint for mem0's extraction."""
+class LLMSettings(OpenAICompatibleEndpoint):
+    """An OpenAI-compatible chat endpoint for mem0's extraction (``base_url`` and ``model``
+    required; no key: ``api_key_env``, else $OPENAI_API_KEY, else a placeholder)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    base_url: str = Field(min_length=1, description="e.g. http://127.0.0.1:8000/v1")
-    model: str = Field(min_length=1)
-    api_key: str | None = Field(
-        default=None, description="Defaults to $OPENAI_API_KEY, else a placeholder."
+    base_url: str = Field(  # pyright: ignore[reportIncompatibleVariableOverride]
+        min_length=1, description="e.g. http://127.0.0.1:8000/v1"
     )
+    model: str = Field(min_length=1)  # pyright: ignore[reportIncompatibleVariableOverride]
     temperature: float = Field(default=0.1, ge=0, le=2)
     max_tokens: int = Field(
         default=4000, gt=0,

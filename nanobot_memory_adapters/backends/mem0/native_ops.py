@@ -1,14 +1,17 @@
 """mem0's optional capabilities: readiness (immediate), native mutation (its own update /
-delete / history on one memory of the scope) and provenance (its record and history)."""
+delete / history on one memory of the scope), provenance (its record and history) and
+native query (diagnostics: the scope's memory count, one memory's history)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nanobot_memory_adapters.backends.mem0.config import (
     IDENTITY_KEYS,
 )
-from nanobot_memory_adapters.backends.mem0.host import Mem0Host
+from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
+from nanobot_memory_adapters.base import Plumbing
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -16,7 +19,20 @@ from nanobot_memory_adapters.contract import (
 )
 
 
-class Mem0NativeOps(Mem0Host):
+class Mem0NativeOps:
+    """mem0's own operations on one memory, through the adapter's plumbing (read-only
+    mode, error wrapping, traces) and its ``AsyncMemory``."""
+
+    def __init__(
+        self, plumbing: Plumbing, requests: Mem0Requests, native: Callable[[], Awaitable[Any]]
+    ) -> None:
+        self.plumbing = plumbing
+        self.requests = requests
+        self._native = native
+        self.backend_name = plumbing.backend_name
+
+    def scope_ids(self, scope: MemoryScope, operation: str) -> dict[str, str]:
+        return self.requests.scope_ids(scope, operation)
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         self.scope_ids(scope, "readiness")
@@ -31,8 +47,8 @@ class Mem0NativeOps(Mem0Host):
     async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
         """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
         ids = self.scope_ids(scope, operation)
-        memory = await self._call(operation, self._native)
-        record = await self._call(operation, lambda: memory.get(native_id))
+        memory = await self.plumbing._call(operation, self._native)
+        record = await self.plumbing._call(operation, lambda: memory.get(native_id))
         if not record or any(record.get(k) != v for k, v in ids.items()):
             raise AdapterError(
                 f"memory {native_id!r} does not exist in scope {scope.key}",
@@ -61,16 +77,16 @@ class Mem0NativeOps(Mem0Host):
                 "payload needs 'native_id' (a mem0 memory id)",
                 backend_name=self.backend_name, operation=op, raw={"payload": payload},
             )
-        if operation != "history" and self.mode.read_only:
+        if operation != "history" and self.plumbing.mode.read_only:
             return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
         await self._owned(scope, native_id, op)
         memory = await self._native()
         if operation == "history":
-            rows = await self._call(op, lambda: memory.history(native_id))
+            rows = await self.plumbing._call(op, lambda: memory.history(native_id))
             return {"status": "ok", "operation": operation, "native_id": native_id,
                     "history": rows}
         if operation == "delete":
-            result = await self._call(op, lambda: memory.delete(native_id))
+            result = await self.plumbing._call(op, lambda: memory.delete(native_id))
         else:
             text, metadata = payload.get("text"), payload.get("metadata")
             if text is None and metadata is None:
@@ -83,12 +99,14 @@ class Mem0NativeOps(Mem0Host):
                     "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
                 )
-            result = await self._call(
+            result = await self.plumbing._call(
                 op, lambda: memory.update(native_id, text=text, metadata=metadata)
             )
-        trace = self._trace(op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
-                            native_ids=[native_id], status="committed")
-        self._emit(trace)
+        trace = self.plumbing._trace(
+            op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
+            native_ids=[native_id], status="committed",
+        )
+        self.plumbing._emit(trace)
         return {"status": "committed", "operation": operation, "native_id": native_id,
                 "result": result}
 
@@ -100,14 +118,47 @@ class Mem0NativeOps(Mem0Host):
         if native_id is not None:
             record = await self._owned(scope, native_id, "provenance")
             memory = await self._native()
-            rows = await self._call("provenance", lambda: memory.history(native_id))
+            rows = await self.plumbing._call("provenance", lambda: memory.history(native_id))
             return {"native_id": native_id, "memory": record, "history": rows}
         ids = self.scope_ids(scope, "provenance")
-        memory = await self._call("provenance", self._native)
+        memory = await self.plumbing._call("provenance", self._native)
         top_k = int(query.get("top_k", 100))
-        listed = await self._call(
+        listed = await self.plumbing._call(
             "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
         )
         return {"scope": ids, "memories": listed.get("results", [])}
 
-
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]:
+        """Diagnostics only (logged and traced, never put in a prompt). ``query`` names one:
+        ``memory_count`` (the scope's memories, ``get_all(filters=<scope>)``) or ``history``
+        (``options["native_id"]``: mem0's ``history`` of one memory of the scope)."""
+        if query not in ("memory_count", "history"):
+            raise AdapterError(
+                f"unknown diagnostic {query!r}; mem0 answers memory_count, history",
+                backend_name=self.backend_name, operation="native_query", raw={"query": query},
+            )
+        if query == "history":
+            native_id = options.get("native_id")
+            if not isinstance(native_id, str) or not native_id:
+                raise AdapterError(
+                    "history needs native_id (a mem0 memory id)",
+                    backend_name=self.backend_name, operation="native_query",
+                    raw={"options": options},
+                )
+            rows = (await self.provenance(scope, native_id))["history"]
+            out: dict[str, Any] = {"native_operation": "AsyncMemory.history",
+                                   "native_id": native_id, "history": rows}
+            ids: list[str] = [native_id]
+        else:
+            top_k = int(options.get("top_k", 10_000))
+            memories = (await self.provenance(scope, top_k=top_k))["memories"]
+            out = {"native_operation": "AsyncMemory.get_all", "memory_count": len(memories),
+                   "top_k": top_k}
+            ids = []
+        self.plumbing._emit(self.plumbing._trace(
+            "native_query", native_operation=out["native_operation"], scope=scope.key,
+            native_ids=ids, status="ok",
+        ))
+        return out

@@ -9,8 +9,8 @@ from nanobot_memory_adapters.backends.mem0.config import (
     EXTRACTED_ITEM_TOKENS,
     IDENTITY_KEYS,
     VERBATIM_ITEM_TOKENS,
+    SimpleRagConfig,
 )
-from nanobot_memory_adapters.backends.mem0.host import Mem0Host
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
@@ -20,7 +20,13 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.scope import check_scope_id
 
 
-class Mem0Requests(Mem0Host):
+class Mem0Requests:
+    """Builds mem0's native arguments from contract requests; calls nothing."""
+
+    def __init__(self, config: SimpleRagConfig, *, backend_name: str, infer: bool) -> None:
+        self.config = config
+        self.backend_name = backend_name
+        self.infer = infer
 
     def _id(self, value: str | None, field: str, operation: str) -> str:
         try:
@@ -51,7 +57,7 @@ class Mem0Requests(Mem0Host):
             ids["agent_id"] = self._id(scope.agent_id, "agent_id", operation)
         return ids
 
-    def _event_ids(self, event: MemoryEvent, operation: str) -> dict[str, str]:
+    def event_ids(self, event: MemoryEvent, operation: str) -> dict[str, str]:
         return self.scope_ids(
             MemoryScope.model_construct(
                 run_id=event.run_id, persona_id=event.user_id, agent_id=event.agent_id,
@@ -93,7 +99,7 @@ class Mem0Requests(Mem0Host):
             "rerank": self.config.rerank,
         }
 
-    def _metadata(self, events: Sequence[MemoryEvent]) -> dict[str, Any]:
+    def metadata(self, events: Sequence[MemoryEvent]) -> dict[str, Any]:
         first, last = events[0], events[-1]
         metadata: dict[str, Any] = {
             "event_id": first.event_id,
@@ -114,7 +120,7 @@ class Mem0Requests(Mem0Host):
         return metadata
 
     @staticmethod
-    def _messages(events: Sequence[MemoryEvent]) -> list[dict[str, str]]:
+    def messages(events: Sequence[MemoryEvent]) -> list[dict[str, str]]:
         out = []
         for event in events:
             for m in event.messages:
@@ -124,10 +130,10 @@ class Mem0Requests(Mem0Host):
                 out.append(msg)
         return out
 
-    def _add_kwargs(self, events: Sequence[MemoryEvent], operation: str) -> dict[str, Any]:
+    def add_kwargs(self, events: Sequence[MemoryEvent], operation: str) -> dict[str, Any]:
         return {
-            **self._event_ids(events[0], operation),
-            "metadata": self._metadata(events),
+            **self.event_ids(events[0], operation),
+            "metadata": self.metadata(events),
             "infer": self.infer,
         }
 

@@ -43,6 +43,7 @@ scores, timestamps and sources, in raw results and in the formatted context.
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 import httpx
@@ -57,6 +58,7 @@ from nanobot_memory_adapters.backends.memos.config import (
     provider_info,
     safe_id,
 )
+from nanobot_memory_adapters.backends.memos.feedback import changed_ids, feedback_body
 from nanobot_memory_adapters.backends.memos.readiness import MemOSReadiness
 from nanobot_memory_adapters.base import (
     BaseAdapter,
@@ -66,10 +68,12 @@ from nanobot_memory_adapters.base import (
 )
 from nanobot_memory_adapters.contract import (
     AdapterError,
+    FeedbackRequest,
     MemoryEvent,
     MemoryScope,
     RetrievedItem,
     RetrieveRequest,
+    WriteReceipt,
 )
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
@@ -106,10 +110,7 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
 
     @classmethod
     def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
-        from nanobot_memory_adapters.backends.memos.feedback import MemOSFeedbackAdapter
-
-        target = MemOSFeedbackAdapter if config.feedback else MemOSAdapter
-        return target(config, trace_sink=env.trace_sink)
+        return cls(config, trace_sink=env.trace_sink)
 
     @classmethod
     def failing_variant(cls, block: MemOSConfig) -> MemOSAdapter:
@@ -118,6 +119,54 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    # -- feedback (declared with ``feedback: true``) ------------------------------------
+    def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:
+        ids = self.native_ids(request.scope, "apply_feedback")
+        return feedback_body(request, ids, self.config.feedback_async_mode)
+
+    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        """POST /product/feedback (MemOS judges the feedback with its LLM and adds or
+        updates memories itself). ``metadata.history``: the chat turns it refers to."""
+        if not self.config.feedback:
+            raise AdapterError(
+                "feedback is not enabled for this provider",
+                backend_name=self.backend_name, operation="apply_feedback",
+                raw={"fix": "set memory.memos.feedback to true"},
+            )
+        scope_key = request.scope.key
+        if self._mode.read_only:
+            trace = self._trace(
+                "apply_feedback", scope=scope_key, status="skipped_read_only", latency_ms=0.0
+            )
+            self._emit(trace)
+            return WriteReceipt(status="skipped_read_only", trace=trace)
+        body = self.feedback_request(request)
+        started = time.perf_counter()
+        result = await self._call(
+            "apply_feedback",
+            lambda: self._request("apply_feedback", "POST", "/product/feedback", json=body),
+        )
+        latency = (time.perf_counter() - started) * 1000
+        native_ids = changed_ids(result)
+        sync = body["async_mode"] == "sync"
+        trace = self._trace(
+            "apply_feedback",
+            native_operation="POST /product/feedback",
+            scope=scope_key,
+            native_request={k: v for k, v in body.items() if k not in ("history", "info")},
+            native_ids=native_ids,
+            latency_ms=latency,
+            status="committed" if sync else "queued",
+            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"],
+        )
+        self._emit(trace)
+        return WriteReceipt(
+            status="committed" if sync else "queued",
+            native_ids=native_ids,
+            latency_ms=latency,
+            trace=trace,
+        )
 
     # -- ids -------------------------------------------------------------------------
     def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:

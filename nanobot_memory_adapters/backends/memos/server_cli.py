@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -24,7 +23,6 @@ from nanobot_memory_adapters.backends.memos.server import (
 )
 from nanobot_memory_adapters.backends.memos.services import provision
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.redaction import redact
 
 memos_app = typer.Typer(
     name="memos-server",
@@ -143,17 +141,6 @@ def status(home: HomeOpt = None) -> None:
 def stop(home: HomeOpt = None) -> None:
     """Stop MemOS, Redis and Postgres cleanly."""
     typer.echo(json.dumps(stop_server(home), indent=2))
-
-
-def settings_dict(settings: MemosServerSettings) -> dict[str, Any]:
-    """Settings without secrets (for manifests)."""
-    out = asdict(settings)
-    out["home"] = str(settings.home)
-    out["llm_api_key"] = "***" if settings.llm_api_key else None
-    out["embed_api_key"] = "***" if settings.embed_api_key else None
-    out["llm_base_url"] = redact(settings.llm_base_url)
-    out["embed_base_url"] = redact(settings.embed_base_url)
-    return out
 
 
 if __name__ == "__main__":
