@@ -57,6 +57,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LastError,
     LatencyStats,
 )
+from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
 _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictionary()
@@ -114,6 +115,13 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         # Turns this process queued and not yet settled, per session (read-your-writes).
         self._unsettled: dict[str, int] = {}
         self._settled: asyncio.Condition | None = None
+        # Turns the outbox could not take yet (kept in order, retried), and the exit bound.
+        self.unqueued = UnqueuedTurns()
+        self._write_lock: asyncio.Lock | None = None
+        self._recovered = False  # open rows of dead processes promoted (once per process)
+        self._exit_deadline: float | None = None
+        self._exit_timeouts: set[asyncio.Timeout] = set()
+        self._left_said = False
         self._apply_settings()
         if provided is not None and self.status == "active":
             self.adapter = provided.adapter
@@ -202,8 +210,17 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         from nanobot.bus.runtime_events import SessionTurnPersisted
 
         seams.install_memory_view(self.loop, self.text_for_prompt)
+        # the user's message is queued on arrival, before recall and the model
+        self._unsubscribe.append(self.loop.register_runtime_context_provider(self.open_turn))
         self._unsubscribe.append(self.loop.register_runtime_context_provider(self.provide))
         self._unsubscribe.append(self.bus.subscribe(self.on_turn_persisted, SessionTurnPersisted))
+        seams.on_loop_close(self.loop, self.loop_closing)
+        seams.on_loop_start(self.loop, self._start)
+
+    def _start(self) -> None:
+        """Deliver what earlier processes left (pending rows, turns cut short) at once."""
+        if self.status == "active" and not self.read_only:
+            seams.schedule_background(self.loop, self._drain())
 
     @property
     def outbox(self) -> Outbox:
@@ -217,6 +234,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         if self._drain_lock is None:
             self._drain_lock = asyncio.Lock()
         return self._drain_lock
+
+    def _writes_lock(self) -> asyncio.Lock:
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        return self._write_lock
 
     async def _ensure_adapter(self) -> bool:
         """The provider is built once, in a task a timed-out caller cannot cancel."""
