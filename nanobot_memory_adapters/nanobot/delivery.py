@@ -392,16 +392,18 @@ class DeliveryMixin(PluginState):
 
     async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
         """Let this session's just-queued turns land first, when the backend is healthy."""
+        def failing() -> bool:  # the backend or the outbox refuses writes: do not wait
+            return (self.writes_failing_since is not None
+                    or self.unqueued.failing_since is not None)
+
         if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.read_only
-                or self.writes_failing_since is not None):
+                or failing()):
             return
         condition = self._condition()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s), condition:
                 await condition.wait_for(
-                    lambda: not self._unsettled.get(session_key)
-                    or self.writes_failing_since is not None
-                )
+                    lambda: not self._unsettled.get(session_key) or failing())
 
     async def _write_failed(self, row: OutboxRow, exc: BaseException, *, retryable: bool) -> bool:
         detail = exc.to_dict() if isinstance(exc, AdapterError) else {"message": str(exc)}

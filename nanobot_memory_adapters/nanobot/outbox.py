@@ -167,7 +167,11 @@ class Outbox:
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             if self.read_only:
-                uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+                # No WAL beside the file (no process has it open): read the file as it is,
+                # creating nothing (immutable). Otherwise read through the live WAL.
+                wal = Path(str(self.path) + "-wal")
+                uri = ("file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+                       + ("" if wal.exists() else "&immutable=1"))
                 db = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                      isolation_level=None, timeout=5.0)
                 db.execute("SELECT count(*) FROM outbox").fetchall()  # garbage fails here

@@ -35,7 +35,7 @@ from nanobot_memory_adapters.nanobot import seams, skill
 from nanobot_memory_adapters.nanobot.backfill_mixin import BackfillMixin
 from nanobot_memory_adapters.nanobot.delivery import DeliveryMixin
 from nanobot_memory_adapters.nanobot.forget import ForgetMixin
-from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 from nanobot_memory_adapters.nanobot.recall import RecallMixin
 from nanobot_memory_adapters.nanobot.reports import ReportsMixin
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
@@ -364,7 +364,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         """Put this provider's failed outbox rows back to pending and deliver them now."""
         if self.status != "active":
             return f"memory is {self.status}: {self.reason}"
-        count = await asyncio.to_thread(self.outbox.requeue_failed, self.provider)
+        try:
+            count = await asyncio.to_thread(self.outbox.requeue_failed, self.provider,
+                                            wait_s=5.0)
+        except OUTBOX_ERRORS as exc:
+            return f"nothing requeued: {describe_failure(self.outbox.path, exc)}"
         if count:
             self._schedule_drain()
         return (f"requeued {count} failed turn(s) for '{self.provider}'; delivering them now"
