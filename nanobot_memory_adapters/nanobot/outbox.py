@@ -83,14 +83,16 @@ def describe_failure(path: Path, exc: BaseException) -> str:
     """One line naming the outbox file, what is wrong and what to do about it."""
     text = str(exc) or type(exc).__name__
     low = text.lower()
+    disk = _disk_state(path.parent)  # SQLite often says only "disk I/O error"
     if "locked" in low or "busy" in low:
         what = "another process holds its write lock"
         fix = ("it is retried; if this lasts, stop the process that holds it "
                f"(fuser {path})")
-    elif "full" in low or "no space" in low:
+    elif "full" in low or "no space" in low or disk == "full":
         what = "the disk is full"
         fix = f"free space on the disk that holds {path.parent}"
-    elif "readonly" in low or "read-only" in low or "permission" in low:
+    elif ("readonly" in low or "read-only" in low or "permission" in low
+          or disk == "read-only"):
         what = "it cannot be written (read-only file or disk)"
         fix = f"make {path} and {path.parent} writable"
     elif path.is_dir():
@@ -104,6 +106,19 @@ def describe_failure(path: Path, exc: BaseException) -> str:
         what = f"it cannot be used ({text[:200]})"
         fix = f"check {path} and its folder"
     return f"outbox {path}: {what}; {fix}"
+
+
+def _disk_state(folder: Path) -> str | None:
+    """"full", "read-only" or None for the filesystem holding ``folder``."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    if stat.f_flag & os.ST_RDONLY:
+        return "read-only"
+    if stat.f_bavail * stat.f_frsize < 64 * 1024:  # less than SQLite needs for its WAL
+        return "full"
+    return None
 
 
 _REMEMBER_IDENTITY = (
