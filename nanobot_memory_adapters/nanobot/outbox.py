@@ -98,7 +98,8 @@ def describe_failure(path: Path, exc: BaseException) -> str:
     elif path.is_dir():
         what = "it is a directory"
         fix = f"move {path} aside; the plugin then creates a new outbox"
-    elif "not a database" in low or "malformed" in low or "corrupt" in low:
+    elif ("not a database" in low or "malformed" in low or "corrupt" in low
+          or "no such table" in low):
         what = "it is damaged (not a readable SQLite database)"
         fix = (f"move it aside (mv {path} {path}.damaged) and run nanobot-memory backfill "
                "to requeue nanobot's saved turns")

@@ -68,7 +68,7 @@ def test_status_on_a_healthy_outbox_changes_no_byte(home, config):
     assert _digest(path) == before  # no -wal / -shm created, the file untouched
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "directory"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])
 def test_a_damaged_outbox_gets_one_line_and_exit_1(home, config, damage):
     path = home.data_dir / FILE
     if damage == "garbage":
@@ -77,10 +77,13 @@ def test_a_damaged_outbox_gets_one_line_and_exit_1(home, config, damage):
         _healthy(path, failed=40)
         data = path.read_bytes()
         path.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":  # cut to nothing: status must not write a schema into it
+        path.write_bytes(b"")
     else:
         path.mkdir()
     before = _digest(path) if path.is_file() else None
-    for command in ("status", "requeue"):
+    # an empty file is a valid empty database to SQLite: requeue may make it an outbox
+    for command in ("status",) if damage == "empty" else ("status", "requeue"):
         done = outbox_cli(command, "--config", str(config))
         err = _one_line_error(done, path)
         if damage == "directory":
