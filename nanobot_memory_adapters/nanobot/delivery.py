@@ -28,7 +28,7 @@ from typing import Any
 from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot import exit_executor, seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import LOG
@@ -42,7 +42,7 @@ WRITE_WAIT_S = 2.0
 #: it replies): a held lock costs the reply this much, never the 30 s it once did.
 REPLY_WAIT_S = 0.25
 #: How long delivery may go on once the AgentLoop closes (``nanobot agent -m``, ``exit``).
-EXIT_DELIVERY_S = 5.0
+EXIT_DELIVERY_S = 3.0
 
 
 def turn_event_id(session_key: str, turn_id: str) -> str:
@@ -233,6 +233,7 @@ class DeliveryMixin(PluginState):
         (``/memory-health``) and retried later."""
         if self.status != "active" or self._closed:
             return
+        exit_executor.install()  # a backend call stuck in a thread cannot hold the exit
         try:
             await self._drain_once()
         except OUTBOX_ERRORS as exc:
