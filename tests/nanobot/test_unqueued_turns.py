@@ -83,3 +83,32 @@ async def test_turns_survive_a_held_lock_and_a_full_disk(home):
         stored = await _wait_delivered(home, [*locked, *full])
         assert len(stored) == 5, stored
         await home.close(loop)
+
+
+async def test_retries_stay_off_the_terminal(home, log_lines):
+    """A write the backend does not take yet is retried quietly: nothing at INFO or above
+    (a warning printed onto the interactive ``You:`` prompt); ``/memory-health`` says it."""
+    home.write_memory({"memory": {"condition": "full_history"},
+                       "nanobot": {"retry_initial_s": 0.2, "retry_max_s": 0.5,
+                                   "write_timeout_s": 0.5, "recall_timeout_s": 0.5}})
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await say(loop, "dee", "Hello, I am Dee.")
+    await _wait_delivered(home, ["Hello, I am Dee."])
+    holder = hold_write_lock(home.data_dir / "full_history.sqlite3")  # the backend's store
+    try:
+        await say(loop, "dee", "Dee's train leaves at nine.")
+        deadline = time.monotonic() + 30
+        while plugin.writes_failing_since is None:
+            assert time.monotonic() < deadline, "the write never failed"
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.5)  # several retries
+        assert "writes failing since" in await _health(loop)
+    finally:
+        holder.kill()
+        holder.wait()
+    await _wait_delivered(home, ["Dee's train leaves at nine."])
+    loud = [line for line in log_lines if "did not accept" in line or "retrying" in line]
+    assert not loud, loud
+    await home.close(loop)
