@@ -14,9 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-SESSION = {"session_key": "telegram:kim", "channel": "telegram", "chat_id": "kim",
-           "sender_id": "kim"}
-
 
 async def main(mode: str, config: str, text: str) -> None:
     from nanobot.agent.loop import AgentLoop
@@ -30,7 +27,8 @@ async def main(mode: str, config: str, text: str) -> None:
     assert plugin is not None
     if mode == "ask":
         print("asking", flush=True)
-        await loop.process_direct(text, **SESSION)
+        await loop.process_direct(text, session_key="telegram:kim", channel="telegram",
+                                  chat_id="kim", sender_id="kim")
         print("answered", flush=True)  # never reached: killed while the model answers
         return
     started = time.monotonic()
@@ -41,7 +39,8 @@ async def main(mode: str, config: str, text: str) -> None:
         await asyncio.sleep(0.2)
     print(json.dumps({"waited_s": round(time.monotonic() - started, 1),
                       "delivered": stats.delivered, "pending": stats.pending}), flush=True)
-    await loop.process_direct(text, **SESSION)
+    await loop.process_direct(text, session_key="telegram:kim", channel="telegram",
+                              chat_id="kim", sender_id="kim")
     await loop.aclose()
     await plugin.aclose()
     print("done", flush=True)
