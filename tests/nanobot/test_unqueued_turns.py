@@ -7,6 +7,7 @@ retry; the test only waits)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 import time
 
@@ -112,3 +113,28 @@ async def test_retries_stay_off_the_terminal(home, log_lines):
     loud = [line for line in log_lines if "did not accept" in line or "retrying" in line]
     assert not loud, loud
     await home.close(loop)
+
+
+async def test_a_damaged_outbox_keeps_the_turn_and_names_the_remedy(home, caplog):
+    """A garbage outbox file: the reply comes, the turn is kept, ``/memory-health`` and
+    ``/memory-mode retry-failed`` give the file and the remedy, the drain task never dies
+    unretrieved, and after the remedy (the file moved aside) the turn is delivered."""
+    home.write_memory({"memory": {"condition": "full_history"},
+                       "nanobot": {"retry_initial_s": 0.2, "retry_max_s": 0.5}})
+    home.data_dir.mkdir(parents=True)
+    damaged = home.data_dir / FILE
+    damaged.write_bytes(b"not an outbox\n" * 1000)
+    loop = home.loop()
+    await say(loop, "eve", "Eve's cat is called Miso.")
+    health = await _health(loop)
+    assert "1 turns not queued" in health, health
+    assert f"outbox {damaged}: it is damaged" in health and f"mv {damaged}" in health, health
+    retry = await loop.process_direct("/memory-mode retry-failed", session_key="cli:ops",
+                                      channel="cli", chat_id="ops", sender_id="ops")
+    assert retry is not None and "nothing requeued" in retry.content
+    assert f"mv {damaged}" in retry.content, retry.content
+    damaged.rename(damaged.with_suffix(".damaged"))  # the remedy the line gives
+    await _wait_delivered(home, ["Eve's cat is called Miso."])
+    await home.close(loop)
+    gc.collect()
+    assert "never retrieved" not in caplog.text
