@@ -1,50 +1,121 @@
 """The plugin's write path: a durable local append, then background delivery in order.
 
-When nanobot reports ``SessionTurnPersisted`` the turn becomes a ``MemoryEvent`` and is
-appended to the SQLite outbox; a background pass (tracked by nanobot, flushed by
-``AgentLoop.aclose``) delivers pending events in order. The reply never waits for the
-backend; a write that was not accepted stays pending (retryable) or is parked (not).
+A turn is written to the SQLite outbox twice, in one row: the user's message when it
+arrives (before the model answers; status ``open``) and the whole turn when nanobot
+reports ``SessionTurnPersisted`` (user + assistant, ``pending``). A process killed while
+the model answers leaves an ``open`` row; the next process's plugin promotes it on start
+and delivers the user's message alone. A background pass (tracked by nanobot, flushed by
+``AgentLoop.aclose``) delivers pending events in order.
+
+The reply never waits for the outbox or the backend: writes run in the background; one
+the outbox cannot take (locked, full or read-only disk, damaged file) is kept in memory
+(``unqueued.py``) and retried. A write that was not accepted by the backend stays pending
+(retryable) or is parked (not). When the loop closes, delivery gets ``EXIT_DELIVERY_S``
+more seconds; what is left stays in the outbox for the next process (one line says so).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from nanobot_memory_adapters.contract import AdapterError
+from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.outbox import OutboxRow
+from nanobot_memory_adapters.nanobot import exit_executor, seams
+from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import LOG
-from nanobot_memory_adapters.nanobot.turns import build_event
+from nanobot_memory_adapters.nanobot.turns import build_event, event_from_messages, turn_messages
+from nanobot_memory_adapters.nanobot.unqueued import Write
+
+#: How long a write on the turn's path waits for the outbox's write lock before the turn
+#: is kept in memory instead (it runs in the background: the reply never waits for it).
+WRITE_WAIT_S = 2.0
+#: The same wait on the turn's own path (nanobot awaits the persisted-turn event before
+#: it replies): a held lock costs the reply this much, never the 30 s it once did.
+REPLY_WAIT_S = 0.25
+#: How long delivery may go on once the AgentLoop closes (``nanobot agent -m``, ``exit``).
+EXIT_DELIVERY_S = 3.0
+
+
+def turn_event_id(session_key: str, turn_id: str) -> str:
+    """The event id of a live turn (as ``build_event`` derives it): the user half written
+    at arrival and the whole turn written after the reply share it, so a turn is one row."""
+    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
+    return f"nb-{digest}"
 
 
 class DeliveryMixin(PluginState):
     async def on_turn_persisted(self, event: Any) -> None:
-        """Bus subscriber: durable local append, then background delivery. Never raises."""
+        """Bus subscriber: queue the whole turn. Never raises; waits for the outbox at most
+        ``REPLY_WAIT_S`` (then the turn is kept in memory and written in the background)."""
         try:
-            await self._record_turn(event)
+            if await self._record_turn(event) and not self._writes_lock().locked():
+                await self._write_out(REPLY_WAIT_S)
         except Exception as exc:
             self._note_error("enqueue", exc, retryable=False)
             logger.exception("{}: could not queue the turn for memory", LOG)
 
-    async def _record_turn(self, event: Any) -> None:
-        if self.status != "active":
+    async def open_turn(self, request: Any) -> None:
+        """Runtime-context hook (before the model is called): queue the user's message now,
+        so a process killed while the model answers still remembers it. Never raises;
+        adds no context block."""
+        try:
+            await self._record_arrival(request)
+        except Exception as exc:
+            self._note_error("enqueue", exc, retryable=False)
+            logger.exception("{}: could not queue the user's message for memory", LOG)
+
+    def _recording(self, key: str | None) -> bool:
+        return (self.status == "active" and not self.read_only and not self._closed
+                and bool(key) and not str(key).startswith("dream:"))
+
+    async def _record_arrival(self, request: Any) -> None:
+        key, text, turn_id = request.session_key, request.original_user_text, request.turn_id
+        if (not self._recording(key) or not isinstance(text, str) or not text.strip()
+                or not turn_id or not seams.session_persists(self.sessions, key)):
             return
+        memory = self.settings.memory
+        assert memory is not None
+        # the same attribution as the finished turn's (cron turns: the session's person)
+        who = await self._attribute(session_key=key, channel=request.channel,
+                                    chat_id=request.chat_id, sender_id=request.sender_id,
+                                    metadata=getattr(request, "metadata", None))
+        if who.person is None:
+            return
+        try:
+            event = event_from_messages(
+                memory=memory, chosen=[{"role": "user", "content": text,
+                                        "timestamp": datetime.now().isoformat()}],
+                event_id=turn_event_id(key, turn_id), turn_id=turn_id,
+                channel=request.channel, chat_id=request.chat_id,
+                sender_id=who.person, session_key=key,
+                attributes=request.attributes)
+        except ValueError:
+            return  # a bad scope template: reported when the turn is recorded
+        if event is not None:
+            self._queue(Write(self.provider, event, key,
+                              (request.channel, request.chat_id, who.person),
+                              open_turn=True))
+
+    async def _record_turn(self, event: Any) -> bool:
+        """Queue the persisted turn; True when there was one to queue."""
         ctx = event.context
         key = ctx.session_key
-        if not key or key.startswith("dream:"):
-            return
-        if self.read_only:
-            logger.debug("{}: read-only, turn {} not recorded", LOG, event.turn_id)
-            return
+        if not self._recording(key):
+            if self.read_only and self.status == "active":
+                logger.debug("{}: read-only, turn {} not recorded", LOG, event.turn_id)
+            return False
         session = seams.session_of(self.sessions, key)
         if session is None:
-            return
+            return False
         memory = self.settings.memory
         assert memory is not None
         # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
@@ -52,7 +123,7 @@ class DeliveryMixin(PluginState):
                                     sender_id=event.sender_id, metadata=ctx.metadata)
         if who.person is None:
             logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
-            return
+            return False
         try:
             memory_event = build_event(
                 memory=memory, messages=list(session.messages), turn_id=event.turn_id,
@@ -63,16 +134,85 @@ class DeliveryMixin(PluginState):
         except ValueError as exc:  # a scope template or id the backend must not see
             self._note_error("build_event", exc, retryable=False)
             logger.warning("{}: turn {} not recorded: {}", LOG, event.turn_id, exc)
-            return
+            return False
         if memory_event is None:
-            return  # a slash command or nothing the user said
-        started = time.perf_counter()
-        added = await asyncio.to_thread(self.outbox.enqueue, self.provider, memory_event, key,
-                                        (ctx.channel, ctx.chat_id, who.person))
-        self.enqueue_stats.add((time.perf_counter() - started) * 1000)
-        if added:
-            self._unsettled[key] = self._unsettled.get(key, 0) + 1
-        self._schedule_drain()
+            return False  # a slash command or nothing the user said
+        self._unsettled[key] = self._unsettled.get(key, 0) + 1
+        self._queue(Write(self.provider, memory_event, key,
+                          (ctx.channel, ctx.chat_id, who.person)))
+        return True
+
+    def _queue(self, write: Write) -> None:
+        """Keep the write in order and let a background task put it in the outbox."""
+        self.unqueued.add(write)
+        if self._closed:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        seams.schedule_background(self.loop, self._drain())
+
+    async def _write_out(self, wait_s: float = WRITE_WAIT_S) -> bool:
+        """Put the kept writes into the outbox, oldest first; False while it refuses them
+        (each write waits at most ``wait_s`` for the write lock)."""
+        async with self._writes_lock():
+            while self.unqueued.writes:
+                write = self.unqueued.writes[0]
+                started = time.perf_counter()
+                try:
+                    added = await asyncio.to_thread(
+                        self.outbox.enqueue, write.provider, write.event, write.session_key,
+                        write.identity, wait_s=wait_s, open_turn=write.open_turn)
+                except OUTBOX_ERRORS as exc:
+                    self._outbox_failed(exc)
+                    return False
+                self.unqueued.writes.pop(0)
+                if not write.open_turn:
+                    self.enqueue_stats.add((time.perf_counter() - started) * 1000)
+                    if not added:  # a replay of a turn the outbox already holds
+                        self._unsettle(write.session_key)
+            if self.unqueued.failing_since is not None:
+                logger.info("{}: the outbox takes turns again; the kept ones are queued", LOG)
+            self.unqueued.recovered()
+            return True
+
+    def _outbox_failed(self, exc: BaseException) -> None:
+        line = describe_failure(self.outbox.path, exc)
+        self._note_error("outbox", RuntimeError(line), retryable=True)
+        if self.unqueued.failed(line):
+            logger.debug("{}: {} turn(s) kept in memory until the outbox takes them: {}",
+                         LOG, self.unqueued.turns(), line)
+
+    async def recover_open_turns(self) -> int:
+        """Promote ``open`` rows of processes that died before the reply: each becomes a
+        pending turn holding the user's message (with the time nanobot saved it at, when
+        nanobot's session file has it). Returns how many."""
+        orphans = await asyncio.to_thread(self.outbox.orphaned_turns)
+        for row in orphans:
+            event = self._saved_user_half(row)
+            await asyncio.to_thread(self.outbox.promote, row.seq, event)
+        if orphans:
+            logger.info("{}: {} turn(s) cut short by an earlier process's end queued for "
+                        "memory (the user's message alone)", LOG, len(orphans))
+        return len(orphans)
+
+    def _saved_user_half(self, row: OutboxRow) -> MemoryEvent:
+        event = row.event()
+        try:
+            session = seams.session_of(self.sessions, row.session_key)
+            started = seams.turn_started_at(event.turn_id)
+            if session is None or started is None:
+                return event
+            users = [m for m in turn_messages(list(session.messages), event.turn_id)
+                     if m.get("role") == "user"]
+            stamp = users[0].get("timestamp") if users else None
+            when = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+        except Exception:  # nanobot's file unreadable: keep the time of arrival
+            return event
+        if when is None or when.tzinfo is not None or when < started:
+            return event
+        return event.model_copy(update={"timestamp": when.astimezone().astimezone(UTC)})
 
     def _schedule_drain(self) -> None:
         if self._closed:
@@ -84,7 +224,7 @@ class DeliveryMixin(PluginState):
         seams.schedule_background(self.loop, self._drain())
 
     def _schedule_retry(self) -> None:
-        if self._closed:
+        if self._closed or self._exit_deadline is not None:
             return
         if self._retry_task is not None and not self._retry_task.done():
             return
@@ -100,14 +240,43 @@ class DeliveryMixin(PluginState):
         self._retry_task = asyncio.get_running_loop().create_task(later())
 
     async def _drain(self) -> None:
-        """Deliver pending events in order until the outbox is empty or the backend fails."""
-        if self.status != "active" or self.read_only or self._closed:
+        """Queue kept writes, then deliver pending events in order until the outbox is
+        empty or the backend fails. Never raises: an outbox or backend problem is noted
+        (``/memory-health``) and retried later."""
+        if self.status != "active" or self._closed:
+            return
+        exit_executor.install()  # a backend call stuck in a thread cannot hold the exit
+        try:
+            await self._drain_once()
+        except OUTBOX_ERRORS as exc:
+            self._outbox_failed(exc)
+            self._schedule_retry()
+        except Exception as exc:  # never "Task exception was never retrieved"
+            self._note_error("deliver", exc, retryable=True)
+            logger.opt(exception=exc).debug("{}: delivery pass failed; retrying", LOG)
+            self._schedule_retry()
+        finally:
+            self._said_left_behind()
+
+    async def _drain_once(self) -> None:
+        if not await self._write_out():
+            self._schedule_retry()
+            return
+        if self.read_only:
             return
         drain_lock = self._lock()
         async with drain_lock:
-            if self.status != "active" or self.read_only:
+            if self.status != "active" or self.read_only or self._exit_over():
                 return
-            if not await self._ensure_adapter():
+            if not self._recovered:
+                await self.recover_open_turns()
+                self._recovered = True
+            try:
+                async with self._bounded_at_exit(None):
+                    ready = await self._ensure_adapter()
+            except TimeoutError:
+                return  # the process is leaving while the provider starts
+            if not ready:
                 if self.status == "active":
                     self._schedule_retry()
                 return
@@ -122,7 +291,7 @@ class DeliveryMixin(PluginState):
                         break
                     for row in rows:
                         if (self.read_only or self.provider != provider or self.adapter is None
-                                or self._closed):
+                                or self._closed or self._exit_over()):
                             return
                         if not await self._deliver(row):
                             self._schedule_retry()
@@ -130,17 +299,76 @@ class DeliveryMixin(PluginState):
             self._retry_delay = self.settings.plugin.retry_initial_s
             self.writes_failing_since = None
 
+    # -- the end of the process ------------------------------------------------------
+    def loop_closing(self) -> None:
+        """``AgentLoop.aclose`` begins: delivery gets ``EXIT_DELIVERY_S`` more seconds."""
+        if self._exit_deadline is None:
+            self._exit_deadline = time.monotonic() + EXIT_DELIVERY_S
+        if self._retry_task is not None:
+            self._retry_task.cancel()  # nothing waits out a backoff at exit
+        with contextlib.suppress(RuntimeError):
+            when = asyncio.get_running_loop().time() + EXIT_DELIVERY_S
+            for cm in list(self._exit_timeouts):  # a write already waiting on the backend
+                if cm.when() is None or cm.when() > when:  # type: ignore[operator]
+                    cm.reschedule(when)
+        if self.unqueued.writes or self.status == "active":
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop()
+                seams.schedule_background(self.loop, self._drain())
+
+    @contextlib.asynccontextmanager
+    async def _bounded_at_exit(self, timeout_s: float | None
+                               ) -> AsyncIterator[asyncio.Timeout]:
+        """``asyncio.timeout(timeout_s)``, cut short when the loop starts closing (also
+        while already waiting: ``loop_closing`` reschedules it)."""
+        left = self._exit_left()
+        if left is not None:
+            timeout_s = left if timeout_s is None else min(timeout_s, left)
+        async with asyncio.timeout(timeout_s) as cm:
+            self._exit_timeouts.add(cm)
+            try:
+                yield cm
+            finally:
+                self._exit_timeouts.discard(cm)
+
+    def _exit_over(self) -> bool:
+        return self._exit_deadline is not None and time.monotonic() >= self._exit_deadline
+
+    def _exit_left(self) -> float | None:
+        if self._exit_deadline is None:
+            return None
+        return max(0.0, self._exit_deadline - time.monotonic())
+
+    def _said_left_behind(self) -> None:
+        """At exit, once: how many turns stay in the outbox for the next process."""
+        if self._exit_deadline is None or self._left_said or not self._exit_over():
+            return
+        self._left_said = True
+        try:
+            pending = self.outbox.stats(self.provider).pending
+        except OUTBOX_ERRORS:
+            pending = -1
+        kept = self.unqueued.turns()
+        if pending or kept:
+            what = (f"{pending} turn(s) left in the outbox" if pending >= 0
+                    else "turns left in the outbox")
+            if kept:
+                what += f", {kept} not queued ({self.unqueued.problem})"
+            logger.warning("{}: delivery stopped {:.0f}s after exit began: {}; the next nanobot "
+                           "process delivers them", LOG, EXIT_DELIVERY_S, what)
+
     async def _deliver(self, row: OutboxRow) -> bool:
         """True when the row is settled (delivered or parked); False to stop and retry later."""
         assert self.adapter is not None
         event = row.event()
         started = time.perf_counter()
         try:
-            await self._ensure_scope(event.scope())
-            receipt = await asyncio.wait_for(
-                self.adapter.record_event(event), self.settings.plugin.write_timeout_s
-            )
+            async with self._bounded_at_exit(self.settings.plugin.write_timeout_s):
+                await self._ensure_scope(event.scope())
+                receipt = await self.adapter.record_event(event)
         except TimeoutError:
+            if self._exit_over():  # not the backend's fault: the process is leaving
+                return False
             error = f"record_event took longer than {self.settings.plugin.write_timeout_s}s"
             return await self._write_failed(row, TimeoutError(error), retryable=True)
         except AdapterError as exc:
@@ -165,26 +393,30 @@ class DeliveryMixin(PluginState):
         return self._settled
 
     async def _settle(self, row: OutboxRow) -> None:
-        key = row.session_key
+        self._unsettle(row.session_key)
+        async with self._condition():
+            self._condition().notify_all()
+
+    def _unsettle(self, key: str) -> None:
         if self._unsettled.get(key):
             self._unsettled[key] -= 1
             if not self._unsettled[key]:
                 del self._unsettled[key]
-        async with self._condition():
-            self._condition().notify_all()
 
     async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
         """Let this session's just-queued turns land first, when the backend is healthy."""
+        def failing() -> bool:  # the backend or the outbox refuses writes: do not wait
+            return (self.writes_failing_since is not None
+                    or self.unqueued.failing_since is not None)
+
         if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.read_only
-                or self.writes_failing_since is not None):
+                or failing()):
             return
         condition = self._condition()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s), condition:
                 await condition.wait_for(
-                    lambda: not self._unsettled.get(session_key)
-                    or self.writes_failing_since is not None
-                )
+                    lambda: not self._unsettled.get(session_key) or failing())
 
     async def _write_failed(self, row: OutboxRow, exc: BaseException, *, retryable: bool) -> bool:
         detail = exc.to_dict() if isinstance(exc, AdapterError) else {"message": str(exc)}
@@ -194,11 +426,14 @@ class DeliveryMixin(PluginState):
             if self.writes_failing_since is None:
                 self.writes_failing_since = time.time()
             await asyncio.to_thread(self.outbox.mark_retry, row.seq, error)
+            # the held-store notice is one line, once; any other retry goes to DEBUG (the log
+            # file), not the terminal: it is routine, shows in /memory-health, and a warning
+            # would print over the interactive prompt.
             if not self.store_lock.report(self.provider, self.data_dir, exc,
                                           self.writes_failing_since):
-                logger.warning("{}: '{}' did not accept event {} ({}); kept in the outbox, "
-                               "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
-                               self._retry_delay)
+                logger.debug("{}: '{}' did not accept event {} ({}); kept in the outbox, "
+                             "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
+                             self._retry_delay)
             return False
         await asyncio.to_thread(self.outbox.mark_failed, row.seq, error)
         await self._settle(row)
@@ -213,7 +448,11 @@ class DeliveryMixin(PluginState):
             if self.status != "active":
                 return 0
             await self._drain()
-            pending = (await asyncio.to_thread(self.outbox.stats, self.provider)).pending
+            try:
+                pending = (await asyncio.to_thread(self.outbox.stats, self.provider)).pending
+            except OUTBOX_ERRORS:
+                pending = 0
+            pending += self.unqueued.turns()
             if pending == 0 or self.read_only or time.monotonic() >= deadline:
                 return pending
             await asyncio.sleep(0.05)

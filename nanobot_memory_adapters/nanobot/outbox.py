@@ -12,6 +12,17 @@ delivery after opening, then every ``prune_every`` deliveries (a tenth of
 
 SQLite in WAL mode with ``synchronous=FULL``: an enqueued event survives a process crash
 or power loss. Only one process drains at a time (an advisory file lock held per pass).
+
+A turn is opened when the user's message arrives (status ``open``, the user's words only,
+``owner`` = the process id) and completed in place when nanobot persists the turn (the
+same ``event_id``, now user + assistant, ``pending``): each turn is one row. An ``open``
+row whose owner died (kill -9 while the model answered) is promoted to ``pending`` by the
+next process and delivered as the user's message alone. ``open`` rows are never delivered
+while their owner lives.
+
+Writes on the reply path wait at most ``wait_s`` for SQLite's write lock; every failure
+to open, read or write the file is one of ``OUTBOX_ERRORS``; ``describe_failure`` turns
+it into the one line (the file and the remedy) that the CLI and the chat replies print.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -120,6 +132,52 @@ INSERT OR IGNORE INTO turn_sender SELECT session_key, json_extract(payload, '$.t
 """
 
 
+OUTBOX_ERRORS = (sqlite3.Error, OSError)
+
+
+def describe_failure(path: Path, exc: BaseException) -> str:
+    """One line naming the outbox file, what is wrong and what to do about it."""
+    text = str(exc) or type(exc).__name__
+    low = text.lower()
+    disk = _disk_state(path.parent)  # SQLite often says only "disk I/O error"
+    if "locked" in low or "busy" in low:
+        what = "another process holds its write lock"
+        fix = ("it is retried; if this lasts, stop the process that holds it "
+               f"(fuser {path})")
+    elif "full" in low or "no space" in low or disk == "full":
+        what = "the disk is full"
+        fix = f"free space on the disk that holds {path.parent}"
+    elif ("readonly" in low or "read-only" in low or "permission" in low
+          or disk == "read-only"):
+        what = "it cannot be written (read-only file or disk)"
+        fix = f"make {path} and {path.parent} writable"
+    elif path.is_dir():
+        what = "it is a directory"
+        fix = f"move {path} aside; the plugin then creates a new outbox"
+    elif ("not a database" in low or "malformed" in low or "corrupt" in low
+          or "no such table" in low):
+        what = "it is damaged (not a readable SQLite database)"
+        fix = (f"move it aside (mv {path} {path}.damaged) and run nanobot-memory backfill "
+               "to requeue nanobot's saved turns")
+    else:
+        what = f"it cannot be used ({text[:200]})"
+        fix = f"check {path} and its folder"
+    return f"outbox {path}: {what}; {fix}"
+
+
+def _disk_state(folder: Path) -> str | None:
+    """"full", "read-only" or None for the filesystem holding ``folder``."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    if stat.f_flag & os.ST_RDONLY:
+        return "read-only"
+    if stat.f_bavail * stat.f_frsize < 64 * 1024:  # less than SQLite needs for its WAL
+        return "full"
+    return None
+
+
 _REMEMBER_IDENTITY = (
     "INSERT INTO session_identity VALUES (?,?,?,?,?) ON CONFLICT(session_key) DO "
     "UPDATE SET channel=excluded.channel, chat_id=excluded.chat_id, "
@@ -150,12 +208,28 @@ class OutboxStats:
     oldest_pending_at: float | None
     last_error: str | None
     last_failed_error: str | None = None
+    open: int = 0  # turns whose reply has not come yet (the user's half is kept)
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process ``pid`` still runs (on this machine; the outbox is local)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Outbox:
-    def __init__(self, path: str | Path, *, keep_delivered: int = 10000) -> None:
+    def __init__(self, path: str | Path, *, keep_delivered: int = 10000,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
         self.keep_delivered = keep_delivered
+        self.read_only = read_only  # open with mode=ro: never creates, migrates or writes
         self.prune_every = max(1, min(1000, keep_delivered // 10))
         self._since_prune = self.prune_every  # the first delivery after opening prunes
         self._lock = threading.Lock()
@@ -164,16 +238,53 @@ class Outbox:
     # -- connection ------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
+            if self.read_only:
+                # No WAL beside the file (no process has it open): read the file as it is,
+                # creating nothing (immutable). Otherwise read through the live WAL.
+                wal = Path(str(self.path) + "-wal")
+                uri = ("file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+                       + ("" if wal.exists() else "&immutable=1"))
+                db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                     isolation_level=None, timeout=5.0)
+                db.execute("SELECT count(*) FROM outbox").fetchall()  # garbage fails here
+                self._db = db
+                return db
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                  timeout=30.0)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
-            db.executescript(_SCHEMA)
-            db.executescript(_LEDGER_SCHEMA)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
+                db.executescript(_SCHEMA)
+                db.executescript(_LEDGER_SCHEMA)
+                columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+                if "owner" not in columns:  # outboxes from before open turns
+                    db.execute("ALTER TABLE outbox ADD COLUMN owner INTEGER")
+            except BaseException:
+                db.close()
+                raise
             self._db = db
         return self._db
+
+    @contextlib.contextmanager
+    def _locked(self, wait_s: float | None) -> Iterator[sqlite3.Connection]:
+        """This process's connection, waiting at most ``wait_s`` (None: the default 30 s)
+        for the thread lock and for another process's write lock."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise sqlite3.OperationalError("database is locked (by this process's delivery)")
+        try:
+            db = self._conn()
+            if wait_s is None:
+                yield db
+                return
+            db.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
+            try:
+                yield db
+            finally:
+                db.execute("PRAGMA busy_timeout=30000")
+        finally:
+            self._lock.release()
 
     def _exec(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -187,20 +298,29 @@ class Outbox:
 
     # -- writes ----------------------------------------------------------------------
     def enqueue(self, provider: str, event: MemoryEvent, session_key: str,
-                identity: tuple[str, str, str | None] | None = None) -> bool:
+                identity: tuple[str, str, str | None] | None = None, *,
+                wait_s: float | None = None, open_turn: bool = False) -> bool:
         """Append ``event``; False when this provider already has that ``event_id``.
         ``identity`` (channel, chat id, sender id) is remembered for the session in the
         same transaction: nanobot's session files do not say who spoke, and a later
-        backfill maps the session's turns to the same scope as the live ones."""
-        with self._lock:
-            db = self._conn()
+        backfill maps the session's turns to the same scope as the live ones.
+
+        ``open_turn``: the user's half of a turn still being answered (status ``open``,
+        owned by this process). A later ``enqueue`` of the same ``event_id`` completes an
+        ``open`` row in place (the full turn, ``pending``) and returns True.
+        ``wait_s`` bounds the wait for the write lock (raises ``sqlite3.OperationalError``
+        "database is locked" after it)."""
+        status, owner = ("open", os.getpid()) if open_turn else ("pending", None)
+        with self._locked(wait_s) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO outbox (provider, event_id, session_key, payload, "
-                    "enqueued_at) VALUES (?,?,?,?,?)",
-                    (provider, event.event_id, session_key, event.model_dump_json(),
-                     time.time()),
+                    "INSERT INTO outbox (provider, event_id, session_key, payload, status, "
+                    "owner, enqueued_at) VALUES (?,?,?,?,?,?,?) "
+                    "ON CONFLICT(provider, event_id) DO UPDATE SET payload=excluded.payload, "
+                    "status='pending', owner=NULL WHERE status='open' AND ?",
+                    (provider, event.event_id, session_key, event.model_dump_json(), status,
+                     owner, time.time(), not open_turn),
                 )
                 if identity is not None:
                     db.execute(_REMEMBER_IDENTITY, (session_key, *identity, time.time()))
@@ -209,6 +329,25 @@ class Outbox:
                 db.execute("ROLLBACK")
                 raise
             return cur.rowcount == 1
+
+    def orphaned_turns(self) -> list[OutboxRow]:
+        """``open`` rows (any provider) whose owning process is gone: turns whose reply
+        never came (the process was killed while the model answered)."""
+        rows = self._exec("SELECT seq, provider, event_id, session_key, payload, attempts, "
+                          "enqueued_at, owner FROM outbox WHERE status='open' ORDER BY seq")
+        return [OutboxRow(*r[:7]) for r in rows if not _alive(r[7])]
+
+    def own_open_turns(self) -> list[OutboxRow]:
+        """This process's ``open`` rows (a turn nanobot never persisted)."""
+        rows = self._exec("SELECT seq, provider, event_id, session_key, payload, attempts, "
+                          "enqueued_at FROM outbox WHERE status='open' AND owner=? "
+                          "ORDER BY seq", (os.getpid(),))
+        return [OutboxRow(*r) for r in rows]
+
+    def promote(self, seq: int, event: MemoryEvent) -> None:
+        """An ``open`` row becomes a ``pending`` turn holding ``event`` (the user's words)."""
+        self._exec("UPDATE outbox SET status='pending', owner=NULL, payload=? "
+                   "WHERE seq=? AND status='open'", (event.model_dump_json(), seq))
 
     def mark_delivered(
         self, seq: int, *, status: str, native_ids: list[str], latency_ms: float | None
@@ -246,9 +385,9 @@ class Outbox:
             (time.time(), error[:4000], seq),
         )
 
-    def requeue_failed(self, provider: str) -> int:
-        with self._lock:
-            cur = self._conn().execute(
+    def requeue_failed(self, provider: str, *, wait_s: float | None = None) -> int:
+        with self._locked(wait_s) as db:
+            cur = db.execute(
                 "UPDATE outbox SET status='pending' WHERE provider=? AND status='failed'",
                 (provider,),
             )
@@ -342,6 +481,7 @@ class Outbox:
             oldest_pending_at=oldest,
             last_error=error[0][0] if error else None,
             last_failed_error=failed_error[0][0] if failed_error else None,
+            open=counts.get("open", 0),
         )
 
     # -- one drainer across processes ------------------------------------------------

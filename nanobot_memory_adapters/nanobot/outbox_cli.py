@@ -4,6 +4,11 @@ The outbox lives beside nanobot's ``memory.json`` (``<data_dir>/nanobot-outbox.s
 every process on that config directory shares it. ``requeue`` puts a provider's failed
 rows back to pending: the next nanobot process (or turn) that can open the store delivers
 them. The same as ``/memory-mode retry-failed`` in chat.
+
+``status`` only reads (SQLite opened read-only; the file stays byte-identical). A file
+that cannot be read or written (garbage, truncated, a directory, a read-only or full
+disk, another process's write lock) gets one line naming it and the remedy (the same
+line ``/memory-health`` and ``/memory-mode retry-failed`` give) and exit code 1.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Annotated
 import typer
 
 from nanobot_memory_adapters.console import console, fail
-from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 from nanobot_memory_adapters.nanobot.settings import data_dir_for, load_settings
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 
@@ -33,8 +38,10 @@ ProviderOption = Annotated[
 
 
 @contextlib.contextmanager
-def _opened(config: Path, provider: str | None) -> Iterator[tuple[Outbox, str]]:
-    """The outbox beside ``config`` and the provider whose rows to act on; closed after."""
+def _opened(config: Path, provider: str | None, *, read_only: bool = False
+            ) -> Iterator[tuple[Outbox, str]]:
+    """The outbox beside ``config`` and the provider whose rows to act on; closed after.
+    A failure to read or write the file ends the command with one line and exit code 1."""
     settings = load_settings(config.expanduser())
     if not settings.exists:
         raise fail(f"--config {config}: no such file; give nanobot's memory.json")
@@ -46,11 +53,14 @@ def _opened(config: Path, provider: str | None) -> Iterator[tuple[Outbox, str]]:
     path = data_dir_for(settings) / OUTBOX_FILE
     if not path.exists():
         raise fail(f"no outbox at {path}: the plugin has not run with this memory.json yet")
-    outbox = Outbox(path)
+    outbox = Outbox(path, read_only=read_only)
     try:
         yield outbox, name
+    except OUTBOX_ERRORS as exc:
+        raise fail(describe_failure(path, exc), code=1) from None
     finally:
-        outbox.close()
+        with contextlib.suppress(*OUTBOX_ERRORS):
+            outbox.close()
 
 
 @outbox_app.command()
@@ -60,7 +70,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Pending, failed and delivered turns for a provider, and the last failed row's error."""
-    with _opened(config, provider) as (outbox, name):
+    with _opened(config, provider, read_only=True) as (outbox, name):
         stats = outbox.stats(name)
     data = {"provider": name, "pending": stats.pending, "failed": stats.failed,
             "delivered": stats.delivered, "pending_other_providers":
@@ -82,7 +92,7 @@ def requeue(
 ) -> None:
     """Put a provider's failed turns back to pending; the next nanobot turn delivers them."""
     with _opened(config, provider) as (outbox, name):
-        count = outbox.requeue_failed(name)
+        count = outbox.requeue_failed(name, wait_s=5.0)
     console.print(f"requeued {count} failed turn(s) for '{name}'"
                   + ("; the next nanobot process that can open the store delivers them"
                      if count else ""), highlight=False)

@@ -15,6 +15,7 @@ from nanobot_memory_adapters.nanobot.people import Attribution, People
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings
 from nanobot_memory_adapters.nanobot.state import CacheEntry, LastError, LatencyStats
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -44,11 +45,17 @@ class PluginState:
     _retry_delay: float
     _unsettled: dict[str, int]
     _settled: asyncio.Condition | None
+    unqueued: UnqueuedTurns
+    _recovered: bool
+    _exit_deadline: float | None
+    _exit_timeouts: set[asyncio.Timeout]
+    _left_said: bool
 
     if TYPE_CHECKING:
         @property
         def outbox(self) -> Outbox: ...
         def _lock(self) -> asyncio.Lock: ...
+        def _writes_lock(self) -> asyncio.Lock: ...
         def _note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None: ...
         def _note_read_failure(self, operation: str, exc: Any, timed_out: str) -> None: ...
         async def _ensure_adapter(self) -> bool: ...

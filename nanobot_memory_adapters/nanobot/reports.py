@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nanobot_memory_adapters.contract import capabilities_of
 from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxStats, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import ago as _ago
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
@@ -73,12 +74,19 @@ class ReportsMixin(PluginState):
                                                 self.settings.plugin.health_timeout_s)
             except Exception as exc:
                 self._note_error("health", exc, retryable=True)
-        stats = await asyncio.to_thread(self.outbox.stats, self.provider)
+        unreadable: str | None = None
+        try:
+            stats: OutboxStats | None = await asyncio.to_thread(self.outbox.stats,
+                                                                self.provider)
+        except OUTBOX_ERRORS as exc:
+            stats, unreadable = None, describe_failure(self.outbox.path, exc)
         status = health.status if health is not None else "unavailable"
         if status == "ok" and (self.writes_failing_since or self.reads_failing_since):
             status = "degraded"
-        if self.writes_failing_since and stats.pending:
+        if self.writes_failing_since and (stats is None or stats.pending):
             status = "unavailable" if status != "ok" else "degraded"
+        if status == "ok" and (stats is None or self.unqueued.writes):
+            status = "degraded"
         info = getattr(self.adapter, "info", None)
         lines.append(f"memory: {self.provider} — {status}")
         if self.writes_failing_since:
@@ -110,25 +118,12 @@ class ReportsMixin(PluginState):
         else:
             lines.append("backend health: unavailable (provider could not be started)")
         lines.append("mode: " + ("read-only" if self.read_only else "read-write"))
-        outbox = f"outbox: {stats.pending} pending"
-        if stats.pending:
-            outbox += f" (oldest {_ago(stats.oldest_pending_at)})"
-        outbox += f", {stats.failed} failed, {stats.delivered} delivered"
-        if stats.pending_other_providers:
-            outbox += f"; {stats.pending_other_providers} pending for other providers"
-        lines.append(outbox)
-        backfill = self.backfill_line()
-        if backfill:
-            lines.append(backfill)
-        if stats.failed:
-            lines.append(f"failed turns: {stats.failed} (last error: "
-                         f"{(stats.last_failed_error or 'not recorded')[:300]}); requeue them "
-                         "with /memory-mode retry-failed or `nanobot-memory outbox requeue`")
+        lines.extend(self._outbox_lines(stats, unreadable))
         if self.last_error is not None:
             e = self.last_error
             lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
             store_locked = store_locked or e.store_locked
-        elif stats.last_error:
+        elif stats is not None and stats.last_error:
             # an earlier process's delivery error, kept on the outbox row
             lines.append(f"last error: record (outbox): {stats.last_error[:300]}")
         else:
@@ -139,6 +134,35 @@ class ReportsMixin(PluginState):
         lines.append(f"record latency: {self.record_stats.line()}")
         lines.append(f"config: {self.settings.path}")
         return "\n".join(lines)
+
+    def _outbox_lines(self, stats: OutboxStats | None, unreadable: str | None) -> list[str]:
+        """The outbox's depth, the turns it could not take, failed rows and the remedy."""
+        lines: list[str] = []
+        if stats is None:
+            lines.append(f"outbox: cannot be read — {unreadable}")
+        else:
+            outbox = f"outbox: {stats.pending} pending"
+            if stats.pending:
+                outbox += f" (oldest {_ago(stats.oldest_pending_at)})"
+            outbox += f", {stats.failed} failed, {stats.delivered} delivered"
+            if stats.open:
+                outbox += f"; {stats.open} awaiting a reply"
+            if stats.pending_other_providers:
+                outbox += f"; {stats.pending_other_providers} pending for other providers"
+            lines.append(outbox)
+        kept = self.unqueued.turns()
+        if kept:
+            problem = self.unqueued.problem or "being written"
+            lines.append(f"{kept} turns not queued (kept in this process's memory and "
+                         f"retried; lost if it is killed before then): {problem}")
+        backfill = self.backfill_line()
+        if backfill:
+            lines.append(backfill)
+        if stats is not None and stats.failed:
+            lines.append(f"failed turns: {stats.failed} (last error: "
+                         f"{(stats.last_failed_error or 'not recorded')[:300]}); requeue them "
+                         "with /memory-mode retry-failed or `nanobot-memory outbox requeue`")
+        return lines
 
     async def _store_holder_line(self) -> str:
         """Who holds the embedded store this process could not open (when knowable), and

@@ -35,7 +35,7 @@ from nanobot_memory_adapters.nanobot import seams, skill
 from nanobot_memory_adapters.nanobot.backfill_mixin import BackfillMixin
 from nanobot_memory_adapters.nanobot.delivery import DeliveryMixin
 from nanobot_memory_adapters.nanobot.forget import ForgetMixin
-from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 from nanobot_memory_adapters.nanobot.people import People
 from nanobot_memory_adapters.nanobot.recall import RecallMixin
 from nanobot_memory_adapters.nanobot.reports import ReportsMixin
@@ -59,6 +59,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
 _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictionary()
@@ -118,6 +119,13 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         # Turns this process queued and not yet settled, per session (read-your-writes).
         self._unsettled: dict[str, int] = {}
         self._settled: asyncio.Condition | None = None
+        # Turns the outbox could not take yet (kept in order, retried), and the exit bound.
+        self.unqueued = UnqueuedTurns()
+        self._write_lock: asyncio.Lock | None = None
+        self._recovered = False  # open rows of dead processes promoted (once per process)
+        self._exit_deadline: float | None = None
+        self._exit_timeouts: set[asyncio.Timeout] = set()
+        self._left_said = False
         self._apply_settings()
         if provided is not None and self.status == "active":
             self.adapter = provided.adapter
@@ -206,10 +214,19 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         from nanobot.bus.runtime_events import SessionTurnPersisted
 
         seams.install_memory_view(self.loop, self.text_for_prompt)
+        # the user's message is queued on arrival, before recall and the model
+        self._unsubscribe.append(self.loop.register_runtime_context_provider(self.open_turn))
         self._unsubscribe.append(self.loop.register_runtime_context_provider(self.provide))
         self._unsubscribe.append(self.bus.subscribe(self.on_turn_persisted, SessionTurnPersisted))
         self._unsubscribe.append(self.bus.subscribe(self.on_shared_turn_persisted,
                                                     SessionTurnPersisted))
+        seams.on_loop_close(self.loop, self.loop_closing)
+        seams.on_loop_start(self.loop, self._start)
+
+    def _start(self) -> None:
+        """Deliver what earlier processes left (pending rows, turns cut short) at once."""
+        if self.status == "active" and not self.read_only:
+            seams.schedule_background(self.loop, self._drain())
 
     @property
     def outbox(self) -> Outbox:
@@ -223,6 +240,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         if self._drain_lock is None:
             self._drain_lock = asyncio.Lock()
         return self._drain_lock
+
+    def _writes_lock(self) -> asyncio.Lock:
+        if self._write_lock is None:
+            self._write_lock = asyncio.Lock()
+        return self._write_lock
 
     async def _ensure_adapter(self) -> bool:
         """The provider is built once, in a task a timed-out caller cannot cancel."""
@@ -349,7 +371,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         """Put this provider's failed outbox rows back to pending and deliver them now."""
         if self.status != "active":
             return f"memory is {self.status}: {self.reason}"
-        count = await asyncio.to_thread(self.outbox.requeue_failed, self.provider)
+        try:
+            count = await asyncio.to_thread(self.outbox.requeue_failed, self.provider,
+                                            wait_s=5.0)
+        except OUTBOX_ERRORS as exc:
+            return f"nothing requeued: {describe_failure(self.outbox.path, exc)}"
         if count:
             self._schedule_drain()
         return (f"requeued {count} failed turn(s) for '{self.provider}'; delivering them now"

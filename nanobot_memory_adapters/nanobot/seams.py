@@ -27,6 +27,7 @@ silently wrong memory. When upstream lands an official memory seam (open PR #557
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
 import weakref
@@ -139,6 +140,42 @@ def agent_loop_of(ctx: Any) -> Any | None:
 def schedule_background(loop: Any, coro: Any) -> None:
     """Tracked by nanobot and awaited by ``AgentLoop.aclose()`` (so ``agent -m`` flushes)."""
     loop.schedule_background(coro)
+
+
+def on_loop_start(loop: Any, start: Callable[[], None]) -> None:
+    """Call ``start`` once an event loop runs: now, when the AgentLoop is built inside one
+    (``Nanobot.from_config``, tests), else when ``AgentLoop.run()`` begins (the gateway,
+    interactive ``nanobot agent``: they build the loop before ``asyncio.run``). Wraps the
+    instance's ``run``; ``process_direct`` callers get ``start`` from the first turn."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        start()
+        return
+    original = loop.run
+
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        start()
+        return await original(*args, **kwargs)
+
+    loop.run = run
+
+
+def on_loop_close(loop: Any, closing: Callable[[], None]) -> None:
+    """Call ``closing`` when ``AgentLoop.aclose()`` begins, before it awaits the background
+    tasks (the plugin bounds its delivery then). Wraps the instance's ``aclose``."""
+    original = loop.aclose
+
+    async def aclose(*args: Any, **kwargs: Any) -> Any:
+        try:
+            closing()
+        except Exception:  # never stand in the way of nanobot's shutdown
+            logger.exception("{}: preparing for shutdown failed", LOG_PREFIX)
+        return await original(*args, **kwargs)
+
+    loop.aclose = aclose
 
 
 # -- system-prompt memory -------------------------------------------------------------------

@@ -27,6 +27,10 @@ WORD = re.compile(r"[a-z0-9]+")
 # A request whose messages contain this marker gets HTTP 400, as a provider rejecting it
 # would answer (fault injection for one event among many; openai clients do not retry 400).
 FAIL_MARKER = "[llm-double:fail]"
+# A chat call whose last user message holds this is answered only after ``release_held()``
+# (or HOLD_MAX_S): a model still answering, for tests that kill the caller meanwhile.
+HOLD_MARKER = "[llm-double:hold]"
+HOLD_MAX_S = 300.0
 
 
 @dataclass
@@ -160,6 +164,7 @@ class LLMDouble:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._released = False
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
@@ -173,6 +178,19 @@ class LLMDouble:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    def held(self) -> list[ChatRequest]:
+        """Chat calls being held open (``HOLD_MARKER``), answered or not."""
+        return [r for r in self.chat_requests() if HOLD_MARKER in r.last_user]
+
+    def release_held(self) -> None:
+        """Answer every held call now, and the ones that come later at once (until
+        ``hold_calls``)."""
+        self._released = True
+
+    def hold_calls(self) -> None:
+        """Hold ``HOLD_MARKER`` calls open again (the default)."""
+        self._released = False
 
     def chat_requests(self) -> list[ChatRequest]:
         with self._lock:
@@ -248,6 +266,12 @@ class LLMDouble:
 
             await asyncio.sleep(self.delay_s)
         chat = ChatRequest(body)
+        if HOLD_MARKER in chat.last_user:
+            import asyncio
+
+            held_at = time.monotonic()
+            while not self._released and time.monotonic() - held_at < HOLD_MAX_S:
+                await asyncio.sleep(0.05)
         if FAIL_MARKER in json.dumps(body.get("messages", []), ensure_ascii=False):
             return JSONResponse(
                 {"error": {"message": "rejected by the test double (fail marker)",
