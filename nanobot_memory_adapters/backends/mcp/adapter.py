@@ -20,7 +20,7 @@ from mcp import StdioServerParameters
 
 from nanobot_memory_adapters.backends.mcp import templates
 from nanobot_memory_adapters.backends.mcp.config import McpConfig, ToolCall
-from nanobot_memory_adapters.backends.mcp.session import StdioServer
+from nanobot_memory_adapters.backends.mcp.session import StdioServer, ToolError
 from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -139,9 +139,17 @@ class McpAdapter(BaseAdapter):
         base["scope_value"] = templates.render(self.config.results.scope_value, base)
         return base
 
-    async def _tool(self, call: ToolCall, values: dict[str, Any]) -> Any:
+    async def _tool(self, call: ToolCall, values: dict[str, Any], operation: str) -> Any:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        return await self.server.call(call.tool, templates.render(call.arguments, values))
+        answer = await self.server.call(call.tool, templates.render(call.arguments, values))
+        if isinstance(answer, str) and call.fail_pattern and \
+                re.search(call.fail_pattern, answer, re.I | re.M):
+            # the server reported a failure as ordinary text, not as a tool error
+            raise AdapterError(
+                f"{call.tool} failed: {answer[:300]}", backend_name=BACKEND,
+                operation=operation, raw={"answer": answer[:2000], "tool": call.tool},
+            )
+        return answer
 
     async def _check_tools(self) -> None:
         await self.server.session()
@@ -162,7 +170,8 @@ class McpAdapter(BaseAdapter):
                ) -> tuple[list[dict[str, Any]], int]:
         """The result's items that belong to ``scope`` (and how many others were dropped)."""
         r = self.config.results
-        found = templates.pick(data, r.items)
+        found = self._prose_items(data) if isinstance(data, str) and r.text_pattern \
+            else templates.pick(data, r.items)
         if not isinstance(found, list):
             shown = data if isinstance(data, str) else repr(data)
             raise AdapterError(
@@ -180,6 +189,22 @@ class McpAdapter(BaseAdapter):
             if owner == want or (isinstance(owner, list) and want in owner):
                 mine.append(item)
         return mine, len(found) - len(mine)
+
+    def _prose_items(self, text: str) -> list[dict[str, Any]] | None:
+        """Items read out of a prose answer by ``text_pattern``; None when the answer is
+        neither items nor the server's 'no results' (a changed format fails loudly)."""
+        r = self.config.results
+        assert r.text_pattern is not None
+        items: list[dict[str, Any]] = []
+        for match in re.finditer(r.text_pattern, text, re.M | re.S):
+            item: dict[str, Any] = dict(match.groupdict())
+            for group, separator in r.list_groups.items():
+                if isinstance(item.get(group), str):
+                    item[group] = [p for p in re.split(separator, item[group]) if p]
+            items.append(item)
+        if items or (r.empty_pattern and re.search(r.empty_pattern, text, re.M)):
+            return items
+        return None
 
     def _item(self, native: dict[str, Any]) -> RetrievedItem:
         r = self.config.results
@@ -218,16 +243,18 @@ class McpAdapter(BaseAdapter):
             "agent_id": event.agent_id, "scenario": event.scenario or "",
             "context": event.context or "", "attribute": event.attribute or "",
         }
-        answer = await self._tool(self.config.record, values)
-        if isinstance(answer, str) and re.match(r"\s*(error|failed|not stored)", answer, re.I):
-            # some servers report a failed write as ordinary text, not as a tool error
-            raise AdapterError(
-                f"{self.config.record.tool} did not store the turn: {answer[:300]}",
-                backend_name=BACKEND, operation="record_event", raw={"answer": answer[:2000]},
-            )
+        record = self.config.record
+        warnings: list[str] = []
+        try:
+            await self._tool(record, values, "record_event")
+        except ToolError as exc:
+            if not (record.already_stored_pattern
+                    and re.search(record.already_stored_pattern, str(exc), re.I)):
+                raise
+            warnings.append(f"the server already holds this turn (a replay): {str(exc)[:200]}")
         return NativeWrite(
-            status="committed", native_ids=[], native_operation=self.config.record.tool,
-            native_request={"tool": self.config.record.tool},
+            status="committed", native_ids=[], native_operation=record.tool,
+            native_request={"tool": record.tool}, warnings=warnings,
         )
 
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
@@ -239,7 +266,7 @@ class McpAdapter(BaseAdapter):
         lists: list[list[dict[str, Any]]] = []
         dropped = 0
         for query in queries:
-            answer = await self._tool(search, {**values, "query": query})
+            answer = await self._tool(search, {**values, "query": query}, "retrieve")
             mine, others = self._items(answer, request.scope, "retrieve")
             lists.append(mine)
             dropped += others
@@ -271,9 +298,9 @@ class McpAdapter(BaseAdapter):
         reset = self.config.reset
         values: dict[str, Any] = self._values(scope)
         if reset.list is None:
-            answer = await self._tool(reset.delete, values)
+            answer = await self._tool(reset.delete, values, "reset_scope")
             return f"{reset.delete.tool}: {str(answer)[:300]}"
-        answer = await self._tool(reset.list, values)
+        answer = await self._tool(reset.list, values, "reset_scope")
         mine, _ = self._items(answer, scope, "reset_scope")
         ids = [str(i) for n in mine
                if (i := templates.pick(n, self.config.results.native_id or "")) is not None]
@@ -281,9 +308,9 @@ class McpAdapter(BaseAdapter):
             return "the server held nothing of this scope"
         if "id" in templates.placeholders(reset.delete.arguments):
             for one in ids:
-                await self._tool(reset.delete, {**values, "id": one, "ids": [one]})
+                await self._tool(reset.delete, {**values, "id": one, "ids": [one]}, "reset_scope")
         else:
-            await self._tool(reset.delete, {**values, "ids": ids})
+            await self._tool(reset.delete, {**values, "ids": ids}, "reset_scope")
         return f"{len(ids)} item(s) deleted with {reset.delete.tool}"
 
     async def _health(self) -> NativeHealth:

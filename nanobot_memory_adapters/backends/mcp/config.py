@@ -3,6 +3,7 @@ and reads map onto its tools. ``preset`` fills the mapping for a known server.""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,6 +19,14 @@ class ToolCall(BaseModel):
     tool: str = Field(min_length=1, description="The server's tool name.")
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="Argument template with {placeholders}."
+    )
+    fail_pattern: str | None = Field(
+        default=None, description="Regex: a text answer matching it is a failure (for "
+        "servers that report errors as ordinary text, not as tool errors).",
+    )
+    already_stored_pattern: str | None = Field(
+        default=None, description="Regex (record only): a tool error matching it means "
+        "the server already holds the turn (a replay), so the write counts as stored.",
     )
 
 
@@ -48,6 +57,17 @@ class ResultMapping(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: str = Field(default="", description="Path to the result list ('' = the result).")
+    text_pattern: str | None = Field(
+        default=None, description="For servers that answer in prose: a regex whose "
+        "matches are the items, its named groups their fields (paths below name groups).",
+    )
+    list_groups: dict[str, str] = Field(
+        default_factory=dict, description="Group -> separator regex: split into a list.",
+    )
+    empty_pattern: str | None = Field(
+        default=None, description="Regex of a prose answer that means 'no results'; a "
+        "prose answer matching neither pattern is an error, never an empty result.",
+    )
     text: str = Field(description="Item text; a list of strings is joined by newlines.")
     native_id: str | None = None
     native_type: str | None = None
@@ -113,6 +133,15 @@ class McpConfig(BaseModel):
                         "mcp.reset.delete.arguments")
         templates.check(self.results.scope_value, templates.LIST_FIELDS,
                         "mcp.results.scope_value")
+        for pattern in (self.results.text_pattern, self.results.empty_pattern,
+                        self.record.fail_pattern, self.record.already_stored_pattern,
+                        self.reset.delete.fail_pattern, self.search.fail_pattern,
+                        *self.results.list_groups.values()):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"mcp: bad regex {pattern!r}: {exc}") from None
         if "query" not in templates.placeholders(self.search.arguments):
             raise ValueError("mcp.search.arguments must pass {query} to the server")
         if "scope" not in templates.placeholders(self.results.scope_value) and \

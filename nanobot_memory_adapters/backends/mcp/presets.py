@@ -57,18 +57,26 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "restore_deleted": True,
                 "metadata": {"tags": ["{scope_tag}"], "type": "note"},
             },
+            "fail_pattern": r"^(Error|Failed|Not stored)",
+            "already_stored_pattern": r"Duplicate content detected \(exact match\)",
         },
         "search": {
             "tool": "memory_search",
             "arguments": {"query": "{query}", "tags": ["{scope_tag}"], "limit": "{limit}"},
+            "fail_pattern": r"^Error",
         },
         "reset": {
             "delete": {"tool": "memory_delete",
-                       "arguments": {"tags": ["{scope_tag}"], "dry_run": False}},
+                       "arguments": {"tags": ["{scope_tag}"], "dry_run": False},
+                       "fail_pattern": r"^(Error|Failed)"},
         },
         "results": {
-            "items": "memories", "text": "content", "native_id": "content_hash",
-            "score": "similarity_score", "created_at": "created_at_iso",
+            # The stdio server answers in prose (12.4.0's format): one match per memory.
+            "text_pattern": (r"^\d+\. (?P<content>.*?)\n   Hash: (?P<content_hash>[0-9a-f]+)\n"
+                             r"   Created: (?P<created_at>\S*)(?: \[(?P<tags>[^\]\n]*)\])?"),
+            "list_groups": {"tags": r",\s*"},
+            "empty_pattern": r"^No memories found",
+            "text": "content", "native_id": "content_hash", "created_at": "created_at",
             "scope_field": "tags", "scope_value": "{scope_tag}",
         },
     },
