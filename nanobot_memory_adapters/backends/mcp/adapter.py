@@ -302,13 +302,18 @@ class McpAdapter(BaseAdapter):
             return f"{reset.delete.tool}: {str(answer)[:300]}"
         answer = await self._tool(reset.list, values, "reset_scope")
         mine, _ = self._items(answer, scope, "reset_scope")
+        if not mine:
+            return "the server held nothing of this scope"
+        used = templates.placeholders(reset.delete.arguments)
+        if not used & {"id", "ids"}:  # one call clears the scope (a tag filter)
+            answer = await self._tool(reset.delete, values, "reset_scope")
+            return f"{reset.delete.tool}: {str(answer)[:300]}"
         ids = [str(i) for n in mine
                if (i := templates.pick(n, self.config.results.native_id or "")) is not None]
-        if not ids:
-            return "the server held nothing of this scope"
-        if "id" in templates.placeholders(reset.delete.arguments):
+        if "id" in used:
             for one in ids:
-                await self._tool(reset.delete, {**values, "id": one, "ids": [one]}, "reset_scope")
+                await self._tool(reset.delete, {**values, "id": one, "ids": [one]},
+                                 "reset_scope")
         else:
             await self._tool(reset.delete, {**values, "ids": ids}, "reset_scope")
         return f"{len(ids)} item(s) deleted with {reset.delete.tool}"

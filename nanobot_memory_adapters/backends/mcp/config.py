@@ -48,7 +48,10 @@ class ResetCall(BaseModel):
         description="A call whose results (mapped by ``results``, kept to the scope) name "
         "what to delete; omit when ``delete`` alone clears the scope (a tag filter).",
     )
-    delete: ToolCall = Field(description="Deletes; {ids}: all names, {id}: one per call.")
+    delete: ToolCall = Field(
+        description="Deletes: {ids} all listed names at once, {id} one per call; with "
+        "neither, one call clears the scope (after ``list`` found something)."
+    )
 
 
 class ResultMapping(BaseModel):

@@ -66,6 +66,10 @@ PRESETS: dict[str, dict[str, Any]] = {
             "fail_pattern": r"^Error",
         },
         "reset": {
+            # memory_delete answers "Error: Unknown error" when no memory has the tag, so
+            # whether the scope holds anything is asked first (memory_list answers JSON)
+            "list": {"tool": "memory_list", "arguments": {"tags": ["{scope_tag}"],
+                                                          "page_size": 1}},
             "delete": {"tool": "memory_delete",
                        "arguments": {"tags": ["{scope_tag}"], "dry_run": False},
                        "fail_pattern": r"^(Error|Failed)"},
@@ -76,6 +80,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                              r"   Created: (?P<created_at>\S*)(?: \[(?P<tags>[^\]\n]*)\])?"),
             "list_groups": {"tags": r",\s*"},
             "empty_pattern": r"^No memories found",
+            "items": "memories",  # memory_list's JSON answer
             "text": "content", "native_id": "content_hash", "created_at": "created_at",
             "scope_field": "tags", "scope_value": "{scope_tag}",
         },
