@@ -108,3 +108,149 @@ class TestMemoryServiceContract(ContractSuite):
                             tmp_path / "failing")
 
         return SuiteTarget(make=make, make_failing=make_failing)
+
+
+# -- the mapping's edges ----------------------------------------------------------------
+
+async def test_a_whole_question_finds_nothing_on_the_reference_server_word_by_word_it_does(
+    tmp_path, server_memory
+):
+    """search_nodes matches its query as one substring: the adapter sends the question's
+    content words one by one (split_terms), and nothing of its own ranking."""
+    whole = _adapter({**reference_block(server_memory),
+                      "search": {"split_terms": False}},
+                     tmp_path / "store")
+    scope = _scope()
+    try:
+        await whole.record_event(_event(scope, "I live in Zanzibar with my axolotl Quetzal."))
+        question = "Where do I live and what is my axolotl called?"
+        assert (await whole.retrieve(_request(scope, question))).items == []
+    finally:
+        await whole.aclose()
+    words = _adapter(reference_block(server_memory), tmp_path / "store")
+    try:
+        result = await words.retrieve(_request(scope, question))
+        assert "zanzibar" in result.formatted_context.lower()
+        assert result.trace.native_request["queries"] == ["live", "axolotl", "called"]
+        assert result.trace.native_request["native_budget"] is None
+    finally:
+        await words.aclose()
+    assert query_terms(question, 8) == ["live", "axolotl", "called"]
+
+
+async def test_a_replayed_turn_is_stored_once_and_counts_as_stored(tmp_path, server_memory):
+    adapter = _adapter(reference_block(server_memory), tmp_path / "store")
+    scope = _scope()
+    event = _event(scope, "My telescope is a brass Dollond.")
+    try:
+        first, again = await adapter.record_event(event), await adapter.record_event(event)
+        assert (first.status, again.status) == ("committed", "committed")
+        result = await adapter.retrieve(_request(scope, "telescope"))
+        assert len(result.items) == 1 and "Dollond" in result.items[0].text
+        assert result.items[0].native_id == f"{scope_tag(scope)}/{event.event_id}"
+    finally:
+        await adapter.aclose()
+
+
+async def test_a_misnamed_tool_is_named_in_one_error_and_health_is_unavailable(
+    tmp_path, server_memory
+):
+    block = reference_block(server_memory)
+    block["search"] = {"tool": "search_memories", "arguments": {"query": "{query}"}}
+    adapter = _adapter(block, tmp_path / "store")
+    try:
+        with pytest.raises(AdapterError) as caught:
+            await adapter.setup_scope(_scope())
+        assert "search_memories" in caught.value.message
+        assert "search_nodes" in caught.value.message  # what the server does offer
+        health = await adapter.health()
+        assert health.status == "unavailable"
+        assert "search_memories" in health.details["error"]
+    finally:
+        await adapter.aclose()
+
+
+async def test_declares_what_the_tools_cannot_do(tmp_path, server_memory):
+    adapter = _adapter(reference_block(server_memory), tmp_path / "store")
+    try:
+        assert not isinstance(adapter, SupportsReadiness)
+        assert capabilities_of(adapter) == []
+        info = adapter.info
+        assert info.condition_kind == "architecture"
+        assert info.consistency_model == "immediate"
+        assert info.item_fields == ("native_id",)  # no score, no times, no provenance
+        assert "search_nodes" in info.description
+        health = await adapter.health()
+        assert health.status == "ok" and health.details["native_budget"] is False
+        assert "create_entities" in health.details["tools"]
+    finally:
+        await adapter.aclose()
+
+
+def test_a_prose_answer_in_an_unknown_format_is_an_error_not_an_empty_result(tmp_path):
+    """mcp-memory-service answers searches in prose; if its format changes, retrieve fails
+    loudly instead of reporting no memories (no server needed: the parsing alone)."""
+    adapter = _adapter(service_block(["unused"]), tmp_path / "store")
+    scope = _scope()
+    tag = scope_tag(scope)
+    prose = (f"Found 1 memories (mode: semantic) for query: 'x'\n\n1. [2024-05-08 13:57] "
+             f"alice: I live in Oslo\nassistant: Ok.\n   Hash: 33dd61\n"
+             f"   Created: 2026-11-26T13:39:50Z [{tag}, other]")
+    items, dropped = adapter._items(prose, scope, "retrieve")
+    assert dropped == 0 and items[0]["content"].endswith("assistant: Ok.")
+    assert items[0]["tags"] == [tag, "other"]
+    assert adapter._items("No memories found for query: 'x'", scope, "retrieve") == ([], 0)
+    assert adapter._items(prose.replace(tag, "nma-scope-else"), scope, "retrieve") == ([], 1)
+    with pytest.raises(AdapterError, match="no list"):
+        adapter._items("Results:\n- I live in Oslo", scope, "retrieve")
+
+
+async def test_mcp_memory_service_replay_and_failures_reported_as_text(tmp_path, memory_service):
+    adapter = _adapter(service_block(memory_service), tmp_path / "store")
+    scope = _scope()
+    event = _event(scope, "My telescope is a brass Dollond.")
+    try:
+        assert (await adapter.record_event(event)).status == "committed"
+        again = await adapter.record_event(event)  # the server refuses the exact duplicate
+        assert again.status == "committed"
+        assert any("already holds" in w for w in again.trace.warnings)
+        result = await adapter.retrieve(_request(scope, "telescope"))
+        assert [i.text.count("Dollond") for i in result.items] == [1]
+        assert result.items[0].created_at is not None
+        empty = await adapter.reset_scope(_scope("nobody"))  # the server says "Error: ..."
+        assert empty.status == "reset" and "nothing" in (empty.detail or "")
+    finally:
+        await adapter.aclose()
+
+
+# -- config --------------------------------------------------------------------------------
+
+def test_config_mistakes_are_one_clear_line(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_provider({"backend": "mcp", "mcp": {"preset": "server-memory"}}, data_dir=tmp_path)
+    assert "command" in str(caught.value)
+    bad = {"preset": "server-memory", "command": ["x"],
+           "record": {"tool": "create_entities", "arguments": {"name": "{scope_id}"}}}
+    with pytest.raises(ConfigError) as caught:
+        load_provider({"backend": "mcp", "mcp": bad}, data_dir=tmp_path)
+    text = str(caught.value)
+    assert "{scope_id}" in text and "{scope_tag}" in text and "\n" not in text.strip()
+    shared = {"preset": "server-memory", "command": ["x"],
+              "results": {"scope_value": "everyone"}}
+    with pytest.raises(ConfigError, match="scope"):
+        load_provider({"backend": "mcp", "mcp": shared}, data_dir=tmp_path)
+
+
+def test_the_registry_builds_it_from_its_block_with_the_preset_merged(tmp_path):
+    adapter = load_provider(
+        {"backend": "mcp", "mcp": {"preset": "server-memory", "command": ["node", "x.js"],
+                                   "env": {"EXTRA": "1"}, "results": {"native_type": "name"}}},
+        data_dir=tmp_path,
+    )
+    assert isinstance(adapter, McpAdapter)
+    config = adapter.config
+    assert config.env == {"MEMORY_FILE_PATH": "{data_dir}/server-memory.jsonl", "EXTRA": "1"}
+    assert config.results.items == "entities" and config.results.native_type == "name"
+    assert adapter.server.params.env is not None
+    assert adapter.server.params.env["MEMORY_FILE_PATH"] == str(
+        tmp_path / "mcp" / "server-memory.jsonl")
