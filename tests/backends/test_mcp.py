@@ -5,6 +5,7 @@ config errors as one clear line."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -254,3 +255,50 @@ def test_the_registry_builds_it_from_its_block_with_the_preset_merged(tmp_path):
     assert adapter.server.params.env is not None
     assert adapter.server.params.env["MEMORY_FILE_PATH"] == str(
         tmp_path / "mcp" / "server-memory.jsonl")
+
+
+# -- a LoCoMo unit through the bench CLI ------------------------------------------------------
+
+# NANOBOT_MEMORY_LOCOMO or ../shared/data/locomo beside the checkout (never shipped)
+LOCOMO7 = Path(os.environ.get("NANOBOT_MEMORY_LOCOMO") or
+               Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo"
+               / "locomo7.json")
+
+
+@pytest.mark.skipif(not LOCOMO7.exists(), reason=f"{LOCOMO7} not present")
+@pytest.mark.parametrize("server", ["reference", "memory_service"])
+def test_bench_runs_mcp_beside_full_history_on_conv_26(tmp_path, request, server):
+    """``nanobot-memory bench --providers mcp,full_history`` on conv-26's first session:
+    exit 0, every turn recorded, no failed write/read/reset, recall measured."""
+    import json
+    import subprocess
+    import sys
+
+    if server == "reference":
+        block = reference_block(request.getfixturevalue("server_memory"))
+    else:
+        block = service_block(request.getfixturevalue("memory_service"))
+    config = tmp_path / "providers.json"
+    config.write_text(json.dumps({"mcp": block}))
+    out = tmp_path / "bench"
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_memory_adapters.cli", "bench", "--dataset", str(LOCOMO7),
+         "--conversations", "conv-26", "--max-sessions", "1", "--providers",
+         "mcp,full_history", "--provider-config", str(config), "--out", str(out),
+         "--budget-tokens", "2000,300"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((out / "results.json").read_text())
+    mcp = results["providers"]["mcp"]
+    assert mcp["events_recorded"] == 18 and mcp["condition_kind"] == "architecture"
+    assert not any(mcp["failures"].values()), mcp["failures"]
+    assert mcp["recall"]["overall"]["count"] > 0
+    assert mcp["recall"]["overall"]["turn"] is not None
+    assert mcp["recall"]["overall"]["provenance"] is None  # no provenance is declared
+    traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+    reads = [t["trace"] for t in traces if t.get("provider") == "mcp"
+             and t["trace"]["operation"] == "retrieve"]
+    assert reads and all(t["native_request"]["tool"] == block.get("search", {}).get(
+        "tool", "search_nodes" if server == "reference" else "memory_search") for t in reads)
+    assert all(t["token_count"] <= t["budget_max_tokens"] for t in reads)
