@@ -224,6 +224,48 @@ async def test_mcp_memory_service_replay_and_failures_reported_as_text(tmp_path,
         await adapter.aclose()
 
 
+def _server_pids(data_dir: Path) -> list[int]:
+    """Our own child processes whose environment names this store (the server we started;
+    found by its unique MEMORY_FILE_PATH, never by a name)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (proc / "environ").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and str(data_dir).encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+async def test_a_killed_server_fails_one_call_retryably_and_the_next_starts_it_again(
+    tmp_path, server_memory
+):
+    import signal
+
+    store = tmp_path / "store"
+    adapter = _adapter(reference_block(server_memory), store)
+    scope = _scope()
+    try:
+        await adapter.record_event(_event(scope, "My telescope is a brass Dollond."))
+        (pid,) = _server_pids(store)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(AdapterError) as caught:
+            await adapter.record_event(_event(scope, "My kite is red.", n=2))
+        assert caught.value.retryable  # an outbox keeps the turn
+        assert "gone" in caught.value.message
+        result = await adapter.retrieve(_request(scope, "telescope"))  # a fresh server
+        assert [i.text.count("Dollond") for i in result.items] == [1]
+        (again,) = _server_pids(store)
+        assert again != pid
+    finally:
+        await adapter.aclose()
+    assert _server_pids(store) == []  # aclose ends the server it started
+
+
 # -- config --------------------------------------------------------------------------------
 
 def test_config_mistakes_are_one_clear_line(tmp_path):

@@ -15,8 +15,10 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
 
@@ -26,6 +28,15 @@ class ToolError(RuntimeError):
     def __init__(self, tool: str, message: str) -> None:
         super().__init__(f"tool {tool!r} failed: {message}")
         self.tool = tool
+
+
+class ServerGone(ConnectionError):
+    """The server process ended or its pipe broke; the next call starts it again (a
+    connection error, so a write that met it is kept for a retry)."""
+
+
+# What the SDK raises when the server's end of the pipe is gone.
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 class StdioServer:
@@ -94,8 +105,15 @@ class StdioServer:
         """The tool's result as data: ``structuredContent`` when the server sends it,
         else its text content parsed as JSON (or the text itself)."""
         session = await self.session()
-        result = await asyncio.wait_for(session.call_tool(tool, arguments),
-                                        self.call_timeout_s)
+        try:
+            result = await asyncio.wait_for(session.call_tool(tool, arguments),
+                                            self.call_timeout_s)
+        except (McpError, *_GONE) as exc:
+            if isinstance(exc, McpError) and "connection closed" not in str(exc).lower():
+                raise  # the server answered with a protocol error: it is alive
+            await self.close()
+            raise ServerGone(f"the MCP server is gone ({type(exc).__name__}: {exc}); "
+                             f"its stderr is in {self.stderr_log}") from exc
         return _data(tool, result)
 
     async def _shutdown(self) -> None:
