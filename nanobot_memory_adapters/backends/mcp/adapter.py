@@ -213,6 +213,11 @@ class McpAdapter(BaseAdapter):
             text = "\n".join(str(t) for t in text)
         score = templates.pick(native, r.score) if r.score else None
         source = templates.pick(native, r.source_event_id) if r.source_event_id else None
+        if source is not None and r.source_event_pattern:
+            found = re.search(r.source_event_pattern, str(source))
+            groups = found.groupdict() if found else {}
+            source = groups.get("event_id") or (found.group(1) if found and found.re.groups
+                                                else None)
         kind = templates.pick(native, r.native_type) if r.native_type else None
         native_id = templates.pick(native, r.native_id) if r.native_id else None
         return RetrievedItem(
@@ -252,8 +257,9 @@ class McpAdapter(BaseAdapter):
                     and re.search(record.already_stored_pattern, str(exc), re.I)):
                 raise
             warnings.append(f"the server already holds this turn (a replay): {str(exc)[:200]}")
+        native_ids = [templates.render(record.native_id, values)] if record.native_id else []
         return NativeWrite(
-            status="committed", native_ids=[], native_operation=record.tool,
+            status="committed", native_ids=native_ids, native_operation=record.tool,
             native_request={"tool": record.tool}, warnings=warnings,
         )
 

@@ -30,6 +30,13 @@ class ToolCall(BaseModel):
     )
 
 
+class RecordCall(ToolCall):
+    native_id: str | None = Field(
+        default=None, description="Template of the id the server stores the turn under "
+        "(when the arguments name it), reported in the write receipt.",
+    )
+
+
 class SearchCall(ToolCall):
     split_terms: bool = Field(
         default=False,
@@ -78,6 +85,10 @@ class ResultMapping(BaseModel):
     created_at: str | None = None
     event_at: str | None = None
     source_event_id: str | None = None
+    source_event_pattern: str | None = Field(
+        default=None, description="Regex applied to the ``source_event_id`` value; its "
+        "group 'event_id' (or group 1) is the recorded event (e.g. out of a name).",
+    )
     metadata: dict[str, str] = Field(
         default_factory=dict, description="Item metadata key -> path (e.g. context)."
     )
@@ -106,7 +117,7 @@ class McpConfig(BaseModel):
     )
     cwd: str | None = None
     server_name: str = Field(default="", description="Shown in health and traces.")
-    record: ToolCall
+    record: RecordCall
     search: SearchCall
     reset: ResetCall
     results: ResultMapping
@@ -127,6 +138,8 @@ class McpConfig(BaseModel):
     @model_validator(mode="after")
     def _templates(self) -> McpConfig:
         templates.check(self.record.arguments, templates.RECORD_FIELDS, "mcp.record.arguments")
+        templates.check(self.record.native_id or "", templates.RECORD_FIELDS,
+                        "mcp.record.native_id")
         fields = templates.SEARCH_FIELDS
         templates.check(self.search.arguments, fields, "mcp.search.arguments")
         if self.reset.list is not None:
@@ -139,6 +152,7 @@ class McpConfig(BaseModel):
         for pattern in (self.results.text_pattern, self.results.empty_pattern,
                         self.record.fail_pattern, self.record.already_stored_pattern,
                         self.reset.delete.fail_pattern, self.search.fail_pattern,
+                        self.results.source_event_pattern,
                         *self.results.list_groups.values()):
             if pattern is not None:
                 try:

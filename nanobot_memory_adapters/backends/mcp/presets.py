@@ -24,6 +24,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "entityType": "{scope_tag}",
                 "observations": ["[{when}] {transcript}"],
             }]},
+            "native_id": "{scope_tag}/{event_id}",
         },
         "search": {
             "tool": "search_nodes", "arguments": {"query": "{query}"}, "split_terms": True,
@@ -34,6 +35,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "results": {
             "items": "entities", "text": "observations", "native_id": "name",
+            # the entity's name carries the recorded event's id: provenance the server keeps
+            "source_event_id": "name", "source_event_pattern": r"^nma-scope-[0-9a-f]+/(.+)$",
             "scope_field": "entityType", "scope_value": "{scope_tag}",
         },
     },

@@ -108,6 +108,14 @@ class StdioServer:
         try:
             result = await asyncio.wait_for(session.call_tool(tool, arguments),
                                             self.call_timeout_s)
+        except TimeoutError as exc:
+            # No answer in time: the process may have died between two calls (a request
+            # written after the SDK saw the pipe close waits forever), or hangs. Either
+            # way it is ended, and the next call starts it again.
+            await self.close()
+            raise ServerGone(f"the MCP server did not answer {tool!r} within "
+                             f"{self.call_timeout_s}s and was stopped (gone or hung); its "
+                             f"stderr is in {self.stderr_log}") from exc
         except (McpError, *_GONE) as exc:
             if isinstance(exc, McpError) and "connection closed" not in str(exc).lower():
                 raise  # the server answered with a protocol error: it is alive
