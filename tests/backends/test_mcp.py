@@ -271,6 +271,33 @@ async def test_a_killed_server_fails_one_call_retryably_and_the_next_starts_it_a
     assert _server_pids(store) == []  # aclose ends the server it started
 
 
+def test_an_adapter_driven_from_two_event_loops_starts_its_own_server_in_each(
+    tmp_path, server_memory
+):
+    """CLI commands run one asyncio.run each; a session belongs to the loop that opened
+    it, so a second loop opens its own, and no server outlives its loop."""
+    import asyncio
+
+    store = tmp_path / "store"
+    adapter = _adapter(reference_block(server_memory), store)
+    scope = _scope()
+
+    async def first() -> None:
+        await adapter.record_event(_event(scope, "My telescope is a brass Dollond."))
+
+    async def second() -> list[str]:
+        try:
+            return [i.text for i in (await adapter.retrieve(_request(scope, "telescope"))).items]
+        finally:
+            await adapter.aclose()
+
+    asyncio.run(first())
+    assert _server_pids(store) == []  # the first loop's end stopped its server
+    texts = asyncio.run(second())
+    assert len(texts) == 1 and "Dollond" in texts[0]
+    assert _server_pids(store) == []
+
+
 # -- config --------------------------------------------------------------------------------
 
 def test_config_mistakes_are_one_clear_line(tmp_path):

@@ -84,6 +84,10 @@ class StdioServer:
     async def session(self) -> ClientSession:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # first use, or a new event loop: open our own
+            old_loop, old_stop = self._loop, self._stop
+            if old_loop is not None and old_stop is not None and not old_loop.is_closed():
+                # the old loop's task ends its server (stdin closes, the server exits)
+                old_loop.call_soon_threadsafe(old_stop.set)
             self._session, self._owner, self._loop = None, None, loop
             self._lock = asyncio.Lock()
         assert self._lock is not None
