@@ -30,6 +30,12 @@ def cache_dir() -> Path:
     return path
 
 
+def _fresh(path: Path) -> None:
+    """Drop a dangling link left where an install used to be, so it can be redone."""
+    if path.is_symlink() and not path.exists():
+        path.unlink()
+
+
 def _run(cmd: list[str], timeout: float) -> str | None:
     """None on success, else why it failed (one line)."""
     try:
@@ -49,6 +55,7 @@ def server_memory_command() -> tuple[list[str] | None, str]:
     home = cache_dir() / f"server-memory-{SERVER_MEMORY_VERSION}"
     entry = home / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
     if not entry.exists():
+        _fresh(home)
         home.mkdir(parents=True, exist_ok=True)
         why = _run([npm, "install", "--no-audit", "--no-fund", "--prefix", str(home),
                     f"@modelcontextprotocol/server-memory@{SERVER_MEMORY_VERSION}"], 600)
@@ -70,6 +77,7 @@ def mcp_memory_service_command() -> tuple[list[str] | None, str]:
     venv = cache_dir() / f"mcp-memory-service-{MCP_MEMORY_SERVICE_VERSION}"
     entry = venv / "bin" / "memory"
     if not entry.exists():
+        _fresh(venv)
         python = _python_with_extensions()
         if python is None:
             return None, ("no Python here can load SQLite extensions "
