@@ -43,8 +43,10 @@ def audited(tmp_path) -> tuple[Path, Path]:
         _entry("locomo_0_qa0", "What is the name of Alice's greyhound?", "Pistachio",
                "Pistachio the three-legged greyhound", "HALLUCINATION", ["D1:1"], ["D1:1"]),
         # a citation-only correction: same answer, other evidence (conv-26 question 4)
-        _entry("locomo_0_qa4", "Which instrument is Bob learning?", "bassoon", "bassoon",
-               "WRONG_CITATION", ["D:2:01"], ["D2:1", "D4:2"]),
+        # (its correct_answer carries a remark, as 21 of the audit's 57 do: not a gold)
+        _entry("locomo_0_qa4", "Which instrument is Bob learning?", "bassoon",
+               "bassoon (answer is correct, citation is wrong)", "WRONG_CITATION",
+               ["D:2:01"], ["D2:1", "D4:2"]),
         # other question text at that index
         _entry("locomo_0_qa1", "When did Alice move to Wellington?", "early June 2023",
                "June 2023", "TEMPORAL_ERROR", ["D2:3"], ["D2:3"], 2),

@@ -11,9 +11,10 @@ cited_evidence, correct_evidence, reasoning, correct_answer}``. ``question_id`` 
 A correction applies when its conversation is in the run, the question at that index is
 placed, its text equals the entry's ``question`` and its gold equals ``golden_answer``;
 it then replaces the gold answer with ``correct_answer`` and the evidence with
-``correct_evidence`` (``WRONG_CITATION`` entries keep the answer and fix the evidence,
-which turn and provenance recall read). Every other entry is **not matched**: counted,
-named with its reason in the manifest and on the terminal, never dropped in silence.
+``correct_evidence`` (``WRONG_CITATION`` entries keep the answer, which the audit finds
+right, and fix the evidence, which turn and provenance recall read). Every other entry
+is **not matched**: counted, named with its reason in the manifest and on the terminal,
+never dropped in silence.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ AUDIT_SAMPLE_IDS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv
                     "conv-47", "conv-48", "conv-49", "conv-50")
 LAYOUT = ("locomo-audit errors.json / audit/errors_conv_N.json "
           "(github.com/dial481/locomo-audit)")
+CITATION_ONLY = "WRONG_CITATION"
 _QID = re.compile(r"^locomo_(\d+)_qa(\d+)$")
 _REQUIRED = ("question_id", "question", "correct_answer")
 MAX_NAMED = 20  # unmatched entries named in the manifest (all are counted)
@@ -134,7 +136,10 @@ def apply_corrections(
             unmatched.append({"question_id": c.question_id, "reason": reason or "?"})
             continue
         new = q
-        if c.golden_answer is None or not _same(c.correct_answer, c.golden_answer):
+        # WRONG_CITATION: the audit finds the answer right; its correct_answer often adds
+        # a remark ("… (answer is correct, citation is wrong)"), so only evidence changes
+        if c.error_type != CITATION_ONLY and (
+                c.golden_answer is None or not _same(c.correct_answer, c.golden_answer)):
             new = replace(new, answer=c.correct_answer)
             answers += 1
         if c.correct_evidence and set(c.correct_evidence) != set(q.evidence):
