@@ -114,9 +114,10 @@ def test_cli_reports_applied_and_unmatched_and_refuses_bad_input(audited, tmp_pa
     runner = CliRunner()
     res = runner.invoke(app, ["bench", "--dataset", str(dataset), "--providers", "no_memory",
                               "--out", str(tmp_path / "cli"), "--gold-corrections",
-                              str(corrections), "--budget-tokens", "160"])
+                              str(corrections), "--budget-tokens", "160", "--verify"])
     assert res.exit_code == 0, res.output
     assert "2 of 6 applied" in res.output and "4 matched no question" in res.output
+    assert "verified" in res.output  # the corrected golds are what the traces carry
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"question_id": "conv-26:q0", "question": "q",
                                 "correct_answer": "a"}]))
