@@ -12,12 +12,34 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from nanobot_memory_adapters.console import err_console, fail
+
+
+def short(n: float | None) -> str:
+    """A count in at most five characters: 9999, 12k, 1.2M."""
+    if n is None:
+        return "?"
+    n = int(n)
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1e6:.1f}M" if n < 100_000_000 else f"{n // 1_000_000}M"
+
+
+class CompactCount(ProgressColumn):
+    """``done/total`` in short counts, so a ten-million-token row fits 80 columns."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{short(task.completed)}/{short(task.total)}")
 
 
 class RichProgress:
@@ -85,7 +107,7 @@ class UnitsProgress:
             return
         self.ingested += n
         rate = self.ingested / max(time.perf_counter() - self.t0, 1e-9)
-        self.progress.update(task, advance=n, note=f"{rate:,.0f} tok/s ingested")
+        self.progress.update(task, advance=n, note=f"{short(rate)} tok/s")
 
     def planned(self, total: int, done: int) -> None:
         self.overall = self.progress.add_task("units", total=total, completed=done,
@@ -108,10 +130,11 @@ class UnitsProgress:
 
 
 def units_bar() -> Progress:
+    # narrow enough for an 80-column terminal with a 10M-token "M/N" on the tokens row
     return Progress(
-        TextColumn("[bold]{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("[bold]{task.description:<20}"),
+        BarColumn(bar_width=8),
+        CompactCount(),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),

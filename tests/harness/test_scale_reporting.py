@@ -68,7 +68,7 @@ async def test_the_bench_display_gets_each_units_tokens_and_shows_tok_per_s(
     assert sum(sum(v) for v in display.session_tokens.values()) == _sent_tokens()
     task = display.progress.tasks[display.tokens_task]
     assert task.completed == task.total == _sent_tokens()  # every session's tokens counted
-    assert task.fields["note"].endswith("tok/s ingested")
+    assert task.fields["note"].endswith(" tok/s")
     assert display.ingested == _sent_tokens()
 
 
@@ -84,4 +84,22 @@ def test_resumed_sessions_leave_the_total_not_the_rate():
     with display.progress:
         display.progress.refresh()
     shown = display.console_file.getvalue()
-    assert "tok/s ingested" in shown and "eta" in shown
+    assert "tok/s" in shown and "eta" in shown
+
+
+def test_the_tokens_row_of_a_ten_million_token_run_fits_80_columns():
+    import io as _io
+
+    f = _io.StringIO()
+    bar = Progress(*progress_mod.units_bar().columns, console=Console(file=f, width=80))
+    display = progress_mod.UnitsProgress(bar)
+    display.planned(500, 0)
+    display.sizes({"graphiti::e47be3e9_abs": [10_000_000]})
+    display.started("graphiti::e47be3e9_abs", 1)
+    bar.update(display.tokens_task, completed=1_234_567, note="123k tok/s")
+    with bar:
+        pass
+    lines = f.getvalue().splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    tokens = next(line for line in lines if line.startswith("tokens"))
+    assert "1.2M/10.0M" in tokens and "123k tok/s" in tokens and "…" not in tokens
