@@ -253,6 +253,13 @@ def bench_command(
     verify: Annotated[
         bool, typer.Option(help="Recompute recall from traces.jsonl and compare.")
     ] = False,
+    gold_corrections: Annotated[
+        Path | None,
+        typer.Option(help="Audited LoCoMo: a corrections file in the locomo-audit layout "
+                     "(its errors.json; not shipped: see docs/harness.md). Fixes gold "
+                     "answers and evidence; the manifest records it; entries that match "
+                     "no question are counted and named."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
     nanobot_config: NanobotConfigOpt = None,
 ) -> None:
@@ -273,6 +280,9 @@ def bench_command(
     budgets = parse_budgets(budget_tokens)
     check_workers(workers, executor)
     default_log_file(out)
+    if gold_corrections is not None and task != "locomo":
+        raise fail(f"--gold-corrections: corrects LoCoMo gold answers; --task {task} has "
+                   "none to correct (drop the option or use --task locomo)")
     if task == "preferences":
         if nanobot_config is not None:
             raise fail("--nanobot-config: used by --task locomo (provider blocks); a "
@@ -324,8 +334,14 @@ def bench_command(
         max_sessions=max_sessions,
         execution=ExecutionPlan(executor, workers, ray_address),  # type: ignore[arg-type]
         task=task,
+        gold_corrections=gold_corrections,
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
+    if corrected := outcome.manifest["dataset"].get("gold_corrections"):
+        from nanobot_memory_adapters.harness.datasets.gold_corrections import summary_line
+
+        err_console.print(summary_line(corrected), highlight=False, soft_wrap=True,
+                          style="yellow" if corrected["not_matched"] else None)
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:

@@ -165,7 +165,7 @@ def demo_command(
             placement="user_message",
         )
         try:
-            prefs.run_and_report(cfg)
+            prefs.run_and_report(cfg, narrow=True)  # 80 columns, like the rest
         except typer.Exit as exc:
             code = code or exc.exit_code
         console.print(f"open {out / 'preferences' / 'report.html'}; with a model, "

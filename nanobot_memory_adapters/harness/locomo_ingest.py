@@ -29,6 +29,7 @@ from nanobot_memory_adapters.harness.trace_sink import (
     error_text,
     failure_trace,
 )
+from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
     pass
@@ -64,6 +65,9 @@ class LocomoIngest:
         if not turns:
             return
         events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]
+        # what is sent, counted outside the timed part (tokens/s = these over ingest_s)
+        self.unit["ingest_tokens"] = self.unit.get("ingest_tokens", 0) + sum(
+            count_tokens(t.content) for t in turns)
         started = time.perf_counter()
         if isinstance(self.adapter, SupportsBulkIngest):
             receipts: list[WriteReceipt | BaseException] = []

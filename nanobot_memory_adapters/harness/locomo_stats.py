@@ -15,6 +15,10 @@ recomputes them exactly. They live in results.json under ``intervals``, outside
   point), taken while their summed tokens stay within the ask's context tokens. The order
   does not depend on the provider, so baselines of two providers differ only by length.
   **Answer lift** = answer hit - baseline hit per ask, a paired difference.
+- **Category 5 apart** (issue 30): the headline, its intervals and the pairwise verdicts
+  are over categories 1-4; category 5 (adversarial: the gold is a premise the
+  conversation does not support) is reported under ``category_5`` (and in
+  ``by_category``), never averaged in.
 - **Pairwise**: for each pair of providers and each ranked metric, the paired difference
   over the asks both made (same conversation, question, test point), its interval and a
   verdict ("not distinguishable" when the interval covers 0).
@@ -166,9 +170,15 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
     cl = _Clusters(len(conversations) >= MIN_CONVERSATIONS)
     kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot, "level": level}
     per: dict[str, Any] = {}
+    every = asks
+    asks = {p: [a for a in v if 1 <= int(a["category"]) <= 4] for p, v in every.items()}
     for name, p_asks in asks.items():
         block = {m: _estimate(_values(p_asks, m), cl, **kw)
                  for m in ("turn", "provenance", "session", "answer", "answer_baseline")}
+        adversarial = [a for a in every[name] if int(a["category"]) == 5]
+        block["category_5"] = {"n": len(adversarial), **{
+            m: _estimate(_values(adversarial, m), cl, **kw)
+            for m in ("turn", "provenance", "session")}}
         block["answer_lift"] = _lift(p_asks, cl, **kw)
         for label, short in (("short_gold", True), ("long_gold", False)):
             part = [a for a in p_asks if a.get("answer_hit") is not None
@@ -181,8 +191,8 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
         block["by_category"] = {
             str(c): {m: _estimate(_values(part, m), cl, **kw)
                      for m in ("turn", "provenance", "session", "answer")}
-            for c in sorted({int(a["category"]) for a in p_asks})
-            for part in [[a for a in p_asks if int(a["category"]) == c]]}
+            for c in sorted({int(a["category"]) for a in every[name]})
+            for part in [[a for a in every[name] if int(a["category"]) == c]]}
         per[name] = block
     pairwise: dict[str, list[dict[str, Any]]] = {}
     for metric in PAIRWISE:
@@ -199,6 +209,8 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
     return {
         "note": "95 % intervals and pairwise verdicts from traces.jsonl; not in "
         "metrics_sha256 (which covers 'providers' only)",
+        "categories": "headline, detail and pairwise: categories 1-4; category 5 "
+        "(adversarial) apart under each provider's 'category_5', never averaged in",
         "level": level, "n_boot": n_boot, "seed": seed, "cluster": cl.name,
         "headline": list(HEADLINE), "detail": list(DETAIL), "saturated": {"session": SATURATED},
         "providers": per,

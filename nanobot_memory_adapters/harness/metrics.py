@@ -240,6 +240,8 @@ def provider_metrics(
     retrieve_lat = [a["latency_ms"] for a in asks if a.get("latency_ms") is not None]
     record_lat = [x for u in units for x in u["record_latency_ms"]]
     waits = [w for u in units for w in u["readiness"]]
+    ingested = sum(u.get("ingest_tokens", 0) for u in units)
+    ingest_s = sum(u["ingest_s"] for u in units)
     return {
         "provider": provider,
         "conversations": [u["conversation"] for u in units],
@@ -275,6 +277,10 @@ def provider_metrics(
                 [x for u in units for x in u.get("record_latency_per_event_ms", [])]
             ),
             "ingest_s": _r(sum(u["ingest_s"] for u in units)),
+            # throughput: tokens of the turns sent over the time spent recording them
+            # (summed over units, so per worker); timing, so outside metrics_sha256
+            "ingest_tokens": ingested,
+            "ingest_tokens_per_s": _r(ingested / ingest_s) if ingest_s > 0 else None,
             "readiness_wait_s": {
                 "waits": len(waits),
                 "total": _r(sum(w["waited_s"] for w in waits)),

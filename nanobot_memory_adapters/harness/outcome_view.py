@@ -30,7 +30,7 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
     counts = set()
     for name, m in results["providers"].items():
         e = per.get(name) or {}
-        counts.add(m["asks"])
+        counts.add((e.get("turn") or {}).get("n", m["asks"]))
         over = m["context_tokens"]["over_budget"]
         mean = m["context_tokens"]["mean"]
         table.add_row(
@@ -42,7 +42,8 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
             + (f"\n[red]{over} over[/red]" if over else ""),
         )
     asks = "/".join(str(c) for c in sorted(counts))
-    table.caption = (f"mean over {asks} asks; \\[low, high] = 95 % bootstrap interval "
+    table.caption = (f"mean over {asks} asks of categories 1-4 (category 5, adversarial: "
+                     "apart, in results.json); \\[low, high] = 95 % bootstrap interval "
                      f"(resampling by {iv.get('cluster', 'question')}); answer lift = answer "
                      "recall minus its no-evidence baseline; detail in report.html")
     return table
@@ -137,14 +138,15 @@ def judged_table(results: dict[str, Any]) -> Table | None:
     if not judged or not judged.get("providers"):
         return None
     table = Table(title="LLM-judged answers at the final test point (headline)")
-    for col in ("provider", "accuracy", "n", "accuracy cat 1-4 by category"):
+    for col in ("provider", "accuracy 1-4", "n", "cat 5", "by category"):
         table.add_column(col, justify="left" if col == "provider" else "right")
     for name, j in judged["providers"].items():
         acc = j["overall"]["accuracy"]
         cats = ", ".join(f"{c}:{b['accuracy']:.2f}" for c, b in j["by_category"].items()
                          if b.get("accuracy") is not None)
+        adv = (j.get("category_5") or {}).get("accuracy")
         table.add_row(name, "–" if acc is None else f"{acc:.3f}", str(j["overall"]["count"]),
-                      cats)
+                      "–" if adv is None else f"{adv:.3f}", cats)
     tau = (judged.get("agreement") or {}).get("rank_tau") or {}
     if tau:
         table.caption = "judge-free ranking vs judge (Kendall tau): " + ", ".join(

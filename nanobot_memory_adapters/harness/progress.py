@@ -12,12 +12,34 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from nanobot_memory_adapters.console import err_console, fail
+
+
+def short(n: float | None) -> str:
+    """A count in at most five characters: 9999, 12k, 1.2M."""
+    if n is None:
+        return "?"
+    n = int(n)
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1e6:.1f}M" if n < 100_000_000 else f"{n // 1_000_000}M"
+
+
+class CompactCount(ProgressColumn):
+    """``done/total`` in short counts, so a ten-million-token row fits 80 columns."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{short(task.completed)}/{short(task.total)}")
 
 
 class RichProgress:
@@ -32,14 +54,60 @@ class RichProgress:
         self.progress.update(self.tasks[provider], advance=steps, note=note)
 
 
+def token_sizes(jobs: list[Any]) -> dict[str, list[int]]:
+    """Per unit, the tokens each of its sessions sends (its turns' recorded content, once
+    per speaker copy), counted once per conversation: the scale a bench reports."""
+    from nanobot_memory_adapters.tokens import count_tokens
+
+    per_conv: dict[str, list[int]] = {}
+    out = {}
+    for job in jobs:
+        conv = job.conv
+        if conv.sample_id not in per_conv:
+            per_conv[conv.sample_id] = [sum(count_tokens(t.content) for t in s.turns)
+                                        for s in conv.sessions]
+        copies = 2 if job.cfg.speakers == "dual" else 1
+        out[job.key] = [n * copies for n in per_conv[conv.sample_id]]
+    return out
+
+
 class UnitsProgress:
-    """A bench's progress: the run's units with an ETA, and a bar for every running unit
-    (its sessions), however many run at once."""
+    """A bench's progress: the run's units with an ETA, a tokens row (tokens ingested per
+    second and the ETA at that pace) and a bar for every running unit (its sessions),
+    however many run at once."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.tasks: dict[str, Any] = {}
         self.overall: Any = None
+        self.tokens_task: Any = None
+        self.session_tokens: dict[str, list[int]] = {}
+        self.at: dict[str, int] = {}
+        self.ingested = 0
+        self.t0 = time.perf_counter()
+
+    def sizes(self, per_unit: dict[str, list[int]]) -> None:
+        """The units still to run and their sessions' tokens (``token_sizes``)."""
+        self.session_tokens = per_unit
+        self.t0 = time.perf_counter()
+        self.tokens_task = self.progress.add_task(
+            "tokens", total=sum(sum(v) for v in per_unit.values()), note="")
+
+    def _count(self, key: str, steps: int, note: str) -> None:
+        sizes = self.session_tokens.get(key)
+        if sizes is None or self.tokens_task is None:
+            return
+        at = self.at.get(key, 0)
+        n = sum(sizes[at:at + steps])
+        self.at[key] = at + steps
+        task = self.tokens_task
+        if "resumed after" in note:  # sessions a previous run ingested: not this run's
+            left = self.progress.tasks[task].total or 0
+            self.progress.update(task, total=max(0, left - n))
+            return
+        self.ingested += n
+        rate = self.ingested / max(time.perf_counter() - self.t0, 1e-9)
+        self.progress.update(task, advance=n, note=f"{short(rate)} tok/s")
 
     def planned(self, total: int, done: int) -> None:
         self.overall = self.progress.add_task("units", total=total, completed=done,
@@ -51,6 +119,7 @@ class UnitsProgress:
     def advanced(self, key: str, steps: int, note: str) -> None:
         if key in self.tasks:
             self.progress.update(self.tasks[key], advance=steps, note=note)
+        self._count(key, steps, note)
 
     def finished(self, key: str) -> None:
         task = self.tasks.pop(key, None)
@@ -61,10 +130,11 @@ class UnitsProgress:
 
 
 def units_bar() -> Progress:
+    # narrow enough for an 80-column terminal with a 10M-token "M/N" on the tokens row
     return Progress(
-        TextColumn("[bold]{task.description:<28}"),
-        BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("[bold]{task.description:<20}"),
+        BarColumn(bar_width=8),
+        CompactCount(),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),

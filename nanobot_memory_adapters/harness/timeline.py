@@ -33,6 +33,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
+from nanobot_memory_adapters.harness.datasets.gold_corrections import apply_corrections
 from nanobot_memory_adapters.harness.datasets.locomo import (
     EvidenceStats,
     load_locomo,
@@ -65,6 +66,7 @@ from nanobot_memory_adapters.harness.metrics import (
 )
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
+from nanobot_memory_adapters.harness.progress import UnitsProgress, token_sizes
 from nanobot_memory_adapters.harness.safe_paths import (
     PROBE_DIR,
     remove_file,
@@ -123,6 +125,7 @@ class BenchConfig:
     judge_endpoint: LLMEndpoint | None = None
     execution: ExecutionPlan = field(default_factory=ExecutionPlan)
     task: str = "locomo"  # locomo | longmemeval | beam (lme_task.py, beam_task.py)
+    gold_corrections: Path | None = None  # audited LoCoMo (datasets/gold_corrections.py)
 
     def __post_init__(self) -> None:
         if self.budgets:
@@ -207,6 +210,9 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
     convs = load_units(cfg)
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
+    corrected: dict[str, Any] | None = None
+    if cfg.gold_corrections is not None:
+        convs, corrected = apply_corrections(convs, cfg.gold_corrections)
     if cfg.max_sessions is not None:
         convs = [c.first_sessions(cfg.max_sessions) for c in convs]
     points = {
@@ -235,7 +241,10 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                     skipped.append({"name": name, "reason": reason or "unknown"})
                 else:
                     prepared.append(p)
-        manifest = mf.finalize(mf.bench_manifest(cfg, convs, points, prepared, skipped, evidence))
+        manifest = mf.bench_manifest(cfg, convs, points, prepared, skipped, evidence)
+        if corrected is not None:  # in the hash: another corrections file, another run
+            manifest["dataset"]["gold_corrections"] = corrected
+        manifest = mf.finalize(manifest)
         for p in prepared:
             with contextlib.suppress(Exception):
                 await p.adapter.aclose()
@@ -277,6 +286,8 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                              {**limits, **plan.limits})
         if progress is not None:
             progress.planned(len(jobs) + resumed, resumed)
+            if isinstance(progress, UnitsProgress):  # ETA and tokens/s at the run's scale
+                progress.sizes(token_sizes(jobs))
 
         def done(job: UnitJob, unit: dict[str, Any]) -> None:
             cp.save_unit(unit)
@@ -435,10 +446,14 @@ def build_results(
             by_cat: dict[str, list[dict[str, Any]]] = {}
             for j in verdicts:
                 by_cat.setdefault(str(j["category"]), []).append(j["verdict"])
+            # LoCoMo: the headline over categories 1-4, category 5 (adversarial) apart
+            head = [j for j in verdicts if cfg.task != "locomo" or 1 <= int(j["category"]) <= 4]
             judged[p.name] = {
-                "overall": verdict_summary([j["verdict"] for j in verdicts]),
+                "overall": verdict_summary([j["verdict"] for j in head]),
                 "by_category": {c: verdict_summary(v) for c, v in sorted(by_cat.items())},
             }
+            if cfg.task == "locomo":
+                judged[p.name]["category_5"] = verdict_summary(by_cat.get("5", []))
         sessions = [b for u in mine for b in u["behavioural"]]
         if sessions:
             behavioural[p.name] = sessions
@@ -472,7 +487,9 @@ def build_results(
     if cfg.judge is not None:
         results["judged"] = {
             "note": "LLM answer + LLM judge at each conversation's final test point; "
-            "separate from the judge-free metrics and not in metrics_sha256",
+            "separate from the judge-free metrics and not in metrics_sha256"
+            + ("; overall = categories 1-4, category 5 (adversarial) apart"
+               if cfg.task == "locomo" else ""),
             "judge": cfg.judge.description,
             "providers": judged,
             "agreement": judge_agreement(providers, judged, units),

@@ -43,11 +43,14 @@ def test_demo_runs_swap_then_bench_and_prints_the_table(locomo_file, tmp_path):
     for name in ("graphiti", "honcho", "memos", "rolling_summary"):
         assert f"skipped {name}:" in text
     assert "LLM" in text
-    # the LoCoMo part fits an 80-column terminal, nothing cut: headline with intervals,
-    # pairwise verdicts (the preference section below is its own benchmark's output)
-    locomo = text.split("4. preference sessions")[0]
-    assert max(len(line.rstrip()) for line in locomo.splitlines()) <= 80, locomo
-    assert "…" not in locomo and "answer lift" in locomo and "A / B" in locomo
+    # the whole demo fits an 80-column terminal, nothing cut: the LoCoMo headline with
+    # intervals and pairwise verdicts, and the preference headline with its own
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80, text
+    assert "…" not in text
+    locomo, prefs_part = text.split("4. preference sessions")
+    assert "answer lift" in locomo and "A / B" in locomo
+    assert "behaviour" in prefs_part and "current exp." in prefs_part
+    assert "A / B" in prefs_part and "[" in prefs_part  # verdicts and 95 % intervals
     assert results["providers"]["full_history"]["recall"]["overall"]["turn"] > 0
     assert (out / "report.html").is_file()
     # 4. the generated preference set for the controls (retrieval only, no model)

@@ -30,12 +30,16 @@ async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_d
     section = judged.results["judged"]
     assert "separate from the judge-free metrics" in section["note"]
     overall = section["providers"]["full_history"]["overall"]
-    assert overall["count"] == 5 + 3  # every placed question, at the final test point
+    # every placed question of categories 1-4, at the final test point; the adversarial
+    # one (category 5) apart, never averaged in
+    assert overall["count"] == 4 + 3
+    assert section["providers"]["full_history"]["category_5"]["count"] == 1
+    assert "category 5 (adversarial) apart" in section["note"]
     # The double answers with the context line closest to the question and grades CORRECT
     # iff the gold answer appears in it: every verdict parses, and both labels occur.
     assert "unparsed" not in overall["labels"]
-    assert overall["labels"] == {"correct": 4, "wrong": 4}
-    assert overall["accuracy"] is not None and overall["accuracy"] == 0.5
+    assert overall["labels"] == {"correct": 4, "wrong": 3}
+    assert overall["accuracy"] == round(4 / 7, 6)
     # The judge changes nothing judge-free.
     assert judged.results["metrics_sha256"] == plain.results["metrics_sha256"]
     assert "judged" not in plain.results
@@ -59,6 +63,7 @@ async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_d
     assert "Cairngorms" in by_id["syn-1:q7"]["answer"]
     assert by_id["syn-1:q7"]["verdict"] == {"label": "wrong", "score": 0.0, "raw": "WRONG"}
     assert section["providers"]["full_history"]["by_category"]["5"]["accuracy"] == 0.0
+    assert section["providers"]["full_history"]["category_5"]["accuracy"] == 0.0
 
 
 class EchoAgent:

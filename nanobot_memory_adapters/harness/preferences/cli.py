@@ -197,7 +197,8 @@ def pairwise_table(results: dict[str, Any], score: str = "behaviour") -> Table |
     return table
 
 
-def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
+def run_and_report(cfg: Any, *, as_json: bool = False, narrow: bool = False) -> None:
+    """Run and print the results; ``narrow``: the 80-column headline (the demo's)."""
     from nanobot_memory_adapters.harness.outcome_view import report_failures
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
     from nanobot_memory_adapters.harness.progress import run_resumable
@@ -206,12 +207,22 @@ def run_and_report(cfg: Any, *, as_json: bool = False) -> None:
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:
-        wide = wide_console()
-        wide.print(results_table(outcome.results))
-        for score in ("behaviour", "current_exposure"):
-            pairs = pairwise_table(outcome.results, score)
-            if pairs is not None:
-                wide.print(pairs)
+        if narrow:
+            from nanobot_memory_adapters.harness.preferences.narrow import (
+                narrow_pairwise_table,
+                narrow_results_table,
+            )
+
+            console.print(narrow_results_table(outcome.results))
+            if (pairs := narrow_pairwise_table(outcome.results)) is not None:
+                console.print(pairs)
+        else:
+            wide = wide_console()
+            wide.print(results_table(outcome.results))
+            for score in ("behaviour", "current_exposure"):
+                pairs = pairwise_table(outcome.results, score)
+                if pairs is not None:
+                    wide.print(pairs)
         for s in outcome.skipped:
             console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",
                           highlight=False, soft_wrap=True)

@@ -1,0 +1,62 @@
+"""The preference results in an 80-column terminal (the demo's section 4): the headline
+scores with their 95 % intervals as two-line cells, and the pairwise verdicts; every
+dimension, recognition and resolved rate stay in results.json and report.html."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+HEADLINE = (("behaviour", "behaviour"), ("current_exposure", "current exp."))
+
+
+def _cell(c: dict[str, Any] | None, value_key: str = "value", signed: bool = False) -> str:
+    if c is None:
+        return "–"
+    sign = "+" if signed else ""
+    return f"{c[value_key]:{sign}.3f}\n[{c['low']:{sign}.2f}, {c['high']:{sign}.2f}]"
+
+
+def narrow_results_table(results: dict[str, Any]) -> Table:
+    table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens",
+                  box=box.SIMPLE_HEAD)
+    for col in ("provider", *(label for _, label in HEADLINE), "stale exp.", "leaks",
+                "failed"):
+        table.add_column(col, justify="left" if col == "provider" else "right")
+    for name, m in results["providers"].items():
+        o = m["scores"]["overall"]
+        stale = o.get("stale_exposure")
+        table.add_row(name, *(_cell(o["ci"].get(key)) for key, _ in HEADLINE),
+                      "–" if stale is None else f"{stale:.3f}", str(o["query_leaks"]),
+                      str(sum(m["failures"].values())))
+    table.caption = ("\\[low, high] = 95 % interval; every dimension, recognition and "
+                     "resolved rate: results.json, report.html")
+    return table
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    if r["verdict"] == "not distinguishable":
+        return "not dist."
+    return "A > B" if r["difference"] > 0 else "B > A"
+
+
+def narrow_pairwise_table(results: dict[str, Any]) -> Table | None:
+    pairwise = results.get("pairwise") or {}
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for key, _ in HEADLINE:
+        for r in pairwise.get(key) or []:
+            cells.setdefault((r["a"], r["b"]), {})[key] = (
+                f"{_cell(r, 'difference', signed=True)}\n{_verdict(r)}")
+    if not cells:
+        return None
+    table = Table(title="pairwise: A - B on the same tests", box=box.SIMPLE_HEAD)
+    table.add_column("A / B", justify="left")
+    for _, label in HEADLINE:
+        table.add_column(label, justify="right")
+    for (a, b), row in cells.items():
+        table.add_row(f"A {a}\nB {b}", *(row.get(key, "n/a") for key, _ in HEADLINE))
+    table.caption = ("not dist. = not distinguishable: the 95 % interval of the difference "
+                     "covers 0")
+    return table
