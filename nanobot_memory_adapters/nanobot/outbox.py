@@ -84,7 +84,9 @@ CREATE TABLE IF NOT EXISTS session_identity (
 #   message, the event's run and user ids): backfill's "already there", whatever was
 #   pruned; forget's "which providers hold this scope".
 # - ``turn_sender``: who spoke in a live turn, per turn (nanobot's session files do not
-#   say; in a group chat the session's last sender is not every turn's sender).
+#   say; in a group chat the session's last sender is not every turn's sender); a turn
+#   queued on arrival and completed in place (or promoted after a crash) moves to the
+#   time of the completed turn's first message, which is what backfill looks up.
 # - ``forgotten_scope``: scopes forgotten and when; backfill does not bring them back.
 # The two INSERTs at the end carry an older outbox's rows over (idempotent).
 _LEDGER_SCHEMA = """
@@ -116,6 +118,16 @@ WHEN NEW.status = 'delivered' BEGIN
 END;
 CREATE TRIGGER IF NOT EXISTS ledger_sender AFTER INSERT ON outbox
 WHEN NEW.event_id NOT LIKE 'nb-bf-%' BEGIN
+    INSERT OR REPLACE INTO turn_sender VALUES (NEW.session_key,
+        json_extract(NEW.payload, '$.timestamp'),
+        json_extract(NEW.payload, '$.metadata.channel'),
+        json_extract(NEW.payload, '$.metadata.chat_id'),
+        json_extract(NEW.payload, '$.metadata.sender_id'));
+END;
+CREATE TRIGGER IF NOT EXISTS ledger_sender_completed AFTER UPDATE OF payload ON outbox
+WHEN NEW.event_id NOT LIKE 'nb-bf-%' BEGIN
+    DELETE FROM turn_sender WHERE session_key = OLD.session_key
+        AND turn_at = json_extract(OLD.payload, '$.timestamp');
     INSERT OR REPLACE INTO turn_sender VALUES (NEW.session_key,
         json_extract(NEW.payload, '$.timestamp'),
         json_extract(NEW.payload, '$.metadata.channel'),
