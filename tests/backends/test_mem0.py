@@ -815,3 +815,44 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
         await second.aclose()
     assert sorted(again.native_ids) == sorted(stored.native_ids)
     assert any("already in mem0" in w for w in again.trace.warnings)
+
+
+async def test_a_question_asked_again_is_embedded_once_with_the_same_results(data_dir):
+    """The same question at every test point (and in every unit of a run) is embedded
+    once per (model, text) in a process; the results are those without the cache: the
+    same ids and order, the same scores (up to the local Qdrant's float noise, which it
+    shows with or without the cache)."""
+    from nanobot_memory_adapters.backends.mem0 import embed_cache
+
+    embed_cache.clear()
+    scope = _scope(_run())
+    adapters = [Mem0Adapter(data_dir), Mem0Adapter(data_dir)]  # two units of one run
+    try:
+        for text in ("I keep three beehives on the roof.", "My sister Ana lives in Porto.",
+                     "I paddle a kayak on Sundays."):
+            await adapters[0].record_event(_event(scope, text))
+        memories = [await a._native() for a in adapters]
+        proxy = memories[0].embedding_model
+        inner = getattr(proxy, "_embedder", proxy)  # the embedder mem0 configured
+        calls: list[tuple[str, object]] = []
+        real_embed = inner.embed
+
+        def counting(text, memory_action=None):
+            calls.append((text, memory_action))
+            return real_embed(text, memory_action)
+
+        inner.embed = counting
+        question = "Where does my sister live?"
+        cached = [await a.retrieve(_request(scope, question)) for a in adapters * 2]
+        assert [c for c in calls if c[1] == "search"] == [(question, "search")]
+        memories[0].embedding_model = inner  # without the cache
+        plain = await adapters[0].retrieve(_request(scope, question))
+        assert len(calls) == 2
+        for result in cached:  # embedded Qdrant's own scores wobble by ~1e-8 call to call
+            assert [i.native_id for i in result.items] == [i.native_id for i in plain.items]
+            assert [i.score for i in result.items] == pytest.approx(
+                [i.score for i in plain.items], abs=1e-6)
+        assert plain.items and "Porto" in plain.items[0].text
+    finally:
+        for adapter in adapters:
+            await adapter.aclose()

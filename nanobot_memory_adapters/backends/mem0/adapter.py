@@ -67,6 +67,7 @@ from nanobot_memory_adapters.backends.mem0.config import (
     Mem0Config,
     SimpleRagConfig,
 )
+from nanobot_memory_adapters.backends.mem0.embed_cache import cache_query_embeddings
 from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
@@ -258,6 +259,9 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 with quiet_progress():
                     memory = AsyncMemory(config)
                 self._pin_llm_endpoint(memory, config)
+                cache_query_embeddings(memory, "|".join(
+                    (config.embedder.provider, str(config.embedder.config.get("model")),
+                     str(self.config.embedding_dims))))
                 self._memory = memory
             except BaseException:
                 self._client_held = False
