@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from nanobot_memory_adapters.backends.mem0 import Mem0Adapter  # noqa: E402
-from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope  # noqa: E402
+from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope, Message  # noqa: E402
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -46,8 +46,8 @@ def _event(scope: MemoryScope, i: int) -> MemoryEvent:
         event_id=f"new-{i}-{uuid.uuid4().hex[:6]}", run_id=scope.run_id,
         user_id=scope.persona_id, agent_id="nanobot", session_id="s1", turn_id=str(i),
         timestamp=T0 + timedelta(minutes=i),
-        messages=[{"role": "user", "content": f"On day {i} I watered the ferns and "
-                   f"repotted {i % 7 + 1} cactus plants before lunch."}],
+        messages=[Message(role="user", content=f"On day {i} I watered the ferns and "
+                          f"repotted {i % 7 + 1} cactus plants before lunch.")],
     )
 
 
