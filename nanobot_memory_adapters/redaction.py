@@ -66,9 +66,30 @@ _KEY_SHAPED = re.compile(
 )
 
 
+# Substrings (lower case) at least one of which every redaction needs: "://" (a URL
+# password), "bearer"/"basic", a credential word (each of ``_SECRET_WORDS`` contains one
+# of key/secret/passw/pwd/token/authorization/credential) or a key shape's prefix.
+_CUES = ("://", "bearer", "basic", "key", "secret", "passw", "pwd", "token",
+         "authorization", "credential", "sk-", "sk_", "rk_live_", "ghp_", "gho_", "ghu_",
+         "ghs_", "ghr_", "github_pat_", "glpat-", "hf_", "gsk_", "xox", "akia", "asia",
+         "aiza", "eyj")
+
+
+def may_hold_a_secret(text: str) -> bool:
+    """False only when ``redact_text`` would return ``text`` unchanged: ASCII text without
+    any cue. (Case-insensitive matching of non-ASCII text folds more than ``lower``
+    does, e.g. a dotless i; such text always takes the full scan.)"""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    return any(cue in low for cue in _CUES)
+
+
 def redact_text(text: str) -> str:
     """``text`` with URL passwords, credential parameters and bearer tokens replaced."""
-    return scrub_work(text)[0] if text else text
+    if not text or not may_hold_a_secret(text):  # the common case: one cheap pass
+        return text
+    return scrub_work(text)[0]
 
 
 def scrub_work(text: str) -> tuple[str, int]:

@@ -130,3 +130,65 @@ def test_adapter_error_scrubs_credentials_from_message_and_raw():
     assert "hunter2" not in text and "sk-123" not in text
     assert "https://bob:***@honcho.example" in err.message
     assert err.raw["status_code"] == 503 and err.raw["body"]["api_key"] == "***"
+
+
+# -- the writer: one open file, buffered in a bench, the redaction guarantee kept --------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from nanobot_memory_adapters.contract import Trace  # noqa: E402
+from nanobot_memory_adapters.redaction import redact_text, scrub_work  # noqa: E402
+
+_PIECES = ["sk-", "proj1234567890abcdefXYZ", "ghp_", "hf_", "AKIA", "eyJ", "abcdefgh12.", "://",
+           "user:", "hunter2@", "host", "Bearer ", "Basic ", "api_key", "apiKey", "token",
+           "password", "PASSWORD", "pwd", "secret", "credentials", "Authorization", "=", ":",
+           " ", "\n", "&", "?", "-", "_", "é", "ı", "ſ", "K", "tea", "Caroline", "2023",
+           "the key", "basic", "[", "]", "'", '"']
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=6)), max_size=30))
+def test_the_quick_path_of_redaction_changes_nothing(pieces):
+    """Text the cheap check passes over is exactly what the full scrub returns: skipping
+    the scan for plain text never lets a secret through."""
+    text = "".join(pieces)
+    assert redact_text(text) == scrub_work(text)[0]
+
+
+def _trace(i: int) -> Trace:
+    return Trace(trace_id=f"t{i}", backend_name="x", condition_kind="control",
+                 operation="retrieve")
+
+
+def test_a_buffered_writer_opens_once_and_writes_at_flush(tmp_path, monkeypatch):
+    """The bench's writer keeps its file open and holds lines until a flush (a session's
+    or test point's end) or close; secrets in its fields are still scrubbed."""
+    from pathlib import Path
+
+    opened: list[str] = []
+    real_open = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        opened.append(str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    path = tmp_path / "traces.jsonl"
+    writer = JsonlTraceWriter(path, buffered=True)
+    for i in range(50):
+        writer.emit(_trace(i), context=f"note {i} api_key=sk-abcdef0123456789abcdef",
+                    ranked_sources=[["e1", "e2"]])
+    assert not path.exists() or path.stat().st_size == 0  # held in memory
+    writer.flush()
+    lines = read_traces(path)
+    assert len(lines) == 50 and all("sk-abcdef" not in str(r) for r in lines)
+    assert lines[3]["ranked_sources"] == [["e1", "e2"]]
+    writer.emit(_trace(50))
+    writer.close()
+    assert len(read_traces(path)) == 51
+    assert opened.count(str(path)) == 1 + 2  # one for the writer, two for read_traces
+    unbuffered = JsonlTraceWriter(tmp_path / "plugin.jsonl")
+    unbuffered.emit(_trace(0))
+    assert len(read_traces(tmp_path / "plugin.jsonl")) == 1  # on file at once
+    unbuffered.close()

@@ -159,6 +159,7 @@ class UnitRunner(LocomoIngest):
                     session.number == final,
                     session.turns[-1].timestamp if session.turns else None,
                 )
+            self.sink.writer.flush()  # a session's and its test point's lines are on file
             elapsed = done_s + time.perf_counter() - started
             self._save(session.number, elapsed, next_started=False)
             if self.progress:

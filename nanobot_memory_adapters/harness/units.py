@@ -140,10 +140,9 @@ async def _build_and_run(
     from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
     ids = SeededIds(cfg.seed) if cfg.deterministic_ids else None
-    with ids or contextlib.nullcontext():
-        p, reason = await prepare_provider(
-            job.provider, cfg, JsonlTraceWriter(traces), data_dir=store
-        )
+    writer = JsonlTraceWriter(traces, buffered=True)  # flushed at sessions, points, end
+    with ids or contextlib.nullcontext(), contextlib.closing(writer):
+        p, reason = await prepare_provider(job.provider, cfg, writer, data_dir=store)
         if p is None:
             raise UnitFailed(f"{job.key}: {reason}")
         if ids is not None:  # after the build: what an SDK draws once per process
@@ -154,6 +153,7 @@ async def _build_and_run(
             if not keeps_store(job.store_dir):  # a server's, or a pinned path
                 return
             done.manifest_sha256 = job.manifest_sha256
+            writer.flush()  # the recorded size covers every line of the finished work
             done.trace_bytes = traces.stat().st_size if traces.exists() else 0
             save_progress(traces, done)
 

@@ -757,3 +757,102 @@ async def test_a_replayed_bulk_write_adds_only_what_mem0_does_not_hold(
         assert added == len({i for r in again[2:] for i in r.native_ids})  # a batch shares
         if adapter is infer_adapter:  # one extraction for the two new turns, none for the old
             assert len(llm_double.chat_requests()) == before + 1
+
+
+async def test_the_replay_check_does_not_scan_the_store_per_turn(raw_adapter):
+    """Ingest stays linear in history: the scope is listed once (its first write), never
+    once per turn; a replay is still recognised, from a fresh adapter (a new process)
+    too, and a reset makes the scope's events new again."""
+    scope = _scope(_run())
+    memory = await raw_adapter._native()
+    store = memory.vector_store
+    calls = {"list": 0, "get_all": 0}
+    real_list, real_get_all = store.list, memory.get_all
+
+    def counting_list(*args, **kwargs):
+        calls["list"] += 1
+        return real_list(*args, **kwargs)
+
+    async def counting_get_all(*args, **kwargs):
+        calls["get_all"] += 1
+        return await real_get_all(*args, **kwargs)
+
+    store.list, memory.get_all = counting_list, counting_get_all
+    try:
+        events = [_event(scope, f"turn {i}: I water the ferns on day {i}.") for i in range(6)]
+        for event in events[:3]:
+            assert (await raw_adapter.record_event(event)).status == "committed"
+        await raw_adapter.record_events(events[3:])
+        assert calls["get_all"] == 0 and calls["list"] <= 1, calls
+        again = await raw_adapter.record_event(events[1])
+        assert any("already in mem0" in w for w in again.trace.warnings)
+        assert calls["get_all"] == 0 and calls["list"] <= 1, calls
+    finally:
+        store.list, memory.get_all = real_list, real_get_all
+    await raw_adapter.reset_scope(scope)
+    renewed = await raw_adapter.record_event(events[0])
+    assert renewed.native_ids and not any("already" in w for w in renewed.trace.warnings)
+
+
+async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_dir):
+    """The index of stored events is rebuilt from mem0's store, not carried in memory
+    only: an adapter opened after the first one closed (a restarted process) still finds
+    the event."""
+    from nanobot_memory_adapters.backends.mem0.stored_events import _registry
+
+    scope = _scope(_run())
+    event = _event(scope, "I keep three beehives on the roof.")
+    first = Mem0Adapter(data_dir)
+    try:
+        stored = await first.record_event(event)
+    finally:
+        await first.aclose()
+    _registry.clear()  # what a new process starts with
+    second = Mem0Adapter(data_dir)
+    try:
+        again = await second.record_event(event)
+    finally:
+        await second.aclose()
+    assert sorted(again.native_ids) == sorted(stored.native_ids)
+    assert any("already in mem0" in w for w in again.trace.warnings)
+
+
+async def test_a_question_asked_again_is_embedded_once_with_the_same_results(data_dir):
+    """The same question at every test point (and in every unit of a run) is embedded
+    once per (model, text) in a process; the results are those without the cache: the
+    same ids and order, the same scores (up to the local Qdrant's float noise, which it
+    shows with or without the cache)."""
+    from nanobot_memory_adapters.backends.mem0 import embed_cache
+
+    embed_cache.clear()
+    scope = _scope(_run())
+    adapters = [Mem0Adapter(data_dir), Mem0Adapter(data_dir)]  # two units of one run
+    try:
+        for text in ("I keep three beehives on the roof.", "My sister Ana lives in Porto.",
+                     "I paddle a kayak on Sundays."):
+            await adapters[0].record_event(_event(scope, text))
+        memories = [await a._native() for a in adapters]
+        proxy = memories[0].embedding_model
+        inner = getattr(proxy, "_embedder", proxy)  # the embedder mem0 configured
+        calls: list[tuple[str, object]] = []
+        real_embed = inner.embed
+
+        def counting(text, memory_action=None):
+            calls.append((text, memory_action))
+            return real_embed(text, memory_action)
+
+        inner.embed = counting
+        question = "Where does my sister live?"
+        cached = [await a.retrieve(_request(scope, question)) for a in adapters * 2]
+        assert [c for c in calls if c[1] == "search"] == [(question, "search")]
+        memories[0].embedding_model = inner  # without the cache
+        plain = await adapters[0].retrieve(_request(scope, question))
+        assert len(calls) == 2
+        for result in cached:  # embedded Qdrant's own scores wobble by ~1e-8 call to call
+            assert [i.native_id for i in result.items] == [i.native_id for i in plain.items]
+            assert [i.score for i in result.items] == pytest.approx(
+                [i.score for i in plain.items], abs=1e-6)
+        assert plain.items and "Porto" in plain.items[0].text
+    finally:
+        for adapter in adapters:
+            await adapter.aclose()

@@ -67,6 +67,7 @@ from nanobot_memory_adapters.backends.mem0.config import (
     Mem0Config,
     SimpleRagConfig,
 )
+from nanobot_memory_adapters.backends.mem0.embed_cache import cache_query_embeddings
 from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
@@ -74,6 +75,11 @@ from nanobot_memory_adapters.backends.mem0.extraction_log import (
 from nanobot_memory_adapters.backends.mem0.native_ops import Mem0NativeOps
 from nanobot_memory_adapters.backends.mem0.qdrant import acquire_client, release_client
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
+from nanobot_memory_adapters.backends.mem0.stored_events import (
+    ensure_loaded,
+    scope_key,
+    stored_events_for,
+)
 from nanobot_memory_adapters.base import (
     BaseAdapter,
     BulkIngest,
@@ -138,6 +144,9 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
+        # which events mem0 holds, per scope (the replay check without a scan per turn)
+        self.stored_events = stored_events_for(str(self.qdrant_path.resolve()),
+                                               self.collection_name)
         self._memory: Any = None
         self._client_held = False
         self._init_lock = threading.Lock()
@@ -169,7 +178,11 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
         """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``."""
-        return await self.native_ops.native_mutation(scope, operation, payload)
+        try:
+            return await self.native_ops.native_mutation(scope, operation, payload)
+        finally:
+            if operation != "history":  # the scope's stored events are listed again
+                self.stored_events.forget(scope_key(self.scope_ids(scope, operation)))
 
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
@@ -246,6 +259,9 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                 with quiet_progress():
                     memory = AsyncMemory(config)
                 self._pin_llm_endpoint(memory, config)
+                cache_query_embeddings(memory, "|".join(
+                    (config.embedder.provider, str(config.embedder.config.get("model")),
+                     str(self.config.embedding_dims))))
                 self._memory = memory
             except BaseException:
                 self._client_held = False
@@ -330,36 +346,40 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
             # heard back): mem0's add has no idempotency key, so ask mem0 itself first.
             return self._already_stored(event, stored)
         ids, request, warnings = await self._add([event], "record_event")
-        return NativeWrite(
+        write = NativeWrite(
             status="committed",
             native_ids=ids,
             native_operation=f"AsyncMemory.add(infer={self.infer})",
             native_request=request,
             warnings=warnings,
         )
+        self._remember([event], [write])
+        return write
 
     @staticmethod
     def _already_stored(event: MemoryEvent, stored: list[str]) -> NativeWrite:
         return NativeWrite(
             status="committed", native_ids=stored,
-            native_operation="AsyncMemory.get_all(filters=event_id)",
+            native_operation="vector_store.list(filters=scope), once per scope",
             native_request={"event_id": event.event_id},
             warnings=[f"event {event.event_id} is already in mem0 ({len(stored)} "
                       "memories); not added again"],
         )
 
     async def _stored_for(self, event: MemoryEvent) -> list[str]:
-        """Ids of the memories mem0 already holds from ``event`` (its own metadata-filtered
-        ``get_all``): a replayed event is not added twice."""
+        """Ids of the memories mem0 already holds from ``event``: a replayed event is not
+        added twice. O(1) per turn: the scope is listed once per process (mem0's own
+        ``vector_store.list``), then kept current by every add (``stored_events``)."""
         memory = await self._native()
-        scope = self.requests.event_ids(event, "record_event")
-        found = await memory.get_all(filters={**scope, "event_id": event.event_id}, top_k=100)
-        if not found.get("results"):
-            # A batched add names its first event in ``event_id`` and all of them in
-            # ``event_ids``; an equality filter on a list field matches any element.
-            found = await memory.get_all(filters={**scope, "event_ids": event.event_id},
-                                         top_k=100)
-        return [str(r["id"]) for r in found.get("results", [])]
+        key = scope_key(self.requests.event_ids(event, "record_event"))
+        await ensure_loaded(self.stored_events, key, memory, self.collection_name)
+        return self.stored_events.lookup(key, event.event_id)
+
+    def _remember(self, events: Sequence[MemoryEvent], writes: Sequence[NativeWrite]) -> None:
+        for event, write in zip(events, writes, strict=True):
+            if write.native_ids:
+                key = scope_key(self.requests.event_ids(event, "record_event"))
+                self.stored_events.add(key, event.event_id, write.native_ids)
 
     @staticmethod
     def _describe_add(kwargs: dict[str, Any], messages: int) -> dict[str, Any]:
@@ -410,7 +430,11 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
     async def _reset(self, scope: MemoryScope) -> str | None:
         ids = self.scope_ids(scope, "reset_scope")
         memory = await self._native()
-        await memory.delete_all(**ids)
+        self.stored_events.forget(scope_key(ids))
+        try:
+            await memory.delete_all(**ids)
+        finally:
+            self.stored_events.forget(scope_key(ids))
         kept = (
             "the scope's last raw messages (up to 10) stay in the messages table and feed "
             "the next infer=True add in this scope"
@@ -509,7 +533,9 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         once); the others are answered from mem0's own ``get_all``."""
         stored = {e.event_id: await self._stored_for(e) for e in batch}
         missing = [e for e in batch if not stored[e.event_id]]
-        added = iter(await self._add_batch(missing) if missing else [])
+        writes = await self._add_batch(missing) if missing else []
+        self._remember(missing, writes)
+        added = iter(writes)
         return [self._already_stored(e, stored[e.event_id]) if stored[e.event_id]
                 else next(added) for e in batch]
 

@@ -28,7 +28,7 @@ MEM0_INFO = ProviderInfo(
     native_memory_types=("memory",),
     native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
     requires_llm=True,
-    replay_checked_writes=True,  # get_all by event_id before every add (adapter._stored_for)
+    replay_checked_writes=True,  # event ids per scope, listed once (stored_events.py)
     capabilities=("bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"),
     description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
 )

@@ -1,0 +1,165 @@
+"""The bench against its floor, in one process, interleaved: is the harness worth its cost?
+
+    python benchmarks/bench_floor.py [--data PATH] [--sample conv-26] [--rounds 1]
+
+Four ways to do the same LoCoMo job on one conversation (ingest every turn, then ask
+every question once with a 2,000-token budget), run in turn in every round so machine
+load hits them alike; wall seconds each, and the ratios:
+
+- ``unit``: the bench unit, ``simple_rag`` (mem0 ``add(infer=False)``, MiniLM, embedded
+  Qdrant) through the harness's own ``run_unit`` (test point: the last session; traces
+  written), the provider built inside as in a bench;
+- ``mem0``: mem0's ``AsyncMemory`` called directly (one ``add`` per turn, one ``search``
+  per question, top_k 45), without the adapter, harness or query cache;
+- ``loop``: the 30 lines a user would write instead: embedded Qdrant +
+  sentence-transformers batch encode, one upsert, top-45 per question, cl100k packing up
+  to the budget;
+- ``floor``: the embedding work alone: one batch encode of the turns, one encode per
+  question, a dot product (model already loaded).
+
+The model load is inside ``unit``, ``mem0`` and ``loop`` (each builds what it needs, as
+its user would) and outside ``floor``. Not a timed test: run it by hand, niced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
+from nanobot_memory_adapters.local_models import bundled_minilm_path  # noqa: E402
+from nanobot_memory_adapters.tokens import encoding  # noqa: E402
+
+BUDGET, TOP_K = 2000, 45
+
+
+def _texts(conv: Conversation) -> list[str]:
+    return [f"{t.speaker}: {t.content}" for t in conv.turns]
+
+
+async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
+    from nanobot_memory_adapters.harness.timeline import BenchConfig
+    from nanobot_memory_adapters.harness.units import UnitJob, run_unit
+
+    t = time.perf_counter()
+    cfg = BenchConfig(dataset=data, out=tmp / "out", providers=["simple_rag"],
+                      conversations=[conv.sample_id], budget_tokens=BUDGET,
+                      test_points="last")
+    job = UnitJob(cfg, "simple_rag", conv, [conv.sessions[-1].number], store_dir=tmp / "store")
+    await run_unit(job, tmp / "traces.jsonl")
+    return time.perf_counter() - t
+
+
+async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
+    from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
+
+    t = time.perf_counter()
+    adapter = SimpleRagAdapter(tmp)  # only to build mem0's AsyncMemory with its config
+    memory = await adapter._native()
+    memory.embedding_model = getattr(memory.embedding_model, "_embedder",
+                                     memory.embedding_model)  # mem0's own embedder
+    try:
+        ids = {"user_id": "p", "run_id": "r"}
+        for turn in conv.turns:
+            await memory.add([{"role": "user", "content": turn.content, "name": turn.speaker}],
+                             **ids, metadata={"event_id": turn.dia_id}, infer=False)
+        for q in conv.questions:
+            await memory.search(q.question, top_k=TOP_K, filters=ids, threshold=0.1)
+    finally:
+        await adapter.aclose()
+    return time.perf_counter() - t
+
+
+def run_loop(conv: Conversation, tmp: Path) -> float:
+    from qdrant_client import QdrantClient, models
+    from sentence_transformers import SentenceTransformer
+
+    t = time.perf_counter()
+    model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
+    client = QdrantClient(path=str(tmp / "loop-qdrant"))
+    client.create_collection("turns", vectors_config=models.VectorParams(
+        size=384, distance=models.Distance.COSINE))
+    texts = _texts(conv)
+    vectors = model.encode(texts, batch_size=64)
+    client.upsert("turns", [models.PointStruct(id=str(uuid.uuid4()), vector=v.tolist(),
+                                               payload={"text": s})
+                            for s, v in zip(texts, vectors, strict=True)])
+    enc = encoding()
+    for q in conv.questions:
+        hits = client.query_points("turns", query=model.encode(q.question).tolist(),
+                                   limit=TOP_K).points
+        used, section = 0, []
+        for hit in hits:
+            line = (hit.payload or {})["text"]
+            n = len(enc.encode(line))
+            if used + n > BUDGET:
+                break
+            used += n
+            section.append(line)
+    client.close()
+    return time.perf_counter() - t
+
+
+def run_floor(conv: Conversation, model: object) -> float:
+    t = time.perf_counter()
+    vectors = model.encode(_texts(conv), batch_size=64, normalize_embeddings=True)  # type: ignore[attr-defined]
+    for q in conv.questions:
+        query = model.encode(q.question, normalize_embeddings=True)  # type: ignore[attr-defined]
+        np.argsort(-(vectors @ query))[:TOP_K]
+    return time.perf_counter() - t
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path,
+                        default=Path("/work/shared/data/locomo/locomo7.json"))
+    parser.add_argument("--sample", default="conv-26")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    data = args.data
+    conv = load_locomo(data, [args.sample])[0]
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
+    times: dict[str, list[float]] = {k: [] for k in ("unit", "mem0", "loop", "floor")}
+    print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
+    for r in range(args.rounds):
+        order = ["unit", "mem0", "loop", "floor"]
+        order = order[r % 4:] + order[:r % 4]
+        for name in order:
+            with tempfile.TemporaryDirectory() as tmp:
+                if name == "unit":
+                    s = await run_bench_unit(data, conv, Path(tmp))
+                elif name == "mem0":
+                    s = await run_mem0_direct(conv, Path(tmp))
+                elif name == "loop":
+                    s = run_loop(conv, Path(tmp))
+                else:
+                    s = run_floor(conv, model)
+            times[name].append(s)
+            print(f"round {r + 1}: {name:<5} {s:7.1f} s", flush=True)
+    best = {k: min(v) for k, v in times.items()}
+    print(f"unit / loop  = {best['unit'] / best['loop']:.2f}")
+    print(f"unit / mem0  = {best['unit'] / best['mem0']:.2f}")
+    print(f"mem0 / loop  = {best['mem0'] / best['loop']:.2f}")
+    print(f"unit / floor = {best['unit'] / best['floor']:.2f}")
+    print(f"loop / floor = {best['loop'] / best['floor']:.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
