@@ -141,14 +141,20 @@ def _verdict(raw: str) -> Verdict:
 
 
 class LLMAnswerer:
-    def __init__(self, client: OpenAICompatibleClient) -> None:
+    """Answers a question from the memory context, through ``client``. Each benchmark's
+    judge module names its own system prompt (a ``{context}`` slot), what stands for an
+    empty context, and the reply length; the defaults are LoCoMo's."""
+
+    def __init__(self, client: OpenAICompatibleClient, *, system: str = ANSWER_SYSTEM,
+                 empty: str = "(no memory context)", max_tokens: int = 128) -> None:
         self.client = client
+        self.system, self.empty, self.max_tokens = system, empty, max_tokens
 
     async def answer(self, question: str, context: str) -> str:
-        system = ANSWER_SYSTEM.format(context=context or "(no memory context)")
+        system = self.system.format(context=context or self.empty)
         return await self.client.chat(
             [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            max_tokens=128,
+            max_tokens=self.max_tokens,
         )
 
 
