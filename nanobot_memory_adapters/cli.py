@@ -293,7 +293,7 @@ def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:
 def _mount_optional_rooms() -> None:
     """Harness, plugin-outbox and MemOS commands live in their own rooms; mount them."""
     try:
-        from nanobot_memory_adapters.harness.cli import register as register_harness
+        from nanobot_memory_adapters.harness.commands import register as register_harness
     except ImportError:
         pass
     else:

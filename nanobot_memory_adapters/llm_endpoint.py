@@ -14,8 +14,9 @@ __all__ = ["EndpointProbe", "OpenAICompatibleEndpoint", "probe_models"]
 
 class OpenAICompatibleEndpoint(BaseModel):
     """An OpenAI-compatible endpoint: where it is, which model, which key. Every LLM block
-    of a provider or condition is one (mem0's, Graphiti's, rolling_summary's Dream); each
-    subclass adds the call settings its SDK takes and its own defaults, and may make
+    of a provider, condition or the harness is one (mem0's, Graphiti's, rolling_summary's
+    Dream, the judge's ``LLMEndpoint``, the preference agent's ``AgentLLM``); each subclass
+    adds the call settings its SDK takes and its own defaults, and may make
     ``base_url``/``model`` required."""
 
     model_config = ConfigDict(extra="forbid")

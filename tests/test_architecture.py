@@ -19,15 +19,9 @@ PLUGIN, HARNESS = f"{ROOT}.nanobot", f"{ROOT}.harness"
 SEAMS = f"{PLUGIN}.seams"
 # The application shell: the one CLI mounts the plugin's terminal commands and the harness.
 SHELL = {f"{ROOT}.cli"}
-# Known cycles, to be removed next (issue 32): the list may only shrink. Each entry is
-# the exact set of modules of one strongly connected component.
-KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset(f"{HARNESS}.{m}" for m in (  # BenchConfig/Progress live in the top driver
-        "executors", "lme_task", "locomo_ingest", "locomo_unit", "manifest", "prepared",
-        "timeline", "units")),
-    frozenset({f"{HARNESS}.preferences.driver", f"{HARNESS}.preferences.unit"}),
-    frozenset({f"{HARNESS}.cli", f"{HARNESS}.demo"}),
-]
+# Known cycles: the list may only shrink (issue 32 emptied it). Each entry is the exact
+# set of modules of one strongly connected component.
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 
 def backends() -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 from nanobot_memory_adapters.harness.datasets.beam import ability_of
 from nanobot_memory_adapters.harness.judge import (
     JudgeSetup,
+    LLMAnswerer,
     LLMEndpoint,
     OpenAICompatibleClient,
     Verdict,
@@ -90,17 +91,6 @@ def ordering_score(reference: list[str], system: list[str],
             "ordering": tau_norm * f1}
 
 
-class BeamAnswerer:
-    def __init__(self, client: OpenAICompatibleClient) -> None:
-        self.client = client
-
-    async def answer(self, question: str, context: str) -> str:
-        system = ANSWER_SYSTEM.format(context=context or "(nothing remembered)")
-        return await self.client.chat(
-            [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            max_tokens=400)
-
-
 class BeamJudge:
     def __init__(self, client: OpenAICompatibleClient) -> None:
         self.client = client
@@ -135,7 +125,9 @@ class BeamJudge:
 
 def beam_judge_setup(endpoint: LLMEndpoint) -> JudgeSetup:
     client = OpenAICompatibleClient(endpoint)
-    return JudgeSetup(answerer=BeamAnswerer(client), judge=BeamJudge(client),
+    answerer = LLMAnswerer(client, system=ANSWER_SYSTEM, empty="(nothing remembered)",
+                           max_tokens=400)
+    return JudgeSetup(answerer=answerer, judge=BeamJudge(client),
                       description={"kind": "openai-compatible", **endpoint.describe(),
                                    "at": "after the last batch",
                                    "rules": "beam nugget grading + event ordering"},

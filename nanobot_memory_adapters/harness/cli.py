@@ -387,17 +387,3 @@ def verify_recall(outcome: Any) -> None:
         raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
     err_console.print("[green]verified[/green]: every recall metric, interval and answer "
                       "baseline recomputed from traces.jsonl matches")
-
-
-# -- demo ----------------------------------------------------------------------------------
-
-
-def register(app: typer.Typer) -> None:
-    from nanobot_memory_adapters.harness.preferences.cli import prefs_app
-
-    app.command("swap")(swap_command)
-    app.command("bench")(bench_command)
-    from nanobot_memory_adapters.harness.demo import demo_command
-
-    app.command("demo")(demo_command)
-    app.add_typer(prefs_app, name="preferences")

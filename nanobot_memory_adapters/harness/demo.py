@@ -91,9 +91,10 @@ def demo_command(
     """The main job on embedded defaults, no LLM: the swap flow for no_memory, full_history
     and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
     at two budgets (a recall-vs-budget curve), and the comparison table."""
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig
     from nanobot_memory_adapters.harness.manifest import provider_source
     from nanobot_memory_adapters.harness.swap import run_swap
-    from nanobot_memory_adapters.harness.timeline import BenchConfig, clear_outputs
+    from nanobot_memory_adapters.harness.timeline import clear_outputs
     from nanobot_memory_adapters.logs import default_log_file
 
     started = time.perf_counter()

@@ -28,14 +28,13 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+# EXECUTORS and ExecutionPlan live in bench_config; named here too for the CLI and tests
+from nanobot_memory_adapters.harness.bench_config import EXECUTORS as EXECUTORS
+from nanobot_memory_adapters.harness.bench_config import ExecutionPlan
 from nanobot_memory_adapters.harness.units import UnitJob, part_name, run_unit, shippable
-
-ExecutorName = Literal["local", "ray"]
-EXECUTORS: tuple[str, ...] = ("local", "ray")
 
 
 class UnitDisplay(Protocol):
@@ -62,24 +61,6 @@ class NoDisplay:
 
 
 OnDone = Callable[[UnitJob, dict[str, Any]], None]
-
-
-@dataclass
-class ExecutionPlan:
-    """How a run executes; recorded in results.json's ``timing`` (not in any hash)."""
-
-    executor: ExecutorName = "local"
-    workers: int = 1
-    ray_address: str | None = None
-    limits: dict[str, int] = field(default_factory=dict)  # provider -> max concurrent units
-
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"executor": self.executor, "workers": self.workers}
-        if self.executor == "ray":
-            out["ray_address"] = self.ray_address or "local instance"
-        if self.limits:
-            out["provider_limits"] = dict(self.limits)
-        return out
 
 
 async def execute(

@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
+from pydantic import Field
 
 from nanobot_memory_adapters.contract import (
     ContextBudget,
@@ -27,6 +27,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveResult,
     WriteReceipt,
 )
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 
 VerdictLabel = Literal["correct", "wrong", "unparsed", "error"]
 
@@ -68,13 +69,14 @@ class OutcomeJudge(Protocol):
 # -- the OpenAI-compatible client ----------------------------------------------------
 
 
-@dataclass
-class LLMEndpoint:
-    """Where answers and verdicts come from. The key is read from an env var, never stored."""
+class LLMEndpoint(OpenAICompatibleEndpoint):
+    """Where answers and verdicts come from: the project's one endpoint model, with the
+    judge's call settings. The key is read from ``api_key_env``; ``describe`` (what the
+    manifest and results record) never holds a key."""
 
-    base_url: str
-    model: str
-    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str = Field()  # pyright: ignore[reportIncompatibleVariableOverride]
+    model: str = Field()  # pyright: ignore[reportIncompatibleVariableOverride]
+    api_key_env: str = "OPENAI_API_KEY"  # pyright: ignore[reportIncompatibleVariableOverride]
     timeout_s: float = 60.0
     temperature: float = 0.0
     seed: int = 0
@@ -92,7 +94,7 @@ class LLMEndpoint:
 class OpenAICompatibleClient:
     def __init__(self, endpoint: LLMEndpoint) -> None:
         self.endpoint = endpoint
-        key = os.environ.get(endpoint.api_key_env) or "not-needed"
+        key = endpoint.resolved_api_key() or "not-needed"
         self._client = httpx.AsyncClient(
             base_url=endpoint.base_url.rstrip("/"),
             headers={"Authorization": f"Bearer {key}"},
@@ -139,14 +141,20 @@ def _verdict(raw: str) -> Verdict:
 
 
 class LLMAnswerer:
-    def __init__(self, client: OpenAICompatibleClient) -> None:
+    """Answers a question from the memory context, through ``client``. Each benchmark's
+    judge module names its own system prompt (a ``{context}`` slot), what stands for an
+    empty context, and the reply length; the defaults are LoCoMo's."""
+
+    def __init__(self, client: OpenAICompatibleClient, *, system: str = ANSWER_SYSTEM,
+                 empty: str = "(no memory context)", max_tokens: int = 128) -> None:
         self.client = client
+        self.system, self.empty, self.max_tokens = system, empty, max_tokens
 
     async def answer(self, question: str, context: str) -> str:
-        system = ANSWER_SYSTEM.format(context=context or "(no memory context)")
+        system = self.system.format(context=context or self.empty)
         return await self.client.chat(
             [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            max_tokens=128,
+            max_tokens=self.max_tokens,
         )
 
 
@@ -278,19 +286,6 @@ class ScriptedSimulator:
     async def next_turn(self, transcript: Sequence[Message]) -> str | None:
         n = sum(1 for m in transcript if m.role == "user")
         return self.lines[n] if n < len(self.lines) else None
-
-
-class LLMOutcomeJudge:
-    def __init__(self, client: OpenAICompatibleClient) -> None:
-        self.client = client
-
-    async def judge_session(self, transcript: Sequence[Message], goal: str) -> Verdict:
-        text = "\n".join(f"{m.role}: {m.content}" for m in transcript)
-        prompt = (
-            f"Goal of the conversation: {goal}\nTranscript:\n{text}\n"
-            "Did the assistant achieve the goal? Reply with one word: CORRECT or WRONG."
-        )
-        return _verdict(await self.client.chat([{"role": "user", "content": prompt}], max_tokens=8))
 
 
 def verdict_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:

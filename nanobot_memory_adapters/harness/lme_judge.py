@@ -24,6 +24,7 @@ from typing import Any
 from nanobot_memory_adapters.harness.datasets.longmemeval import type_of
 from nanobot_memory_adapters.harness.judge import (
     JudgeSetup,
+    LLMAnswerer,
     LLMEndpoint,
     OpenAICompatibleClient,
     Verdict,
@@ -86,18 +87,6 @@ def parse_yes_no(raw: str) -> Verdict:
         else Verdict("wrong", 0.0, raw)
 
 
-class LmeAnswerer:
-    def __init__(self, client: OpenAICompatibleClient) -> None:
-        self.client = client
-
-    async def answer(self, question: str, context: str) -> str:
-        system = ANSWER_SYSTEM.format(context=context or "(nothing remembered)")
-        return await self.client.chat(
-            [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            max_tokens=200,
-        )
-
-
 class LmeJudge:
     def __init__(self, client: OpenAICompatibleClient) -> None:
         self.client = client
@@ -117,5 +106,7 @@ def lme_judge_setup(endpoint: LLMEndpoint) -> JudgeSetup:
         "kind": "openai-compatible", **endpoint.describe(), "at": "question_date",
         "rules": "longmemeval per-type yes/no grading (docs/harness.md)",
     }
-    return JudgeSetup(answerer=LmeAnswerer(client), judge=LmeJudge(client),
+    answerer = LLMAnswerer(client, system=ANSWER_SYSTEM, empty="(nothing remembered)",
+                           max_tokens=200)
+    return JudgeSetup(answerer=answerer, judge=LmeJudge(client),
                       description=description, closers=[client.aclose])

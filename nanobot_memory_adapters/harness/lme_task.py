@@ -12,7 +12,7 @@ from nanobot_memory_adapters.harness.lme_metrics import KS, accuracy, asks_from_
 from nanobot_memory_adapters.harness.metrics import asks_at
 
 if TYPE_CHECKING:
-    from nanobot_memory_adapters.harness.timeline import BenchConfig
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig
 
 NOTE = (
     "LongMemEval's retrieval metrics (recall_any, recall_all, ndcg) at session level "

@@ -49,12 +49,7 @@ from nanobot_memory_adapters.harness.unit_progress import UnitProgress
 from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from nanobot_memory_adapters.harness.timeline import BenchConfig, Progress
-
-def unit_scope(cfg: BenchConfig, conv: Conversation) -> MemoryScope:
-    """The first (in single mode the only) scope a conversation is recorded into."""
-    return personas(conv, cfg.speakers, cfg.run_id, cfg.agent_id)[0].scope
-
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig, Progress
 
 @dataclass
 class Asked:

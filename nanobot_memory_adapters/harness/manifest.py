@@ -11,17 +11,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope, capabilities_of
 from nanobot_memory_adapters.harness.metrics import canonical_sha256
 from nanobot_memory_adapters.tracing import redact
 from nanobot_memory_adapters.versions import installed_versions
-
-if TYPE_CHECKING:
-    from nanobot_memory_adapters.harness.datasets.locomo import Conversation, EvidenceStats
-    from nanobot_memory_adapters.harness.prepared import Prepared
-    from nanobot_memory_adapters.harness.timeline import BenchConfig
 
 MANIFEST_SCHEMA = "nanobot-memory-manifest/1"
 VOLATILE_KEYS = ("created_at", "manifest_sha256", "paths")
@@ -113,64 +108,3 @@ def write_manifest(manifest: dict[str, Any], path: str | Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n")
     return p
-
-
-def bench_manifest(
-    cfg: BenchConfig,
-    convs: list[Conversation],
-    points: dict[str, list[int]],
-    prepared: list[Prepared],
-    skipped: list[dict[str, str]],
-    evidence: EvidenceStats,
-) -> dict[str, Any]:
-    """The manifest of a LoCoMo bench run (before ``finalize``)."""
-    from nanobot_memory_adapters.harness.datasets.locomo import file_sha256
-    from nanobot_memory_adapters.harness.datasets.releases import folder_sha256, known_release
-    from nanobot_memory_adapters.harness.locomo_mapping import describe as describe_speakers
-    from nanobot_memory_adapters.harness.locomo_unit import unit_scope
-
-    example = (
-        unit_scope(cfg, convs[0]) if convs else MemoryScope(run_id=cfg.run_id, persona_id="none")
-    )
-    return {
-        "kind": "bench",
-        "dataset": {
-            "format": cfg.task,
-            "file": cfg.dataset.name,
-            "sha256": (sha := file_sha256(cfg.dataset) if cfg.dataset.is_file()
-                       else folder_sha256(cfg.dataset)),
-            "release": known_release(sha),
-            "conversations": [c.sample_id for c in convs],
-            "sessions": {c.sample_id: len(c.sessions) for c in convs},
-            "turns": sum(len(c.turns) for c in convs),
-            "questions_placed": sum(len(c.questions) for c in convs),
-            "evidence_parsing": evidence.to_dict(),
-        },
-        "settings": {
-            "budget": cfg.budget.model_dump(),
-            **({"budget_sweep": list(cfg.budgets)} if cfg.budgets else {}),
-            "test_points": cfg.test_points,
-            "test_points_resolved": points,
-            "ask_rule": "at each test point, every question whose evidence lies at or before it",
-            "run_id": cfg.run_id,
-            "agent_id": cfg.agent_id,
-            "persona_id": "<sample_id>",
-            "speakers": cfg.speakers,
-            "max_sessions": cfg.max_sessions,
-            "turn_event": "one event per turn; " + describe_speakers(cfg.speakers)
-            + "; image turns append '[shares a photo: caption]'",
-            "gate_probe": cfg.gate_probe,
-            "deterministic_ids": cfg.deterministic_ids,
-            "readiness_timeout_s": cfg.readiness_timeout_s,
-        },
-        "seed": cfg.seed,
-        "providers": [
-            provider_entry(p.name, p.kind, p.block, p.adapter, example) for p in prepared
-        ],
-        "skipped": skipped,
-        "judge": cfg.judge.description if cfg.judge else None,
-        "behavioural_sessions": [s.describe() for s in cfg.sessions],
-        "paths": {"out": str(cfg.out), "dataset": str(cfg.dataset)},
-    }
-
-

@@ -12,13 +12,13 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
 )
 from nanobot_memory_adapters.harness import manifest as mf
+from nanobot_memory_adapters.harness.bench_config import ProviderExited
 from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import AnnotatingSink, error_text
-from nanobot_memory_adapters.harness.units import ProviderExited
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 if TYPE_CHECKING:
-    from nanobot_memory_adapters.harness.timeline import BenchConfig
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig
 
 @dataclass
 class Prepared:

@@ -24,14 +24,17 @@ import json
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from nanobot_memory_adapters.contract import (
-    ContextBudget,
-)
 from nanobot_memory_adapters.harness import manifest as mf
+from nanobot_memory_adapters.harness.bench_config import (
+    BenchConfig,
+    ExecutionPlan,
+    Progress,
+    unit_scope,
+)
+from nanobot_memory_adapters.harness.bench_manifest import bench_manifest
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
 from nanobot_memory_adapters.harness.datasets.gold_corrections import apply_corrections
 from nanobot_memory_adapters.harness.datasets.locomo import (
@@ -39,23 +42,18 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     load_locomo,
 )
 from nanobot_memory_adapters.harness.executors import (
-    ExecutionPlan,
     NoDisplay,
     UnitDisplay,
     execute,
 )
 from nanobot_memory_adapters.harness.judge import (
-    BehaviouralSession,
-    JudgeSetup,
-    LLMEndpoint,
     verdict_summary,
 )
 from nanobot_memory_adapters.harness.locomo_mapping import (
-    SpeakerProtocol,
     turn_event,
 )
 from nanobot_memory_adapters.harness.locomo_stats import SATURATED, locomo_intervals
-from nanobot_memory_adapters.harness.locomo_unit import UnitRunner, unit_scope
+from nanobot_memory_adapters.harness.locomo_unit import UnitRunner
 from nanobot_memory_adapters.harness.metrics import (
     APPLICABILITY,
     asks_at,
@@ -96,58 +94,6 @@ REPLAY_NOTE = (
 
 
 # -- configuration -----------------------------------------------------------------------
-
-
-@dataclass
-class BenchConfig:
-    dataset: Path
-    out: Path
-    providers: list[str]
-    conversations: list[str] | None = None
-    budget_tokens: int = 2000
-    test_points: str = "every"
-    run_id: str = "locomo"
-    agent_id: str = "nanobot"
-    seed: int = 0
-    readiness_timeout_s: float = 120.0
-    provider_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gate_probe: bool = True
-    fresh: bool = False
-    deterministic_ids: bool = True
-    judge: JudgeSetup | None = None
-    sessions: list[BehaviouralSession] = field(default_factory=list)
-    speakers: SpeakerProtocol = "single"
-    max_sessions: int | None = None  # only each conversation's first N sessions
-    # A recall-vs-budget sweep: every question at each of these budgets (the first is
-    # ``budget_tokens``, the headline). Empty: one budget, ``budget_tokens``.
-    budgets: list[int] = field(default_factory=list)
-    # The judge as an endpoint, so worker processes and Ray tasks can build their own.
-    judge_endpoint: LLMEndpoint | None = None
-    execution: ExecutionPlan = field(default_factory=ExecutionPlan)
-    task: str = "locomo"  # locomo | longmemeval | beam (lme_task.py, beam_task.py)
-    gold_corrections: Path | None = None  # audited LoCoMo (datasets/gold_corrections.py)
-
-    def __post_init__(self) -> None:
-        if self.budgets:
-            if len(set(self.budgets)) != len(self.budgets):
-                raise ValueError(f"budgets {self.budgets}: each budget once")
-            self.budget_tokens = self.budgets[0]
-            if len(self.budgets) == 1:
-                self.budgets = []
-
-    @property
-    def budget(self) -> ContextBudget:
-        return ContextBudget(max_tokens=self.budget_tokens)
-
-    @property
-    def all_budgets(self) -> list[int]:
-        """Every budget a question is asked at, the headline first."""
-        return list(self.budgets) or [self.budget_tokens]
-
-
-class Progress(Protocol):
-    def start(self, provider: str, total: int) -> None: ...
-    def advance(self, provider: str, steps: int, note: str) -> None: ...
 
 
 def resolve_test_points(spec: str, sessions: Sequence[int]) -> list[int]:
@@ -241,7 +187,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                     skipped.append({"name": name, "reason": reason or "unknown"})
                 else:
                     prepared.append(p)
-        manifest = mf.bench_manifest(cfg, convs, points, prepared, skipped, evidence)
+        manifest = bench_manifest(cfg, convs, points, prepared, skipped, evidence)
         if corrected is not None:  # in the hash: another corrections file, another run
             manifest["dataset"]["gold_corrections"] = corrected
         manifest = mf.finalize(manifest)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nanobot_memory_adapters.harness.bench_config import ProviderExited, UnitFailed
 from nanobot_memory_adapters.harness.safe_paths import joined_name, remove_tree
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.unit_progress import (
@@ -31,26 +32,11 @@ from nanobot_memory_adapters.harness.unit_progress import (
 )
 
 if TYPE_CHECKING:
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig
     from nanobot_memory_adapters.harness.datasets.locomo import Conversation
-    from nanobot_memory_adapters.harness.timeline import BenchConfig
 
 #: progress of a running unit: (unit key, sessions done since the last call, note)
 ProgressFn = Callable[[str, int, str], None]
-
-
-class UnitFailed(RuntimeError):
-    """The unit's provider could not be built where the unit ran, or it exited."""
-
-
-class ProviderExited(UnitFailed):
-    """Provider code called ``sys.exit`` (raised ``SystemExit``) inside the harness: the
-    run stops and says so, instead of exiting with the provider's code (which could read
-    as one of the bench's own exit codes)."""
-
-    @classmethod
-    def of(cls, provider: str, exc: SystemExit, where: str) -> ProviderExited:
-        return cls(f"provider {provider!r} exited (sys.exit({exc.code!r})) {where}; the run "
-                   "stopped (finished units are checkpointed): fix or remove the provider")
 
 
 @dataclass

@@ -73,15 +73,6 @@ class BackfillPlan:
         return lines
 
 
-@dataclass
-class BackfillResult:
-    queued: int = 0
-    delivered: int = 0
-    failed: int = 0
-    pending: int = 0
-    readiness: list[str] = field(default_factory=list)
-
-
 def session_turns(messages: Sequence[Mapping[str, Any]], *, include_tools: bool = False
                   ) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:
     """(index of the turn's user message, the turn's messages) in session order."""

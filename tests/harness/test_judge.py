@@ -13,7 +13,21 @@ from nanobot_memory_adapters.harness.judge import (
     llm_judge_setup,
 )
 from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 from nanobot_memory_adapters.tracing import read_traces
+
+
+def test_the_judge_and_agent_endpoints_are_the_one_model_and_describe_no_key(monkeypatch):
+    from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
+
+    monkeypatch.setenv("JUDGE_KEY", "sk-from-env")
+    for cls in (LLMEndpoint, AgentLLM):
+        endpoint = cls(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="JUDGE_KEY")
+        assert isinstance(endpoint, OpenAICompatibleEndpoint)
+        assert endpoint.resolved_api_key() == "sk-from-env"
+        described = endpoint.describe()  # what the manifest and results.json record
+        assert described["api_key_env"] == "JUDGE_KEY"
+        assert "sk-from-env" not in repr(described) and "sk-from-env" not in repr(endpoint)
 
 
 async def test_llm_judge_is_optional_and_kept_apart(locomo_file, tmp_path, llm_double):

@@ -236,7 +236,7 @@ def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
 
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
     kw.setdefault("scenario", generate(1, 0))
-    kw.setdefault("agent", AgentLLM(double.base_url, "double"))
+    kw.setdefault("agent", AgentLLM(base_url=double.base_url, model="double"))
     return PreferenceBenchConfig(out=tmp_path, providers=providers, simulator=ScriptedUser(),
                                  **kw)
 

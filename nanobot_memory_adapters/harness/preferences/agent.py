@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nanobot.agent.hook import AgentHook
+from pydantic import Field
 
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.harness.preferences.format import TestSession
 from nanobot_memory_adapters.harness.preferences.session import Said
+from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 
 OPTION_INSTRUCTION = (
     "Options:\n{options}\n\nPick the one option that suits me best. Reply with its letter "
@@ -36,13 +37,13 @@ OPTION_INSTRUCTION = (
 )
 
 
-@dataclass
-class AgentLLM:
-    """The model nanobot answers with in test sessions (any OpenAI-compatible endpoint)."""
+class AgentLLM(OpenAICompatibleEndpoint):
+    """The model nanobot answers with in test sessions: the project's one endpoint model,
+    with nanobot's call settings. ``describe`` (recorded in the manifest) holds no key."""
 
-    base_url: str
-    model: str
-    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str = Field()  # pyright: ignore[reportIncompatibleVariableOverride]
+    model: str = Field()  # pyright: ignore[reportIncompatibleVariableOverride]
+    api_key_env: str = "OPENAI_API_KEY"  # pyright: ignore[reportIncompatibleVariableOverride]
     max_tokens: int = 256
     temperature: float = 0.0
 
@@ -105,7 +106,7 @@ class NanobotAgent:
         workspace = self.home / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)
         config_path = self.home / "config.json"
-        key = os.environ.get(self.llm.api_key_env) or "not-needed"
+        key = self.llm.resolved_api_key() or "not-needed"
         config_path.write_text(json.dumps({
             "agents": {"defaults": {
                 "workspace": str(workspace), "model": self.llm.model, "provider": "custom",

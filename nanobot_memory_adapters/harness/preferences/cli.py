@@ -148,7 +148,8 @@ def build_config(
     return PreferenceBenchConfig(
         out=out, providers=names, scenario=scenario, budget_tokens=budget_tokens,
         agent=agent if reader else
-        AgentLLM(agent.base_url, agent.model, agent.api_key_env) if agent else None,
+        AgentLLM(base_url=agent.base_url, model=agent.model, api_key_env=agent.api_key_env)
+        if agent else None,
         simulator=sim, max_turns=max_turns, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,

@@ -27,9 +27,8 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nanobot_memory_adapters.contract import (
     MemoryScope,
@@ -37,22 +36,23 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
-from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient, Verdict, _verdict
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
+from nanobot_memory_adapters.harness.preferences.config import (
+    PreferenceBenchConfig as PreferenceBenchConfig,  # its home is config.py; named here too
+)
+from nanobot_memory_adapters.harness.preferences.config import RubricJudge as RubricJudge
 from nanobot_memory_adapters.harness.preferences.format import (
     ScenarioSet,
-    TestSession,
     dump_scenarios,
     scenario_sha256,
 )
-from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent, default_rate
+from nanobot_memory_adapters.harness.preferences.reader import default_rate
 from nanobot_memory_adapters.harness.preferences.scoring import (
     exposure_sha256,
     pairwise,
     provider_scores,
 )
-from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
 from nanobot_memory_adapters.harness.preferences.unit import PreferenceUnit
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
@@ -61,48 +61,7 @@ from nanobot_memory_adapters.tracing import JsonlTraceWriter
 RESULTS_SCHEMA = "nanobot-memory-preference-results/1"
 OUTPUT_FILES = ("scenarios.json", "manifest.json", "traces.jsonl", "results.json",
                 "report.html", "checkpoint.json")
-TestTags = Literal["context", "all", "none"]
 FEEDBACK_SUFFIX = "+feedback"
-RUBRIC_PROMPT = (
-    "Grade an assistant's reply to a user.\nUser's request: {opening}\nAssistant's reply: "
-    "{reply}\nRubric: {rubric}\nDoes the reply satisfy the rubric? Reply with one word: "
-    "CORRECT or WRONG."
-)  # the ground truth (rubric) only: the judge never sees the memory
-
-
-class RubricJudge:
-    """Open tasks: an LLM grades the reply against the test's rubric."""
-
-    def __init__(self, client: OpenAICompatibleClient, description: dict[str, Any]) -> None:
-        self.client = client
-        self.description = description
-
-    async def judge(self, test: TestSession, reply: str) -> Verdict:
-        prompt = RUBRIC_PROMPT.format(opening=test.opening, reply=reply[:3000],
-                                      rubric=test.rubric or "")
-        return _verdict(await self.client.chat([{"role": "user", "content": prompt}],
-                                               max_tokens=8))
-
-
-@dataclass
-class PreferenceBenchConfig:
-    out: Path
-    providers: list[str]
-    scenario: ScenarioSet
-    budget_tokens: int = 800
-    run_id: str = "prefs"
-    agent: AgentLLM | IdealReaderAgent | None = None
-    simulator: Any = field(default_factory=ScriptedUser)  # or simulator.LLMUser
-    max_turns: int = 3
-    judge: RubricJudge | None = None
-    test_tags: TestTags = "context"
-    placement: str = "user_message"
-    provider_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    readiness_timeout_s: float = 120.0
-    seed: int = 0
-    fresh: bool = False
-    gate_probe: bool = True
-    closers: list[Any] = field(default_factory=list)
 
 
 def split_group(name: str) -> tuple[str, str]:
@@ -177,7 +136,7 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
     writer = JsonlTraceWriter(traces_path)
     prepared: list[tuple[Prepared, str]] = []
     skipped: list[dict[str, str]] = []
-    from nanobot_memory_adapters.harness.timeline import BenchConfig
+    from nanobot_memory_adapters.harness.bench_config import BenchConfig
 
     try:
         shim = BenchConfig(dataset=cfg.out, out=cfg.out, providers=list(cfg.providers),

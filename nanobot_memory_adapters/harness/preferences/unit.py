@@ -41,7 +41,7 @@ from nanobot_memory_adapters.harness.trace_sink import (
 from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from nanobot_memory_adapters.harness.preferences.driver import PreferenceBenchConfig, TestTags
+    from nanobot_memory_adapters.harness.preferences.config import PreferenceBenchConfig, TestTags
 
 def _request_tags(test: TestSession, mode: TestTags) -> dict[str, str]:
     tags = test.tags()
