@@ -31,7 +31,7 @@ from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import exit_executor, seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
-from nanobot_memory_adapters.nanobot.state import LOG
+from nanobot_memory_adapters.nanobot.state import LOG, Activity
 from nanobot_memory_adapters.nanobot.turns import build_event, event_from_messages, turn_messages
 from nanobot_memory_adapters.nanobot.unqueued import Write
 
@@ -358,7 +358,15 @@ class DeliveryMixin(PluginState):
                            "process delivers them", LOG, EXIT_DELIVERY_S, what)
 
     async def _deliver(self, row: OutboxRow) -> bool:
-        """True when the row is settled (delivered or parked); False to stop and retry later."""
+        """True when the row is settled (delivered or parked); False to stop and retry later.
+        While it runs, ``activity`` says so (``/memory-health``: "busy: recording turn …")."""
+        self.activity = Activity(f"recording turn {row.seq} of {row.session_key}", time.time())
+        try:
+            return await self._deliver_row(row)
+        finally:
+            self.activity = None
+
+    async def _deliver_row(self, row: OutboxRow) -> bool:
         assert self.adapter is not None
         event = row.event()
         started = time.perf_counter()

@@ -54,7 +54,9 @@ from nanobot_memory_adapters.nanobot.settings import (
 from nanobot_memory_adapters.nanobot.state import (
     LOG,
     OUTBOX_FILE,
+    Activity,
     CacheEntry,
+    KnownHealth,
     LastError,
     LatencyStats,
 )
@@ -126,6 +128,9 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self._exit_deadline: float | None = None
         self._exit_timeouts: set[asyncio.Timeout] = set()
         self._left_said = False
+        self.activity: Activity | None = None  # what the backend is busy with, if anything
+        self.known_health: KnownHealth | None = None
+        self._health_task: asyncio.Task[Any] | None = None
         self._apply_settings()
         if provided is not None and self.status == "active":
             self.adapter = provided.adapter
@@ -265,6 +270,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         memory = self.settings.memory
         assert memory is not None
         provider = self.provider
+        self.activity = Activity(f"starting provider '{provider}'", time.time())
         try:
             adapter = await asyncio.to_thread(self._build, memory)
         except (ConfigError, ImportError, ValidationError) as exc:
@@ -277,6 +283,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
             if not self.store_lock.report(provider, self.data_dir, exc, None):
                 logger.warning("{}: provider '{}' not available yet: {}", LOG, provider, exc)
             return False
+        finally:
+            self.activity = None
         if (self._closed or self.status != "active" or self.provider != provider
                 or self.adapter is not None):
             await adapter.aclose()  # closed or switched meanwhile

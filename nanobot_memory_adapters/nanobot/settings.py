@@ -67,7 +67,14 @@ class PluginSettings(BaseModel):
         default=600.0, gt=0, description="Per record_event call (in the background; an "
         "extracting backend on a small local model needs minutes for a cold prompt)."
     )
-    health_timeout_s: float = Field(default=10.0, gt=0)
+    health_timeout_s: float = Field(
+        default=10.0, gt=0, description="Longest a health check may run (in the background; "
+        "its result is kept and shown with its age)."
+    )
+    health_live_s: float = Field(
+        default=0.5, gt=0, description="How long /memory-health waits for a live health "
+        "check before answering with the last known one (and what the plugin is doing)."
+    )
     retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")
     retry_max_s: float = Field(default=60.0, gt=0, description="Longest outbox retry delay.")
     read_only: bool = Field(
