@@ -21,6 +21,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.turn_line import RecallNote
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class PluginState:
     _exit_timeouts: set[asyncio.Timeout]
     _left_said: bool
     activity: Activity | None
+    last_recall: RecallNote | None
+    recall_notes: dict[str, RecallNote]
     known_health: KnownHealth | None
     _health_task: asyncio.Task[Any] | None
     _build_task: asyncio.Task[bool] | None

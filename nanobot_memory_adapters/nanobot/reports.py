@@ -135,6 +135,8 @@ class ReportsMixin(PluginState):
             lines.append("last error: none")
         if store_locked:
             lines.append(await self._store_holder_line())
+        if self.last_recall is not None:
+            lines.append(self.last_recall.health_line())
         lines.append(f"retrieve latency: {self.retrieve_stats.line()}")
         lines.append(f"record latency: {self.record_stats.line()}")
         lines.append(f"config: {self.settings.path}")

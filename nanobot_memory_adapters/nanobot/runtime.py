@@ -61,6 +61,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.turn_line import RecallNote
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
@@ -131,6 +132,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self.activity: Activity | None = None  # what the backend is busy with, if anything
         self.known_health: KnownHealth | None = None
         self._health_task: asyncio.Task[Any] | None = None
+        self.last_recall: RecallNote | None = None  # /memory-health's "last recall"
+        self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
         self._apply_settings()
         if provided is not None and self.status == "active":
             self.adapter = provided.adapter
@@ -226,6 +229,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self._unsubscribe.append(self.bus.subscribe(self.on_shared_turn_persisted,
                                                     SessionTurnPersisted))
         seams.on_loop_close(self.loop, self.loop_closing)
+        seams.amend_replies(self.loop, self.turn_line_for)
         seams.on_loop_start(self.loop, self._start)
 
     def _start(self) -> None:

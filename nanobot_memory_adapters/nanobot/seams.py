@@ -178,6 +178,31 @@ def on_loop_close(loop: Any, closing: Callable[[], None]) -> None:
     loop.aclose = aclose
 
 
+def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None:
+    """Append ``line_for(channel, session_key)`` (when not None) to the reply of an LLM
+    turn, after nanobot has saved the session: the user sees it, the session history and
+    memory never do. Private seam: wraps the instance's ``_assemble_outbound`` (0.3.5;
+    commands build their replies elsewhere and get no line)."""
+    original = getattr(loop, "_assemble_outbound", None)
+    if original is None:
+        logger.warning("{}: this nanobot has no _assemble_outbound; the per-turn memory line "
+                       "is not shown", LOG_PREFIX)
+        return
+
+    def assemble(msg: Any, *args: Any, **kwargs: Any) -> Any:
+        outbound = original(msg, *args, **kwargs)
+        try:
+            line = line_for(msg.channel, msg.session_key)
+            if outbound is not None and line:
+                content = outbound.content or ""
+                outbound.content = f"{content}\n\n[{line}]" if content else f"[{line}]"
+        except Exception:  # the line is a courtesy: never fail the reply
+            logger.exception("{}: the per-turn memory line failed", LOG_PREFIX)
+        return outbound
+
+    loop._assemble_outbound = assemble
+
+
 # -- system-prompt memory -------------------------------------------------------------------
 class MemoryView:
     """Stands in for ``loop.context.memory``: ``read_memory()`` asks the plugin first.

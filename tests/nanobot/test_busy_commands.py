@@ -44,6 +44,7 @@ async def test_commands_answer_while_mem0_extracts(home, llm_double, mem0_llm):
     home.write_memory(mem0_memory_json(mem0_llm.base_url))
     loop = home.loop()
     plugin = plugin_for(loop)
+    assert plugin is not None
     await say(loop, "alice", "Hello there.")  # mem0 built, embedder loaded
     assert await plugin.flush(timeout_s=120) == 0
     health, _ = await _timed(loop, "/memory-health")  # a first, live, health check
