@@ -449,6 +449,16 @@ class DeliveryMixin(PluginState):
                      LOG, self.provider, row.event_id, exc)
         return True
 
+    async def before_archive(self, session_key: str) -> None:
+        """Session hook: deliver this session's queued turns before nanobot archives or
+        compacts it (``/new``, ``/compact``, idle compaction), bounded by
+        ``session_end_timeout_s``; a failing backend is not waited for (the turns stay in
+        the outbox)."""
+        if self.status != "active" or self.read_only or self._closed:
+            return
+        self._schedule_drain()
+        await self._wait_for_own_writes(session_key, self.settings.plugin.session_end_timeout_s)
+
     async def flush(self, timeout_s: float = 30.0) -> int:
         """Drain now and wait until nothing is pending (or time runs out); returns pending."""
         deadline = time.monotonic() + timeout_s

@@ -230,6 +230,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
                                                     SessionTurnPersisted))
         seams.on_loop_close(self.loop, self.loop_closing)
         seams.amend_replies(self.loop, self.turn_line_for)
+        seams.before_session_archive(self.loop, self.before_archive)
         seams.on_loop_start(self.loop, self._start)
 
     def _start(self) -> None:
@@ -322,6 +323,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
             with contextlib.suppress(Exception):
                 unsubscribe()
         self._unsubscribe.clear()
+        if self._health_task is not None and not self._health_task.done():
+            self._health_task.cancel()  # a check /memory-health left running
         if self._retry_task is not None:
             self._retry_task.cancel()
             with contextlib.suppress(BaseException):

@@ -31,7 +31,7 @@ import asyncio
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -201,6 +201,28 @@ def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None
         return outbound
 
     loop._assemble_outbound = assemble
+
+
+def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) -> None:
+    """Await ``hook(session_key)`` before nanobot archives a session's messages: ``/new``
+    (in the background), ``/compact`` and idle auto-compaction all go through
+    ``Consolidator.archive_session`` in 0.3.5. Private seam: wraps the instance's
+    ``loop.consolidator.archive_session``; a hook failure never stops the archive."""
+    consolidator = getattr(loop, "consolidator", None)
+    original = getattr(consolidator, "archive_session", None)
+    if consolidator is None or original is None:
+        logger.warning("{}: this nanobot has no Consolidator.archive_session; queued turns "
+                       "are not delivered before it archives a session", LOG_PREFIX)
+        return
+
+    async def archive_session(session: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            await hook(session.key)
+        except Exception:
+            logger.exception("{}: delivering before the archive failed", LOG_PREFIX)
+        return await original(session, *args, **kwargs)
+
+    consolidator.archive_session = archive_session
 
 
 # -- system-prompt memory -------------------------------------------------------------------

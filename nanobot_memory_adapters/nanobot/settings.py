@@ -80,6 +80,11 @@ class PluginSettings(BaseModel):
         default=10.0, gt=0, description="Longest a health check may run (in the background; "
         "its result is kept and shown with its age)."
     )
+    session_end_timeout_s: float = Field(
+        default=30.0, ge=0, description="Before nanobot archives or compacts a session "
+        "(/new, /compact, idle compaction), wait up to this long for its queued turns to "
+        "reach the backend (0: do not wait)."
+    )
     health_live_s: float = Field(
         default=0.5, gt=0, description="How long /memory-health waits for a live health "
         "check before answering with the last known one (and what the plugin is doing)."
