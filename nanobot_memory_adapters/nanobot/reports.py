@@ -150,6 +150,9 @@ class ReportsMixin(PluginState):
         if task is None or task.done():
             task = self._health_task = asyncio.get_running_loop().create_task(
                 self._check_health())
+            # nanobot's aclose awaits its background tasks: a check still running in a
+            # thread (health_timeout_s at most) is not abandoned at exit
+            seams.schedule_background(self.loop, asyncio.wait({task}))
         done, _ = await asyncio.wait({task}, timeout=self.settings.plugin.health_live_s)
         known = self.known_health
         if done:  # a finished check: its result, or none when it failed (see last error)

@@ -324,7 +324,9 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
                 unsubscribe()
         self._unsubscribe.clear()
         if self._health_task is not None and not self._health_task.done():
-            self._health_task.cancel()  # a check /memory-health left running
+            # a check /memory-health left running: its thread is not abandoned at exit
+            await asyncio.wait({self._health_task},
+                               timeout=self.settings.plugin.health_timeout_s)
         if self._retry_task is not None:
             self._retry_task.cancel()
             with contextlib.suppress(BaseException):
