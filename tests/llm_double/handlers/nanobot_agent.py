@@ -17,7 +17,8 @@ from tests.llm_double.server import ChatReply, ChatRequest
 PRIORITY = 20
 MARKER = "# Tool Usage Notes"  # nanobot's tool_contract.md, part of every agent prompt
 # "[llm-double:tool NAME {json arguments}]" in the user's message: call that tool once,
-# then answer with what it returned ("tool NAME returned: ...").
+# then answer with what it returned ("tool NAME returned: ..."). Text inside a recalled
+# <memory-context> section never asks (an old request, remembered, is not a new one).
 TOOL_ASK = re.compile(r"\[llm-double:tool (?P<name>[a-z_]+) (?P<args>\{.*?\})\]")
 
 
@@ -28,7 +29,8 @@ def _tool_names(req: ChatRequest) -> set[str]:
 def nanobot_agent(req: ChatRequest) -> ChatReply | None:
     if req.response_format or not req.tools or MARKER not in req.system:
         return None
-    ask = TOOL_ASK.search(req.last_user)
+    # only the user's own words ask: a recalled <memory-context> is data, not a request
+    ask = TOOL_ASK.search(req.last_user.split("<memory-context", 1)[0])
     if ask:
         last = req.messages[-1] if req.messages else {}
         if last.get("role") == "tool":
