@@ -224,3 +224,13 @@ async def test_workers_build_the_longmemeval_judge_and_change_nothing(tmp_path, 
         runs[n] = out.results["longmemeval"]["providers"]
     assert runs[2] == runs[1]
     assert runs[2]["no_memory"]["qa"]["abstention"]["accuracy"]["value"] == 1.0
+
+
+def test_locomo10_is_named_by_its_published_hash_and_anything_else_is_not():
+    from nanobot_memory_adapters.harness.datasets.releases import known_release
+
+    named = known_release("79FA87E90F04081343B8C8DEBECB80A9A6842B76A7AA537DC9FDF651EA698FF4")
+    assert named["matched"] is True and named["name"] == "LoCoMo locomo10.json"
+    assert "locomo-audit" in named["source"]
+    other = known_release("0" * 64)
+    assert other["matched"] is False and other["name"] is None
