@@ -20,8 +20,6 @@ import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import pytest
-
 from tests.nanobot.conftest import VENV_BIN, long_term_memory
 
 WORKER = Path(__file__).with_name("soak_worker.py")
@@ -54,7 +52,8 @@ def _turns() -> list[list[str]]:
         text = f"Note MK{s:02d}T{t:04d}: my tag for today is MK{s:02d}T{t:04d}."
         if said[s] % 20 == 0:  # now and then the model searches this user's memory
             args = json.dumps({"query": "my tag for today", "limit": 20})
-            text = f"Which tags did I give? MK{s:02d}T{t:04d} [llm-double:tool memory_search {args}]"
+            text = (f"Which tags did I give? MK{s:02d}T{t:04d} "
+                    f"[llm-double:tool memory_search {args}]")
         rows.append([channel, sender, sender, text])  # a direct chat: chat_id = sender
     return rows
 
