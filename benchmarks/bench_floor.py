@@ -126,8 +126,9 @@ def run_floor(conv: Conversation, model: object) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
+    shared = Path(__file__).resolve().parents[2] / "shared"
     parser.add_argument("--data", type=Path,
-                        default=Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo7.json")
+                        default=shared / "data" / "locomo" / "locomo7.json")
     parser.add_argument("--sample", default="conv-26")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
