@@ -167,7 +167,7 @@ class DeliveryMixin(PluginState):
                 except OUTBOX_ERRORS as exc:
                     self._outbox_failed(exc)
                     return False
-                self.unqueued.writes.pop(0)
+                self.unqueued.written(write)
                 if not write.open_turn:
                     self.enqueue_stats.add((time.perf_counter() - started) * 1000)
                     if not added:  # a replay of a turn the outbox already holds

@@ -43,6 +43,14 @@ class UnqueuedTurns:
                                    and w.provider == write.provider)]
         self.writes.append(write)
 
+    def written(self, write: Write) -> None:
+        """``write`` is in the outbox: drop that very object (not the list's head, which a
+        whole turn arriving meanwhile may have replaced, superseding this user half)."""
+        for i, w in enumerate(self.writes):
+            if w is write:
+                del self.writes[i]
+                return
+
     def turns(self) -> int:
         """Distinct turns waiting (a user half and its whole turn count once)."""
         return len({(w.provider, w.event.event_id) for w in self.writes})

@@ -296,3 +296,27 @@ def test_nanobot_placeholders_are_never_recorded():
     assert seams.is_synthetic_message(placeholder)
     assert not seams.is_synthetic_message({"role": "user", "content":
                                            _PERSISTED_MODEL_ERROR_PLACEHOLDER})
+
+
+def test_a_whole_turn_arriving_while_its_user_half_is_written_is_kept():
+    """The writer takes the list's head (a turn's user half) and awaits the outbox; a whole
+    turn arriving meanwhile supersedes that half in the list. Marking the half written must
+    not drop the whole turn (it once popped the head, which was by then the whole turn, and
+    the turn's row stayed ``open`` for good)."""
+    from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns, Write
+
+    kept = UnqueuedTurns()
+    half = Write("full_history", event(1), "telegram:kim", ("telegram", "kim", "kim"),
+                 open_turn=True)
+    other = Write("full_history", event(2), "telegram:kim", ("telegram", "kim", "kim"),
+                  open_turn=True)
+    kept.add(half)
+    kept.add(other)
+    in_flight = kept.writes[0]  # what the writer is writing now
+    whole = Write("full_history", event(1), "telegram:kim", ("telegram", "kim", "kim"))
+    kept.add(whole)  # arrives while the half is in flight
+    kept.written(in_flight)
+    assert kept.writes == [other, whole]
+    kept.written(other)
+    kept.written(whole)
+    assert kept.writes == []
