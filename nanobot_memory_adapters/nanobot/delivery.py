@@ -31,7 +31,7 @@ from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import exit_executor, seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
-from nanobot_memory_adapters.nanobot.state import LOG
+from nanobot_memory_adapters.nanobot.state import LOG, Activity
 from nanobot_memory_adapters.nanobot.turns import build_event, event_from_messages, turn_messages
 from nanobot_memory_adapters.nanobot.unqueued import Write
 
@@ -358,7 +358,15 @@ class DeliveryMixin(PluginState):
                            "process delivers them", LOG, EXIT_DELIVERY_S, what)
 
     async def _deliver(self, row: OutboxRow) -> bool:
-        """True when the row is settled (delivered or parked); False to stop and retry later."""
+        """True when the row is settled (delivered or parked); False to stop and retry later.
+        While it runs, ``activity`` says so (``/memory-health``: "busy: recording turn …")."""
+        self.activity = Activity(f"recording turn {row.seq} of {row.session_key}", time.time())
+        try:
+            return await self._deliver_row(row)
+        finally:
+            self.activity = None
+
+    async def _deliver_row(self, row: OutboxRow) -> bool:
         assert self.adapter is not None
         event = row.event()
         started = time.perf_counter()
@@ -440,6 +448,16 @@ class DeliveryMixin(PluginState):
         logger.error("{}: '{}' rejected event {} ({}); parked in the outbox as failed",
                      LOG, self.provider, row.event_id, exc)
         return True
+
+    async def before_archive(self, session_key: str) -> None:
+        """Session hook: deliver this session's queued turns before nanobot archives or
+        compacts it (``/new``, ``/compact``, idle compaction), bounded by
+        ``session_end_timeout_s``; a failing backend is not waited for (the turns stay in
+        the outbox)."""
+        if self.status != "active" or self.read_only or self._closed:
+            return
+        self._schedule_drain()
+        await self._wait_for_own_writes(session_key, self.settings.plugin.session_end_timeout_s)
 
     async def flush(self, timeout_s: float = 30.0) -> int:
         """Drain now and wait until nothing is pending (or time runs out); returns pending."""

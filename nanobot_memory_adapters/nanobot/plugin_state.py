@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.nanobot.people import Attribution, People
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings
-from nanobot_memory_adapters.nanobot.state import CacheEntry, LastError, LatencyStats
+from nanobot_memory_adapters.nanobot.state import (
+    Activity,
+    CacheEntry,
+    KnownHealth,
+    LastError,
+    LatencyStats,
+)
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.turn_line import RecallNote
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 if TYPE_CHECKING:
@@ -50,6 +57,12 @@ class PluginState:
     _exit_deadline: float | None
     _exit_timeouts: set[asyncio.Timeout]
     _left_said: bool
+    activity: Activity | None
+    last_recall: RecallNote | None
+    recall_notes: dict[str, RecallNote]
+    known_health: KnownHealth | None
+    _health_task: asyncio.Task[Any] | None
+    _build_task: asyncio.Task[bool] | None
 
     if TYPE_CHECKING:
         @property

@@ -27,11 +27,13 @@ from nanobot_memory_adapters.nanobot.state import (
     LOG,
     CacheEntry,
 )
+from nanobot_memory_adapters.nanobot.turn_line import RecallNote, is_trivial
 from nanobot_memory_adapters.nanobot.turns import (
     as_of_from,
     chat_scope,
     tags_from,
 )
+from nanobot_memory_adapters.tokens import count_tokens
 
 
 class RecallMixin(PluginState):
@@ -154,10 +156,18 @@ class RecallMixin(PluginState):
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
             return None  # served to the system prompt only (nothing new to append)
+        if is_trivial(query, self.settings.plugin.trivial_prompts):  # no retrieve at all
+            entry = previous or CacheEntry("", request.scope.key, self.provider, time.time(),
+                                           "", in_system=who.shared)
+            self._remember(session_key, entry)
+            self._note_recall(session_key, RecallNote(self.provider, "skipped (trivial)"))
+            return None
         scope = request.scope
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
+            self._note_recall(session_key, RecallNote(self.provider, "unavailable",
+                                                      detail="provider not ready"))
         else:
             assert self.adapter is not None
             await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
@@ -173,14 +183,38 @@ class RecallMixin(PluginState):
                                LOG, self.provider, exc or "timeout",
                                "stale" if previous else "no")
                 entry = self._stale(previous, scope, query)
+                self._note_recall(session_key, RecallNote(
+                    self.provider, "unavailable",
+                    detail="timed out" if isinstance(exc, TimeoutError) else "failed"))
             else:
-                self.retrieve_stats.add((time.perf_counter() - started) * 1000)
+                latency_ms = (time.perf_counter() - started) * 1000
+                self.retrieve_stats.add(latency_ms)
                 self.reads_failing_since = None
                 text = result.formatted_context or ""
                 entry = CacheEntry(text, scope.key, self.provider, time.time(), query)
+                self._note_recall(session_key, RecallNote(
+                    self.provider, "recalled", items=len(result.shown),
+                    tokens=count_tokens(text) if text else 0, latency_ms=latency_ms))
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry
+
+    def _note_recall(self, session_key: str, note: RecallNote) -> None:
+        """What memory did for this turn: the per-turn line and ``/memory-health``."""
+        self.last_recall = note
+        self.recall_notes[session_key] = note
+        while len(self.recall_notes) > CACHE_SESSIONS:
+            self.recall_notes.pop(next(iter(self.recall_notes)))
+
+    def turn_line_for(self, channel: str, session_key: str) -> str | None:
+        """The opt-in per-turn line for a reply (taken once: one turn, one line)."""
+        plugin = self.settings.plugin
+        if not plugin.turn_line or self.status != "active":
+            return None
+        if plugin.turn_line_channels and channel not in plugin.turn_line_channels:
+            return None
+        note = self.recall_notes.pop(session_key, None)
+        return note.line() if note is not None else None
 
     def _remember(self, session_key: str, entry: CacheEntry) -> None:
         self.cache[session_key] = entry

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from nanobot_memory_adapters.contract import capabilities_of
+from nanobot_memory_adapters.contract import BackendHealth, capabilities_of
 from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxStats, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.state import KnownHealth
 from nanobot_memory_adapters.nanobot.state import ago as _ago
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
@@ -65,22 +67,21 @@ class ReportsMixin(PluginState):
             return "\n".join([f"memory: {self.status} — {self.reason}",
                               f"config: {self.settings.path}",
                               "nanobot is running with its own memory (MEMORY.md)."])
-        health = None
         store_locked = False
-        if await self._ensure_adapter():
-            assert self.adapter is not None
-            try:
-                health = await asyncio.wait_for(self.adapter.health(),
-                                                self.settings.plugin.health_timeout_s)
-            except Exception as exc:
-                self._note_error("health", exc, retryable=True)
+        activity = self.activity  # read first: what the plugin was doing when asked
+        health, health_line = await self._bounded_health()
         unreadable: str | None = None
+        stats: OutboxStats | None = None
         try:
-            stats: OutboxStats | None = await asyncio.to_thread(self.outbox.stats,
-                                                                self.provider)
+            stats = await asyncio.wait_for(
+                asyncio.shield(asyncio.to_thread(self.outbox.stats, self.provider)),
+                self.settings.plugin.health_live_s)
+        except TimeoutError:
+            unreadable = "busy (another process or a write holds it); try again"
         except OUTBOX_ERRORS as exc:
-            stats, unreadable = None, describe_failure(self.outbox.path, exc)
-        status = health.status if health is not None else "unavailable"
+            unreadable = describe_failure(self.outbox.path, exc)
+        status = health.status if health is not None else \
+            ("busy" if activity is not None else "unavailable")
         if status == "ok" and (self.writes_failing_since or self.reads_failing_since):
             status = "degraded"
         if self.writes_failing_since and (stats is None or stats.pending):
@@ -89,6 +90,10 @@ class ReportsMixin(PluginState):
             status = "degraded"
         info = getattr(self.adapter, "info", None)
         lines.append(f"memory: {self.provider} — {status}")
+        if activity is not None:
+            lines.append(activity.line())
+        if health_line:
+            lines.append(health_line)
         if self.writes_failing_since:
             lines.append(f"writes failing since {_ago(self.writes_failing_since)}; "
                          "turns are kept in the outbox")
@@ -115,7 +120,7 @@ class ReportsMixin(PluginState):
         elif info is not None:
             lines.append(f"kind: {info.condition_kind}; consistency: {info.consistency_model}; "
                          "capabilities: " + (", ".join(capabilities_of(self.adapter)) or "none"))
-        else:
+        elif activity is None:
             lines.append("backend health: unavailable (provider could not be started)")
         lines.append("mode: " + ("read-only" if self.read_only else "read-write"))
         lines.extend(self._outbox_lines(stats, unreadable))
@@ -130,10 +135,50 @@ class ReportsMixin(PluginState):
             lines.append("last error: none")
         if store_locked:
             lines.append(await self._store_holder_line())
+        if self.last_recall is not None:
+            lines.append(self.last_recall.health_line())
         lines.append(f"retrieve latency: {self.retrieve_stats.line()}")
         lines.append(f"record latency: {self.record_stats.line()}")
         lines.append(f"config: {self.settings.path}")
         return "\n".join(lines)
+
+    async def _bounded_health(self) -> tuple[BackendHealth | None, str | None]:
+        """A live health check bounded by ``health_live_s``; past that, the last known
+        health and its age (the check keeps running, bounded by ``health_timeout_s``, and
+        its result serves the next call). Never waits on a busy backend."""
+        task = self._health_task
+        if task is None or task.done():
+            task = self._health_task = asyncio.get_running_loop().create_task(
+                self._check_health())
+            # nanobot's aclose awaits its background tasks: a check still running in a
+            # thread (health_timeout_s at most) is not abandoned at exit
+            seams.schedule_background(self.loop, asyncio.wait({task}))
+        done, _ = await asyncio.wait({task}, timeout=self.settings.plugin.health_live_s)
+        known = self.known_health
+        if done:  # a finished check: its result, or none when it failed (see last error)
+            if task.result() and known is not None:
+                return known.health, None
+            return None, None
+        if known is None:
+            return None, "backend health: not known yet; a live check is still running"
+        return known.health, (f"health checked {_ago(known.at)}; a live check is still "
+                              "running")
+
+    async def _check_health(self) -> bool:
+        """One health check; True when it finished (its result is ``known_health``)."""
+        building = self.adapter is None
+        try:
+            async with asyncio.timeout(self.settings.plugin.health_timeout_s):
+                if not await self._ensure_adapter():
+                    return False
+                assert self.adapter is not None
+                health = await self.adapter.health()
+        except Exception as exc:
+            self._note_error("build_provider" if building and self.adapter is None
+                             else "health", exc, retryable=True)
+            return False
+        self.known_health = KnownHealth(health, time.time())
+        return True
 
     def _outbox_lines(self, stats: OutboxStats | None, unreadable: str | None) -> list[str]:
         """The outbox's depth, the turns it could not take, failed rows and the remedy."""

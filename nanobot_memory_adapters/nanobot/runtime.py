@@ -54,11 +54,14 @@ from nanobot_memory_adapters.nanobot.settings import (
 from nanobot_memory_adapters.nanobot.state import (
     LOG,
     OUTBOX_FILE,
+    Activity,
     CacheEntry,
+    KnownHealth,
     LastError,
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.turn_line import RecallNote
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
@@ -126,6 +129,11 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self._exit_deadline: float | None = None
         self._exit_timeouts: set[asyncio.Timeout] = set()
         self._left_said = False
+        self.activity: Activity | None = None  # what the backend is busy with, if anything
+        self.known_health: KnownHealth | None = None
+        self._health_task: asyncio.Task[Any] | None = None
+        self.last_recall: RecallNote | None = None  # /memory-health's "last recall"
+        self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
         self._apply_settings()
         if provided is not None and self.status == "active":
             self.adapter = provided.adapter
@@ -221,6 +229,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         self._unsubscribe.append(self.bus.subscribe(self.on_shared_turn_persisted,
                                                     SessionTurnPersisted))
         seams.on_loop_close(self.loop, self.loop_closing)
+        seams.amend_replies(self.loop, self.turn_line_for)
+        seams.before_session_archive(self.loop, self.before_archive)
         seams.on_loop_start(self.loop, self._start)
 
     def _start(self) -> None:
@@ -265,6 +275,7 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
         memory = self.settings.memory
         assert memory is not None
         provider = self.provider
+        self.activity = Activity(f"starting provider '{provider}'", time.time())
         try:
             adapter = await asyncio.to_thread(self._build, memory)
         except (ConfigError, ImportError, ValidationError) as exc:
@@ -277,6 +288,8 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
             if not self.store_lock.report(provider, self.data_dir, exc, None):
                 logger.warning("{}: provider '{}' not available yet: {}", LOG, provider, exc)
             return False
+        finally:
+            self.activity = None
         if (self._closed or self.status != "active" or self.provider != provider
                 or self.adapter is not None):
             await adapter.aclose()  # closed or switched meanwhile
@@ -310,6 +323,10 @@ class MemoryPlugin(RecallMixin, DeliveryMixin, ReportsMixin, ForgetMixin, Backfi
             with contextlib.suppress(Exception):
                 unsubscribe()
         self._unsubscribe.clear()
+        if self._health_task is not None and not self._health_task.done():
+            # a check /memory-health left running: its thread is not abandoned at exit
+            await asyncio.wait({self._health_task},
+                               timeout=self.settings.plugin.health_timeout_s)
         if self._retry_task is not None:
             self._retry_task.cancel()
             with contextlib.suppress(BaseException):

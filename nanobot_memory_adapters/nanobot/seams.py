@@ -31,7 +31,7 @@ import asyncio
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -176,6 +176,53 @@ def on_loop_close(loop: Any, closing: Callable[[], None]) -> None:
         return await original(*args, **kwargs)
 
     loop.aclose = aclose
+
+
+def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None:
+    """Append ``line_for(channel, session_key)`` (when not None) to the reply of an LLM
+    turn, after nanobot has saved the session: the user sees it, the session history and
+    memory never do. Private seam: wraps the instance's ``_assemble_outbound`` (0.3.5;
+    commands build their replies elsewhere and get no line)."""
+    original = getattr(loop, "_assemble_outbound", None)
+    if original is None:
+        logger.warning("{}: this nanobot has no _assemble_outbound; the per-turn memory line "
+                       "is not shown", LOG_PREFIX)
+        return
+
+    def assemble(msg: Any, *args: Any, **kwargs: Any) -> Any:
+        outbound = original(msg, *args, **kwargs)
+        try:
+            line = line_for(msg.channel, msg.session_key)
+            if outbound is not None and line:
+                content = outbound.content or ""
+                outbound.content = f"{content}\n\n[{line}]" if content else f"[{line}]"
+        except Exception:  # the line is a courtesy: never fail the reply
+            logger.exception("{}: the per-turn memory line failed", LOG_PREFIX)
+        return outbound
+
+    loop._assemble_outbound = assemble
+
+
+def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) -> None:
+    """Await ``hook(session_key)`` before nanobot archives a session's messages: ``/new``
+    (in the background), ``/compact`` and idle auto-compaction all go through
+    ``Consolidator.archive_session`` in 0.3.5. Private seam: wraps the instance's
+    ``loop.consolidator.archive_session``; a hook failure never stops the archive."""
+    consolidator = getattr(loop, "consolidator", None)
+    original = getattr(consolidator, "archive_session", None)
+    if consolidator is None or original is None:
+        logger.warning("{}: this nanobot has no Consolidator.archive_session; queued turns "
+                       "are not delivered before it archives a session", LOG_PREFIX)
+        return
+
+    async def archive_session(session: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            await hook(session.key)
+        except Exception:
+            logger.exception("{}: delivering before the archive failed", LOG_PREFIX)
+        return await original(session, *args, **kwargs)
+
+    consolidator.archive_session = archive_session
 
 
 # -- system-prompt memory -------------------------------------------------------------------

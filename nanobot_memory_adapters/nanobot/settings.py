@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import string
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nanobot_memory_adapters.config import (
     ConfigError,
@@ -45,6 +46,14 @@ _TOP_LEVEL = ("memory", "nanobot")
 # Fields the templates may use besides string request attributes.
 TEMPLATE_FIELDS = ("channel", "chat_id", "sender_id", "session_key")
 
+
+# Turns that skip recall (``trivial_prompts``): see ``turn_line.is_trivial``.
+DEFAULT_TRIVIAL = [
+    r"(ok|okay|k|kk|thanks|thank you|thx|ty|cool|great|nice|sure|yes|no|yep|nope|"
+    r"got it|alright|fine|done|lol|hi|hello|bye)[.!?\s]*",
+    r"/\S*.*",  # slash commands (nanobot's own run before recall; the rest land here)
+    r"[\W_]+",  # only punctuation or emoji
+]
 
 class PluginSettings(BaseModel):
     """The plugin's own knobs (how it drives the provider inside nanobot)."""
@@ -67,9 +76,45 @@ class PluginSettings(BaseModel):
         default=600.0, gt=0, description="Per record_event call (in the background; an "
         "extracting backend on a small local model needs minutes for a cold prompt)."
     )
-    health_timeout_s: float = Field(default=10.0, gt=0)
+    health_timeout_s: float = Field(
+        default=10.0, gt=0, description="Longest a health check may run (in the background; "
+        "its result is kept and shown with its age)."
+    )
+    session_end_timeout_s: float = Field(
+        default=30.0, ge=0, description="Before nanobot archives or compacts a session "
+        "(/new, /compact, idle compaction), wait up to this long for its queued turns to "
+        "reach the backend (0: do not wait)."
+    )
+    health_live_s: float = Field(
+        default=0.5, gt=0, description="How long /memory-health waits for a live health "
+        "check before answering with the last known one (and what the plugin is doing)."
+    )
     retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")
     retry_max_s: float = Field(default=60.0, gt=0, description="Longest outbox retry delay.")
+    turn_line: bool = Field(
+        default=False, description="Add one line to each reply saying what memory did "
+        "(provider, items shown, tokens, latency, or skipped/unavailable). Shown to the user "
+        "only, never saved in the session or recorded."
+    )
+    turn_line_channels: list[str] = Field(
+        default_factory=list, description="Channels that get the per-turn line (empty: all)."
+    )
+    trivial_prompts: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TRIVIAL), description="Regular expressions "
+        "(case-insensitive, matched against the whole message) for turns that skip recall: "
+        "acknowledgements, slash commands. [] recalls on every turn."
+    )
+
+    @field_validator("trivial_prompts")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"trivial_prompts: {pattern!r} is not a regular expression "
+                                 f"({exc}); fix or remove it") from None
+        return patterns
     read_only: bool = Field(
         default=False, description="Start in read-only mode (/memory-mode read-only on|off)."
     )

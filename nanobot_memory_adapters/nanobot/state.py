@@ -6,6 +6,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from nanobot_memory_adapters.contract import BackendHealth
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.stats import percentile
 
@@ -51,6 +52,26 @@ class LastError:
     message: str
     retryable: bool
     store_locked: bool = False  # another process holds the embedded store
+
+
+@dataclass
+class Activity:
+    """What the plugin is doing with the backend right now (from its own state, so a
+    command can say it without asking the busy backend)."""
+
+    what: str
+    since: float  # time.time()
+
+    def line(self) -> str:
+        return f"busy: {self.what} for {max(0.0, time.time() - self.since):.0f} s"
+
+
+@dataclass
+class KnownHealth:
+    """The last finished health check, shown with its age while a new one is running."""
+
+    health: BackendHealth
+    at: float  # time.time()
 
 
 def ago(ts: float | None) -> str:

@@ -156,6 +156,9 @@ class LLMDouble:
     handlers: list[Handler] = field(default_factory=load_handlers)
     requests: list[dict[str, Any]] = field(default_factory=list)
     delay_s: float = 0.0
+    # ``GET /v1/models`` answers after this long: a busy one-slot local server, as a
+    # backend's health probe meets it.
+    models_delay_s: float = 0.0
     # Like a real server: an answer longer than the request's max_tokens is cut there and
     # finishes with "length" (a JSON answer then no longer parses).
     honour_max_tokens: bool = True
@@ -229,6 +232,10 @@ class LLMDouble:
 
     # -- endpoints -------------------------------------------------------------------
     async def _models(self, request: Request) -> JSONResponse:
+        if self.models_delay_s:
+            import asyncio
+
+            await asyncio.sleep(self.models_delay_s)
         return JSONResponse({"object": "list", "data": [{"id": "double", "object": "model"}]})
 
     async def _embeddings(self, request: Request) -> JSONResponse:
