@@ -129,8 +129,11 @@ class ReportsMixin(PluginState):
             lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
             store_locked = store_locked or e.store_locked
         elif stats is not None and stats.last_error:
-            # an earlier process's delivery error, kept on the outbox row
+            # an earlier process's delivery error, kept on the outbox row (while this
+            # process's own health check is still running, it is what says the store is
+            # held by another process)
             lines.append(f"last error: record (outbox): {stats.last_error[:300]}")
+            store_locked = raw_mentions_lock_contention({"message": stats.last_error})
         else:
             lines.append("last error: none")
         if store_locked:
