@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -200,7 +201,13 @@ class ReportsMixin(PluginState):
             lines.append(outbox)
         kept = self.unqueued.turns()
         if kept:
-            problem = self.unqueued.problem or "being written"
+            problem = self.unqueued.problem
+            if problem is None and stats is None and unreadable and unreadable.startswith("busy"):
+                # the writer is still waiting for the SQLite write lock (it has not timed
+                # out yet), which is also why the outbox cannot be read within the bound
+                problem = describe_failure(self.outbox.path,
+                                           sqlite3.OperationalError("database is locked"))
+            problem = problem or "being written"
             lines.append(f"{kept} turns not queued (kept in this process's memory and "
                          f"retried; lost if it is killed before then): {problem}")
         backfill = self.backfill_line()
