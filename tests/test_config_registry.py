@@ -185,7 +185,7 @@ def test_config_example_blocks_validate_against_their_providers(tmp_path):
         cls = registry.provider_class(specs[name])
         cls.config_model.model_validate(resolve_block(name, block, nanobot))
         checked.append(name)
-    assert {"mem0", "graphiti", "honcho", "memos"} <= set(checked)
+    assert {"mem0", "graphiti", "honcho", "memos", "mcp", "bm25"} <= set(checked)
 
 
 def test_scope_key_is_injective():
