@@ -36,6 +36,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.people import flagged_shared
 from nanobot_memory_adapters.nanobot.turns import event_from_messages
 
 IN_FLIGHT = "backfill: in flight"
@@ -123,6 +124,9 @@ def plan_backfill(
         # see live has no known sender.
         several = len({who for _, _, who in senders.values()} | ({sender_id} if known
                                                                   else set())) > 1
+        # ...or the chat is a group by its id (a negative Telegram chat id), even if only
+        # one member spoke while the plugin watched: the others' turns are never guessed
+        several = several or flagged_shared(channel, chat_id, None)
         delivered = outbox.delivered_turns(provider, key)
         queued = outbox.queued_turns(provider, key)
         plan.sessions += 1

@@ -163,7 +163,8 @@ class DeliveryMixin(PluginState):
                 try:
                     added = await asyncio.to_thread(
                         self.outbox.enqueue, write.provider, write.event, write.session_key,
-                        write.identity, wait_s=wait_s, open_turn=write.open_turn)
+                        write.identity, wait_s=wait_s, open_turn=write.open_turn,
+                        skip_forgotten=True)
                 except OUTBOX_ERRORS as exc:
                     self._outbox_failed(exc)
                     return False

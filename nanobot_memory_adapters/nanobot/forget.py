@@ -79,7 +79,10 @@ class ForgetMixin(PluginState):
         assert adapter is not None
         build = provider_builder(self.settings.raw, self.settings.path,
                                  self._nanobot_config(), exclude=self.provider)
-        async with self._lock():  # no delivery of this process in between
+        # no write and no delivery of this process in between: a turn still being written
+        # would otherwise land after the forget (writes lock first, as the drain takes it)
+        async with self._writes_lock(), self._lock():
+            self.unqueued.drop_scope(scope.key)
             outcome = await forget_scope(adapter, self.outbox, scope, provider=self.provider,
                                          build=build)
         self.cache.clear()

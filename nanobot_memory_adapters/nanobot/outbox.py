@@ -223,17 +223,44 @@ class OutboxStats:
     open: int = 0  # turns whose reply has not come yet (the user's half is kept)
 
 
-def _alive(pid: int | None) -> bool:
-    """Whether process ``pid`` still runs (on this machine; the outbox is local)."""
-    if not pid:
-        return False
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22), or
+    None where /proc cannot say."""
     try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_token(pid: int | None = None) -> str:
+    """Who owns an ``open`` row: ``pid:start``. A pid alone is reused (after a restart a
+    container's nanobot is pid 1 again), so the start time tells the processes apart."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_started(pid) or ''}"
+
+
+def _alive(owner: int | str | None) -> bool:
+    """Whether the process that owns a row still runs (on this machine; the outbox is
+    local): the same pid *and* the same start time (rows from before tokens: pid only)."""
+    if owner in (None, ""):
+        return False
+    pid_text, _, started = str(owner).partition(":")
+    try:
+        pid = int(pid_text)
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ValueError, ProcessLookupError):
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not started or _started(pid) in (None, started)
+
+
+def _forgotten_since(db: sqlite3.Connection, event: MemoryEvent) -> bool:
+    """Whether ``event``'s scope was forgotten at or after the turn was said."""
+    row = db.execute("SELECT forgotten_at FROM forgotten_scope WHERE scope_key=?",
+                     (event.scope().key,)).fetchone()
+    return row is not None and event.timestamp.timestamp() <= row[0]
 
 
 class Outbox:
@@ -311,8 +338,11 @@ class Outbox:
     # -- writes ----------------------------------------------------------------------
     def enqueue(self, provider: str, event: MemoryEvent, session_key: str,
                 identity: tuple[str, str, str | None] | None = None, *,
-                wait_s: float | None = None, open_turn: bool = False) -> bool:
-        """Append ``event``; False when this provider already has that ``event_id``.
+                wait_s: float | None = None, open_turn: bool = False,
+                skip_forgotten: bool = False) -> bool:
+        """Append ``event``; False when this provider already has that ``event_id``
+        (or, with ``skip_forgotten``, when its scope was forgotten after the turn was said:
+        a turn still being written when ``/memory-forget`` ran is not stored after it).
         ``identity`` (channel, chat id, sender id) is remembered for the session in the
         same transaction: nanobot's session files do not say who spoke, and a later
         backfill maps the session's turns to the same scope as the live ones.
@@ -322,10 +352,13 @@ class Outbox:
         ``open`` row in place (the full turn, ``pending``) and returns True.
         ``wait_s`` bounds the wait for the write lock (raises ``sqlite3.OperationalError``
         "database is locked" after it)."""
-        status, owner = ("open", os.getpid()) if open_turn else ("pending", None)
+        status, owner = ("open", process_token()) if open_turn else ("pending", None)
         with self._locked(wait_s) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
+                if skip_forgotten and _forgotten_since(db, event):
+                    db.execute("COMMIT")
+                    return False
                 cur = db.execute(
                     "INSERT INTO outbox (provider, event_id, session_key, payload, status, "
                     "owner, enqueued_at) VALUES (?,?,?,?,?,?,?) "
@@ -353,7 +386,7 @@ class Outbox:
         """This process's ``open`` rows (a turn nanobot never persisted)."""
         rows = self._exec("SELECT seq, provider, event_id, session_key, payload, attempts, "
                           "enqueued_at FROM outbox WHERE status='open' AND owner=? "
-                          "ORDER BY seq", (os.getpid(),))
+                          "ORDER BY seq", (process_token(),))
         return [OutboxRow(*r) for r in rows]
 
     def promote(self, seq: int, event: MemoryEvent) -> None:

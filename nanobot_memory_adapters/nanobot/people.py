@@ -53,13 +53,22 @@ def is_person(sender_id: str | None, metadata: Mapping[str, Any] | None,
 
 def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | None) -> bool:
     """The channel says this chat is a group: ``is_group`` (Telegram, WhatsApp, Signal,
-    NapCat, Mochat), ``chat_type`` (Feishu, WeCom), or a negative Telegram chat id."""
+    NapCat, Mochat), ``chat_type`` (Feishu, WeCom), a Discord ``guild_id`` (None in a DM),
+    Slack's or Mattermost's ``channel_type`` other than a DM (``im`` / ``dm``), or a
+    negative Telegram chat id (nanobot 0.3.5's inbound metadata)."""
     meta = metadata or {}
     if meta.get("is_group") is True:
         return True
     chat_type = meta.get("chat_type")
     if isinstance(chat_type, str) and chat_type.lower() in _SHARED_CHAT_TYPES:
         return True
+    if channel == "discord" and meta.get("guild_id"):
+        return True
+    for name, direct in (("slack", "im"), ("mattermost", "dm")):
+        nested = meta.get(name)
+        kind = nested.get("channel_type") if isinstance(nested, Mapping) else None
+        if channel == name and isinstance(kind, str) and kind and kind != direct:
+            return True
     return channel == "telegram" and chat_id.startswith("-")
 
 

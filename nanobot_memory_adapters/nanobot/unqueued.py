@@ -51,6 +51,12 @@ class UnqueuedTurns:
                 del self.writes[i]
                 return
 
+    def drop_scope(self, scope_key: str) -> int:
+        """Forget: the kept writes of a forgotten scope go too; how many."""
+        before = len(self.writes)
+        self.writes = [w for w in self.writes if w.event.scope().key != scope_key]
+        return before - len(self.writes)
+
     def turns(self) -> int:
         """Distinct turns waiting (a user half and its whole turn count once)."""
         return len({(w.provider, w.event.event_id) for w in self.writes})

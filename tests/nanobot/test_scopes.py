@@ -273,24 +273,68 @@ async def test_a_group_member_never_sees_another_members_private_memory(
     assert not any("memory-context" in json.dumps(m) for m in session.messages)
 
 
-async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person_speaks(
-        home, llm_double):
-    """A Discord channel carries no group flag in nanobot 0.3.5: the plugin recognises it
-    when a second person speaks, and from then on the group's history holds no recall."""
+async def channel_turn(loop: Any, channel: str, chat: str, sender: str, text: str,
+                       metadata: dict[str, Any]) -> str:
+    """A turn as a channel delivers it: nanobot's InboundMessage with the channel's own
+    metadata (``process_direct`` carries none)."""
+    from nanobot.bus.events import InboundMessage
+
+    msg = InboundMessage(channel=channel, sender_id=sender, chat_id=chat, content=text,
+                         media=[], metadata=metadata)
+    reply = await loop._process_message(msg, session_key=f"{channel}:{chat}")
+    return reply.content if reply is not None else ""
+
+
+async def test_a_discord_guild_channel_is_a_group_from_its_first_turn(home, llm_double):
+    """nanobot's Discord channel sets ``guild_id`` (None in a DM): no personal recall rides
+    on Ann's group turn, so Ben's first turn replays nothing of hers."""
     home.write_memory(_memory("full_history"))
     loop = home.loop()
     plugin = _plugin(loop)
-    await talk(loop, "discord", "dm-ann", "ann", f"Remember this: {SECRET}.")
+    await channel_turn(loop, "discord", "dm-ann", "ann", f"Remember this: {SECRET}.",
+                       {"guild_id": None, "message_id": "1"})
     assert await plugin.flush() == 0
-    await talk(loop, "discord", "guild-chan", "ann", "What is my codename, team?")
-    await talk(loop, "discord", "guild-chan", "ben", "Ben says hello.")
+    guild = {"guild_id": "4242", "message_id": "2"}
+    await channel_turn(loop, "discord", "guild-chan", "ann", "What is my codename, team?",
+                       guild)
+    assert "ZEBRA" not in agent_request(llm_double, "What is my codename, team?").all_text
+    await channel_turn(loop, "discord", "guild-chan", "ben", "Ben says hello.", guild)
+    assert "ZEBRA" not in agent_request(llm_double, "Ben says hello.").all_text
+    # the DM still recalls Ann's own memory
+    await channel_turn(loop, "discord", "dm-ann", "ann", "And my codename in here?",
+                       {"guild_id": None, "message_id": "3"})
+    assert "ZEBRA" in agent_request(llm_double, "And my codename in here?").all_text
+
+
+def test_slack_and_mattermost_channel_types_mark_groups():
+    from nanobot_memory_adapters.nanobot.people import flagged_shared
+
+    assert flagged_shared("slack", "C1", {"slack": {"channel_type": "channel"}})
+    assert not flagged_shared("slack", "D1", {"slack": {"channel_type": "im"}})
+    assert flagged_shared("mattermost", "c", {"mattermost": {"channel_type": "public"}})
+    assert not flagged_shared("mattermost", "d", {"mattermost": {"channel_type": "dm"}})
+    assert flagged_shared("discord", "c", {"guild_id": "1"})
+    assert not flagged_shared("discord", "c", {"guild_id": None})
+
+
+async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person_speaks(
+        home, llm_double):
+    """A Matrix room carries no group flag in nanobot 0.3.5: the plugin recognises it when
+    a second person speaks, and from then on the group's history holds no recall."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await talk(loop, "matrix", "dm-ann", "ann", f"Remember this: {SECRET}.")
+    assert await plugin.flush() == 0
+    await talk(loop, "matrix", "room-1", "ann", "What is my codename, team?")
+    await talk(loop, "matrix", "room-1", "ben", "Ben says hello.")
     # the documented limit: Ben's first turn replays what Ann's turn carried, once
     assert "ZEBRA" in agent_request(llm_double, "Ben says hello.").all_text
-    session = loop.sessions.get_or_create("discord:guild-chan")
+    session = loop.sessions.get_or_create("matrix:room-1")
     assert not any("memory-context" in json.dumps(m) for m in session.messages)
-    await talk(loop, "discord", "guild-chan", "ben", "Ben asks: any PIN?")
+    await talk(loop, "matrix", "room-1", "ben", "Ben asks: any PIN?")
     assert "4471" not in agent_request(llm_double, "Ben asks: any PIN?").all_text
-    await talk(loop, "discord", "guild-chan", "ann", "Ann asks again, my codename?")
+    await talk(loop, "matrix", "room-1", "ann", "Ann asks again, my codename?")
     assert "ZEBRA" not in agent_request(llm_double, "Ann asks again").all_text  # now a group
 
 
