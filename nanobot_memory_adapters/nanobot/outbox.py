@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 from nanobot_memory_adapters.events import MemoryEvent
+from nanobot_memory_adapters.processes import process_token, token_alive
 from nanobot_memory_adapters.scope import MemoryScope
 
 _SCHEMA = """
@@ -223,37 +224,6 @@ class OutboxStats:
     open: int = 0  # turns whose reply has not come yet (the user's half is kept)
 
 
-def _started(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22), or
-    None where /proc cannot say."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-def process_token(pid: int | None = None) -> str:
-    """Who owns an ``open`` row: ``pid:start``. A pid alone is reused (after a restart a
-    container's nanobot is pid 1 again), so the start time tells the processes apart."""
-    pid = os.getpid() if pid is None else pid
-    return f"{pid}:{_started(pid) or ''}"
-
-
-def _alive(owner: int | str | None) -> bool:
-    """Whether the process that owns a row still runs (on this machine; the outbox is
-    local): the same pid *and* the same start time (rows from before tokens: pid only)."""
-    if owner in (None, ""):
-        return False
-    pid_text, _, started = str(owner).partition(":")
-    try:
-        pid = int(pid_text)
-        os.kill(pid, 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        pass
-    return not started or _started(pid) in (None, started)
 
 
 def _forgotten_since(db: sqlite3.Connection, event: MemoryEvent) -> bool:
@@ -380,7 +350,7 @@ class Outbox:
         never came (the process was killed while the model answered)."""
         rows = self._exec("SELECT seq, provider, event_id, session_key, payload, attempts, "
                           "enqueued_at, owner FROM outbox WHERE status='open' ORDER BY seq")
-        return [OutboxRow(*r[:7]) for r in rows if not _alive(r[7])]
+        return [OutboxRow(*r[:7]) for r in rows if not token_alive(r[7])]
 
     def own_open_turns(self) -> list[OutboxRow]:
         """This process's ``open`` rows (a turn nanobot never persisted)."""

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import plugin_for
-from nanobot_memory_adapters.nanobot.outbox import Outbox, process_token
+from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.unqueued import Write
+from nanobot_memory_adapters.processes import process_token
 from nanobot_memory_adapters.scope import MemoryScope
 from tests.nanobot.conftest import say
 

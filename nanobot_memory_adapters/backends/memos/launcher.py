@@ -130,23 +130,6 @@ def home_lock(home: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child still answers kill(0); treat it as dead
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

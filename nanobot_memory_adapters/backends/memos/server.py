@@ -52,7 +52,6 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     default_venv,
     free_port,
     home_lock,
-    pid_alive,
     port_in_use,
     read_state,
     tail,
@@ -71,6 +70,7 @@ from nanobot_memory_adapters.backends.memos.services import (
     terminate,
 )
 from nanobot_memory_adapters.logs import logger
+from nanobot_memory_adapters.processes import pid_alive
 from nanobot_memory_adapters.redaction import redact
 
 # --------------------------------------------------------------------------- server

@@ -23,11 +23,11 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     MemosServerError,
     default_venv,
     free_port,
-    pid_alive,
     port_in_use,
     tail,
 )
 from nanobot_memory_adapters.logs import logger
+from nanobot_memory_adapters.processes import pid_alive
 
 # --------------------------------------------------------------------------- provisioning
 
