@@ -27,7 +27,13 @@ class ExitSafeExecutor(ThreadPoolExecutor):
         self.grace_s = grace_s
 
     def _adjust_thread_count(self) -> None:
-        # A thread inherits ``daemon`` from the thread that creates it: create workers
+        # The pool's own first checks, here so a submit an idle worker takes (or a full
+        # pool) does not pay for a helper thread: an idle worker takes the job.
+        if self._idle_semaphore.acquire(timeout=0):  # type: ignore[attr-defined]
+            return
+        if len(self._threads) >= self._max_workers:  # type: ignore[attr-defined]
+            return
+        # A thread inherits ``daemon`` from the thread that creates it: create the worker
         # from a short-lived daemon thread (the pool's own logic, unchanged).
         helper = threading.Thread(target=super()._adjust_thread_count, daemon=True)
         helper.start()

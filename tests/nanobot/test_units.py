@@ -320,3 +320,33 @@ def test_a_whole_turn_arriving_while_its_user_half_is_written_is_kept():
     kept.written(other)
     kept.written(whole)
     assert kept.writes == []
+
+
+async def test_the_exit_safe_executor_starts_threads_only_when_it_needs_a_worker():
+    """Its workers are daemons (created from a helper thread); a call an idle worker can
+    take must not start a helper (it once started one per call, for every to_thread of
+    nanobot's whole process)."""
+    import asyncio
+    import threading
+
+    from nanobot_memory_adapters.nanobot.exit_executor import ExitSafeExecutor
+
+    executor = ExitSafeExecutor()
+    loop = asyncio.get_running_loop()
+    started = 0
+    start = threading.Thread.start
+
+    def counting(thread: threading.Thread) -> None:
+        nonlocal started
+        started += 1
+        start(thread)
+
+    threading.Thread.start = counting  # type: ignore[method-assign]
+    try:
+        for _ in range(200):
+            await loop.run_in_executor(executor, lambda: None)
+    finally:
+        threading.Thread.start = start  # type: ignore[method-assign]
+        executor.shutdown(wait=True)
+    assert started <= 4, started  # a helper and a worker for the first call, not 400
+    assert all(t.daemon for t in executor._threads)  # type: ignore[attr-defined]
