@@ -10,8 +10,9 @@ and delivers the user's message alone. A background pass (tracked by nanobot, fl
 The reply never waits for the outbox or the backend: writes run in the background; one
 the outbox cannot take (locked, full or read-only disk, damaged file) is kept in memory
 (``unqueued.py``) and retried. A write that was not accepted by the backend stays pending
-(retryable) or is parked (not). When the loop closes, delivery gets ``EXIT_DELIVERY_S``
-more seconds; what is left stays in the outbox for the next process (one line says so).
+(retryable) or is parked (not). When the loop closes, delivery gets ``exit_delivery_s``
+(memory.json ``nanobot``, default 3) more seconds; what is left stays in the outbox for the
+next process (one line says so).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ WRITE_WAIT_S = 2.0
 #: it replies): a held lock costs the reply this much, never the 30 s it once did.
 REPLY_WAIT_S = 0.25
 #: How long delivery may go on once the AgentLoop closes (``nanobot agent -m``, ``exit``).
-EXIT_DELIVERY_S = 3.0
 
 
 def turn_event_id(session_key: str, turn_id: str) -> str:
@@ -302,13 +302,13 @@ class DeliveryMixin(PluginState):
 
     # -- the end of the process ------------------------------------------------------
     def loop_closing(self) -> None:
-        """``AgentLoop.aclose`` begins: delivery gets ``EXIT_DELIVERY_S`` more seconds."""
+        """``AgentLoop.aclose`` begins: delivery gets ``exit_delivery_s`` more seconds."""
         if self._exit_deadline is None:
-            self._exit_deadline = time.monotonic() + EXIT_DELIVERY_S
+            self._exit_deadline = time.monotonic() + self.settings.plugin.exit_delivery_s
         if self._retry_task is not None:
             self._retry_task.cancel()  # nothing waits out a backoff at exit
         with contextlib.suppress(RuntimeError):
-            when = asyncio.get_running_loop().time() + EXIT_DELIVERY_S
+            when = asyncio.get_running_loop().time() + self.settings.plugin.exit_delivery_s
             for cm in list(self._exit_timeouts):  # a write already waiting on the backend
                 if cm.when() is None or cm.when() > when:  # type: ignore[operator]
                     cm.reschedule(when)
@@ -356,7 +356,7 @@ class DeliveryMixin(PluginState):
             if kept:
                 what += f", {kept} not queued ({self.unqueued.problem})"
             logger.warning("{}: delivery stopped {:.0f}s after exit began: {}; the next nanobot "
-                           "process delivers them", LOG, EXIT_DELIVERY_S, what)
+                           "process delivers them", LOG, self.settings.plugin.exit_delivery_s, what)
 
     async def _deliver(self, row: OutboxRow) -> bool:
         """True when the row is settled (delivered or parked); False to stop and retry later.

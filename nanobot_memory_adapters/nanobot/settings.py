@@ -76,6 +76,11 @@ class PluginSettings(BaseModel):
         default=600.0, gt=0, description="Per record_event call (in the background; an "
         "extracting backend on a small local model needs minutes for a cold prompt)."
     )
+    exit_delivery_s: float = Field(
+        default=3.0, ge=0, description="When nanobot closes (a one-shot `nanobot agent -m`, "
+        "Ctrl-C), keep delivering queued turns this long; what is left stays in the outbox "
+        "for the next process."
+    )
     health_timeout_s: float = Field(
         default=10.0, gt=0, description="Longest a health check may run (in the background; "
         "its result is kept and shown with its age)."

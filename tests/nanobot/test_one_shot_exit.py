@@ -77,7 +77,7 @@ def test_one_shot_exits_within_seconds_with_a_write_stuck_in_mem0(home, stuck_ll
                                         "You said: My umbrella is yellow.")
     assert code == 0, err[-20:]
     said = [at for at, line in err if "left in the outbox" in line]
-    # one line, once delivery stopped (EXIT_DELIVERY_S = 3 s after nanobot closes)
+    # one line, once delivery stopped (exit_delivery_s, default 3 s after nanobot closes)
     assert len(said) == 1 and said[0] < 6, err[-20:]
     # delivery's share of the exit (the stuck thread abandoned 1 s later), beyond what
     # ending such a process costs by itself

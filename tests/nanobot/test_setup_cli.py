@@ -61,6 +61,10 @@ async def test_setup_then_one_turn_gives_mem0_on_nanobots_own_model(fresh, llm_d
     # the connection test ran in a temporary store, not in the user's
     assert not (fresh.root / "memory-adapters").exists()
 
+    # Each one-shot run delivers its turn before it returns (the 3 s default exit window is
+    # too short for mem0's first write on a loaded CI machine; the turn would then wait
+    # in the outbox for a later process).
+    fresh.write_memory({**fresh.read_memory(), "nanobot": {"exit_delivery_s": 120}})
     first = reply_of(fresh.cli("My sister Ana lives in Porto."))
     assert "You said: My sister Ana lives in Porto." in first
     answer = reply_of(fresh.cli("Where does my sister live?"))
