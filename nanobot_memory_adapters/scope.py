@@ -46,6 +46,9 @@ def refuse_control_chars(value: str, *, field: str = "id") -> str:
     return value
 
 
+MAX_ID_CHARS = 200
+
+
 def check_scope_id(value: str, *, field: str = "id") -> str:
     """Return ``value`` if it is safe to send to a backend as an id, else raise ValueError."""
     if not isinstance(value, str):
@@ -60,8 +63,8 @@ def check_scope_id(value: str, *, field: str = "id") -> str:
             f"{field} {value!r} contains a wildcard character (* ? % or NUL) that a backend "
             "could read as match-all; use a plain id"
         )
-    if len(value) > 200:
-        raise ValueError(f"{field} is longer than 200 characters; use a shorter id")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{field} is longer than {MAX_ID_CHARS} characters; use a shorter id")
     return value
 
 
@@ -139,4 +142,6 @@ def plain_id(raw: str) -> str:
     if legacy == raw:
         return raw
     digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{legacy}{HASH_MARK}{digest}"
+    # the readable part is cut so the id stays within MAX_ID_CHARS (the hash keeps it unique)
+    readable = legacy[:MAX_ID_CHARS - len(HASH_MARK) - len(digest)]
+    return f"{readable}{HASH_MARK}{digest}"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +32,12 @@ from nanobot_memory_adapters.nanobot import exit_executor, seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import LOG, Activity
-from nanobot_memory_adapters.nanobot.turns import build_event, event_from_messages, turn_messages
+from nanobot_memory_adapters.nanobot.turns import (
+    build_event,
+    event_from_messages,
+    turn_event_id,
+    turn_messages,
+)
 from nanobot_memory_adapters.nanobot.unqueued import Write
 
 #: How long a write on the turn's path waits for the outbox's write lock before the turn
@@ -43,13 +47,6 @@ WRITE_WAIT_S = 2.0
 #: it replies): a held lock costs the reply this much, never the 30 s it once did.
 REPLY_WAIT_S = 0.25
 #: How long delivery may go on once the AgentLoop closes (``nanobot agent -m``, ``exit``).
-
-
-def turn_event_id(session_key: str, turn_id: str) -> str:
-    """The event id of a live turn (as ``build_event`` derives it): the user half written
-    at arrival and the whole turn written after the reply share it, so a turn is one row."""
-    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
-    return f"nb-{digest}"
 
 
 class DeliveryMixin(PluginState):

@@ -12,8 +12,9 @@ provider and delivered by the plugin like any turn.
 An old name that is still someone's scope (``jos`` kept ``discord-jos``, which also holds
 ``josé``'s old turns) is *shared*: its owner would keep seeing the others' turns. With
 ``reset_shared`` such a scope is emptied through the provider's own deletion and its
-owner's turns are queued into it again. Other old names are left as they are (nobody's
-scope any more; ``nanobot-memory forget`` deletes them).
+owner's turns are queued into it again (a run stopped part-way is finished by the next
+one, which queues the copies still missing without emptying it again). Other old names
+are left as they are (nobody's scope any more; ``nanobot-memory forget`` deletes them).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Migration:
     shared: dict[str, list[MemoryEvent]] = field(default_factory=lambda: defaultdict(list))
     reset: list[str] = field(default_factory=list)  # shared scopes emptied and re-filled
     refiled: int = 0  # owners' turns queued again into their emptied scope
+    # shared scopes an interrupted earlier run emptied and did not finish re-filling
+    resumed: list[str] = field(default_factory=list)
     _scopes: dict[str, MemoryScope] = field(default_factory=dict)
 
 
@@ -57,12 +60,23 @@ def _copy(event: MemoryEvent, scope: MemoryScope, session_id: str, why: str) -> 
     })
 
 
-def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> tuple[
-        Migration, list[MemoryEvent], dict[str, list[MemoryEvent]]]:
-    """(counts, copies to queue under new scopes, owners' copies per shared old scope)."""
+@dataclass
+class Plan:
+    """What a migration queues: copies under new scopes; per shared old scope, the owner's
+    copies to queue after emptying it (``refile``) or, when an earlier run emptied it and
+    stopped part-way, the copies it did not queue yet (``resume``: no second emptying)."""
+
+    result: Migration
+    moves: list[MemoryEvent]
+    refile: dict[str, list[MemoryEvent]]
+    resume: dict[str, list[MemoryEvent]]
+
+
+def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> Plan:
+    """Which turns move where; nothing is queued."""
     result = Migration()
     rows = outbox.rows(provider)
-    known = {row["event_id"] for row in rows}
+    known = {row["event_id"]: float(row["enqueued_at"]) for row in rows}
     moves: list[MemoryEvent] = []
     staying: dict[str, list[tuple[MemoryEvent, MemoryScope, str]]] = defaultdict(list)
     for row in rows:
@@ -99,11 +113,24 @@ def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> tuple[
             result.moved += 1
             moves.append(moved)
     refile: dict[str, list[MemoryEvent]] = {}
+    resume: dict[str, list[MemoryEvent]] = {}
     for old in result.old_scopes:
-        copies = [_copy(e, s, sid, "refiled") for e, s, sid in staying.get(old, ())]
-        if copies and not any(c.event_id in known for c in copies):  # not done before
-            refile[old] = result.shared[old] = copies
-    return result, moves, refile
+        pairs = [(e, _copy(e, s, sid, "refiled")) for e, s, sid in staying.get(old, ())]
+        done = [known[c.event_id] for _, c in pairs if c.event_id in known]
+        if not done:  # never emptied (or emptied and nothing queued: emptying again is safe)
+            if pairs:
+                refile[old] = result.shared[old] = [c for _, c in pairs]
+            continue
+        # Emptied when its first copy was queued: the owner's turns queued before that are
+        # gone from the backend unless their copy was queued; later turns were stored there
+        # after the emptying and need no copy.
+        emptied_at = min(done)
+        missing = [c for e, c in pairs if c.event_id not in known
+                   and known.get(e.event_id, emptied_at) < emptied_at]
+        if missing:
+            resume[old] = result.shared[old] = missing
+            result.resumed.append(old)
+    return Plan(result, moves, refile, resume)
 
 
 async def migrate(outbox: Outbox, memory: MemoryConfig, provider: str, *,
@@ -111,17 +138,25 @@ async def migrate(outbox: Outbox, memory: MemoryConfig, provider: str, *,
     """Queue every turn recorded under an old scope name under its person's scope. With
     ``adapter`` (``reset_shared``), empty each shared old scope first and queue its
     owner's turns into it again; without, shared scopes are only reported."""
-    result, moves, refile = plan(outbox, memory, provider)
+    todo = plan(outbox, memory, provider)
+    result = todo.result
     if dry_run:
         return result
-    for event in moves:
+    for event in todo.moves:
         outbox.enqueue(provider, event, str((event.metadata or {}).get("session_key")))
+    # An earlier run emptied these and stopped part-way: their owner's turns are missing
+    # from the backend until queued, so this needs no --reset-shared (nothing is deleted).
+    for copies in todo.resume.values():
+        result.refiled += _queue(outbox, provider, copies)
     if adapter is None:
         return result
-    for old, copies in refile.items():
+    for old, copies in todo.refile.items():
         await adapter.reset_scope(result._scopes[old])
         result.reset.append(old)
-        for event in copies:
-            if outbox.enqueue(provider, event, str((event.metadata or {}).get("session_key"))):
-                result.refiled += 1
+        result.refiled += _queue(outbox, provider, copies)
     return result
+
+
+def _queue(outbox: Outbox, provider: str, events: list[MemoryEvent]) -> int:
+    return sum(outbox.enqueue(provider, event, str((event.metadata or {}).get("session_key")))
+               for event in events)

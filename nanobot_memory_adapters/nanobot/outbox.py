@@ -89,7 +89,10 @@ CREATE TABLE IF NOT EXISTS session_identity (
 #   queued on arrival and completed in place (or promoted after a crash) moves to the
 #   time of the completed turn's first message, which is what backfill looks up.
 # - ``forgotten_scope``: scopes forgotten and when; backfill does not bring them back.
-# The two INSERTs at the end carry an older outbox's rows over (idempotent).
+# The two INSERTs at the end carry an older outbox's rows over (idempotent). A turn may be
+# held under two scopes (``migrate-scopes`` copies it to its person's new scope), so the
+# scope is part of ``delivered_turn``'s key; an older table without it is rebuilt
+# (``_LEDGER_REKEY``), or forget would not see a provider holding the copy.
 _LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS delivered_turn (
     provider TEXT NOT NULL,
@@ -97,7 +100,7 @@ CREATE TABLE IF NOT EXISTS delivered_turn (
     turn_at TEXT NOT NULL,
     run_id TEXT NOT NULL,
     persona_id TEXT NOT NULL,
-    PRIMARY KEY (provider, session_key, turn_at)
+    PRIMARY KEY (provider, session_key, turn_at, run_id, persona_id)
 );
 CREATE TABLE IF NOT EXISTS turn_sender (
     session_key TEXT NOT NULL,
@@ -142,6 +145,23 @@ INSERT OR IGNORE INTO turn_sender SELECT session_key, json_extract(payload, '$.t
     json_extract(payload, '$.metadata.channel'), json_extract(payload, '$.metadata.chat_id'),
     json_extract(payload, '$.metadata.sender_id') FROM outbox
     WHERE event_id NOT LIKE 'nb-bf-%';
+"""
+
+_LEDGER_REKEY = """
+BEGIN IMMEDIATE;
+DROP TRIGGER IF EXISTS ledger_delivered;
+ALTER TABLE delivered_turn RENAME TO delivered_turn_before_rekey;
+CREATE TABLE delivered_turn (
+    provider TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    turn_at TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    persona_id TEXT NOT NULL,
+    PRIMARY KEY (provider, session_key, turn_at, run_id, persona_id)
+);
+INSERT OR IGNORE INTO delivered_turn SELECT * FROM delivered_turn_before_rekey;
+DROP TABLE delivered_turn_before_rekey;
+COMMIT;
 """
 
 
@@ -266,6 +286,10 @@ class Outbox:
                 db.execute("PRAGMA synchronous=FULL")
                 db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
                 db.executescript(_SCHEMA)
+                keyed = [row[1] for row in db.execute("PRAGMA table_info(delivered_turn)")
+                         if row[5]]
+                if keyed and "persona_id" not in keyed:  # an outbox from before the rekey
+                    db.executescript(_LEDGER_REKEY)
                 db.executescript(_LEDGER_SCHEMA)
                 columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
                 if "owner" not in columns:  # outboxes from before open turns
@@ -427,17 +451,18 @@ class Outbox:
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
             try:
-                gone: list[tuple[int, MemoryEvent]] = []
-                for seq, payload in db.execute("SELECT seq, payload FROM outbox").fetchall():
-                    event = MemoryEvent.model_validate_json(payload)
-                    if event.scope().key == scope_key:
-                        gone.append((seq, event))
-                db.executemany("DELETE FROM outbox WHERE seq=?", [(seq,) for seq, _ in gone])
+                # the scope's ids in SQL (``MemoryScope.key``), so the write lock is held
+                # for one statement, not for parsing every row in Python
+                where = ("WHERE replace(json_extract(payload, '$.run_id'), '/', '%2F') || '/' "
+                         "|| replace(json_extract(payload, '$.user_id'), '/', '%2F') = ?")
+                payloads = [p for (p,) in db.execute(
+                    f"SELECT payload FROM outbox {where} ORDER BY seq", (scope_key,))]
+                db.execute(f"DELETE FROM outbox {where}", (scope_key,))
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        return [event for _, event in gone]
+        return [MemoryEvent.model_validate_json(p) for p in payloads]
 
     def _prune(self, db: sqlite3.Connection) -> None:
         """Delete all but the newest ``keep_delivered`` delivered rows (a full-table scan)."""

@@ -60,7 +60,7 @@ def migrate_scopes(
             "not_a_person": result.no_person, "unreadable": result.unreadable,
             "old_scopes": {old: sorted(new) for old, new in sorted(result.old_scopes.items())},
             "shared_old_scopes": {old: len(ev) for old, ev in sorted(result.shared.items())},
-            "reset": result.reset, "refiled": result.refiled}
+            "reset": result.reset, "resumed": result.resumed, "refiled": result.refiled}
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -75,8 +75,12 @@ def migrate_scopes(
     for old in result.reset:
         console.print(f"  {old}: emptied, its owner's {len(result.shared[old])} turn(s) "
                       "queued into it again", highlight=False, soft_wrap=True)
+    for old in result.resumed:
+        console.print(f"  {old}: emptied by an earlier run that stopped part-way; its "
+                      f"owner's {len(result.shared[old])} missing turn(s) {verb} into it",
+                      highlight=False, soft_wrap=True)
     for old, owners in sorted(result.shared.items()):
-        if old not in result.reset:
+        if old not in result.reset and old not in result.resumed:
             console.print(f"  {old} is still a person's scope and holds other people's "
                           f"turns; run with --reset-shared to empty it and re-file its "
                           f"owner's {len(owners)} turn(s)", highlight=False, soft_wrap=True)

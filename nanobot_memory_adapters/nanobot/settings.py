@@ -51,7 +51,8 @@ TEMPLATE_FIELDS = ("channel", "chat_id", "sender_id", "session_key")
 DEFAULT_TRIVIAL = [
     r"(ok|okay|k|kk|thanks|thank you|thx|ty|cool|great|nice|sure|yes|no|yep|nope|"
     r"got it|alright|fine|done|lol|hi|hello|bye)[.!?\s]*",
-    r"/\S*.*",  # slash commands (nanobot's own run before recall; the rest land here)
+    # slash commands (nanobot's own run before recall; the rest land here), not paths
+    r"/[A-Za-z][\w-]*(?:\s.*)?",
     r"[\W_]+",  # only punctuation or emoji
 ]
 

@@ -128,6 +128,13 @@ def turn_messages(
             and not seams.is_synthetic_message(m)]
 
 
+def turn_event_id(session_key: str, turn_id: str) -> str:
+    """The event id of a live turn: the user half written at arrival and the whole turn
+    written after the reply share it, so a turn is one outbox row."""
+    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
+    return f"nb-{digest}"
+
+
 def build_event(
     *,
     memory: MemoryConfig,
@@ -141,11 +148,10 @@ def build_event(
     include_tools: bool = False,
 ) -> MemoryEvent | None:
     """The turn as a MemoryEvent, or None when it holds no user speech (commands, etc.)."""
-    digest = hashlib.sha256(f"{session_key}\x00{turn_id}".encode()).hexdigest()[:32]
     return event_from_messages(
         memory=memory, chosen=turn_messages(messages, turn_id, include_tools=include_tools),
-        event_id=f"nb-{digest}", turn_id=turn_id, channel=channel, chat_id=chat_id,
-        sender_id=sender_id, session_key=session_key, attributes=attributes)
+        event_id=turn_event_id(session_key, turn_id), turn_id=turn_id, channel=channel,
+        chat_id=chat_id, sender_id=sender_id, session_key=session_key, attributes=attributes)
 
 
 def event_from_messages(

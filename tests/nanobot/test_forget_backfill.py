@@ -222,3 +222,63 @@ async def test_group_chat_backfill_files_each_turn_under_its_own_sender(home):
         filed[event["messages"][0]["content"].split(":")[0]] = event["user_id"]
     assert filed == {"Fact A1": scope_of("1001"), "Fact A2": scope_of("1001"),
                      "Fact B1": scope_of("2002"), "Fact B3": scope_of("2002")}, filed
+
+
+def _delivered(box: Any, provider: str, persona: str, text: str, stamp: str) -> None:
+    from datetime import datetime
+
+    from nanobot_memory_adapters.events import MemoryEvent
+
+    event = MemoryEvent(event_id=f"nb-{persona}-{provider}", run_id="default",
+                        user_id=persona, agent_id="nanobot", session_id="discord:dm",
+                        turn_id="t1", timestamp=datetime.fromisoformat(stamp),
+                        messages=[{"role": "user", "content": text}])
+    assert box.enqueue(provider, event, "discord:dm")
+    seq = box.rows(provider)[-1]["seq"]
+    box.mark_delivered(seq, status="committed", native_ids=[], latency_ms=1.0)
+
+
+def test_a_turn_held_under_two_scopes_counts_for_both(tmp_path):
+    """``migrate-scopes`` copies a turn (same session, same time) to its person's new
+    scope. The ledger must record the provider as holding both scopes, or a forget of the
+    new scope skips a provider the user switched away from."""
+    from nanobot_memory_adapters.contract import MemoryScope
+    from nanobot_memory_adapters.nanobot.outbox import Outbox
+
+    box = Outbox(tmp_path / "outbox.sqlite3")
+    stamp = "2026-01-01T10:00:00+00:00"
+    _delivered(box, "mem0", "discord-jos", "My locker code is 11.", stamp)  # the old name
+    _delivered(box, "mem0", "discord-jos~0123456789abcdef", "My locker code is 11.", stamp)
+    new = MemoryScope(run_id="default", persona_id="discord-jos~0123456789abcdef")
+    old = MemoryScope(run_id="default", persona_id="discord-jos")
+    assert box.holders(new) == {"mem0"} and box.holders(old) == {"mem0"}
+    box.close()
+
+
+def test_an_outbox_from_before_the_rekey_keeps_its_ledger(tmp_path):
+    import sqlite3
+
+    from nanobot_memory_adapters.contract import MemoryScope
+    from nanobot_memory_adapters.nanobot.outbox import Outbox
+
+    path = tmp_path / "outbox.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE delivered_turn (provider TEXT NOT NULL, session_key TEXT NOT NULL,
+            turn_at TEXT NOT NULL, run_id TEXT NOT NULL, persona_id TEXT NOT NULL,
+            PRIMARY KEY (provider, session_key, turn_at));
+        INSERT INTO delivered_turn VALUES ('graphiti', 'discord:dm', '2025-01-01T00:00:00Z',
+            'default', 'discord-jos');
+    """)
+    db.close()
+    box = Outbox(path)
+    old = MemoryScope(run_id="default", persona_id="discord-jos")
+    assert box.holders(old) == {"graphiti"}  # carried over
+    stamp = "2025-01-01T00:00:00+00:00"
+    _delivered(box, "graphiti", "discord-jos~0123456789abcdef", "x", stamp)
+    new = MemoryScope(run_id="default", persona_id="discord-jos~0123456789abcdef")
+    assert box.holders(new) == {"graphiti"}  # the trigger is back, on the new key
+    box.close()
+    again = Outbox(path)  # a second open changes nothing
+    assert again.holders(old) == again.holders(new) == {"graphiti"}
+    again.close()

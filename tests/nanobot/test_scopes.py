@@ -82,6 +82,11 @@ def test_rendered_ids_are_injective_and_plain_ids_keep_their_old_name():
     escaped = plain_id("discord-josé")
     assert escaped.startswith("discord-jos~") and len(escaped) == len("discord-jos~") + 16
     assert plain_id(escaped) != escaped  # a sender literally named like it is escaped too
+    # a long id with one non-plain character still fits (the hash keeps it unique)
+    for length in (183, 190, 199, 200, 400):
+        long_a, long_b = "a" * length + "é", "a" * length + "ü"
+        assert persona("email", long_a) != persona("email", long_b)
+        assert len(persona("email", long_a)) <= 200
 
 
 def test_format_specs_and_conversions_in_templates_are_refused_in_one_line(tmp_path):
@@ -489,3 +494,81 @@ async def test_many_colliding_senders_each_keep_exactly_their_own_turns(home, ll
         owners = {i for i, _ in stored}
         assert len(owners) == 1, stored
         assert sorted(j for _, j in stored) == list(range(rounds))  # every turn once
+
+
+async def test_a_reset_shared_run_stopped_part_way_is_finished_by_the_next_run(
+        tmp_path, monkeypatch):
+    """``--reset-shared`` empties a shared old scope, then queues its owner's turns into it
+    again. A run that stops between the two (killed, disk full) must not leave the owner's
+    remaining turns out for good: the next run queues the missing copies, without emptying
+    the scope a second time (that would delete copies already delivered), and turns the
+    owner said after the emptying get no copy (they are stored there already)."""
+    import time
+
+    from nanobot_memory_adapters.nanobot import turns
+    from nanobot_memory_adapters.nanobot.migrate import migrate
+    from nanobot_memory_adapters.nanobot.outbox import Outbox
+    from nanobot_memory_adapters.scope import legacy_id
+
+    memory = parse_settings(tmp_path / "memory.json",
+                            {"memory": {"condition": "full_history"}}).memory
+    assert memory is not None
+    box = Outbox(tmp_path / "outbox.sqlite3")
+
+    def said(chat: str, sender: str, text: str, turn: str) -> None:
+        messages = [{"role": "user", "content": text, "timestamp": f"2026-01-01T10:0{turn}"}]
+        event = turns.build_event(memory=memory, messages=messages, turn_id=turn,
+                                  channel="discord", chat_id=chat, sender_id=sender,
+                                  session_key=f"discord:{chat}")
+        assert event is not None
+        assert box.enqueue("full_history", event, f"discord:{chat}")
+
+    with monkeypatch.context() as old:  # recorded under the old, colliding names
+        old.setattr("nanobot_memory_adapters.scope.plain_id", legacy_id)
+        said("dm-jose", "josé", "My locker code is JOSE-LOCKER-11.", "1")
+        said("dm-jos", "jos", "My locker code is JOS-LOCKER-22.", "2")
+        said("dm-jos", "jos", "My bike is red.", "3")
+
+    class Resetting:
+        def __init__(self) -> None:
+            self.resets: list[str] = []
+
+        async def reset_scope(self, scope: Any) -> None:
+            self.resets.append(scope.key)
+
+    adapter = Resetting()
+    real_enqueue = Outbox.enqueue
+    calls = {"refiled": 0}
+
+    def stops_after_one_copy(self: Outbox, provider: str, event: Any, *args: Any,
+                             **kw: Any) -> bool:
+        if (event.metadata or {}).get("moved_from") == "default/discord-jos" \
+                and event.user_id == "discord-jos":
+            calls["refiled"] += 1
+            if calls["refiled"] == 2:
+                raise OSError("killed")  # the run stops between its two re-filed copies
+        return real_enqueue(self, provider, event, *args, **kw)
+
+    with monkeypatch.context() as crash:
+        crash.setattr(Outbox, "enqueue", stops_after_one_copy)
+        with pytest.raises(OSError):
+            await migrate(box, memory, "full_history", adapter=adapter)  # type: ignore[arg-type]
+    assert adapter.resets == ["default/discord-jos"]
+    time.sleep(0.01)
+    said("dm-jos", "jos", "My dog is called REX.", "4")  # after the emptying: stored there
+
+    def copies() -> list[str]:
+        return sorted(json.loads(r["payload"])["messages"][0]["content"]
+                      for r in box.rows("full_history")
+                      if json.loads(r["payload"])["metadata"].get("moved_from")
+                      == "default/discord-jos"
+                      and json.loads(r["payload"])["user_id"] == "discord-jos")
+
+    assert copies() == ["My locker code is JOS-LOCKER-22."]
+    again = await migrate(box, memory, "full_history")  # no --reset-shared needed
+    assert (again.resumed, again.reset, again.refiled) == (["default/discord-jos"], [], 1)
+    assert copies() == ["My bike is red.", "My locker code is JOS-LOCKER-22."]
+    last = await migrate(box, memory, "full_history", adapter=adapter)  # type: ignore[arg-type]
+    assert (last.resumed, last.reset, last.refiled, last.moved) == ([], [], 0, 0)
+    assert adapter.resets == ["default/discord-jos"]  # never emptied twice
+    box.close()

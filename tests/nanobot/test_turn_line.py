@@ -84,10 +84,13 @@ async def test_trivial_list_is_configurable(home, llm_double):
 
 
 def test_trivial_patterns():
-    for text in ("ok", "Thanks!", " thank you. ", "/memory-health", "👍", "k"):
+    for text in ("ok", "Thanks!", " thank you. ", "/memory-health", "👍", "k",
+                 "/memory-mode mem0", "/remember that\nand this"):
         assert is_trivial(text, DEFAULT_TRIVIAL), text
     for text in ("ok, what did I say about tea?", "thanks — and my sister's name?",
-                 "no milk in my coffee please"):
+                 "no milk in my coffee please",
+                 # a path is a question about a file, not a command: it gets recall
+                 "/home/ana/notes.txt — what did I say was in it?", "/etc/hosts?"):
         assert not is_trivial(text, DEFAULT_TRIVIAL), text
 
 
