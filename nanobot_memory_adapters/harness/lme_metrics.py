@@ -2,8 +2,10 @@
 
 The benchmark (``src/retrieval/eval_utils.py`` upstream) scores a ranked list of
 documents against the evidence: ``recall_any@k`` (some evidence in the top k),
-``recall_all@k`` (all of it) and ``ndcg@k`` (binary relevance, ``log2`` discount, ideal =
-every evidence document first). Session level: the evidence is ``answer_session_ids``;
+``recall_all@k`` (all of it) and ``ndcg@k`` (binary relevance; upstream's discount:
+rank 1 and rank 2 both count in full, rank i >= 2 (1-based) by ``1/log2(i)``, i.e.
+``dcg = rel[0] + sum_{i>=1} rel[i]/log2(i+1)`` 0-based; ideal = every evidence document
+first, discounted the same way). Session level: the evidence is ``answer_session_ids``;
 turn level: the turns marked ``has_answer``. Its session-level score over turn rankings
 widens k until k distinct sessions are in (``turn2session``); so do we, by ranking
 distinct ids in order of first appearance.
@@ -41,12 +43,19 @@ def _r(x: float) -> float:
 
 
 def ranked_ids(items: Sequence[Sequence[str] | None], events: dict[str, str],
-               level: str) -> tuple[list[str], int]:
+               level: str, evidence_turns: set[str] | None = None) -> tuple[list[str], int]:
     """Distinct turn (``Dn:i``) or session (``Dn``) ids in order of first appearance; an
-    item with no known source is a rank of its own (``?k``). Also: items with a source."""
+    item with no known source is a rank of its own (``?k``). Also: items with a source.
+
+    ``evidence_turns`` (LongMemEval): a session is keyed through its evidence turns only,
+    as upstream's ``run_retrieval.py`` renames every other turn of an answer session
+    ``noans_...``: such a turn ranks as a session of its own (``noans:Dn``) that is never
+    relevant. A turn of a session without evidence keeps its session id (never relevant
+    either)."""
     out: list[str] = []
     seen: set[str] = set()
     known = 0
+    answer = {d.split(":", 1)[0] for d in evidence_turns or ()}
     for k, item in enumerate(items):
         dias = [events[e] for e in (item or []) if e in events]
         if not dias:
@@ -55,18 +64,27 @@ def ranked_ids(items: Sequence[Sequence[str] | None], events: dict[str, str],
         known += 1
         for d in dias:
             key = d if level == "turn" else d.split(":", 1)[0]
+            if (level == "session" and evidence_turns is not None and key in answer
+                    and d not in evidence_turns):
+                key = f"noans:{key}"
             if key not in seen:
                 seen.add(key)
                 out.append(key)
     return out, known
 
 
+def _dcg(gains: Sequence[float]) -> float:
+    """Upstream's DCG (LongMemEval ``eval_utils.dcg``): the first gain in full, gain i
+    (0-based, i >= 1) over ``log2(i + 1)`` -- ranks 1 and 2 weigh the same."""
+    return sum(g if i == 0 else g / math.log2(i + 1) for i, g in enumerate(gains))
+
+
 def retrieval_scores(ranking: Sequence[str], relevant: set[str], k: int) -> dict[str, float]:
     """recall_any@k, recall_all@k and ndcg@k of one ranking (as the benchmark defines them)."""
     top = ranking[:k]
     got = [1.0 if r in relevant else 0.0 for r in top]
-    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(got))
-    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    dcg = _dcg(got)
+    ideal = _dcg([1.0] * min(k, len(relevant)))
     return {
         "any": float(any(got)),
         "all": float(relevant <= set(top)),
@@ -77,21 +95,31 @@ def retrieval_scores(ranking: Sequence[str], relevant: set[str], k: int) -> dict
 def ask_scores(shown: Sequence[Sequence[str] | None], ranked: Sequence[Sequence[str] | None],
                events: dict[str, str], turn_evidence: Sequence[str],
                answer_sessions: Sequence[int], abstention: bool,
-               readings: tuple[str, ...] = ("shown", "native")) -> dict[str, float | None]:
+               readings: tuple[str, ...] = ("shown", "native"),
+               session_via_evidence: bool = True) -> dict[str, float | None]:
     """One ask's LongMemEval retrieval metrics (flat keys ``<level>_<measure>_shown`` and
     ``<level>_<measure>@k``); a level without evidence (or an abstention question) has
-    no keys; a list none of whose items names a source gives None."""
+    no keys; a list none of whose items names a source gives None.
+
+    ``session_via_evidence`` (LongMemEval, the default): only an evidence turn gives its
+    session credit (``ranked_ids``), and an answer session none of whose turns is marked
+    ``has_answer`` is not relevant (upstream's ``noans``), so a question with answer
+    sessions but no ``has_answer`` turn has no session-level keys. False (LoCoMo's ranked@k, as peer
+    harnesses count it): any turn of an evidence session credits it."""
     out: dict[str, float | None] = {}
     if abstention:
         return out
     relevant = {"turn": set(turn_evidence), "session": {f"D{n}" for n in answer_sessions}}
+    if session_via_evidence:  # upstream renames an answer session without one "noans"
+        relevant["session"] &= {d.split(":", 1)[0] for d in turn_evidence}
+    via = set(turn_evidence) if session_via_evidence else None
     for level in LEVELS:
         if not relevant[level]:
             continue
         for where, items in (("shown", shown), ("native", ranked)):
             if where not in readings:
                 continue
-            ranking, known = ranked_ids(items, events, level)
+            ranking, known = ranked_ids(items, events, level, via)
             blind = bool(items) and not known
             ks = [("_shown", len(ranking))] if where == "shown" else [(f"@{k}", k) for k in KS]
             for suffix, k in ks:
@@ -137,8 +165,10 @@ def summarize(asks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def accuracy(judged: list[dict[str, Any]]) -> dict[str, Any]:
-    """QA accuracy (judge's yes = 1) overall, per question type and for the abstention
-    questions, each with its 95 % interval; errors and unparsed verdicts are counted."""
+    """QA accuracy (judge's yes = 1) over the answerable questions (the headline: a
+    provider that stores nothing scores 0 there), per question type and, apart, for the
+    abstention (``_abs``) questions, each with its 95 % interval; errors and unparsed
+    verdicts are counted."""
     def block(rows: list[dict[str, Any]]) -> dict[str, Any]:
         scored = [float(r["verdict"]["score"]) for r in rows
                   if r["verdict"].get("score") is not None]
@@ -148,13 +178,12 @@ def accuracy(judged: list[dict[str, Any]]) -> dict[str, Any]:
     from nanobot_memory_adapters.harness.datasets.longmemeval import type_of
 
     by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    abstention = []
+    abstention, answerable = [], []
     for j in judged:
         qtype, abs_ = type_of(int(j["category"]))
         by_type[qtype].append(j)
-        if abs_:
-            abstention.append(j)
-    return {"overall": block(judged),
+        (abstention if abs_ else answerable).append(j)
+    return {"overall": block(answerable),
             "by_type": {t: block(rows) for t, rows in sorted(by_type.items())},
             "abstention": block(abstention)}
 
@@ -201,7 +230,7 @@ def lme_fields(q: Any, extra: dict[str, Any], events: dict[str, str]) -> dict[st
     if extra.get("benchmark") != "longmemeval":
         return {"ranked": ask_scores([], extra["ranked_sources"], events, extra["evidence"],
                                      sorted({int(d.split(":")[0][1:]) for d in extra["evidence"]}),
-                                     False, readings=("native",))}
+                                     False, readings=("native",), session_via_evidence=False)}
     return {"question_type": q.question_type, "lme": ask_scores(
         extra["shown_sources"], extra["ranked_sources"], events, extra["turn_evidence"],
         extra["answer_sessions"], extra["abstention"])}

@@ -95,7 +95,7 @@ def recompute_from_traces(path: str | Path, budget: int | None = None) -> dict[s
             ev = r["evidence"]
             scores = ask_scores([], r.get("ranked_sources") or [], events[r["unit"]], ev,
                                 sorted({int(d.split(":")[0][1:]) for d in ev}), False,
-                                readings=("native",))
+                                readings=("native",), session_via_evidence=False)
             rows.append((r.get("conversation") or "", int(r["category"]), scores))
         out[provider] = summarize(rows)
     return out

@@ -66,6 +66,11 @@ class BeamQuestion(Question):
         return self.last_session
 
     @property
+    def answer_recall_applicable(self) -> bool:
+        """BEAM is graded by rubric; an ideal answer's exact words are not a hit test."""
+        return False
+
+    @property
     def judge_gold(self) -> str:
         """What the judge grades against: the rubric (JSON list), not the ideal answer."""
         return json.dumps(list(self.rubric), ensure_ascii=False)

@@ -97,6 +97,13 @@ class Question:
     def gold(self) -> str | None:
         return self.answer if self.answer is not None else self.adversarial_answer
 
+    @property
+    def answer_recall_applicable(self) -> bool:
+        """Whether "the gold's words are in the context" means anything: LoCoMo categories
+        1-4 (category 5's gold is a premise the conversation does not support). Other
+        benchmarks' questions say for themselves."""
+        return 1 <= int(self.category) <= 4 and self.answer is not None
+
 
 @dataclass
 class EvidenceStats:

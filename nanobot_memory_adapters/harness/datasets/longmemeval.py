@@ -96,6 +96,12 @@ class LmeQuestion(Question):
         return not self.abstention
 
     @property
+    def answer_recall_applicable(self) -> bool:
+        """Answer recall (the gold's words in the context): every answerable question but
+        the preference ones, whose gold is a rubric, not an answer."""
+        return not self.abstention and self.question_type != "single-session-preference"
+
+    @property
     def answer_prompt(self) -> str:
         """What the answer model is asked: the question with its date."""
         return f"(Current date: {self.question_date}) {self.question}"
