@@ -303,6 +303,10 @@ def bench_command(
     if task not in ("locomo", "longmemeval", "beam"):
         raise fail(f"--task {task!r}: use locomo, longmemeval, beam or preferences")
     lme = task in ("longmemeval", "beam")  # one question time, after the last session
+    if lme and max_sessions is not None:
+        raise fail(f"--max-sessions: cuts LoCoMo conversations; a {task} question is asked "
+                   "after its last session, so cutting sessions drops its evidence (drop "
+                   "the option or use --task locomo)")
     if lme and speakers != "single":
         raise fail(f"--speakers: a {task} conversation is user/assistant; use single")
     if task == "longmemeval" and dataset is None:

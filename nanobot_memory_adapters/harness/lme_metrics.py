@@ -228,9 +228,14 @@ def lme_fields(q: Any, extra: dict[str, Any], events: dict[str, str]) -> dict[st
     traces read them): a LongMemEval ask's type and retrieval metrics; any other ask's
     ranked retrieval at fixed k over the provider's own ranking (harness/ranked_k.py)."""
     if extra.get("benchmark") != "longmemeval":
-        return {"ranked": ask_scores([], extra["ranked_sources"], events, extra["evidence"],
-                                     sorted({int(d.split(":")[0][1:]) for d in extra["evidence"]}),
-                                     False, readings=("native",), session_via_evidence=False)}
+        # BEAM: the turns source_chat_ids name (none: a stand-in, not scored, and said so)
+        evidence = extra.get("turn_evidence", extra["evidence"])
+        if not evidence:
+            return {"ranked": None, "evidence_scored": False}
+        return {"ranked": ask_scores([], extra["ranked_sources"], events, evidence,
+                                     sorted({int(d.split(":")[0][1:]) for d in evidence}),
+                                     False, readings=("native",), session_via_evidence=False),
+                "evidence_scored": True}
     return {"question_type": q.question_type, "lme": ask_scores(
         extra["shown_sources"], extra["ranked_sources"], events, extra["turn_evidence"],
         extra["answer_sessions"], extra["abstention"])}

@@ -227,6 +227,7 @@ def test_cli_bench_task_longmemeval(tmp_path, locomo_file):
         (("--dataset", str(tmp_path / "longmemeval_s.json")), "not shipped"),
         (("--dataset", str(locomo_file)), "field 'question_id' is missing"),
         (("--dataset", str(FIXTURE), "--speakers", "dual"), "use single"),
+        (("--dataset", str(FIXTURE), "--max-sessions", "2"), "--max-sessions: cuts LoCoMo"),
     ):
         bad = run(*args, "--providers", "no_memory", "--out", str(tmp_path / "bad"))
         assert bad.exit_code == 2, (args, bad.output)
