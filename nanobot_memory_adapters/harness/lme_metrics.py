@@ -135,13 +135,9 @@ def metric_names() -> list[str]:
 
 
 def _estimate(values: list[float]) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.stats import mean_ci
+    from nanobot_memory_adapters.harness.estimates import estimate
 
-    if not values:
-        return None
-    e = mean_ci(values)
-    return {"value": _r(e.value), "low": _r(e.low), "high": _r(e.high), "n": e.n,
-            "method": e.method}
+    return estimate(values)  # one unit per question: resampled by question
 
 
 def summarize(asks: list[dict[str, Any]]) -> dict[str, Any]:

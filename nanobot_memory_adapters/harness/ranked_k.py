@@ -11,7 +11,8 @@ k = 1, 5, 10; turn level and session level (sessions ranked by their first ranke
 LongMemEval's turn-to-session rule). Items are mapped to turns through their
 ``source_event_ids`` (harness/lme_metrics.py); a ranking none of whose items names a
 source is n/a. Each figure: a mean over questions with a 95 % interval clustered by
-conversation (``stats.mean_ci``). Recall within the equal budget stays the headline: a
+conversation from ``estimates.MIN_CONVERSATIONS`` conversations on, else by question
+(``harness/estimates.py``). Recall within the equal budget stays the headline: a
 provider that returns 100 items and shows 10 is scored here on all 100.
 """
 
@@ -26,17 +27,14 @@ from nanobot_memory_adapters.harness.lme_metrics import KS, ask_scores
 
 NOTE = ("any@k / strict@k over the provider's native ranking (before the budget cut), "
         "final test point; 'categories_1_4' and 'category_5' apart; 95 % intervals "
-        "clustered by conversation. Not the headline: recall within the equal budget is.")
+        "clustered by conversation from five conversations on, else by question. Not "
+        "the headline: recall within the equal budget is.")
 
 
 def _est(values: list[float], clusters: list[str]) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.stats import mean_ci
+    from nanobot_memory_adapters.harness.estimates import estimate
 
-    if not values:
-        return None
-    e = mean_ci(values, clusters=clusters)
-    return {"value": round(e.value, 6), "low": round(e.low, 6), "high": round(e.high, 6),
-            "n": e.n, "method": e.method}
+    return estimate(values, clusters)  # by conversation from MIN_CONVERSATIONS on
 
 
 def summarize(rows: list[tuple[str, int, dict[str, float | None]]]) -> dict[str, Any]:
