@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,25 +189,36 @@ def asks_from_units(units: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [a for u in units for a in u["asks"] if a.get("lme") is not None]
 
 
-def recompute_from_traces(path: str | Path, budget_tokens: int | None = None
-                          ) -> dict[str, dict[str, Any]]:
-    """The LongMemEval block per provider from ``traces.jsonl`` only: the record lines
-    (which event recorded which turn) and the ask lines (shown and ranked sources, the
-    turn and session evidence, the question type)."""
+def read_asks(path: str | Path, keep: Callable[[dict[str, Any]], bool]
+              ) -> tuple[dict[str, dict[str, str]], list[dict[str, Any]]]:
+    """From ``traces.jsonl`` alone: per unit, which turn each event id recorded (the
+    ``record`` lines), and the ``ask`` lines ``keep`` accepts, in file order. What every
+    recompute from traces (this module's, ranked_k's) reads."""
     events: dict[str, dict[str, str]] = defaultdict(dict)
-    asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    asks: list[dict[str, Any]] = []
     with Path(path).open(encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue
             rec = json.loads(line)
-            kind, unit = rec.get("kind"), rec.get("unit")
+            kind = rec.get("kind")
             if kind == "record" and rec.get("event_id") and rec.get("dia_id"):
-                events[unit][rec["event_id"]] = rec["dia_id"]
-            elif kind == "ask" and rec.get("benchmark") == "longmemeval":
-                at = rec.get("budget_tokens", budget_tokens)
-                if budget_tokens is None or at == budget_tokens:
-                    asks[rec["provider"]].append(rec)
+                events[rec.get("unit")][rec["event_id"]] = rec["dia_id"]
+            elif kind == "ask" and keep(rec):
+                asks.append(rec)
+    return events, asks
+
+
+def recompute_from_traces(path: str | Path, budget_tokens: int | None = None
+                          ) -> dict[str, dict[str, Any]]:
+    """The LongMemEval block per provider from ``traces.jsonl`` only: the record lines
+    (which event recorded which turn) and the ask lines (shown and ranked sources, the
+    turn and session evidence, the question type)."""
+    events, every = read_asks(path, lambda rec: rec.get("benchmark") == "longmemeval")
+    asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in every:
+        if budget_tokens is None or rec.get("budget_tokens", budget_tokens) == budget_tokens:
+            asks[rec["provider"]].append(rec)
     out: dict[str, dict[str, Any]] = {}
     for provider, recs in asks.items():
         rows = [{"question_type": r["question_type"],

@@ -18,12 +18,11 @@ provider that returns 100 items and shows 10 is scored here on all 100.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nanobot_memory_adapters.harness.lme_metrics import KS, ask_scores
+from nanobot_memory_adapters.harness.lme_metrics import KS, ask_scores, read_asks
 
 NOTE = ("any@k / strict@k over the provider's native ranking (before the budget cut), "
         "final test point; 'categories_1_4' and 'category_5' apart; 95 % intervals "
@@ -69,21 +68,13 @@ def ranked_block(units_by_provider: dict[str, list[dict[str, Any]]], budget: int
 
 def recompute_from_traces(path: str | Path, budget: int | None = None) -> dict[str, Any]:
     """The same block's providers from ``traces.jsonl`` only."""
-    events: dict[str, dict[str, str]] = defaultdict(dict)
+    events, every = read_asks(path, lambda rec: rec.get("benchmark") is None)  # LoCoMo
     asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
     last: dict[str, int] = defaultdict(int)
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            kind, unit = rec.get("kind"), rec.get("unit")
-            if kind == "record" and rec.get("event_id") and rec.get("dia_id"):
-                events[unit][rec["event_id"]] = rec["dia_id"]
-            elif kind == "ask" and rec.get("benchmark") != "longmemeval":
-                last[unit] = max(last[unit], int(rec["point"]))
-                if budget is None or rec.get("budget_tokens", budget) == budget:
-                    asks[rec["provider"]].append(rec)
+    for rec in every:
+        last[rec["unit"]] = max(last[rec["unit"]], int(rec["point"]))
+        if budget is None or rec.get("budget_tokens", budget) == budget:
+            asks[rec["provider"]].append(rec)
     out = {}
     for provider, recs in asks.items():
         rows = []

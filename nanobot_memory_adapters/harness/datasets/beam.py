@@ -26,7 +26,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
     DatasetError,
     EvidenceStats,
-    Question,
+    FinalQuestion,
     Session,
     Turn,
 )
@@ -55,15 +55,9 @@ def parse_anchor(text: str | None) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class BeamQuestion(Question):
+class BeamQuestion(FinalQuestion):
     ability: str = ""
     rubric: tuple[str, ...] = ()
-    has_turn_evidence: bool = True
-    last_session: int = 0
-
-    @property
-    def ready_after(self) -> int:
-        return self.last_session
 
     @property
     def answer_recall_applicable(self) -> bool:
@@ -78,8 +72,7 @@ class BeamQuestion(Question):
     @property
     def trace_fields(self) -> dict[str, Any]:
         return {"benchmark": "beam", "ability": self.ability, "rubric": list(self.rubric),
-                # the turns source_chat_ids name; [] when ``evidence`` is a stand-in
-                "turn_evidence": list(self.evidence) if self.has_turn_evidence else []}
+                "turn_evidence": self.turn_evidence}  # source_chat_ids' turns
 
 
 def _ids(value: Any) -> list[int]:

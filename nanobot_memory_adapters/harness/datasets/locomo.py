@@ -105,6 +105,25 @@ class Question:
         return 1 <= int(self.category) <= 4 and self.answer is not None
 
 
+@dataclass(frozen=True)
+class FinalQuestion(Question):
+    """A question asked once, after the conversation's last session, whatever its
+    evidence (LongMemEval, BEAM). ``has_turn_evidence`` False: ``evidence`` is a stand-in
+    the bookkeeping needs (no evidence turn is named), never scored."""
+
+    has_turn_evidence: bool = True
+    last_session: int = 0
+
+    @property
+    def ready_after(self) -> int:
+        return self.last_session
+
+    @property
+    def turn_evidence(self) -> list[str]:
+        """The named evidence turns ([] when ``evidence`` is a stand-in)."""
+        return list(self.evidence) if self.has_turn_evidence else []
+
+
 @dataclass
 class EvidenceStats:
     """What lenient evidence parsing did, so a report can say what was skipped."""
