@@ -175,6 +175,15 @@ async def test_bench_longmemeval_end_to_end_on_the_fixture(tmp_path, llm_double)
     assert qa_none["overall"]["accuracy"]["value"] == 0.0
     assert qa_none["overall"]["accuracy"]["n"] == 4
     assert qa_none["overall"]["accuracy"]["high"] > 0.0  # an interval, not a bare 0
+    # LoCoMo's category semantics stay with LoCoMo: no intervals block (categories 1-4 /
+    # category 5), no judge agreement over them; the judged block splits on _abs
+    assert "intervals" not in out.results and "ranked_at_k" not in out.results
+    judged = out.results["judged"]
+    assert "agreement" not in judged and "abstention (_abs)" in judged["note"]
+    assert judged["providers"]["no_memory"]["overall"]["accuracy"] == 0.0
+    assert judged["providers"]["no_memory"]["overall"]["interval"]["n"] == 4
+    assert judged["providers"]["no_memory"]["abstention"]["count"] == 1
+    assert "category_5" not in judged["providers"]["no_memory"]
     qa_all = block["full_history"]["qa"]
     assert qa_all["by_type"]["single-session-user"]["accuracy"]["value"] == 1.0
     assert qa_all["by_type"]["temporal-reasoning"]["accuracy"]["value"] == 0.0  # answered
@@ -256,3 +265,32 @@ def test_locomo10_is_named_by_its_published_hash_and_anything_else_is_not():
     assert "locomo-audit" in named["source"]
     other = known_release("0" * 64)
     assert other["matched"] is False and other["name"] is None
+
+
+def test_answer_recall_applies_by_each_benchmarks_own_question_types():
+    from nanobot_memory_adapters.harness.datasets.beam import CATEGORY_BASE, BeamQuestion
+    from nanobot_memory_adapters.harness.datasets.locomo import Question
+    from nanobot_memory_adapters.harness.datasets.longmemeval import LmeQuestion
+
+    def lme(qtype: str, abstention: bool = False) -> LmeQuestion:
+        return LmeQuestion(qid="q", index=0, question="?", evidence=("D1:1",),
+                           raw_evidence=(), answer="a", question_type=qtype,
+                           abstention=abstention,
+                           category=TYPE_CODE[qtype] + (10 if abstention else 0))
+
+    # LongMemEval's codes are not LoCoMo's categories: temporal-reasoning (code 5) and
+    # multi-session (3) are answerable; abstention and the preference rubric are not
+    assert lme("temporal-reasoning").answer_recall_applicable
+    assert lme("multi-session").answer_recall_applicable
+    assert not lme("knowledge-update", abstention=True).answer_recall_applicable
+    assert not lme("single-session-preference").answer_recall_applicable
+    # BEAM is graded by rubric, whatever its code
+    assert not BeamQuestion(qid="b", index=0, question="?", category=CATEGORY_BASE + 3,
+                            evidence=(), raw_evidence=(), answer="x").answer_recall_applicable
+    # LoCoMo: categories 1-4, not 5
+    loc = Question(qid="l", index=0, question="?", category=4, evidence=(),
+                   raw_evidence=(), answer="x")
+    assert loc.answer_recall_applicable
+    assert not Question(qid="l", index=0, question="?", category=5, evidence=(),
+                        raw_evidence=(), answer=None,
+                        adversarial_answer="x").answer_recall_applicable
