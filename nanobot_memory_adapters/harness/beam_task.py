@@ -12,24 +12,43 @@ from typing import Any
 from nanobot_memory_adapters.harness.datasets.beam import ABILITIES, ability_of
 
 NOTE = ("BEAM: per ability, the mean nugget score (each rubric item judged 1 / 0.5 / 0, "
-        "averaged per question) and, for event_ordering, tau_norm x F1 (Kendall's tau-b "
-        "of the reply's order against the rubric's); 95 % bootstrap intervals clustered "
-        "by conversation. Needs --llm-base-url/--llm-model; not in metrics_sha256.")
+        "averaged per question); 'overall' is over every ability but abstention (a "
+        "provider that stores nothing scores 0 there), 'abstention' apart with its own n. "
+        "event_ordering: tau_norm (Kendall's tau-b of the reply's order against the "
+        "rubric's, normalised to [0, 1]) and tau_norm x F1, as BEAM defines them. "
+        "'retrieval': the evidence turns source_chat_ids name -- turn recall within the "
+        "equal budget and any@k / strict@k over the provider's own ranking; questions "
+        "without source_chat_ids are counted under 'evidence_stand_in', never scored. 95 % "
+        "intervals, by conversation from five conversations on (harness/estimates.py). "
+        "Judged figures need --llm-base-url/--llm-model; not in metrics_sha256.")
+ORDERING = ("tau_norm", "ordering")  # BEAM's ordering detail -> our keys below
+RETRIEVAL = ("turn_any@5", "turn_all@5", "session_any@5", "session_all@5")
 
 
-def _est(values: list[float], clusters: list[str]) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.stats import mean_ci
+def _est(pairs: list[tuple[float, str]]) -> dict[str, Any] | None:
+    from nanobot_memory_adapters.harness.estimates import estimate
 
-    if not values:
-        return None
-    e = mean_ci(values, clusters=clusters, method="bootstrap")
-    return {"value": round(e.value, 6), "low": round(e.low, 6), "high": round(e.high, 6),
-            "n": e.n, "method": e.method}
+    return estimate([v for v, _ in pairs], [c for _, c in pairs])
+
+
+def retrieval_block(units: list[dict[str, Any]]) -> dict[str, Any]:
+    """The evidence turns (source_chat_ids) scored judge-free from the final asks: turn
+    recall within the budget, ranked any/strict@5; stand-in evidence counted apart."""
+    asks = [(a, u["conversation"]) for u in units for a in u["asks"] if a.get("is_final")]
+    scored = [(a, c) for a, c in asks if a.get("evidence_scored")]
+    out: dict[str, Any] = {"questions": len(scored),
+                           "evidence_stand_in": len(asks) - len(scored),
+                           "turn_recall": _est([(float(a["turn_recall"]), c)
+                                                for a, c in scored])}
+    for key in RETRIEVAL:
+        out[key] = _est([(float(v), c) for a, c in scored
+                         if (v := (a.get("ranked") or {}).get(key)) is not None])
+    return out
 
 
 def provider_block(units: list[dict[str, Any]]) -> dict[str, Any]:
     rows: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    ordering: list[tuple[float, str]] = []
+    ordering: dict[str, list[tuple[float, str]]] = defaultdict(list)
     unparsed = 0
     for u in units:
         for j in u["judged"]:
@@ -39,37 +58,42 @@ def provider_block(units: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             rows[ability_of(int(j["category"]))].append((float(score), u["conversation"]))
             detail = json.loads(j["verdict"].get("raw") or "{}")
-            if "ordering" in detail:
-                ordering.append((float(detail["ordering"]), u["conversation"]))
-    every = [r for a in ABILITIES for r in rows.get(a, [])]
+            for key in ORDERING:
+                if key in detail:
+                    ordering[key].append((float(detail[key]), u["conversation"]))
+    head = [r for a in ABILITIES if a != "abstention" for r in rows.get(a, [])]
     return {
-        "overall": _est([s for s, _ in every], [c for _, c in every]),
-        "by_ability": {a: _est([s for s, _ in rows[a]], [c for _, c in rows[a]])
-                       for a in ABILITIES if rows.get(a)},
-        "event_ordering_tau_f1": _est([s for s, _ in ordering], [c for _, c in ordering]),
+        "overall": _est(head),
+        "abstention": _est(rows.get("abstention", [])),
+        "by_ability": {a: _est(rows[a]) for a in ABILITIES if rows.get(a)},
+        "event_ordering_tau_norm": _est(ordering["tau_norm"]),
+        "event_ordering_tau_f1": _est(ordering["ordering"]),
         "not_graded": unparsed,
+        "retrieval": retrieval_block(units),
     }
 
 
-def beam_block(by_provider: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    return {"note": NOTE, "providers": {n: provider_block(u) for n, u in by_provider.items()}}
+def beam_block(by_provider: dict[str, list[dict[str, Any]]], graded: bool) -> dict[str, Any]:
+    """Per provider: the judged figures (None without a judge) and the retrieval block."""
+    return {"note": NOTE, "graded": graded,
+            "providers": {n: provider_block(u) for n, u in by_provider.items()}}
 
 
 def print_table(results: dict[str, Any], title: str) -> None:
     from rich.table import Table
 
     from nanobot_memory_adapters.console import console
+    from nanobot_memory_adapters.harness.estimates import ci_cell
 
-    block = results.get("beam")
-    if not block:
-        console.print("BEAM grading needs --llm-base-url/--llm-model (a judge)",
-                      highlight=False)
-        return
+    block = results["beam"]
     t = Table(title=title, title_justify="left")
-    for head in ("provider", "nugget score", "event order"):
-        t.add_column(head)
+    for head in ("provider", "nugget score", "abstention", "tau_norm", "turn any@5"):
+        t.add_column(head, overflow="fold")
     for name, p in block["providers"].items():
-        def cell(e: dict[str, Any] | None) -> str:
-            return "n/a" if e is None else f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
-        t.add_row(name, cell(p["overall"]), cell(p["event_ordering_tau_f1"]))
+        t.add_row(name, ci_cell(p.get("overall"), n=True), ci_cell(p.get("abstention")),
+                  ci_cell(p.get("event_ordering_tau_norm")),
+                  ci_cell(p["retrieval"]["turn_any@5"]))
     console.print(t)
+    if not block["graded"]:
+        console.print("BEAM grading (nugget score, tau_norm) needs --llm-base-url/"
+                      "--llm-model (a judge)", highlight=False)

@@ -303,6 +303,10 @@ def bench_command(
     if task not in ("locomo", "longmemeval", "beam"):
         raise fail(f"--task {task!r}: use locomo, longmemeval, beam or preferences")
     lme = task in ("longmemeval", "beam")  # one question time, after the last session
+    if lme and max_sessions is not None:
+        raise fail(f"--max-sessions: cuts LoCoMo conversations; a {task} question is asked "
+                   "after its last session, so cutting sessions drops its evidence (drop "
+                   "the option or use --task locomo)")
     if lme and speakers != "single":
         raise fail(f"--speakers: a {task} conversation is user/assistant; use single")
     if task == "longmemeval" and dataset is None:
@@ -378,11 +382,12 @@ def verify_recall(outcome: Any) -> None:
     from nanobot_memory_adapters.harness.lme_task import verify as verify_lme
 
     bad += verify_lme(outcome)
-    again_intervals = locomo_intervals(outcome.out / "traces.jsonl",
-                                       list(outcome.results["providers"]),
-                                       outcome.results["budget_tokens"] if sweep else None)
-    if again_intervals != outcome.results.get("intervals"):
-        bad.append("intervals")
+    if "intervals" in outcome.results:  # LoCoMo runs only
+        again_intervals = locomo_intervals(outcome.out / "traces.jsonl",
+                                           list(outcome.results["providers"]),
+                                           outcome.results["budget_tokens"] if sweep else None)
+        if again_intervals != outcome.results["intervals"]:
+            bad.append("intervals")
     if bad:
         raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
     err_console.print("[green]verified[/green]: every recall metric, interval and answer "

@@ -289,13 +289,47 @@ class ScriptedSimulator:
 
 
 def verdict_summary(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Count, accuracy (mean of the scored verdicts) with its 95 % interval and n
+    (``stats.mean_ci``: Wilson for 0/1 scores, bootstrap otherwise), and the labels.
+    Unscored verdicts (errors, unparsed) are counted, never scored."""
+    from nanobot_memory_adapters.harness.estimates import estimate
+
     labels = [v["label"] for v in verdicts]
-    scored = [v["score"] for v in verdicts if v.get("score") is not None]
+    scored = [float(v["score"]) for v in verdicts if v.get("score") is not None]
     return {
         "count": len(verdicts),
         "accuracy": round(sum(scored) / len(scored), 6) if scored else None,
+        "interval": estimate(scored),
         "labels": {k: labels.count(k) for k in sorted(set(labels))},
     }
+
+
+# What each task's judged headline is over, and what it reports apart.
+HEADLINE_NOTE = {
+    "locomo": "overall = categories 1-4, category 5 (adversarial) apart",
+    "longmemeval": "overall = answerable questions; abstention (_abs) questions apart",
+    "beam": "overall = every ability but abstention; abstention apart",
+}
+
+
+def split_headline(task: str, judged: list[dict[str, Any]]
+                   ) -> tuple[list[dict[str, Any]], tuple[str, list[dict[str, Any]]]]:
+    """(the headline's judged rows, (name, the rows reported apart)) for a task: a provider
+    that stores nothing must score nothing on the headline, so questions that reward
+    "I don't know" (abstention) or rest on a false premise (LoCoMo 5) stay out of it."""
+    def apart(c: int) -> bool:
+        if task == "longmemeval":
+            from nanobot_memory_adapters.harness.datasets.longmemeval import ABSTENTION_OFFSET
+
+            return c > ABSTENTION_OFFSET
+        if task == "beam":
+            from nanobot_memory_adapters.harness.datasets.beam import ability_of
+
+            return ability_of(c) == "abstention"
+        return not 1 <= c <= 4
+    name = {"longmemeval": "abstention", "beam": "abstention"}.get(task, "category_5")
+    rows = [j for j in judged if not apart(int(j["category"]))]
+    return rows, (name, [j for j in judged if apart(int(j["category"]))])
 
 
 def dumps(value: Any) -> str:

@@ -20,8 +20,9 @@ NOTE = (
     "each provider returned: *_shown = the items in the section at the equal token budget "
     "(k = all shown); *@k = the provider's own ranking before the budget cut. Abstention "
     "questions are left out of retrieval, as the benchmark does. Each figure: mean, 95 % "
-    "interval (Wilson for 0/1, bootstrap for ndcg), n. 'accuracy': the LLM judge with the "
-    "benchmark's per-type rules (harness/lme_judge.py), not in metrics_sha256."
+    "interval (Wilson for 0/1, bootstrap for ndcg), n. 'qa': the LLM judge with the "
+    "benchmark's per-type rules (harness/lme_judge.py), not in metrics_sha256; "
+    "'qa.overall' is over the answerable questions, 'qa.abstention' (_abs) apart."
 )
 
 
@@ -40,21 +41,20 @@ def longmemeval_block(cfg: BenchConfig, by_provider: dict[str, list[dict[str, An
     return {"note": NOTE, "ks": list(KS), "providers": providers}
 
 
-def _cell(est: dict[str, Any] | None) -> str:
-    if est is None:
-        return "n/a"
-    return f"{est['value']:.2f} [{est['low']:.2f},{est['high']:.2f}]"
-
-
 def table_rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
-    """(provider, session any@5, session any shown, turn all shown, turn ndcg shown,
-    accuracy) per provider: the headline figures, each with its interval."""
+    """(provider, session any@5, session any shown, turn all shown, QA accuracy over the
+    answerable questions, QA on the abstention questions) per provider: the headline
+    figures, each with its interval (QA with its n)."""
+    from nanobot_memory_adapters.harness.estimates import ci_cell
+
     rows = []
     for name, entry in results["longmemeval"]["providers"].items():
         o = entry["retrieval"]["overall"]
-        qa = (entry.get("qa") or {}).get("overall", {}).get("accuracy")
-        rows.append((name, _cell(o.get("session_any@5")), _cell(o.get("session_any_shown")),
-                     _cell(o.get("turn_all_shown")), _cell(qa)))
+        qa = entry.get("qa") or {}
+        rows.append((name, ci_cell(o.get("session_any@5")), ci_cell(o.get("session_any_shown")),
+                     ci_cell(o.get("turn_all_shown")),
+                     ci_cell((qa.get("overall") or {}).get("accuracy"), n=True),
+                     ci_cell((qa.get("abstention") or {}).get("accuracy"), n=True)))
     return rows
 
 
@@ -64,7 +64,8 @@ def print_table(results: dict[str, Any], title: str) -> None:
     from nanobot_memory_adapters.console import console
 
     t = Table(title=title, title_justify="left")
-    for head in ("provider", "sess any@5", "sess any shown", "turn all shown", "QA acc."):
+    for head in ("provider", "sess any@5", "sess any shown", "turn all shown", "QA acc.",
+                 "QA abstention"):
         t.add_column(head, overflow="fold")
     for row in table_rows(results):
         t.add_row(*row)

@@ -12,7 +12,8 @@ recomputes them exactly. They live in results.json under ``intervals``, outside
 - **Answer baseline** (issue 30): the same answer-recall test on a *no-evidence context*
   of equal length: the conversation's turns up to the ask's test point, minus the
   question's evidence turns, in a seeded random order (seed, conversation, question,
-  point), taken while their summed tokens stay within the ask's context tokens. The order
+  point), each taken when it still fits within the ask's context tokens (a turn too long
+  for what is left is skipped, not the end of the draw). The order
   does not depend on the provider, so baselines of two providers differ only by length.
   **Answer lift** = answer hit - baseline hit per ask, a paired difference.
 - **Category 5 apart** (issue 30): the headline, its intervals and the pairwise verdicts
@@ -36,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from nanobot_memory_adapters.harness.estimates import cluster_by_conversation
 from nanobot_memory_adapters.harness.metrics import answer_present, normalize_answer, score_traces
 from nanobot_memory_adapters.stats import LEVEL, N_BOOT, SEED, mean_ci, paired_difference
 from nanobot_memory_adapters.tokens import count_tokens_cached
@@ -45,7 +47,6 @@ HEADLINE = ("turn", "provenance", "answer_lift")
 DETAIL = ("session", "answer", "answer_baseline")
 PAIRWISE = ("turn", "provenance", "answer", "answer_lift")
 SHORT_GOLD_WORDS = 2
-MIN_CONVERSATIONS = 5  # fewer: resample questions instead (see the module docstring)
 SATURATED = ("session recall is saturated: one short turn per evidence session already "
              "scores 1.0, so it cannot rank providers (kept for detail, not a headline)")
 _ROUND = 6
@@ -87,7 +88,7 @@ def baseline_hit(ask: dict[str, Any], turns: dict[str, tuple[int, str]], seed: i
         text = turns[d][1]
         cost = count_tokens_cached(text) + 1
         if used + cost > budget:
-            break
+            continue  # a turn too long for what is left: skip it, shorter ones may fit
         shown.append(_normalized(text))
         used += cost
     # == normalize_answer("\n".join(texts)): a line break is a separator like any other
@@ -167,7 +168,7 @@ def locomo_intervals(traces: str | Path, providers: list[str], budget_tokens: in
                 a["baseline_hit"] = baseline_hit(a, dialogue.get(a["conversation"], {}), seed,
                                                  orders)
     conversations = {a["conversation"] for p_asks in asks.values() for a in p_asks}
-    cl = _Clusters(len(conversations) >= MIN_CONVERSATIONS)
+    cl = _Clusters(cluster_by_conversation(list(conversations)))
     kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot, "level": level}
     per: dict[str, Any] = {}
     every = asks

@@ -366,7 +366,7 @@ class UnitRunner(LocomoIngest):
         norm = normalize_text(context)
         th = turn_hits(evidence_text, norm)
         sh = session_hits(q.evidence_sessions, evidence_text, self.distinctive, norm)
-        answer_applicable = 1 <= int(q.category) <= 4 and q.answer is not None
+        answer_applicable = q.answer_recall_applicable  # LoCoMo: categories 1-4
         answer_hit = (
             answer_present(q.answer, normalize_answer(context)) if answer_applicable else None
         )

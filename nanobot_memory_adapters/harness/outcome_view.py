@@ -9,14 +9,12 @@ from rich import box
 from rich.table import Table
 
 from nanobot_memory_adapters.console import console, err_console
+from nanobot_memory_adapters.harness.estimates import ci_cell
 
 
 def _cell(e: dict[str, Any] | None, signed: bool = False) -> str:
     """A value over its 95 % interval, two short lines (the table stays 80 columns)."""
-    if e is None:
-        return "n/a"
-    sign = "+" if signed else ""
-    return f"{e['value']:{sign}.3f}\n[{e['low']:{sign}.2f}, {e['high']:{sign}.2f}]"
+    return ci_cell(e, 3, signed=signed, sep="\n")
 
 
 def comparison_table(results: dict[str, Any], title: str) -> Table:
@@ -141,12 +139,11 @@ def judged_table(results: dict[str, Any]) -> Table | None:
     for col in ("provider", "accuracy 1-4", "n", "cat 5", "by category"):
         table.add_column(col, justify="left" if col == "provider" else "right")
     for name, j in judged["providers"].items():
-        acc = j["overall"]["accuracy"]
         cats = ", ".join(f"{c}:{b['accuracy']:.2f}" for c, b in j["by_category"].items()
                          if b.get("accuracy") is not None)
-        adv = (j.get("category_5") or {}).get("accuracy")
-        table.add_row(name, "–" if acc is None else f"{acc:.3f}", str(j["overall"]["count"]),
-                      "–" if adv is None else f"{adv:.3f}", cats)
+        adv = (j.get("category_5") or {}).get("interval")
+        table.add_row(name, _cell(j["overall"].get("interval")), str(j["overall"]["count"]),
+                      _cell(adv), cats)
     tau = (judged.get("agreement") or {}).get("rank_tau") or {}
     if tau:
         table.caption = "judge-free ranking vs judge (Kendall tau): " + ", ".join(
@@ -184,12 +181,18 @@ def _dropped_questions(results: dict[str, Any]) -> str:
 
 
 def print_outcome(outcome: Any, title: str) -> None:
-    """The run's tables, each within 80 columns (the full detail is in report.html)."""
-    headline = judged_table(outcome.results)
+    """The run's tables, each within 80 columns (the full detail is in report.html). The
+    LoCoMo tables (categories 1-4, category 5 apart) for a LoCoMo run only: LongMemEval
+    and BEAM print their own headline (harness/lme_task.py, beam_task.py)."""
+    locomo = "intervals" in outcome.results
+    headline = judged_table(outcome.results) if locomo else None
     if headline is not None:
         console.print(headline)
-    console.print(comparison_table(outcome.results, title))
-    if any(m.get("memory_form") == "derived" for m in outcome.results["providers"].values()):
+    if locomo:
+        console.print(comparison_table(outcome.results, title))
+    derived = any(m.get("memory_form") == "derived"
+                  for m in outcome.results["providers"].values())
+    if locomo and derived:
         console.print(
             "* turn recall counts verbatim turn text: a provider that shows what it derived "
             "(extracted facts) reads ~0 by construction; read provenance and answer recall "

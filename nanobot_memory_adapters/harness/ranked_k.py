@@ -11,32 +11,29 @@ k = 1, 5, 10; turn level and session level (sessions ranked by their first ranke
 LongMemEval's turn-to-session rule). Items are mapped to turns through their
 ``source_event_ids`` (harness/lme_metrics.py); a ranking none of whose items names a
 source is n/a. Each figure: a mean over questions with a 95 % interval clustered by
-conversation (``stats.mean_ci``). Recall within the equal budget stays the headline: a
+conversation from ``estimates.MIN_CONVERSATIONS`` conversations on, else by question
+(``harness/estimates.py``). Recall within the equal budget stays the headline: a
 provider that returns 100 items and shows 10 is scored here on all 100.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nanobot_memory_adapters.harness.lme_metrics import KS, ask_scores
+from nanobot_memory_adapters.harness.lme_metrics import KS, ask_scores, read_asks
 
 NOTE = ("any@k / strict@k over the provider's native ranking (before the budget cut), "
         "final test point; 'categories_1_4' and 'category_5' apart; 95 % intervals "
-        "clustered by conversation. Not the headline: recall within the equal budget is.")
+        "clustered by conversation from five conversations on, else by question. Not "
+        "the headline: recall within the equal budget is.")
 
 
 def _est(values: list[float], clusters: list[str]) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.stats import mean_ci
+    from nanobot_memory_adapters.harness.estimates import estimate
 
-    if not values:
-        return None
-    e = mean_ci(values, clusters=clusters)
-    return {"value": round(e.value, 6), "low": round(e.low, 6), "high": round(e.high, 6),
-            "n": e.n, "method": e.method}
+    return estimate(values, clusters)  # by conversation from MIN_CONVERSATIONS on
 
 
 def summarize(rows: list[tuple[str, int, dict[str, float | None]]]) -> dict[str, Any]:
@@ -71,21 +68,13 @@ def ranked_block(units_by_provider: dict[str, list[dict[str, Any]]], budget: int
 
 def recompute_from_traces(path: str | Path, budget: int | None = None) -> dict[str, Any]:
     """The same block's providers from ``traces.jsonl`` only."""
-    events: dict[str, dict[str, str]] = defaultdict(dict)
+    events, every = read_asks(path, lambda rec: rec.get("benchmark") is None)  # LoCoMo
     asks: dict[str, list[dict[str, Any]]] = defaultdict(list)
     last: dict[str, int] = defaultdict(int)
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            kind, unit = rec.get("kind"), rec.get("unit")
-            if kind == "record" and rec.get("event_id") and rec.get("dia_id"):
-                events[unit][rec["event_id"]] = rec["dia_id"]
-            elif kind == "ask" and rec.get("benchmark") != "longmemeval":
-                last[unit] = max(last[unit], int(rec["point"]))
-                if budget is None or rec.get("budget_tokens", budget) == budget:
-                    asks[rec["provider"]].append(rec)
+    for rec in every:
+        last[rec["unit"]] = max(last[rec["unit"]], int(rec["point"]))
+        if budget is None or rec.get("budget_tokens", budget) == budget:
+            asks[rec["provider"]].append(rec)
     out = {}
     for provider, recs in asks.items():
         rows = []
@@ -95,7 +84,7 @@ def recompute_from_traces(path: str | Path, budget: int | None = None) -> dict[s
             ev = r["evidence"]
             scores = ask_scores([], r.get("ranked_sources") or [], events[r["unit"]], ev,
                                 sorted({int(d.split(":")[0][1:]) for d in ev}), False,
-                                readings=("native",))
+                                readings=("native",), session_via_evidence=False)
             rows.append((r.get("conversation") or "", int(r["category"]), scores))
         out[provider] = summarize(rows)
     return out

@@ -47,6 +47,8 @@ from nanobot_memory_adapters.harness.executors import (
     execute,
 )
 from nanobot_memory_adapters.harness.judge import (
+    HEADLINE_NOTE,
+    split_headline,
     verdict_summary,
 )
 from nanobot_memory_adapters.harness.locomo_mapping import (
@@ -392,14 +394,14 @@ def build_results(
             by_cat: dict[str, list[dict[str, Any]]] = {}
             for j in verdicts:
                 by_cat.setdefault(str(j["category"]), []).append(j["verdict"])
-            # LoCoMo: the headline over categories 1-4, category 5 (adversarial) apart
-            head = [j for j in verdicts if cfg.task != "locomo" or 1 <= int(j["category"]) <= 4]
+            # the headline over answerable questions; what is not (LoCoMo's category 5,
+            # LongMemEval's _abs, BEAM's abstention ability) apart, never averaged in
+            head, (apart_name, apart) = split_headline(cfg.task, verdicts)
             judged[p.name] = {
                 "overall": verdict_summary([j["verdict"] for j in head]),
                 "by_category": {c: verdict_summary(v) for c, v in sorted(by_cat.items())},
+                apart_name: verdict_summary([j["verdict"] for j in apart]),
             }
-            if cfg.task == "locomo":
-                judged[p.name]["category_5"] = verdict_summary(by_cat.get("5", []))
         sessions = [b for u in mine for b in u["behavioural"]]
         if sessions:
             behavioural[p.name] = sessions
@@ -418,10 +420,13 @@ def build_results(
             "timing": "everything under 'timing' is excluded from metrics_sha256",
         },
     }
-    # intervals and pairwise verdicts: outside 'providers', so outside metrics_sha256
-    results["intervals"] = locomo_intervals(
-        cfg.out / "traces.jsonl", [p.name for p in prepared],
-        cfg.budget_tokens if len(sweep) > 1 else None)
+    # intervals and pairwise verdicts: outside 'providers', so outside metrics_sha256.
+    # LoCoMo's (categories 1-4, category 5 adversarial apart) for LoCoMo only: the other
+    # benchmarks' category codes mean something else; their blocks carry their own.
+    if cfg.task == "locomo":
+        results["intervals"] = locomo_intervals(
+            cfg.out / "traces.jsonl", [p.name for p in prepared],
+            cfg.budget_tokens if len(sweep) > 1 else None)
     results["notes"]["session_recall"] = SATURATED
     if len(sweep) > 1:
         results["budgets"] = [
@@ -433,13 +438,13 @@ def build_results(
     if cfg.judge is not None:
         results["judged"] = {
             "note": "LLM answer + LLM judge at each conversation's final test point; "
-            "separate from the judge-free metrics and not in metrics_sha256"
-            + ("; overall = categories 1-4, category 5 (adversarial) apart"
-               if cfg.task == "locomo" else ""),
+            "separate from the judge-free metrics and not in metrics_sha256; "
+            + HEADLINE_NOTE[cfg.task],
             "judge": cfg.judge.description,
             "providers": judged,
-            "agreement": judge_agreement(providers, judged, units),
         }
+        if cfg.task == "locomo":  # ranks over LoCoMo's categories 1-4
+            results["judged"]["agreement"] = judge_agreement(providers, judged, units)
     if cfg.sessions:
         results["behavioural"] = behavioural
     if cfg.task == "longmemeval":
@@ -449,8 +454,7 @@ def build_results(
     elif cfg.task == "beam":
         from nanobot_memory_adapters.harness.beam_task import beam_block
 
-        if cfg.judge is not None:
-            results["beam"] = beam_block(by_provider)
+        results["beam"] = beam_block(by_provider, graded=cfg.judge is not None)
     else:
         from nanobot_memory_adapters.harness.ranked_k import ranked_block
 

@@ -47,6 +47,43 @@ def test_beam_folder_is_read_as_upstream_lays_it_out(tmp_path):
         load_beam(bad)
 
 
+@pytest.mark.parametrize(("name", "text", "needle"), [
+    ("chat.json", '[{"batch_number": "one", "turns": []}]', "ValueError"),
+    ("chat.json", '[{"turns": [["not a turn"]]}]', "AttributeError"),
+    ("chat.json", "{not json", "not valid JSON"),
+    ("probing_questions.json", '{"abstention": ["a question as a bare string"]}',
+     "question objects"),
+    ("probing_questions.json", '{"summarization": [{"question": "q", "rubric": "r"}]}',
+     "'rubric' is not a list"),
+])
+def test_a_malformed_beam_file_is_one_line_naming_the_file_and_the_fix(tmp_path, name,
+                                                                       text, needle):
+    import shutil
+
+    folder = tmp_path / "100K" / "1"
+    shutil.copytree(SCALE / "1", folder)
+    target = folder / name if name == "chat.json" else folder / "probing_questions" / name
+    target.write_text(text)
+    with pytest.raises(DatasetError) as err:
+        load_beam(folder)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(str(target)) and needle in line
+    assert "fetch the folder again from mohammadtavakoli78/BEAM" in line
+
+
+async def test_beam_evidence_is_scored_without_a_judge(tmp_path):
+    out = await run_bench(BenchConfig(
+        dataset=SCALE, out=tmp_path / "run", providers=["no_memory", "full_history"],
+        task="beam", test_points="last", run_id="beam"))
+    block = out.results["beam"]
+    assert block["graded"] is False
+    full = block["providers"]["full_history"]
+    assert full["overall"] is None  # nothing judged: no made-up score
+    assert full["retrieval"]["turn_recall"]["value"] == 1.0
+    assert full["retrieval"]["turn_recall"]["n"] == 3
+    assert block["providers"]["no_memory"]["retrieval"]["turn_recall"]["value"] == 0.0
+
+
 def test_event_ordering_score_is_tau_norm_times_f1():
     ref = ["a", "b", "c"]
     same = {(i, i): True for i in range(3)}
@@ -75,6 +112,42 @@ async def test_bench_beam_end_to_end_on_the_double(tmp_path, llm_double):
     # in the order they were said
     assert full["event_ordering_tau_f1"]["value"] == 1.0
     assert none["event_ordering_tau_f1"]["value"] == 0.0
-    assert full["overall"]["n"] == 4 and full["not_graded"] == 0
+    assert full["event_ordering_tau_norm"]["value"] == 1.0  # BEAM's tau_norm, apart
+    assert full["event_ordering_tau_norm"]["n"] == 1
+    # the headline is over every ability but abstention (3 questions); abstention apart
+    # with its own n and interval; a provider that stores nothing scores 0 there
+    assert full["overall"]["n"] == 3 and full["not_graded"] == 0
+    assert full["abstention"]["n"] == none["abstention"]["n"] == 1
+    assert none["overall"]["value"] == 0.0 and none["overall"]["high"] > 0.0
+    # the evidence (source_chat_ids) is scored judge-free; the abstention question's
+    # stand-in evidence is counted, never scored
+    for p in (none, full):
+        assert p["retrieval"]["questions"] == 3 and p["retrieval"]["evidence_stand_in"] == 1
+    assert none["retrieval"]["turn_recall"]["value"] == 0.0
+    assert full["retrieval"]["turn_recall"]["value"] == 1.0
+    assert none["retrieval"]["turn_any@5"]["value"] == 0.0
+    assert full["retrieval"]["session_any@5"]["value"] == 1.0
+    # LoCoMo's category semantics are not applied to BEAM's categories
+    assert "intervals" not in out.results and "ranked_at_k" not in out.results
     assert out.manifest["dataset"]["format"] == "beam"
     assert len(out.manifest["dataset"]["sha256"]) == 64
+
+
+def test_cli_bench_task_beam_bad_input_is_one_line(tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from nanobot_memory_adapters.cli import app
+
+    folder = tmp_path / "100K" / "1"
+    shutil.copytree(SCALE / "1", folder)
+    (folder / "chat.json").write_text('[{"batch_number": "one", "turns": []}]')
+    for args, says in (
+        (("--dataset", str(SCALE), "--max-sessions", "1"), "--max-sessions: cuts LoCoMo"),
+        (("--dataset", str(folder)), f"{folder / 'chat.json'}: not in BEAM's layout"),
+    ):
+        bad = CliRunner().invoke(app, ["bench", "--task", "beam", *args, "--providers",
+                                       "no_memory", "--out", str(tmp_path / "bad")])
+        assert bad.exit_code == 2, (args, bad.output)
+        assert says in bad.stderr.replace("\n", "") and "Traceback" not in bad.output

@@ -93,6 +93,21 @@ def test_baseline_draws_only_turns_without_evidence_up_to_the_point_and_length()
     assert runs == {True, False}  # one turn fits: which one depends on the seed
 
 
+def test_baseline_skips_a_turn_too_long_and_keeps_drawing():
+    # the no-evidence context is filled up to the ask's length: a long turn drawn first
+    # is skipped, not the end of the draw (it stopped there, so the baseline read low and
+    # the lift high)
+    from nanobot_memory_adapters.harness.locomo_stats import _order
+
+    long = "A very long account of the weather, the trains and the food. " * 8
+    turns = {"D1:1": (1, long), "D1:2": (1, "Paris again next year?")}
+    ask = {"conversation": "c", "qid": "q1", "point": 1, "gold": "Paris",
+           "evidence": [], "tokens": 20}
+    long_first = [s for s in range(20) if _order(turns, "c", "q1", 1, (), s)[0] == "D1:1"]
+    assert long_first  # the case the old loop got wrong is drawn
+    assert all(baseline_hit(ask, turns, s) for s in range(20))
+
+
 def test_verify_recomputes_the_intervals(locomo_file, tmp_path, monkeypatch):
     from nanobot_memory_adapters.harness import locomo_stats
 

@@ -126,3 +126,23 @@ async def test_behavioural_session_plugs_into_the_timeline(locomo_file, tmp_path
     assert run.manifest["behavioural_sessions"][0]["name"] == "dog-check"
     # Test sessions write nothing retrievable: the judge-free metrics are unchanged.
     assert run.results["metrics_sha256"] == plain.results["metrics_sha256"]
+
+
+def test_judged_accuracy_carries_n_and_a_95_interval():
+    from nanobot_memory_adapters.harness.judge import split_headline, verdict_summary
+
+    s = verdict_summary([{"label": "correct", "score": 1.0}, {"label": "wrong", "score": 0.0},
+                         {"label": "correct", "score": 1.0}, {"label": "error", "score": None}])
+    assert s["count"] == 4 and s["accuracy"] == round(2 / 3, 6)
+    e = s["interval"]  # over the 3 scored verdicts; the error is counted, never scored
+    assert e["n"] == 3 and e["method"] == "wilson" and e["low"] < e["value"] < e["high"]
+    assert verdict_summary([])["interval"] is None
+    # each task's headline over its own answerable questions, the rest apart
+    rows = [{"category": c} for c in (1, 4, 5, 101, 3, 13)]
+    assert [len(x) for x in (split_headline("locomo", rows)[0],
+                             split_headline("locomo", rows)[1][1])] == [3, 3]
+    head, (name, apart) = split_headline("longmemeval", [{"category": 3}, {"category": 13}])
+    assert name == "abstention" and [r["category"] for r in apart] == [13] and len(head) == 1
+    head, (name, apart) = split_headline("beam", [{"category": 100}, {"category": 102}])
+    assert name == "abstention" and [r["category"] for r in apart] == [100]
+    assert [r["category"] for r in head] == [102]

@@ -46,3 +46,18 @@ async def test_ranked_at_k_on_the_synthetic_file(locomo_file, tmp_path):
     assert bm25["turn_any@1"]["n"] == len(hits) == bm25["questions"]
     again = recompute_from_traces(out.out / "traces.jsonl")
     assert again == block
+
+
+def test_ranked_at_k_clusters_by_conversation_only_from_min_conversations():
+    # one rule for every block (harness/estimates.py): fewer than MIN_CONVERSATIONS
+    # conversations are resampled by question (0/1 values: Wilson), more by conversation
+    from nanobot_memory_adapters.harness.estimates import MIN_CONVERSATIONS
+    from nanobot_memory_adapters.harness.ranked_k import summarize
+
+    def rows(convs: int) -> list[tuple[str, int, dict[str, float | None]]]:
+        return [(f"conv-{i % convs}", 1, {"turn_any@1": float(i % 2)}) for i in range(20)]
+
+    few = summarize(rows(MIN_CONVERSATIONS - 1))["categories_1_4"]["turn_any@1"]
+    many = summarize(rows(MIN_CONVERSATIONS))["categories_1_4"]["turn_any@1"]
+    assert few["method"] == "wilson" and few["n"] == 20
+    assert many["method"] == "cluster-bootstrap" and many["n"] == 20

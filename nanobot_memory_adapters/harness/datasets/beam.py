@@ -26,7 +26,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
     DatasetError,
     EvidenceStats,
-    Question,
+    FinalQuestion,
     Session,
     Turn,
 )
@@ -55,15 +55,14 @@ def parse_anchor(text: str | None) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class BeamQuestion(Question):
+class BeamQuestion(FinalQuestion):
     ability: str = ""
     rubric: tuple[str, ...] = ()
-    has_turn_evidence: bool = True
-    last_session: int = 0
 
     @property
-    def ready_after(self) -> int:
-        return self.last_session
+    def answer_recall_applicable(self) -> bool:
+        """BEAM is graded by rubric; an ideal answer's exact words are not a hit test."""
+        return False
 
     @property
     def judge_gold(self) -> str:
@@ -72,7 +71,8 @@ class BeamQuestion(Question):
 
     @property
     def trace_fields(self) -> dict[str, Any]:
-        return {"benchmark": "beam", "ability": self.ability, "rubric": list(self.rubric)}
+        return {"benchmark": "beam", "ability": self.ability, "rubric": list(self.rubric),
+                "turn_evidence": self.turn_evidence}  # source_chat_ids' turns
 
 
 def _ids(value: Any) -> list[int]:
@@ -91,17 +91,41 @@ def _read(path: Path) -> Any:
         raise DatasetError(f"{path.parent}: {path.name} is missing (a BEAM conversation "
                            "folder holds chat.json and probing_questions/)") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+        raise DatasetError(f"{path}: not valid JSON ({exc}); " + FIX) from None
+
+
+FIX = ("fix the file or fetch the folder again from mohammadtavakoli78/BEAM "
+       "(chats/<scale>/<n>/); layout: docs/harness.md (BEAM)")
 
 
 def load_conversation(folder: Path, sample_id: str) -> Conversation:
-    chat = _read(folder / "chat.json")
-    probes = _read(folder / "probing_questions" / "probing_questions.json")
+    """One conversation folder; a file not in BEAM's layout is one DatasetError naming
+    the file, what is wrong and the fix (never a traceback)."""
+    chat_path = folder / "chat.json"
+    probes_path = folder / "probing_questions" / "probing_questions.json"
+    chat = _read(chat_path)
+    probes = _read(probes_path)
     if not isinstance(chat, list) or not all(isinstance(b, dict) and "turns" in b for b in chat):
-        raise DatasetError(f"{folder / 'chat.json'}: expected a list of batches "
-                           "{'batch_number', 'turns'}")
-    if not isinstance(probes, dict):
-        raise DatasetError(f"{folder}: probing_questions.json is not {{ability: [questions]}}")
+        raise DatasetError(f"{chat_path}: expected a list of batches "
+                           "{'batch_number', 'turns'}; " + FIX)
+    if not isinstance(probes, dict) or not all(
+            isinstance(v, list) and all(isinstance(i, dict) for i in v)
+            for v in probes.values()):
+        raise DatasetError(f"{probes_path}: expected {{ability: [question objects]}}; " + FIX)
+    try:
+        sessions = _sessions(chat, chat_path)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise DatasetError(f"{chat_path}: not in BEAM's layout ({type(exc).__name__}: "
+                           f"{exc}); " + FIX) from None
+    try:
+        return _questions(sessions, probes, folder, sample_id)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise DatasetError(f"{probes_path}: not in BEAM's layout ({type(exc).__name__}: "
+                           f"{exc}); " + FIX) from None
+
+
+def _sessions(chat: list[dict[str, Any]], chat_path: Path) -> tuple[list[Session],
+                                                                     dict[int, str]]:
     sessions: list[Session] = []
     dia_of_id: dict[int, str] = {}
     previous: datetime | None = None
@@ -116,8 +140,8 @@ def load_conversation(folder: Path, sample_id: str) -> Conversation:
         turns = []
         for k, t in enumerate(flat):
             if t.get("role") not in ("user", "assistant") or "content" not in t:
-                raise DatasetError(f"{folder / 'chat.json'}: batch {number}, turn {k}: not "
-                                   "{'role': 'user'|'assistant', 'content': ...}")
+                raise DatasetError(f"{chat_path}: batch {number}, turn {k}: not "
+                                   "{'role': 'user'|'assistant', 'content': ...}; " + FIX)
             dia = f"D{number}:{k + 1}"
             if isinstance(t.get("id"), int):
                 dia_of_id[t["id"]] = dia
@@ -127,15 +151,24 @@ def load_conversation(folder: Path, sample_id: str) -> Conversation:
                               distinctive=False))
         sessions.append(Session(number, str(anchor.date() if anchor else ""), start,
                                 tuple(turns), anchor is not None))
+    return sessions, dia_of_id
+
+
+def _questions(read: tuple[list[Session], dict[int, str]], probes: dict[str, Any],
+               folder: Path, sample_id: str) -> Conversation:
+    sessions, dia_of_id = read
     last = sessions[-1].number if sessions else 0
     stats = EvidenceStats()
     questions = []
     for ability, items in probes.items():
         if ability not in ABILITIES:
-            raise DatasetError(f"{folder}: probing ability {ability!r} is not one of "
+            raise DatasetError(f"{folder / 'probing_questions' / 'probing_questions.json'}: "
+                               f"probing ability {ability!r} is not one of "
                                + ", ".join(ABILITIES))
         for i, item in enumerate(items):
             stats.questions += 1
+            if not isinstance(item.get("rubric") or [], list):
+                raise ValueError(f"{ability}[{i}]: 'rubric' is not a list of criteria")
             rubric = tuple(str(r) for r in item.get("rubric") or [])
             if not rubric or "question" not in item:
                 stats.skipped_questions += 1

@@ -97,6 +97,32 @@ class Question:
     def gold(self) -> str | None:
         return self.answer if self.answer is not None else self.adversarial_answer
 
+    @property
+    def answer_recall_applicable(self) -> bool:
+        """Whether "the gold's words are in the context" means anything: LoCoMo categories
+        1-4 (category 5's gold is a premise the conversation does not support). Other
+        benchmarks' questions say for themselves."""
+        return 1 <= int(self.category) <= 4 and self.answer is not None
+
+
+@dataclass(frozen=True)
+class FinalQuestion(Question):
+    """A question asked once, after the conversation's last session, whatever its
+    evidence (LongMemEval, BEAM). ``has_turn_evidence`` False: ``evidence`` is a stand-in
+    the bookkeeping needs (no evidence turn is named), never scored."""
+
+    has_turn_evidence: bool = True
+    last_session: int = 0
+
+    @property
+    def ready_after(self) -> int:
+        return self.last_session
+
+    @property
+    def turn_evidence(self) -> list[str]:
+        """The named evidence turns ([] when ``evidence`` is a stand-in)."""
+        return list(self.evidence) if self.has_turn_evidence else []
+
 
 @dataclass
 class EvidenceStats:

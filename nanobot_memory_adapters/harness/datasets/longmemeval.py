@@ -31,7 +31,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
     DatasetError,
     EvidenceStats,
-    Question,
+    FinalQuestion,
     Session,
     Turn,
     _mark_distinctive,  # pyright: ignore[reportPrivateUsage]
@@ -74,7 +74,7 @@ def parse_date(text: str) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class LmeQuestion(Question):
+class LmeQuestion(FinalQuestion):
     """A LongMemEval question: asked after the last session, whatever its evidence."""
 
     question_type: str = ""
@@ -82,18 +82,17 @@ class LmeQuestion(Question):
     abstention: bool = False
     answer_sessions: tuple[int, ...] = ()  # session numbers of answer_session_ids
     answer_session_ids: tuple[str, ...] = ()
-    has_turn_evidence: bool = True  # False: ``evidence`` is a stand-in (no has_answer turn)
-    last_session: int = 0
-
-    @property
-    def ready_after(self) -> int:
-        return self.last_session
-
     @property
     def retrieval_applicable(self) -> bool:
         """The benchmark leaves abstention questions out of retrieval; so do we, and
         questions whose file names no evidence at that level."""
         return not self.abstention
+
+    @property
+    def answer_recall_applicable(self) -> bool:
+        """Answer recall (the gold's words in the context): every answerable question but
+        the preference ones, whose gold is a rubric, not an answer."""
+        return not self.abstention and self.question_type != "single-session-preference"
 
     @property
     def answer_prompt(self) -> str:
@@ -108,7 +107,7 @@ class LmeQuestion(Question):
             "question_type": self.question_type,
             "abstention": self.abstention,
             "answer_sessions": list(self.answer_sessions),
-            "turn_evidence": list(self.evidence) if self.has_turn_evidence else [],
+            "turn_evidence": self.turn_evidence,  # no has_answer turn: []
             "question_date": self.question_date,
         }
 

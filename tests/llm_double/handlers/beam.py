@@ -16,25 +16,19 @@ from __future__ import annotations
 import json
 import re
 
+from tests.llm_double.memory_lines import sharing_lines, words
 from tests.llm_double.server import ChatReply, ChatRequest
 
 PRIORITY = 10
 ANSWER_MARKER = "You answer the user's question using only the memory of earlier"
 NUGGET = "Judge one criterion of a model's reply."
 SAME = "Do these two snippets describe the same event or fact?"
-CONTEXT_LINE = re.compile(r"^- (?:\[[^\]]*\] )?(.+)$", re.M)
-WORD = re.compile(r"[a-z0-9]{4,}")
-
-
-def _words(text: str) -> set[str]:
-    return set(WORD.findall(text.lower()))
 
 
 def answer(req: ChatRequest) -> ChatReply | None:
     if req.response_format or req.tools or not req.system.startswith(ANSWER_MARKER):
         return None
-    wanted = _words(req.last_user)
-    lines = [ln.strip() for ln in CONTEXT_LINE.findall(req.system) if wanted & _words(ln)]
+    lines = [line for _, line in sharing_lines(req.system, req.last_user)]
     return ChatReply(content="\n".join(lines) or "I do not know.", handler="beam.answer")
 
 
@@ -49,15 +43,15 @@ def grade(req: ChatRequest) -> ChatReply | None:
         return None
     if text.startswith(SAME):
         first, second = _field(text, "First snippet"), _field(text, "Second snippet")
-        need = _words(first)
-        same = bool(need) and len(need & _words(second)) * 2 >= len(need)
+        need = words(first)
+        same = bool(need) and len(need & words(second)) * 2 >= len(need)
         return ChatReply(content="YES" if same else "NO", handler="beam.same")
     item = _field(text, "Criterion")
     item = re.sub(r"^LLM response should [a-z]+: ", "", item).lower()
     reply = text.split("\nReply: ", 1)[1].rsplit("\n\nScore 1.0", 1)[0].lower()
-    need = _words(item)
+    need = words(item)
     score = 1.0 if item and item in reply else (
-        0.5 if need and len(need & _words(reply)) * 2 >= len(need) else 0.0)
+        0.5 if need and len(need & words(reply)) * 2 >= len(need) else 0.0)
     return ChatReply(content=json.dumps({"score": score}), handler="beam.nugget")
 
 

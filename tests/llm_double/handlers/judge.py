@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from tests.llm_double.memory_lines import best_line
 from tests.llm_double.server import ChatReply, ChatRequest
 
 # Keyed on the harness's own prompt openings, so it may run before broader handlers.
@@ -20,23 +21,12 @@ JUDGE_MARKER = "Grade an answer to a question about a conversation."
 GRADED = re.compile(
     r"^Gold answer: ([^\n]*)\nGiven answer: (.*?)\nThe given answer is CORRECT", re.S | re.M
 )
-CONTEXT_LINE = re.compile(r"^- (?:\[[^\]]*\] )?(.+)$", re.M)
-WORD = re.compile(r"[a-z0-9]{4,}")
-
-
-def _words(text: str) -> set[str]:
-    return set(WORD.findall(text.lower()))
 
 
 def answer(req: ChatRequest) -> ChatReply | None:
     if req.response_format or req.tools or not req.system.startswith(ANSWER_MARKER):
         return None
-    wanted = _words(req.last_user)
-    best, best_shared = "", 0
-    for line in CONTEXT_LINE.findall(req.system):
-        shared = len(wanted & _words(line))
-        if shared > best_shared:
-            best, best_shared = line.strip(), shared
+    best = best_line(req.system, req.last_user)
     return ChatReply(content=best or "Not mentioned in the conversation", handler="judge.answer")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from tests.llm_double.memory_lines import best_line, words
 from tests.llm_double.server import ChatReply, ChatRequest
 
 PRIORITY = 10
@@ -22,26 +23,15 @@ ANSWER_MARKER = "You are a chat assistant with a long-term memory of earlier con
 FACT = "Decide whether a model's reply answers a question correctly."
 PREFERENCE = "Decide whether a model's reply suits the user, judged against a rubric."
 ABSTAIN = "The question below cannot be answered from the conversation history"
-CONTEXT_LINE = re.compile(r"^- (?:\[[^\]]*\] )?(.+)$", re.M)
-WORD = re.compile(r"[a-z0-9]{4,}")
 FIELD = re.compile(r"^(Correct answer|Rubric \(what a personalised reply should do\)|Note|"
                    r"Model reply): (.*?)(?=\n[A-Z][^\n]*: |\n\n|\Z)", re.M | re.S)
 NUMBER = re.compile(r"\d+")
 
 
-def _words(text: str) -> set[str]:
-    return set(WORD.findall(text.lower()))
-
-
 def answer(req: ChatRequest) -> ChatReply | None:
     if req.response_format or req.tools or not req.system.startswith(ANSWER_MARKER):
         return None
-    wanted = _words(re.sub(r"^\(Current date: [^)]*\)", "", req.last_user))
-    best, best_shared = "", 0
-    for line in CONTEXT_LINE.findall(req.system):
-        shared = len(wanted & _words(line))
-        if shared > best_shared:
-            best, best_shared = line.strip(), shared
+    best = best_line(req.system, re.sub(r"^\(Current date: [^)]*\)", "", req.last_user))
     return ChatReply(content=best or "I do not know.", handler="longmemeval.answer")
 
 
@@ -54,7 +44,7 @@ def grade(req: ChatRequest) -> ChatReply | None:
     if text.startswith(ABSTAIN):
         ok = "do not know" in reply
     elif text.startswith(PREFERENCE):
-        ok = len(_words(fields.get("Rubric", "")) & _words(reply)) >= 3
+        ok = len(words(fields.get("Rubric", "")) & words(reply)) >= 3
     else:
         gold = fields.get("Correct", "").lower()
         ok = bool(gold) and gold in reply

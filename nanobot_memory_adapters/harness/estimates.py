@@ -1,0 +1,45 @@
+"""One place for how the harness turns per-question values into a reported estimate: the
+mean with its 95 % interval and n (``stats.mean_ci``), when asks are resampled by
+conversation, and how an estimate is printed in a terminal cell."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+# Fewer conversations than this: resample questions, not conversations (with two to four
+# clusters a cluster bootstrap only shuffles a handful of means).
+MIN_CONVERSATIONS = 5
+_ROUND = 6
+
+
+def cluster_by_conversation(conversations: Sequence[Hashable]) -> bool:
+    """Whether a run's asks are resampled by conversation (enough of them) or by question."""
+    return len(set(conversations)) >= MIN_CONVERSATIONS
+
+
+def estimate(values: Sequence[float], clusters: Sequence[Hashable] | None = None, *,
+             method: str = "auto") -> dict[str, Any] | None:
+    """``{value, low, high, n, method}`` (rounded) of the values, or None when there are
+    none. ``clusters`` is ignored below ``MIN_CONVERSATIONS`` distinct clusters."""
+    from nanobot_memory_adapters.stats import mean_ci
+
+    if not values:
+        return None
+    if clusters is not None and not cluster_by_conversation(clusters):
+        clusters = None
+    if clusters is not None and method == "auto":
+        method = "bootstrap"
+    e = mean_ci(list(values), clusters=clusters, method=method)  # type: ignore[arg-type]
+    return {"value": round(e.value, _ROUND), "low": round(e.low, _ROUND),
+            "high": round(e.high, _ROUND), "n": e.n, "method": e.method}
+
+
+def ci_cell(e: dict[str, Any] | None, digits: int = 2, *, signed: bool = False,
+            n: bool = False, sep: str = " ") -> str:
+    """``0.57 [0.55,0.59]`` (optionally ``n=40``) for a terminal cell, or n/a."""
+    if e is None:
+        return "n/a"
+    s = "+" if signed else ""
+    text = f"{e['value']:{s}.{digits}f}{sep}[{e['low']:{s}.2f},{e['high']:{s}.2f}]"
+    return text + (f"{sep}n={e['n']}" if n else "")
