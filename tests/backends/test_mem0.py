@@ -796,9 +796,9 @@ async def test_the_replay_check_does_not_scan_the_store_per_turn(raw_adapter):
 
 async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_dir):
     """The index of stored events is rebuilt from mem0's store, not carried in memory
-    only: an adapter opened after the first one closed (a restarted process) still finds
-    the event."""
-    from nanobot_memory_adapters.backends.mem0.stored_events import _registry
+    only: an adapter opened after the first one closed (its Qdrant handle, and the index
+    kept in it, closed too; as in a restarted process) still finds the event."""
+    from nanobot_memory_adapters.backends.mem0.qdrant import QDRANT
 
     scope = _scope(_run())
     event = _event(scope, "I keep three beehives on the roof.")
@@ -807,7 +807,7 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
         stored = await first.record_event(event)
     finally:
         await first.aclose()
-    _registry.clear()  # what a new process starts with
+    assert not QDRANT.is_open(first.qdrant_path)  # nothing of the first one is left
     second = Mem0Adapter(data_dir)
     try:
         again = await second.record_event(event)
