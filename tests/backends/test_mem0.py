@@ -572,6 +572,9 @@ async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
         count = await adapter.native_query(alice, "memory_count")
         assert count["memory_count"] == len(first.native_ids) + len(second.native_ids) > 1
         assert (await adapter.native_query(bob, "memory_count"))["memory_count"] == 0
+        # more memories than the listing's page: counted, not capped at the page size
+        paged = await adapter.native_query(alice, "memory_count", top_k=1)
+        assert paged["memory_count"] == count["memory_count"]
         history = await adapter.native_query(alice, "history", native_id=mid)
         assert [h["event"] for h in history["history"]] == ["ADD"]
         with pytest.raises(AdapterError, match="does not exist in scope"):
@@ -580,7 +583,8 @@ async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
             await adapter.native_query(alice, "What car do I drive?")
         queried = [t for t in traces if t.operation == "native_query"]
         assert [t.native_operation for t in queried] == [
-            "AsyncMemory.get_all", "AsyncMemory.get_all", "AsyncMemory.history"]
+            "AsyncMemory.get_all", "AsyncMemory.get_all", "AsyncMemory.get_all",
+            "AsyncMemory.history"]
         assert queried[-1].native_ids == [mid] and queried[0].scope == alice.key
     finally:
         await adapter.aclose()
