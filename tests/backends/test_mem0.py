@@ -821,6 +821,30 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
     assert any("already in mem0" in w for w in again.trace.warnings)
 
 
+def test_a_long_query_is_embedded_each_time_and_never_kept():
+    """The query cache keeps short questions only: a long text (a pasted document) is
+    passed to mem0's embedder every time and takes no room in the cache."""
+    from nanobot_memory_adapters.backends.mem0 import embed_cache
+
+    calls: list[str] = []
+
+    class Embedder:  # counts what reaches the wrapped embedder
+        def embed(self, text, memory_action=None):
+            calls.append(text)
+            return [float(len(text))] * 4
+
+    embed_cache.clear()
+    proxy = embed_cache.CachedQueryEmbedder(Embedder(), "counting")
+    long_text = "What did I say about the beehives? " * 100
+    short = "Where does my sister live?"
+    for _ in range(2):
+        assert proxy.embed(long_text, "search") == [float(len(long_text))] * 4
+        assert proxy.embed(short, "search") == [float(len(short))] * 4
+    assert calls == [long_text, short, long_text]
+    assert ("counting", long_text) not in embed_cache._cache
+    embed_cache.clear()
+
+
 async def test_a_question_asked_again_is_embedded_once_with_the_same_results(data_dir):
     """The same question at every test point (and in every unit of a run) is embedded
     once per (model, text) in a process; the results are those without the cache: the
