@@ -65,6 +65,16 @@ async def test_an_add_that_timed_out_is_not_stored_again_by_its_retry(adapter):
     """The plugin gives up on a write after ``write_timeout_s`` while mem0 goes on
     inserting in its worker thread; the retry in the same process must see that insert
     (the index forgets the scope on any exception or cancellation around the add)."""
+    await _retry_after_a_timeout(adapter, wait_for_the_insert=True)
+
+
+async def test_a_retry_sent_while_the_timed_out_add_still_runs_waits_for_it(adapter):
+    """The retry comes before mem0's worker thread has inserted the timed-out add: its
+    look-up waits for that add to end (it runs on, shielded) and finds the event."""
+    await _retry_after_a_timeout(adapter, wait_for_the_insert=False)
+
+
+async def _retry_after_a_timeout(adapter: Mem0Adapter, *, wait_for_the_insert: bool) -> None:
     scope = _scope()
     await adapter.record_event(_event(scope, "I water the ferns on Mondays.", 1))  # listed
     memory = await adapter._native()
@@ -84,15 +94,18 @@ async def test_an_add_that_timed_out_is_not_stored_again_by_its_retry(adapter):
     try:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(adapter.record_event(event), 0.2)
-        assert await asyncio.to_thread(inserted.wait, 10)  # mem0 stored it all the same
+        if wait_for_the_insert:
+            assert await asyncio.to_thread(inserted.wait, 10)  # mem0 stored it all the same
+        else:
+            assert not inserted.is_set()  # still inserting when the retry comes
+        again = await adapter.record_event(event)
     finally:
         store.insert = real_insert
-    held = await _held(adapter, scope)
-    assert len(held) == 2
-    again = await adapter.record_event(event)
+    assert inserted.is_set()
     assert again.status == "committed"
     assert any("already in mem0" in w for w in again.trace.warnings), again.trace.warnings
-    assert sorted(await _held(adapter, scope)) == sorted(held)  # one memory for the event
+    held = await _held(adapter, scope)
+    assert len(held) == 2  # the first turn and one memory of the retried event
 
 
 async def test_an_add_that_failed_part_way_is_listed_again_before_its_retry(adapter):

@@ -81,6 +81,7 @@ from nanobot_memory_adapters.backends.mem0.qdrant import (
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
 from nanobot_memory_adapters.backends.mem0.stored_events import (
     ScopeChanged,
+    ScopeKey,
     StoredEvents,
     ensure_loaded,
     scope_key,
@@ -328,13 +329,24 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         kwargs = self.requests.add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
         memory = await self._native()
+        added = asyncio.ensure_future(self._add_in_full(memory, events, kwargs))
         try:
-            with problems_of_this_add() as problems:
-                result = await memory.add(self.requests.messages(events), **kwargs)
+            # shielded: a caller that gives up (a timeout) does not cut mem0's add short
+            result, problems = await asyncio.shield(added)
         except BaseException:
-            # A timeout, a cancel or an error: mem0 may have stored part of the add, or
-            # still be storing it in its worker thread. The next look-up lists again.
+            # A timeout, a cancel or an error: mem0 may have stored part of the add. The
+            # next look-up lists again; if the add still runs, it waits for its end first.
             self._forget_scopes(events)
+            if not added.done():
+                index, keys = self.stored_events, self._scope_keys(events)
+                index.abandoned(keys)
+
+                def settled(task: asyncio.Future[Any]) -> None:
+                    if not task.cancelled():
+                        task.exception()  # retrieved: nobody awaits it any more
+                    index.settled(keys)
+
+                added.add_done_callback(settled)
             raise
         failures = write_failures(problems)
         if failures:
@@ -396,9 +408,18 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
                                operation="record_event", retryable=True) from exc
         return index.lookup(key, event.event_id)
 
+    async def _add_in_full(self, memory: Any, events: Sequence[MemoryEvent],
+                           kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
+        with problems_of_this_add() as problems:
+            result = await memory.add(self.requests.messages(events), **kwargs)
+        return result, problems
+
+    def _scope_keys(self, events: Sequence[MemoryEvent]) -> list[ScopeKey]:
+        return list({scope_key(self.requests.event_ids(e, "record_event")) for e in events})
+
     def _forget_scopes(self, events: Sequence[MemoryEvent]) -> None:
         index = self.stored_events
-        for key in {scope_key(self.requests.event_ids(e, "record_event")) for e in events}:
+        for key in self._scope_keys(events):
             index.forget(key)
 
     def _remember(self, events: Sequence[MemoryEvent], writes: Sequence[NativeWrite]) -> None:

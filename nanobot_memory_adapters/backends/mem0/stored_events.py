@@ -15,14 +15,17 @@ other process writes behind the index.
 
 A scope's entry is dropped (its next look-up lists the store again) by a reset, update or
 delete, and by an add that failed, timed out or was cancelled: mem0 may have stored part
-of it, or still be storing it in its worker thread. Every drop bumps the scope's
-generation; a listing that ran across a drop is not installed (it may predate a reset).
+of it, or still be storing it in its worker thread. An add whose caller gave up runs on
+to its end (shielded), and look-ups of its scopes wait for that end. Every drop bumps the
+scope's generation; a listing that ran across a drop is not installed (it may predate a
+reset).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +44,30 @@ class StoredEvents:
         self._scopes: dict[ScopeKey, dict[str, list[str]]] = {}
         self._generations: dict[ScopeKey, int] = {}
         self._epoch = 0  # bumped by forget() of every scope
+        # adds whose caller gave up (timeout, cancel) while mem0 goes on storing
+        self._abandoned: dict[ScopeKey, int] = {}
+
+    def abandoned(self, keys: Iterable[ScopeKey]) -> None:
+        """An add to these scopes was given up while it still runs: look-ups wait for it."""
+        with self._lock:
+            for key in keys:
+                self._abandoned[key] = self._abandoned.get(key, 0) + 1
+
+    def settled(self, keys: Iterable[ScopeKey]) -> None:
+        """An abandoned add finished: the scopes are listed again at their next look-up."""
+        with self._lock:
+            for key in keys:
+                left = self._abandoned.get(key, 0) - 1
+                if left > 0:
+                    self._abandoned[key] = left
+                else:
+                    self._abandoned.pop(key, None)
+        for key in keys:
+            self.forget(key)
+
+    def unsettled(self, key: ScopeKey) -> bool:
+        with self._lock:
+            return self._abandoned.get(key, 0) > 0
 
     def generation(self, key: ScopeKey) -> tuple[int, int]:
         """Changes whenever the scope is forgotten (taken before a listing starts)."""
@@ -110,6 +137,8 @@ def stored_events_for(store_state: dict[str, Any], collection: str) -> StoredEve
 
 
 LISTING_ATTEMPTS = 3
+#: Seconds a look-up waits for an abandoned add of its scope to finish in mem0.
+ABANDONED_WAIT_S = 120.0
 
 
 async def ensure_loaded(index: StoredEvents, key: ScopeKey, memory: Any,
@@ -117,7 +146,16 @@ async def ensure_loaded(index: StoredEvents, key: ScopeKey, memory: Any,
     """List the scope once (mem0's ``vector_store.list`` with the scope's filters).
 
     A listing that a reset (or a failed add) overtook is listed again; after
-    ``LISTING_ATTEMPTS`` such races a retryable error says so, rather than guess."""
+    ``LISTING_ATTEMPTS`` such races a retryable error says so, rather than guess. An
+    add to the scope that its caller gave up on (still running in mem0's worker thread)
+    is waited for first: a retry must see what it stores."""
+    deadline = time.monotonic() + ABANDONED_WAIT_S
+    while index.unsettled(key):
+        if time.monotonic() > deadline:
+            raise ScopeChanged(
+                f"an earlier add to mem0 scope {dict(key)} that timed out is still running "
+                f"after {ABANDONED_WAIT_S:.0f} s; nothing was written: retry the write")
+        await asyncio.sleep(0.05)
     if index.known(key):
         return
 
