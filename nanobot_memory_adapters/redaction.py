@@ -18,10 +18,12 @@ scanned left to right for a few fixed cues (``://``, ``bearer``/``basic``, a nam
 by ``=``/``:``) and every regex is either such a search, whose cost per position is
 bounded (a fixed-width look-behind, a literal of at most 13 characters, or a run of
 whitespace it also consumes), or anchored at a position with possessive repetition (its
-cost is what it consumes). ``scrub_work`` returns the characters those steps traverse, so
-a test can bound the work without timing it. Without key-shaped strings, the
-result equals that of the three ``re.sub`` patterns this module used before (tested
-against them).
+cost is what it consumes). ``scrub_work`` returns the characters the matches span; it
+does not count the regex engine's steps (a search that backtracks and fails adds
+nothing), so it is no bound: the test that can fail scrubs crafted 1 MiB inputs in a
+child process killed at a hard time cap (tests/test_secrets.py). Without key-shaped
+strings, the result equals that of the three ``re.sub`` patterns this module used
+before (tested against them).
 """
 
 from __future__ import annotations
@@ -93,8 +95,8 @@ def redact_text(text: str) -> str:
 
 
 def scrub_work(text: str) -> tuple[str, int]:
-    """``redact_text``'s result and the characters its steps traversed (see the module
-    docstring): at most a small constant times ``len(text)``."""
+    """``redact_text``'s result and the characters its matches spanned (see the module
+    docstring: not the regex engine's steps)."""
     work = [0]
     text = _url_passwords(text, work)
     text = _bearer_tokens(text, work)

@@ -62,3 +62,14 @@ async def test_bm25_ranks_by_terms_not_by_recency(tmp_path):
     assert hit.items[0].source_event_ids == ["e3"] and hit.items[0].score > 0
     assert result.trace.backend_name == "bm25"
     await adapter.aclose()
+
+
+def test_bm25_declares_no_optional_capability(tmp_path):
+    """Declared data, not read from the methods present: bm25 offers none of the optional
+    capabilities (full_history's store: an insert per turn, readable at once)."""
+    from nanobot_memory_adapters.contract import capabilities_of, undelivered_capabilities
+
+    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    assert adapter.info.capabilities == ()
+    assert adapter.info.consistency_model == "immediate"
+    assert capabilities_of(adapter) == [] == undelivered_capabilities(adapter)

@@ -40,6 +40,9 @@ INFO = ProviderInfo(
     memory_form="verbatim",
     item_fields=("native_id", "event_at", "score", "source_event_ids"),
     native_ingest_modes=("transcript",),
+    # declared: none of the optional capabilities (full_history's store: one insert per
+    # turn, immediately readable, no native ids beyond the event's, no diagnostics)
+    capabilities=(),
     description="Every turn kept verbatim; BM25 (bm25s) ranks them against the query.",
 )
 

@@ -81,34 +81,29 @@ def _request(scope: MemoryScope, query: str, max_tokens: int = 1500) -> Retrieve
     return RetrieveRequest(query=query, scope=scope, budget=ContextBudget(max_tokens=max_tokens))
 
 
+def _contract_target(block: dict, tmp_path: Path) -> SuiteTarget:
+    """The suite's target for one server block (the failing twin: no such command)."""
+
+    async def make():
+        return _adapter(block, tmp_path / "store")
+
+    async def make_failing():
+        return _adapter({**block, "command": [str(tmp_path / "no-such-server")]},
+                        tmp_path / "failing")
+
+    return SuiteTarget(make=make, make_failing=make_failing)
+
+
 class TestReferenceServerContract(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path, server_memory):
-        block = reference_block(server_memory)
-
-        async def make():
-            return _adapter(block, tmp_path / "store")
-
-        async def make_failing():
-            return _adapter({**block, "command": [str(tmp_path / "no-such-server")]},
-                            tmp_path / "failing")
-
-        return SuiteTarget(make=make, make_failing=make_failing)
+        return _contract_target(reference_block(server_memory), tmp_path)
 
 
 class TestMemoryServiceContract(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path, memory_service):
-        block = service_block(memory_service)
-
-        async def make():
-            return _adapter(block, tmp_path / "store")
-
-        async def make_failing():
-            return _adapter({**block, "command": [str(tmp_path / "no-such-server")]},
-                            tmp_path / "failing")
-
-        return SuiteTarget(make=make, make_failing=make_failing)
+        return _contract_target(service_block(memory_service), tmp_path)
 
 
 # -- the mapping's edges ----------------------------------------------------------------
@@ -137,6 +132,44 @@ async def test_a_whole_question_finds_nothing_on_the_reference_server_word_by_wo
     finally:
         await words.aclose()
     assert query_terms(question, 8) == ["live", "axolotl", "called"]
+
+
+async def test_words_of_the_scope_tag_do_not_return_the_whole_scope(tmp_path, server_memory):
+    """Every entity's name and type carry the scope tag (``nma-scope-<hex>``) and the
+    reference server matches names and types: a question with "scope" or "nma" in it
+    would return every item of the scope. Such words are not sent."""
+    adapter = _adapter(reference_block(server_memory), tmp_path / "store")
+    scope = _scope()
+    try:
+        await adapter.record_event(_event(scope, "I live in Zanzibar with my axolotl."))
+        result = await adapter.retrieve(_request(scope, "What is the scope of nma?"))
+        assert result.items == [], [i.text for i in result.items]
+        sent = result.trace.native_request["queries"]
+        assert not any(q in scope_tag(scope) for q in sent), sent
+        found = await adapter.retrieve(_request(scope, "What scope has my axolotl?"))
+        assert found.trace.native_request["queries"] == ["axolotl"]
+        assert [("Zanzibar" in i.text) for i in found.items] == [True]
+    finally:
+        await adapter.aclose()
+    tag = scope_tag(scope)
+    assert query_terms(f"scope nma {tag[10:16]} kayak", 8, tag) == ["kayak"]
+
+
+def test_consistency_and_capabilities_are_declared_from_the_config(tmp_path):
+    """The presets' servers answer a record once the turn is searchable ('immediate');
+    a server that indexes in the background is declared so in its block. No optional
+    capability is declared (no generic tool offers one)."""
+    from nanobot_memory_adapters.backends.mcp.adapter import info_for
+
+    plain = McpConfig.model_validate(reference_block(["unused"]))
+    assert info_for(plain).consistency_model == "immediate"
+    late = McpConfig.model_validate({**reference_block(["unused"]),
+                                     "consistency_model": "eventual"})
+    assert info_for(late).consistency_model == "eventual"
+    assert info_for(plain).capabilities == () == info_for(late).capabilities
+    with pytest.raises(ConfigError, match="consistency_model"):
+        load_provider({"backend": "mcp", "mcp": {
+            **reference_block(["unused"]), "consistency_model": "soon"}}, data_dir=tmp_path)
 
 
 async def test_a_replayed_turn_is_stored_once_and_counts_as_stored(tmp_path, server_memory):
@@ -179,6 +212,7 @@ async def test_declares_what_the_tools_cannot_do(tmp_path, server_memory):
         assert not isinstance(adapter, SupportsReadiness)
         assert capabilities_of(adapter) == []
         info = adapter.info
+        assert info.capabilities == ()  # declared, not read from the methods present
         assert info.condition_kind == "architecture"
         assert info.consistency_model == "immediate"
         # no score, no times; provenance only because the entity's name carries the event id

@@ -572,6 +572,9 @@ async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
         count = await adapter.native_query(alice, "memory_count")
         assert count["memory_count"] == len(first.native_ids) + len(second.native_ids) > 1
         assert (await adapter.native_query(bob, "memory_count"))["memory_count"] == 0
+        # more memories than the listing's page: counted, not capped at the page size
+        paged = await adapter.native_query(alice, "memory_count", top_k=1)
+        assert paged["memory_count"] == count["memory_count"]
         history = await adapter.native_query(alice, "history", native_id=mid)
         assert [h["event"] for h in history["history"]] == ["ADD"]
         with pytest.raises(AdapterError, match="does not exist in scope"):
@@ -580,7 +583,8 @@ async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
             await adapter.native_query(alice, "What car do I drive?")
         queried = [t for t in traces if t.operation == "native_query"]
         assert [t.native_operation for t in queried] == [
-            "AsyncMemory.get_all", "AsyncMemory.get_all", "AsyncMemory.history"]
+            "AsyncMemory.get_all", "AsyncMemory.get_all", "AsyncMemory.get_all",
+            "AsyncMemory.history"]
         assert queried[-1].native_ids == [mid] and queried[0].scope == alice.key
     finally:
         await adapter.aclose()
@@ -796,9 +800,9 @@ async def test_the_replay_check_does_not_scan_the_store_per_turn(raw_adapter):
 
 async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_dir):
     """The index of stored events is rebuilt from mem0's store, not carried in memory
-    only: an adapter opened after the first one closed (a restarted process) still finds
-    the event."""
-    from nanobot_memory_adapters.backends.mem0.stored_events import _registry
+    only: an adapter opened after the first one closed (its Qdrant handle, and the index
+    kept in it, closed too; as in a restarted process) still finds the event."""
+    from nanobot_memory_adapters.backends.mem0.qdrant import QDRANT
 
     scope = _scope(_run())
     event = _event(scope, "I keep three beehives on the roof.")
@@ -807,7 +811,7 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
         stored = await first.record_event(event)
     finally:
         await first.aclose()
-    _registry.clear()  # what a new process starts with
+    assert not QDRANT.is_open(first.qdrant_path)  # nothing of the first one is left
     second = Mem0Adapter(data_dir)
     try:
         again = await second.record_event(event)
@@ -815,6 +819,30 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
         await second.aclose()
     assert sorted(again.native_ids) == sorted(stored.native_ids)
     assert any("already in mem0" in w for w in again.trace.warnings)
+
+
+def test_a_long_query_is_embedded_each_time_and_never_kept():
+    """The query cache keeps short questions only: a long text (a pasted document) is
+    passed to mem0's embedder every time and takes no room in the cache."""
+    from nanobot_memory_adapters.backends.mem0 import embed_cache
+
+    calls: list[str] = []
+
+    class Embedder:  # counts what reaches the wrapped embedder
+        def embed(self, text, memory_action=None):
+            calls.append(text)
+            return [float(len(text))] * 4
+
+    embed_cache.clear()
+    proxy = embed_cache.CachedQueryEmbedder(Embedder(), "counting")
+    long_text = "What did I say about the beehives? " * 100
+    short = "Where does my sister live?"
+    for _ in range(2):
+        assert proxy.embed(long_text, "search") == [float(len(long_text))] * 4
+        assert proxy.embed(short, "search") == [float(len(short))] * 4
+    assert calls == [long_text, short, long_text]
+    assert ("counting", long_text) not in embed_cache._cache
+    embed_cache.clear()
 
 
 async def test_a_question_asked_again_is_embedded_once_with_the_same_results(data_dir):

@@ -1,11 +1,13 @@
 """A memory server reached through MCP tools, behind the contract.
 
-The server decides what is stored and what a search returns, and in which order; the
-adapter only fills the configured argument templates, keeps a search's items to the
-request's scope (the scope field), and formats them within the budget. It never ranks:
-items keep the server's order (with ``split_terms``, the word searches are interleaved
-in the server's order, each item once). What the tools cannot say (readiness,
-provenance beyond the stored fields, a native token budget) is declared, not faked.
+The server decides what is stored, what a search returns and its order; the adapter
+only fills the configured argument templates, keeps a search's items to the request's
+scope (the scope field), and formats them within the budget. It scores nothing; the one
+ordering it makes is with ``split_terms``: the word searches' results are merged
+round-robin (each word's first, then each word's second..., each item once), so the
+order is the server's within a word and the adapter's across words. What the tools
+cannot say (readiness, provenance beyond the stored fields, a native token budget) is
+declared, not faked.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def info_for(config: McpConfig) -> ProviderInfo:
     return ProviderInfo(
         name=BACKEND,
         condition_kind="architecture",
-        consistency_model="immediate",  # a tool call answers once the server is done
+        consistency_model=config.consistency_model,  # the server's; the presets': immediate
         stores_events=True,
         tag_mapping="metadata" if "context" in config.results.metadata else "none",
         memory_form=config.memory_form,
@@ -69,6 +71,9 @@ def info_for(config: McpConfig) -> ProviderInfo:
         # one server process per adapter on one store: the reference server rewrites its
         # whole file per write, so two units on one store would lose each other's writes
         max_concurrent_units=1,
+        # declared: none of the optional capabilities (no generic tool for feedback, bulk
+        # ingest, readiness, mutation, provenance or diagnostics; docs/mcp.md)
+        capabilities=(),
         description=f"MCP memory server {server}: record via {config.record.tool}, "
         f"retrieve via {config.search.tool}, reset via {config.reset.delete.tool}; "
         "the server's own storage and ranking, reached through its tools.",
@@ -81,10 +86,14 @@ def scope_tag(scope: MemoryScope) -> str:
     return "nma-scope-" + hashlib.sha256(scope.key.encode()).hexdigest()[:20]
 
 
-def query_terms(query: str, limit: int) -> list[str]:
+def query_terms(query: str, limit: int, tag: str = "") -> list[str]:
+    """The query's content words, each its own search. A word found inside the scope's
+    ``tag`` (``nma``, ``scope``, a run of its hex digits) is dropped: a server that
+    matches names and types would answer it with every item of the scope."""
     words: list[str] = []
     for word in _WORD.findall(query.lower()):
-        if len(word) >= 3 and word not in STOPWORDS and word not in words:
+        if len(word) >= 3 and word not in STOPWORDS and word not in words \
+                and word not in tag:
             words.append(word)
     return words[:limit]
 
@@ -267,7 +276,8 @@ class McpAdapter(BaseAdapter):
         search = self.config.search
         limit = min(self.config.max_limit, request.budget.top_k(ITEM_TEXT_TOKENS))
         values = {**self._values(request.scope), "limit": limit}
-        terms = query_terms(request.query, search.max_terms) if search.split_terms else []
+        terms = query_terms(request.query, search.max_terms, values["scope_tag"]) \
+            if search.split_terms else []
         queries = terms or [request.query]
         lists: list[list[dict[str, Any]]] = []
         dropped = 0

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.backends.mcp import templates
 from nanobot_memory_adapters.backends.mcp.presets import PRESETS, merged
-from nanobot_memory_adapters.contract import MemoryForm
+from nanobot_memory_adapters.contract import ConsistencyModel, MemoryForm
 
 
 class ToolCall(BaseModel):
@@ -123,6 +123,12 @@ class McpConfig(BaseModel):
     results: ResultMapping
     memory_form: MemoryForm = Field(
         default="verbatim", description="'derived' when the server rewrites what it stores."
+    )
+    consistency_model: ConsistencyModel = Field(
+        default="immediate", description="When a recorded turn can be found: 'immediate' "
+        "when the record tool answers once the turn is searchable (both presets); "
+        "'eventual' or 'async_derived' for a server that indexes or extracts in the "
+        "background (no tool says when it is done, so the harness is told, not a wait)."
     )
     connect_timeout_s: float = Field(default=60.0, gt=0)
     call_timeout_s: float = Field(default=60.0, gt=0)

@@ -73,9 +73,16 @@ from nanobot_memory_adapters.backends.mem0.extraction_log import (
     write_failures,
 )
 from nanobot_memory_adapters.backends.mem0.native_ops import Mem0NativeOps
-from nanobot_memory_adapters.backends.mem0.qdrant import acquire_client, release_client
+from nanobot_memory_adapters.backends.mem0.qdrant import (
+    QDRANT,
+    acquire_client,
+    release_client,
+)
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
 from nanobot_memory_adapters.backends.mem0.stored_events import (
+    ScopeChanged,
+    ScopeKey,
+    StoredEvents,
     ensure_loaded,
     scope_key,
     stored_events_for,
@@ -144,9 +151,6 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
-        # which events mem0 holds, per scope (the replay check without a scan per turn)
-        self.stored_events = stored_events_for(str(self.qdrant_path.resolve()),
-                                               self.collection_name)
         self._memory: Any = None
         self._client_held = False
         self._init_lock = threading.Lock()
@@ -157,6 +161,12 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
     @classmethod
     def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
         return cls(env.data_dir, config, trace_sink=env.trace_sink)
+
+    @property
+    def stored_events(self) -> StoredEvents:
+        """Which events mem0 holds, per scope (the replay check without a scan per turn):
+        kept in the open Qdrant handle's state, so it never outlives the handle."""
+        return stored_events_for(QDRANT.state(self.qdrant_path), self.collection_name)
 
     # -- native arguments (Mem0Requests) -------------------------------------------------
     def scope_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
@@ -319,10 +329,28 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         kwargs = self.requests.add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
         memory = await self._native()
-        with problems_of_this_add() as problems:
-            result = await memory.add(self.requests.messages(events), **kwargs)
+        added = asyncio.ensure_future(self._add_in_full(memory, events, kwargs))
+        try:
+            # shielded: a caller that gives up (a timeout) does not cut mem0's add short
+            result, problems = await asyncio.shield(added)
+        except BaseException:
+            # A timeout, a cancel or an error: mem0 may have stored part of the add. The
+            # next look-up lists again; if the add still runs, it waits for its end first.
+            self._forget_scopes(events)
+            if not added.done():
+                index, keys = self.stored_events, self._scope_keys(events)
+                index.abandoned(keys)
+
+                def settled(task: asyncio.Future[Any]) -> None:
+                    if not task.cancelled():
+                        task.exception()  # retrieved: nobody awaits it any more
+                    index.settled(keys)
+
+                added.add_done_callback(settled)
+            raise
         failures = write_failures(problems)
         if failures:
+            self._forget_scopes(events)  # part of the add may be stored
             message = (
                 f"mem0 stored nothing reliable for {len(events)} event(s): {failures[0][:300]}"
                 " (the model's answer was cut or not JSON; raise llm.max_tokens or retry)"
@@ -372,14 +400,34 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         ``vector_store.list``), then kept current by every add (``stored_events``)."""
         memory = await self._native()
         key = scope_key(self.requests.event_ids(event, "record_event"))
-        await ensure_loaded(self.stored_events, key, memory, self.collection_name)
-        return self.stored_events.lookup(key, event.event_id)
+        index = self.stored_events
+        try:
+            await ensure_loaded(index, key, memory, self.collection_name)
+        except ScopeChanged as exc:
+            raise AdapterError(str(exc), backend_name=self.backend_name,
+                               operation="record_event", retryable=True) from exc
+        return index.lookup(key, event.event_id)
+
+    async def _add_in_full(self, memory: Any, events: Sequence[MemoryEvent],
+                           kwargs: dict[str, Any]) -> tuple[Any, list[str]]:
+        with problems_of_this_add() as problems:
+            result = await memory.add(self.requests.messages(events), **kwargs)
+        return result, problems
+
+    def _scope_keys(self, events: Sequence[MemoryEvent]) -> list[ScopeKey]:
+        return list({scope_key(self.requests.event_ids(e, "record_event")) for e in events})
+
+    def _forget_scopes(self, events: Sequence[MemoryEvent]) -> None:
+        index = self.stored_events
+        for key in self._scope_keys(events):
+            index.forget(key)
 
     def _remember(self, events: Sequence[MemoryEvent], writes: Sequence[NativeWrite]) -> None:
+        index = self.stored_events
         for event, write in zip(events, writes, strict=True):
             if write.native_ids:
                 key = scope_key(self.requests.event_ids(event, "record_event"))
-                self.stored_events.add(key, event.event_id, write.native_ids)
+                index.add(key, event.event_id, write.native_ids)
 
     @staticmethod
     def _describe_add(kwargs: dict[str, Any], messages: int) -> dict[str, Any]:

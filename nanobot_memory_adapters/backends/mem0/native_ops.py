@@ -132,7 +132,8 @@ class Mem0NativeOps:
         self, scope: MemoryScope, query: str, **options: Any
     ) -> dict[str, Any]:
         """Diagnostics only (logged and traced, never put in a prompt). ``query`` names one:
-        ``memory_count`` (the scope's memories, ``get_all(filters=<scope>)``) or ``history``
+        ``memory_count`` (the scope's memories, ``get_all(filters=<scope>)``, exact at any
+        size: ``top_k`` is only the first page) or ``history``
         (``options["native_id"]``: mem0's ``history`` of one memory of the scope)."""
         if query not in ("memory_count", "history"):
             raise AdapterError(
@@ -152,8 +153,13 @@ class Mem0NativeOps:
                                    "native_id": native_id, "history": rows}
             ids: list[str] = [native_id]
         else:
-            top_k = int(options.get("top_k", 10_000))
+            # get_all returns at most top_k: a full page is listed again with twice the
+            # room, so the count is exact (never top_k standing for "top_k or more")
+            top_k = max(1, int(options.get("top_k", 10_000)))
             memories = (await self.provenance(scope, top_k=top_k))["memories"]
+            while len(memories) >= top_k:
+                top_k *= 2
+                memories = (await self.provenance(scope, top_k=top_k))["memories"]
             out = {"native_operation": "AsyncMemory.get_all", "memory_count": len(memories),
                    "top_k": top_k}
             ids = []
