@@ -28,10 +28,14 @@ Methods (``Estimate.method`` names the one used):
   point); clustered or non-binary values get the bootstrap.
 
 ``paired_difference`` bootstraps mean(a - b) over the same items (clustered when
-``clusters`` is given): ``distinguishable`` is True when the interval excludes 0, and the
-verdict names the larger side; when both sides are 0/1 it also reports McNemar's exact
-p-value (two-sided binomial test on the discordant pairs; it ignores clusters, so the
-verdict comes from the interval). Every bootstrap is deterministic for a given ``seed``.
+``clusters`` is given). When both sides are 0/1 it also reports McNemar's exact p-value
+(two-sided binomial test on the discordant pairs; it ignores clusters).
+``distinguishable`` is True when the interval excludes 0 **and** (for 0/1 values)
+McNemar's p is below ``1 - level``: with few discordant pairs all on one side the
+percentile bootstrap never reaches 0 (every resample that draws a discordant pair draws
+one of the same sign), so the interval alone would call 4 discordant tests of 200 a
+difference (p = 0.125). The verdict names the larger side. Every bootstrap is
+deterministic for a given ``seed``.
 """
 
 from __future__ import annotations
@@ -214,7 +218,11 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *,
     est = mean_ci(x - y, clusters=clusters, level=level, n_boot=n_boot, seed=seed,
                   method="bootstrap")
     p_value = mcnemar_exact(x, y) if _binary(x) and _binary(y) else None
-    distinguishable = est.low > 0 or est.high < 0
+    # the interval alone is not enough: when every discordant pair favours one side the
+    # percentile bootstrap never crosses 0 (4 discordant tests of 200 gave "A > B" with
+    # McNemar p 0.125), so a 0/1 verdict also needs the exact test at the same level
+    distinguishable = (est.low > 0 or est.high < 0) and (p_value is None
+                                                         or p_value < 1 - level)
     na, nb = names
     verdict = ("not distinguishable" if not distinguishable
                else f"{na} > {nb}" if est.value > 0 else f"{nb} > {na}")

@@ -109,3 +109,16 @@ def test_formatting():
     assert format_estimate(e) == "0.800 [0.49, 0.94] n=10"
     d = paired_difference([1] * 70 + [0] * 30, [1] * 30 + [0] * 70, names=("A", "B"))
     assert format_difference(d).endswith("A > B") and format_difference(d).startswith("+0.400")
+
+
+def test_few_discordant_pairs_all_one_way_are_not_a_verdict():
+    # 4 discordant tests of 200, all favouring a: no bootstrap resample goes below 0,
+    # but McNemar's exact p is 2 * 0.5**4 = 0.125: not a difference at 95 %
+    a = [1] * 4 + [1] * 100 + [0] * 96
+    b = [0] * 4 + [1] * 100 + [0] * 96
+    d = paired_difference(a, b, names=("A", "B"))
+    assert d.low >= 0 and d.p_value == pytest.approx(0.125)
+    assert not d.distinguishable and d.verdict == "not distinguishable"
+    # with enough discordant pairs all one way, both agree
+    many = paired_difference([1] * 12 + [0] * 188, [0] * 200, names=("A", "B"))
+    assert many.distinguishable and many.verdict == "A > B" and many.p_value < 0.05
