@@ -6,6 +6,8 @@ Public API (stable; the LoCoMo report and the preference benchmark both call it)
     mean_ci(values, *, clusters=None, level=0.95, n_boot=2000, seed=0,
             method="auto") -> Estimate
     wilson_ci(successes, n, *, level=0.95) -> Estimate
+    rounded(x, digits=6) -> float | None     # significant digits: a p of 3e-9 stays 3e-9
+    MIN_CLUSTERS = 5                         # fewer clusters: resample items instead
     paired_difference(a, b, *, clusters=None, level=0.95, n_boot=2000, seed=0,
                       names=("A", "B")) -> Difference
     format_estimate(e, digits=3) -> str      # "0.571 [0.55, 0.59] n=120"
@@ -25,7 +27,19 @@ Methods (``Estimate.method`` names the one used):
   resampled instead and the method says ``"bootstrap (1 cluster)"``.
 - ``"wilson"``: Wilson score interval of a proportion. ``mean_ci(method="auto")`` uses it
   for unclustered 0/1 values (it behaves at 0 and 1, where a bootstrap collapses to a
-  point); clustered or non-binary values get the bootstrap.
+  point); non-binary values get the bootstrap.
+- ``"cluster-bootstrap+wilson"``: what ``method="auto"`` gives clustered 0/1 values: the
+  union of the cluster-bootstrap interval and the Wilson interval on all n items. A cluster
+  bootstrap of 0/1 values collapses to a point when every item is 0 or 1, or when every
+  cluster has the same mean (a design where each cluster holds the same tests), and is
+  then narrower than treating the items as independent, which clustering never justifies;
+  the union is never narrower than Wilson and is as wide as the clusters' own spread when
+  that is larger. ``method="bootstrap"`` keeps the plain cluster bootstrap.
+
+Clustering needs clusters to resample: callers pass ``clusters`` only from
+``MIN_CLUSTERS`` (5) clusters up (fewer: the items, unclustered). ``rounded`` is the one
+rounding rule for figures written to results files (significant digits, so a small
+p-value is never written as 0.0).
 
 ``paired_difference`` bootstraps mean(a - b) over the same items (clustered when
 ``clusters`` is given). When both sides are 0/1 it also reports McNemar's exact p-value
@@ -49,6 +63,17 @@ from pydantic import BaseModel, ConfigDict
 N_BOOT = 2000
 LEVEL = 0.95
 SEED = 0
+MIN_CLUSTERS = 5  # fewer clusters than this: resample items instead (callers decide)
+SIGNIFICANT = 6
+
+
+def rounded(x: float | None, digits: int = SIGNIFICANT) -> float | None:
+    """``x`` to ``digits`` significant digits (None stays None; 0 stays 0)."""
+    if x is None:
+        return None
+    if x == 0 or not math.isfinite(x):
+        return float(x)
+    return float(f"{x:.{digits}g}")
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -187,6 +212,10 @@ def mean_ci(values: Sequence[float], *, clusters: Sequence[Hashable] | None = No
         codes, k, name = _cluster_index(None, arr.size)[0], arr.size, "bootstrap (1 cluster)"
     low, high = _bootstrap(arr, codes, k, level=level, n_boot=n_boot, seed=seed)
     value = float(arr.mean())
+    if method == "auto" and binary:
+        # clustered 0/1 values: never narrower than Wilson on n (see the module docstring)
+        w = wilson_ci(int(arr.sum()), int(arr.size), level=level)
+        low, high, name = min(low, w.low), max(high, w.high), f"{name}+wilson"
     return Estimate(value=value, low=min(low, value), high=max(high, value), n=int(arr.size),
                     n_clusters=None if clusters is None else len(set(clusters)),
                     level=level, method=name)

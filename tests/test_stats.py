@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 from nanobot_memory_adapters.stats import (
+    MIN_CLUSTERS,
     format_difference,
     format_estimate,
     mcnemar_exact,
     mean_ci,
     paired_difference,
+    rounded,
     wilson_ci,
 )
 
@@ -122,3 +124,31 @@ def test_few_discordant_pairs_all_one_way_are_not_a_verdict():
     # with enough discordant pairs all one way, both agree
     many = paired_difference([1] * 12 + [0] * 188, [0] * 200, names=("A", "B"))
     assert many.distinguishable and many.verdict == "A > B" and many.p_value < 0.05
+
+
+def test_clustered_binary_interval_is_never_narrower_than_wilson():
+    # 17 "personas" with the same 12-test design: every cluster has mean 4/12, so a
+    # cluster bootstrap is a point at 0.333; all 1s is a point at 1.0
+    same = ([1] * 4 + [0] * 8) * 17
+    personas = [i // 12 for i in range(len(same))]
+    e = mean_ci(same, clusters=personas)
+    w = wilson_ci(sum(same), len(same))
+    assert e.method == "cluster-bootstrap+wilson" and e.n_clusters == 17
+    assert e.low <= w.low and e.high >= w.high and e.high - e.low > 0.1
+    assert mean_ci(same, clusters=personas, method="bootstrap").high - \
+        mean_ci(same, clusters=personas, method="bootstrap").low < 1e-9
+    perfect = mean_ci([1] * 204, clusters=personas)
+    assert perfect.high == 1.0 and perfect.low < 0.99
+    # when the clusters differ, the union is as wide as the cluster bootstrap
+    spread = [1] * 120 + [0] * 84
+    by = [i // 12 for i in range(204)]
+    boot = mean_ci(spread, clusters=by, method="bootstrap")
+    union = mean_ci(spread, clusters=by)
+    assert union.low == min(boot.low, wilson_ci(120, 204).low)
+    assert union.high == max(boot.high, wilson_ci(120, 204).high)
+    assert union.high - union.low > wilson_ci(120, 204).high - wilson_ci(120, 204).low
+
+
+def test_rounding_keeps_significant_digits():
+    assert rounded(3.2e-9) == 3.2e-9 and rounded(0.1234567) == 0.123457
+    assert rounded(None) is None and rounded(0.0) == 0.0 and MIN_CLUSTERS == 5
