@@ -19,6 +19,7 @@ from nanobot_memory_adapters.harness.preferences.driver import (
     run_preferences,
 )
 from nanobot_memory_adapters.harness.preferences.format import (
+    DIMENSIONS,
     ScenarioError,
     dump_scenarios,
     load_scenarios,
@@ -36,6 +37,7 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     parse_choice,
 )
 from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
+from nanobot_memory_adapters.stats import MIN_CLUSTERS, wilson_ci
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import mem0_installed
 
@@ -496,8 +498,16 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     for s in score.values():
         ci = s["ci"]["behaviour"]
         assert ci["n"] == 60 and ci["low"] <= s["behaviour"] <= ci["high"]
-        assert ci["method"] == "cluster-bootstrap" and ci["n_clusters"] == 5
+        assert ci["method"] == "cluster-bootstrap+wilson" and ci["n_clusters"] == 5
+        wilson = wilson_ci(round(s["behaviour"] * 60), 60)
+        assert ci["low"] <= wilson.low + 1e-6 and ci["high"] >= wilson.high - 1e-6
+        by_attr = s["ci_by_attribute"]["behaviour"]
+        assert by_attr["n"] == 60 and by_attr["n_clusters"] >= MIN_CLUSTERS
+        assert by_attr["low"] <= s["behaviour"] <= by_attr["high"]
         assert s["query_leaks"] == 0
+    for m in results["providers"].values():
+        for d in DIMENSIONS:
+            assert m["scores"]["by_dimension"][d]["ci"]["behaviour"]["n"] == 20
     # the scripted user corrects a wrong act; the reader takes the correction
     assert score["no_memory"]["resolved"] == 1.0
     assert score["no_memory"]["mean_corrections_when_resolved"] > 0
@@ -505,6 +515,9 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     assert verdicts[("no_memory", "oracle_ipas")]["verdict"] == "oracle_ipas > no_memory"
     assert verdicts[("no_memory", "echo")]["verdict"] == "not distinguishable"
     assert verdicts[("no_memory", "oracle_ipas")]["mcnemar_p"] < 0.05
+    attr = verdicts[("no_memory", "oracle_ipas")]["by_attribute"]
+    assert attr["n_clusters"] >= MIN_CLUSTERS and attr["verdict"] == "oracle_ipas > no_memory"
+    assert verdicts[("no_memory", "echo")]["by_attribute"]["verdict"] == "not distinguishable"
     html = (out / "report.html").read_text()
     assert "not distinguishable" in html and "ideal reader" in html
 

@@ -225,6 +225,7 @@ class PreferenceUnit:
         record: dict[str, Any] = {
             "test_id": test.test_id, "persona": self.persona.persona_id, "point": point,
             "dimension": test.dimension, "kind": test.kind, "target": test.target,
+            "attribute": test.attribute or self.persona.preference(test.target).attribute,
             "context": test.context, "channel": test.channel, "outcome": None,
             "behaviour": None, "verdict": None, "error": None,
         }
