@@ -234,6 +234,42 @@ def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
     assert [len(s.turns) for s in persona.sessions] == [2, 2, 2]
 
 
+def test_personamem_cut_after_a_user_turn_keeps_role_alternation(tmp_path):
+    """A window that ends on a user turn (end index at its assistant reply) must not
+    hand the reply to the next session: every session opens with the user and
+    alternates, and the question follows the user's turn it saw."""
+    cid = "f" * 64
+    context = [
+        {"role": "system", "content": "Current user persona:Name: Odd Cut\n"},
+        {"role": "user", "content": "User: The hotter the food the better for me."},
+        {"role": "assistant", "content": "Assistant: Noted!"},
+        {"role": "user", "content": "User: My doctor says mild food only from now on."},
+        {"role": "assistant", "content": "Assistant: Understood, mild it is."},
+        {"role": "user", "content": "User: Off to the market."},
+        {"role": "assistant", "content": "Assistant: Have fun."},
+    ]
+    contexts = tmp_path / "shared_contexts_odd.jsonl"
+    contexts.write_text(json.dumps({cid: context}) + "\n")
+    questions = tmp_path / "questions_odd.csv"
+    opts = str(["(a) Order the extra-hot curry.", "(b) Order a mild korma."])
+    with questions.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["persona_id", "question_id", "question_type", "topic",
+                    "user_question_or_message", "correct_answer", "all_options",
+                    "shared_context_id", "end_index_in_shared_context"])
+        w.writerow(["9", "odd", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(b)", opts, cid, "4"])
+    scenario, _ = load_personamem(questions, contexts)
+    [persona] = scenario.personas
+    for s in persona.sessions:
+        roles = [t.role for t in s.turns]
+        assert roles == ["user", "assistant"] * (len(roles) // 2), (s.session_id, roles)
+    [test] = persona.tests
+    seen = " ".join(t.content for s in persona.sessions if s.index <= test.after_session
+                    for t in s.turns)
+    assert "mild food only" in seen and "market" not in seen
+
+
 # -- the full flow ---------------------------------------------------------------------------
 
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
