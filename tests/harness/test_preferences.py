@@ -28,6 +28,7 @@ from nanobot_memory_adapters.harness.preferences.format import (
 from nanobot_memory_adapters.harness.preferences.generator import (
     GENERATOR_VERSION,
     generate,
+    leaks,
 )
 from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
 from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
@@ -578,6 +579,23 @@ def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):
                                                      "Make it by train."))
     with pytest.raises(ScenarioError, match="in the simulator"):
         generate(8, 0)
+
+
+def test_the_leak_check_covers_the_follow_up_and_every_request_tag(monkeypatch):
+    """The recognition follow-up is a query, and ``--test-tags all`` sends every tag: a
+    cue in either reaches the retriever (the old check read the opening and the
+    simulator's turns only, and the attribute tag ``dairy`` named a value)."""
+    from nanobot_memory_adapters.harness.preferences import session
+
+    tests = [t for p in generate(17, 0).personas for t in p.tests]
+    assert all(leaks(t) == [] for t in tests)
+    assert {t.attribute for t in tests} >= {"dessert"}  # was "dairy": a value's name
+    dessert = next(t for t in tests if t.attribute == "dessert" and t.options)
+    tagged = dessert.model_copy(update={"scenario": "cheesecake_night"})
+    assert any("in the scenario tag" in f for f in leaks(tagged))
+    monkeypatch.setattr(session, "FOLLOW_UP", "Just pick the sorbet one, by its letter.")
+    assert any("in the follow-up" in f for f in leaks(dessert))
+    assert leaks(dessert.model_copy(update={"options": []})) == []  # no options: no follow-up
 
 
 def test_the_scripted_user_accepts_corrects_and_never_volunteers():

@@ -54,7 +54,7 @@ ACTS: dict[str, dict[str, tuple[str, ...]]] = {
         "evening": ("evening", "7:30 pm", "after dinner", "8 pm"),
     },
     "message_language": {"english": ("english",), "spanish": ("spanish", "español")},
-    "dairy": {
+    "dessert": {
         "no_dairy": ("sorbet", "poached pears", "dairy-free", "vegan"),
         "dairy": ("cheesecake", "tiramisu", "crème brûlée", "creme brulee", "ice cream",
                   "vanilla cream"),
