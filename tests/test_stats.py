@@ -10,8 +10,10 @@ from nanobot_memory_adapters.stats import (
     MIN_CLUSTERS,
     format_difference,
     format_estimate,
+    format_p,
     mcnemar_exact,
     mean_ci,
+    newcombe_paired,
     paired_difference,
     rounded,
     wilson_ci,
@@ -152,3 +154,27 @@ def test_clustered_binary_interval_is_never_narrower_than_wilson():
 def test_rounding_keeps_significant_digits():
     assert rounded(3.2e-9) == 3.2e-9 and rounded(0.1234567) == 0.123457
     assert rounded(None) is None and rounded(0.0) == 0.0 and MIN_CLUSTERS == 5
+
+
+def test_p_values_print_as_a_bound_below_a_thousandth():
+    assert format_p(3.2e-9) == "<0.001" and format_p(0.0) == "<0.001"
+    assert format_p(0.0361) == "0.0361" and format_p(1.0) == "1" and format_p(None) == "–"
+
+
+def test_a_paired_difference_of_0_1_values_is_never_a_point():
+    # 17 clusters with the same 12-test design: a - b is -8/12 in every cluster, so the
+    # cluster bootstrap is a point; all pairs discordant one way: every bootstrap is a point
+    a = ([1] * 4 + [0] * 8) * 17
+    b = [1] * 204
+    by = [i // 12 for i in range(204)]
+    d = paired_difference(a, b, clusters=by, names=("A", "B"))
+    low, high = newcombe_paired(a, b)
+    assert d.method == "cluster-bootstrap+newcombe" and d.verdict == "B > A"
+    assert d.low <= low < d.value < high <= d.high and d.high - d.low > 0.05
+    every = paired_difference([0] * 60, [1] * 60, names=("A", "B"))
+    assert every.value == every.low == -1.0 and -1.0 < every.high < -0.9
+    # Newcombe's (1998) paired example, 53/16/8/9 of 86: method 10 gives -0.0177 to 0.2018
+    x = [1] * 53 + [1] * 16 + [0] * 8 + [0] * 9
+    y = [1] * 53 + [0] * 16 + [1] * 8 + [0] * 9
+    lo, hi = newcombe_paired(x, y)
+    assert abs(lo - (-0.0177)) < 5e-4 and abs(hi - 0.2018) < 5e-4
