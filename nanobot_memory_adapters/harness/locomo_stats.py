@@ -37,7 +37,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.harness.metrics import answer_present, normalize_answer, score_traces
-from nanobot_memory_adapters.stats import LEVEL, N_BOOT, SEED, mean_ci, paired_difference
+from nanobot_memory_adapters.stats import (
+    LEVEL,
+    MIN_CLUSTERS,
+    N_BOOT,
+    SEED,
+    mean_ci,
+    paired_difference,
+)
 from nanobot_memory_adapters.tokens import count_tokens_cached
 
 # The metrics that rank providers (headline), and what is kept for detail.
@@ -45,7 +52,7 @@ HEADLINE = ("turn", "provenance", "answer_lift")
 DETAIL = ("session", "answer", "answer_baseline")
 PAIRWISE = ("turn", "provenance", "answer", "answer_lift")
 SHORT_GOLD_WORDS = 2
-MIN_CONVERSATIONS = 5  # fewer: resample questions instead (see the module docstring)
+MIN_CONVERSATIONS = MIN_CLUSTERS  # fewer: resample questions instead (module docstring)
 SATURATED = ("session recall is saturated: one short turn per evidence session already "
              "scores 1.0, so it cannot rank providers (kept for detail, not a headline)")
 _ROUND = 6
