@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -490,14 +491,21 @@ def echo_provider(monkeypatch):
         else real(group=group)))
 
 
+def _echoed(context: str) -> list[str]:
+    """echo's items as the provider returned them (what it received), in order."""
+    return [re.sub(r"^- \[#[^\]]*\] ", "", line) for line in context.splitlines()
+            if line.startswith("- [")]
+
+
 async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo_provider):
-    """The retrieval query is the user's request alone: a provider that returns the
-    request finds no cue of the answer in it (0 exposure) and, read by the ideal reader,
-    behaves exactly as no memory does (the default rate)."""
+    """The retrieval request is the user's request alone, tags included (``all``): a
+    provider that returns the request finds no cue of the answer in it (0 exposure), what
+    it received is what the trace records, and read by the ideal reader it behaves
+    exactly as no memory does (the default rate)."""
     scenario = generate(2, 0)
     out = tmp_path / "retrieval"
     outcome = await run_preferences(PreferenceBenchConfig(
-        out=out, providers=["echo", "no_memory"], scenario=scenario))
+        out=out, providers=["echo", "no_memory"], scenario=scenario, test_tags="all"))
     echo = outcome.results["providers"]["echo"]["scores"]["overall"]
     assert echo["tests"] == 24 and echo["current_exposure"] == 0.0
     assert echo["query_leaks"] == 0
@@ -505,17 +513,50 @@ async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo
     lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
     assert lines and all(r["retrieval_query"] == openings[r["test_id"]] for r in lines)
     echoed = [r for r in lines if r["provider"] == "echo" and r.get("memory_context")]
-    assert echoed and all(openings[r["test_id"]][:30] in r["memory_context"] for r in echoed)
+    assert len(echoed) == 24
+    for r in echoed:  # exactly what the provider got: the recorded query and tags
+        [sent] = r["retrievals"]
+        tags = "; ".join(f"{k}={v}" for k, v in sorted(sent["tags"].items()))
+        assert sent["tags"] == r["request_tags"] and "attribute" in sent["tags"]
+        assert _echoed(r["memory_context"]) == [r["retrieval_query"], tags]
 
     read = await run_preferences(PreferenceBenchConfig(
         out=tmp_path / "reader", providers=["echo", "no_memory"], scenario=scenario,
-        agent=IdealReaderAgent()))
+        agent=IdealReaderAgent(), test_tags="all"))
     results = read.results
     echo, none = (results["providers"][n]["scores"]["overall"] for n in ("echo", "no_memory"))
     assert echo["behaviour"] == none["behaviour"] == results["default_rate"]
-    assert echo["accuracy"] == none["accuracy"]
+    assert echo["accuracy"] == none["accuracy"] and echo["current_exposure"] == 0.0
+    assert echo["query_leaks"] == 0 and echo["acts"] == none["acts"]
     [pair] = results["pairwise"]["behaviour"]
     assert pair["difference"] == 0.0 and pair["verdict"] == "not distinguishable"
+
+
+async def test_a_request_that_carries_the_answer_is_recorded_and_counted(
+        tmp_path, echo_provider, monkeypatch):
+    """The trace records the request the provider got, not the text the harness meant to
+    send: when every request carries a hint (here appended to the query on its way to the
+    provider), the recorded queries, the leak count and echo's exposure all show it."""
+    from nanobot_memory_adapters.harness.preferences.lexicon import ACTS
+
+    hint = " (" + ", ".join(v[0] for acts in ACTS.values() for v in acts.values()) + ")"
+    real = RetrieveRequest.with_tags.__func__  # pyright: ignore[reportFunctionMemberAccess]
+
+    def leaky(cls, tags, **fields):
+        return real(cls, tags, **{**fields, "query": fields["query"] + hint})
+
+    monkeypatch.setattr(RetrieveRequest, "with_tags", classmethod(leaky))
+    scenario = generate(1, 0)
+    for agent in (None, IdealReaderAgent()):
+        out = tmp_path / ("reader" if agent else "retrieval")
+        outcome = await run_preferences(PreferenceBenchConfig(
+            out=out, providers=["echo"], scenario=scenario, agent=agent))
+        echo = outcome.results["providers"]["echo"]["scores"]["overall"]
+        assert echo["query_leaks"] == echo["tests"] == 12
+        assert echo["current_exposure"] > 0
+        lines = [r for r in read_traces(out / "traces.jsonl")
+                 if r.get("kind") == "preference_test"]
+        assert len(lines) == 12 and all(r["retrieval_query"].endswith(hint) for r in lines)
 
 
 async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_provider):
@@ -557,6 +598,10 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     assert verdicts[("no_memory", "echo")]["by_attribute"]["verdict"] == "not distinguishable"
     html = (out / "report.html").read_text()
     assert "not distinguishable" in html and "ideal reader" in html
+    # every headline cell has its interval (behaviour, CS, PET, IQI, resolved, recognition,
+    # current exposure: 7 per provider), and a tiny p prints as a bound, never 0.000
+    assert html.count("<span class='note'>[") == 7 * 4
+    assert "<td>&lt;0.001</td>" in html
 
 
 def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):

@@ -159,16 +159,19 @@ class ReaderResponder:
         from nanobot_memory_adapters.harness.trace_sink import error_text
 
         context, error = "", None
+        request = RetrieveRequest.with_tags(
+            attributes, query=text, scope=self.scope, session_id=session_key,
+            budget=self.budget, as_of=test.at)
         try:
-            result = await self.adapter.retrieve(RetrieveRequest.with_tags(
-                attributes, query=text, scope=self.scope, session_id=session_key,
-                budget=self.budget, as_of=test.at))
+            result = await self.adapter.retrieve(request)
             context = result.formatted_context or ""
         except Exception as exc:
             error = f"retrieve: {error_text(exc)}"
         value, why = choose(context, test, user_turns)
         reply = pick_option(test, value) if options else reply_for(test, value)
-        return Said(reply, context, text, error, {"reader": why, "value": value})
+        # the query and tags of the request the provider got, not the text we meant to send
+        return Said(reply, context, request.query, error, {"reader": why, "value": value},
+                    tags=request.tags())
 
 
 def default_rate(scenario: Any) -> float | None:
