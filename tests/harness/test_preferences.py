@@ -630,7 +630,7 @@ def test_the_leak_check_covers_the_follow_up_and_every_request_tag(monkeypatch):
     """The recognition follow-up is a query, and ``--test-tags all`` sends every tag: a
     cue in either reaches the retriever (the old check read the opening and the
     simulator's turns only, and the attribute tag ``dairy`` named a value)."""
-    from nanobot_memory_adapters.harness.preferences import session
+    from nanobot_memory_adapters.harness.preferences import lexicon
 
     tests = [t for p in generate(17, 0).personas for t in p.tests]
     assert all(leaks(t) == [] for t in tests)
@@ -638,7 +638,7 @@ def test_the_leak_check_covers_the_follow_up_and_every_request_tag(monkeypatch):
     dessert = next(t for t in tests if t.attribute == "dessert" and t.options)
     tagged = dessert.model_copy(update={"scenario": "cheesecake_night"})
     assert any("in the scenario tag" in f for f in leaks(tagged))
-    monkeypatch.setattr(session, "FOLLOW_UP", "Just pick the sorbet one, by its letter.")
+    monkeypatch.setattr(lexicon, "FOLLOW_UP", "Just pick the sorbet one, by its letter.")
     assert any("in the follow-up" in f for f in leaks(dessert))
     assert leaks(dessert.model_copy(update={"options": []})) == []  # no options: no follow-up
 

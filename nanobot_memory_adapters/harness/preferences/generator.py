@@ -318,12 +318,12 @@ def retrievable_texts(test: Any) -> list[tuple[str, str]]:
     turn, and the request tags (all of them: ``--test-tags all`` sends every one; a tag's
     underscores read as spaces, as a retriever's tokenizer splits them). Options are
     never retrieved on."""
-    from nanobot_memory_adapters.harness.preferences.session import FOLLOW_UP
+    from nanobot_memory_adapters.harness.preferences import lexicon
     from nanobot_memory_adapters.harness.preferences.simulator import NEUTRAL_TURNS
 
     texts = [("opening", test.opening), *(("simulator", t) for t in NEUTRAL_TURNS)]
     if test.options:
-        texts.append(("follow-up", FOLLOW_UP))
+        texts.append(("follow-up", lexicon.FOLLOW_UP))
     texts += [(f"{k} tag", v.replace("_", " ")) for k, v in test.tags().items()]
     return texts
 

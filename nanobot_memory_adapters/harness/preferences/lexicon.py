@@ -13,6 +13,8 @@ project), and how a request arrives in each context.
   a message to the team from one to the family without any tag).
 - ``CHANNELS``: where a request of a context arrives in a real deployment (nanobot's
   channel and chat), recorded in tests and accumulation sessions.
+- ``FOLLOW_UP``: the recognition task's follow-up turn (a retrieval query: the generator's
+  leak check reads it).
 - ``memory_items``: the memory section split into its items (the one reader of that
   layout: the exposure scores and the ideal reader both use it).
 """
@@ -130,6 +132,11 @@ def domain_of(attribute: str | None) -> DomainSpec | None:
 def cue_pattern(cue: str) -> re.Pattern[str]:
     """A cue as whole words, case-insensitive (the exposure metrics use the same rule)."""
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(cue) + r"(?![A-Za-z0-9])", re.I)
+
+
+# the recognition task's one follow-up turn when no option could be read (it is a query
+# too: the generator's leak check reads it)
+FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
 
 
 def has_any(text: str, phrases: list[str] | tuple[str, ...]) -> bool:

@@ -24,9 +24,7 @@ from typing import Any, Protocol
 
 from nanobot_memory_adapters.harness.preferences.format import Persona, TestSession
 from nanobot_memory_adapters.harness.preferences.generator import attribute_cues
-from nanobot_memory_adapters.harness.preferences.lexicon import has_any
-
-FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
+from nanobot_memory_adapters.harness.preferences.lexicon import FOLLOW_UP, has_any
 
 
 @dataclass
