@@ -6,10 +6,14 @@ Public API (stable; the LoCoMo report and the preference benchmark both call it)
     mean_ci(values, *, clusters=None, level=0.95, n_boot=2000, seed=0,
             method="auto") -> Estimate
     wilson_ci(successes, n, *, level=0.95) -> Estimate
+    newcombe_paired(a, b, *, level=0.95) -> tuple[float, float]  # 0/1 pairs, no clusters
+    rounded(x, digits=6) -> float | None     # significant digits: a p of 3e-9 stays 3e-9
+    MIN_CLUSTERS = 5                         # fewer clusters: resample items instead
     paired_difference(a, b, *, clusters=None, level=0.95, n_boot=2000, seed=0,
                       names=("A", "B")) -> Difference
     format_estimate(e, digits=3) -> str      # "0.571 [0.55, 0.59] n=120"
     format_difference(d, digits=3) -> str    # "+0.083 [-0.14, +0.31] not distinguishable"
+    format_p(p) -> str                       # "0.036", "<0.001", "–" for None
 
     class Estimate(BaseModel):   value, low, high, n, n_clusters, level, method
     class Difference(BaseModel): value, low, high, n, n_clusters, level, method,
@@ -25,13 +29,33 @@ Methods (``Estimate.method`` names the one used):
   resampled instead and the method says ``"bootstrap (1 cluster)"``.
 - ``"wilson"``: Wilson score interval of a proportion. ``mean_ci(method="auto")`` uses it
   for unclustered 0/1 values (it behaves at 0 and 1, where a bootstrap collapses to a
-  point); clustered or non-binary values get the bootstrap.
+  point); non-binary values get the bootstrap.
+- ``"cluster-bootstrap+wilson"``: what ``method="auto"`` gives clustered 0/1 values: the
+  union of the cluster-bootstrap interval and the Wilson interval on all n items. A cluster
+  bootstrap of 0/1 values collapses to a point when every item is 0 or 1, or when every
+  cluster has the same mean (a design where each cluster holds the same tests), and is
+  then narrower than treating the items as independent, which clustering never justifies;
+  the union is never narrower than Wilson and is as wide as the clusters' own spread when
+  that is larger. ``method="bootstrap"`` keeps the plain cluster bootstrap.
+
+Clustering needs clusters to resample: callers pass ``clusters`` only from
+``MIN_CLUSTERS`` (5) clusters up (fewer: the items, unclustered). ``rounded`` is the one
+rounding rule for figures written to results files (significant digits, so a small
+p-value is never written as 0.0).
 
 ``paired_difference`` bootstraps mean(a - b) over the same items (clustered when
-``clusters`` is given): ``distinguishable`` is True when the interval excludes 0, and the
-verdict names the larger side; when both sides are 0/1 it also reports McNemar's exact
-p-value (two-sided binomial test on the discordant pairs; it ignores clusters, so the
-verdict comes from the interval). Every bootstrap is deterministic for a given ``seed``.
+``clusters`` is given). When both sides are 0/1 it also reports McNemar's exact p-value
+(two-sided binomial test on the discordant pairs; it ignores clusters), and the interval
+is the union of the bootstrap and Newcombe's score interval for paired proportions
+(``newcombe_paired``, method 10 of Newcombe 1998, built on Wilson): the same floor as
+``"cluster-bootstrap+wilson"`` (a difference that is the same in every cluster, or in
+every item, would otherwise get a point interval). The method then ends ``+newcombe``.
+``distinguishable`` is True when the interval excludes 0 **and** (for 0/1 values)
+McNemar's p is below ``1 - level``: with few discordant pairs all on one side the
+percentile bootstrap never reaches 0 (every resample that draws a discordant pair draws
+one of the same sign), so the interval alone would call 4 discordant tests of 200 a
+difference (p = 0.125). The verdict names the larger side. Every bootstrap is
+deterministic for a given ``seed``.
 """
 
 from __future__ import annotations
@@ -45,6 +69,17 @@ from pydantic import BaseModel, ConfigDict
 N_BOOT = 2000
 LEVEL = 0.95
 SEED = 0
+MIN_CLUSTERS = 5  # fewer clusters than this: resample items instead (callers decide)
+SIGNIFICANT = 6
+
+
+def rounded(x: float | None, digits: int = SIGNIFICANT) -> float | None:
+    """``x`` to ``digits`` significant digits (None stays None; 0 stays 0)."""
+    if x is None:
+        return None
+    if x == 0 or not math.isfinite(x):
+        return float(x)
+    return float(f"{x:.{digits}g}")
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -183,9 +218,37 @@ def mean_ci(values: Sequence[float], *, clusters: Sequence[Hashable] | None = No
         codes, k, name = _cluster_index(None, arr.size)[0], arr.size, "bootstrap (1 cluster)"
     low, high = _bootstrap(arr, codes, k, level=level, n_boot=n_boot, seed=seed)
     value = float(arr.mean())
+    if method == "auto" and binary:
+        # clustered 0/1 values: never narrower than Wilson on n (see the module docstring)
+        w = wilson_ci(int(arr.sum()), int(arr.size), level=level)
+        low, high, name = min(low, w.low), max(high, w.high), f"{name}+wilson"
     return Estimate(value=value, low=min(low, value), high=max(high, value), n=int(arr.size),
                     n_clusters=None if clusters is None else len(set(clusters)),
                     level=level, method=name)
+
+
+def newcombe_paired(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL
+                    ) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of p(a) - p(b) for paired 0/1 outcomes (his
+    method 10: each side's Wilson interval, combined with the pairs' correlation)."""
+    x, y = _array(a, "a"), _array(b, "b")
+    if x.size != y.size or not (_binary(x) and _binary(y)):
+        raise ValueError("newcombe_paired: needs two 0/1 lists of the same length")
+    n = int(x.size)
+    both = int(((x == 1) & (y == 1)).sum())
+    only_a = int(((x == 1) & (y == 0)).sum())
+    only_b = int(((x == 0) & (y == 1)).sum())
+    neither = n - both - only_a - only_b
+    p1, p2 = (both + only_a) / n, (both + only_b) / n
+    w1 = wilson_ci(both + only_a, n, level=level)
+    w2 = wilson_ci(both + only_b, n, level=level)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    phi = 0.0 if margins == 0 else (both * neither - only_a * only_b) / math.sqrt(margins)
+    down = math.sqrt(max(0.0, (p1 - w1.low) ** 2 - 2 * phi * (p1 - w1.low) * (w2.high - p2)
+                         + (w2.high - p2) ** 2))
+    up = math.sqrt(max(0.0, (w1.high - p1) ** 2 - 2 * phi * (w1.high - p1) * (p2 - w2.low)
+                       + (p2 - w2.low) ** 2))
+    return max(-1.0, p1 - p2 - down), min(1.0, p1 - p2 + up)
 
 
 def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> float:
@@ -213,13 +276,21 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *,
     _check(level, n_boot)
     est = mean_ci(x - y, clusters=clusters, level=level, n_boot=n_boot, seed=seed,
                   method="bootstrap")
-    p_value = mcnemar_exact(x, y) if _binary(x) and _binary(y) else None
-    distinguishable = est.low > 0 or est.high < 0
+    binary = _binary(x) and _binary(y)
+    p_value = mcnemar_exact(x, y) if binary else None
+    low, high, method = est.low, est.high, est.method
+    if binary:  # never narrower than Newcombe's interval (see the module docstring)
+        n_low, n_high = newcombe_paired(x, y, level=level)
+        low, high, method = min(low, n_low), max(high, n_high), f"{method}+newcombe"
+    # the interval alone is not enough: when every discordant pair favours one side the
+    # percentile bootstrap never crosses 0 (4 discordant tests of 200 gave "A > B" with
+    # McNemar p 0.125), so a 0/1 verdict also needs the exact test at the same level
+    distinguishable = (low > 0 or high < 0) and (p_value is None or p_value < 1 - level)
     na, nb = names
     verdict = ("not distinguishable" if not distinguishable
                else f"{na} > {nb}" if est.value > 0 else f"{nb} > {na}")
-    return Difference(a=na, b=nb, value=est.value, low=est.low, high=est.high, n=est.n,
-                      n_clusters=est.n_clusters, level=level, method=est.method,
+    return Difference(a=na, b=nb, value=est.value, low=low, high=high, n=est.n,
+                      n_clusters=est.n_clusters, level=level, method=method,
                       p_value=p_value, distinguishable=distinguishable, verdict=verdict)
 
 
@@ -233,3 +304,11 @@ def format_difference(d: Difference, digits: int = 3) -> str:
     """``+0.083 [-0.14, +0.31] not distinguishable`` (or the verdict, e.g. ``A > B``)."""
     lo = max(digits - 1, 1)
     return f"{d.value:+.{digits}f} [{d.low:+.{lo}f}, {d.high:+.{lo}f}] {d.verdict}"
+
+
+def format_p(p: float | None) -> str:
+    """A p-value for a table: three significant digits, ``<0.001`` below that (never
+    ``0.000``, which reads as impossible), ``–`` when there is none."""
+    if p is None:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3g}"

@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 
 from nanobot_memory_adapters.stats import (
+    MIN_CLUSTERS,
     format_difference,
     format_estimate,
+    format_p,
     mcnemar_exact,
     mean_ci,
+    newcombe_paired,
     paired_difference,
+    rounded,
     wilson_ci,
 )
 
@@ -109,3 +113,69 @@ def test_formatting():
     assert format_estimate(e) == "0.800 [0.49, 0.94] n=10"
     d = paired_difference([1] * 70 + [0] * 30, [1] * 30 + [0] * 70, names=("A", "B"))
     assert format_difference(d).endswith("A > B") and format_difference(d).startswith("+0.400")
+
+
+def test_few_discordant_pairs_all_one_way_are_not_a_verdict():
+    # 4 discordant tests of 200, all favouring a: no bootstrap resample goes below 0,
+    # but McNemar's exact p is 2 * 0.5**4 = 0.125: not a difference at 95 %
+    a = [1] * 4 + [1] * 100 + [0] * 96
+    b = [0] * 4 + [1] * 100 + [0] * 96
+    d = paired_difference(a, b, names=("A", "B"))
+    assert d.low >= 0 and d.p_value == pytest.approx(0.125)
+    assert not d.distinguishable and d.verdict == "not distinguishable"
+    # with enough discordant pairs all one way, both agree
+    many = paired_difference([1] * 12 + [0] * 188, [0] * 200, names=("A", "B"))
+    assert many.distinguishable and many.verdict == "A > B" and many.p_value is not None
+    assert many.p_value < 0.05
+
+
+def test_clustered_binary_interval_is_never_narrower_than_wilson():
+    # 17 "personas" with the same 12-test design: every cluster has mean 4/12, so a
+    # cluster bootstrap is a point at 0.333; all 1s is a point at 1.0
+    same = ([1] * 4 + [0] * 8) * 17
+    personas = [i // 12 for i in range(len(same))]
+    e = mean_ci(same, clusters=personas)
+    w = wilson_ci(sum(same), len(same))
+    assert e.method == "cluster-bootstrap+wilson" and e.n_clusters == 17
+    assert e.low <= w.low and e.high >= w.high and e.high - e.low > 0.1
+    assert mean_ci(same, clusters=personas, method="bootstrap").high - \
+        mean_ci(same, clusters=personas, method="bootstrap").low < 1e-9
+    perfect = mean_ci([1] * 204, clusters=personas)
+    assert perfect.high == 1.0 and perfect.low < 0.99
+    # when the clusters differ, the union is as wide as the cluster bootstrap
+    spread = [1] * 120 + [0] * 84
+    by = [i // 12 for i in range(204)]
+    boot = mean_ci(spread, clusters=by, method="bootstrap")
+    union = mean_ci(spread, clusters=by)
+    assert union.low == min(boot.low, wilson_ci(120, 204).low)
+    assert union.high == max(boot.high, wilson_ci(120, 204).high)
+    assert union.high - union.low > wilson_ci(120, 204).high - wilson_ci(120, 204).low
+
+
+def test_rounding_keeps_significant_digits():
+    assert rounded(3.2e-9) == 3.2e-9 and rounded(0.1234567) == 0.123457
+    assert rounded(None) is None and rounded(0.0) == 0.0 and MIN_CLUSTERS == 5
+
+
+def test_p_values_print_as_a_bound_below_a_thousandth():
+    assert format_p(3.2e-9) == "<0.001" and format_p(0.0) == "<0.001"
+    assert format_p(0.0361) == "0.0361" and format_p(1.0) == "1" and format_p(None) == "–"
+
+
+def test_a_paired_difference_of_0_1_values_is_never_a_point():
+    # 17 clusters with the same 12-test design: a - b is -8/12 in every cluster, so the
+    # cluster bootstrap is a point; all pairs discordant one way: every bootstrap is a point
+    a = ([1] * 4 + [0] * 8) * 17
+    b = [1] * 204
+    by = [i // 12 for i in range(204)]
+    d = paired_difference(a, b, clusters=by, names=("A", "B"))
+    low, high = newcombe_paired(a, b)
+    assert d.method == "cluster-bootstrap+newcombe" and d.verdict == "B > A"
+    assert d.low <= low < d.value < high <= d.high and d.high - d.low > 0.05
+    every = paired_difference([0] * 60, [1] * 60, names=("A", "B"))
+    assert every.value == every.low == -1.0 and -1.0 < every.high < -0.9
+    # Newcombe's (1998) paired example, 53/16/8/9 of 86: method 10 gives -0.0177 to 0.2018
+    x = [1] * 53 + [1] * 16 + [0] * 8 + [0] * 9
+    y = [1] * 53 + [0] * 16 + [1] * 8 + [0] * 9
+    lo, hi = newcombe_paired(x, y)
+    assert abs(lo - (-0.0177)) < 5e-4 and abs(hi - 0.2018) < 5e-4

@@ -7,9 +7,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from nanobot_memory_adapters.stats import MIN_CLUSTERS
+
 # Fewer conversations than this: resample questions, not conversations (with two to four
-# clusters a cluster bootstrap only shuffles a handful of means).
-MIN_CONVERSATIONS = 5
+# clusters a cluster bootstrap only shuffles a handful of means). The one rule for every
+# clustered interval (``stats.MIN_CLUSTERS``), named for what the harness clusters by.
+MIN_CONVERSATIONS = MIN_CLUSTERS
 _ROUND = 6
 
 

@@ -7,6 +7,7 @@ from html import escape
 from typing import Any
 
 from nanobot_memory_adapters.harness.charts import table
+from nanobot_memory_adapters.stats import format_p
 
 
 def ci(e: dict[str, Any] | None, signed: bool = False) -> str:
@@ -42,7 +43,7 @@ def interval_sections(results: dict[str, Any]) -> list[str]:
     detail_rows = [[escape(n), ci(e.get("session")), ci(e.get("answer"))]
                    for n, e in per.items()]
     pair_rows = [[escape(metric), escape(d["a"]), escape(d["b"]),
-                  ci(d, signed=True), "–" if d["p_value"] is None else f"{d['p_value']:.3g}",
+                  ci(d, signed=True), format_p(d["p_value"]),
                   str(d["n"]), _verdict(d)]
                  for metric, rows in iv["pairwise"].items() for d in rows]
     how = (f"{iv['level']:.0%} percentile bootstrap, {iv['n_boot']} resamples, seed "

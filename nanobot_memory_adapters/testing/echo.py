@@ -1,7 +1,8 @@
 """``echo``: a trivial provider for checking a benchmark, not a memory (a labelled
-stand-in). It stores nothing and returns the request's own query as its one item.
+stand-in). It stores nothing and returns the request: its query as one item and, when
+the request carries tags (scenario, context, attribute), those as a second item.
 
-A benchmark that lets the retrieval query carry the answer (an option list, a hint) gives
+A benchmark that lets the request carry the answer (an option list, a hint, a tag) gives
 it a score; a sound one gives it none: zero current-preference exposure and the
 no-memory (default) behaviour. ``tests/harness/test_preferences.py`` registers it the way
 a third-party plugin would and holds the preference benchmark to that.
@@ -27,8 +28,8 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=False,
     memory_form="none",
-    description="Stores nothing; returns the request's query as its one item (a benchmark "
-    "check: it must score nothing).",
+    description="Stores nothing; returns the request (its query, then its tags) as items "
+    "(a benchmark check: it must score nothing).",
 )
 
 
@@ -51,8 +52,12 @@ class EchoAdapter(BaseAdapter):
         return NativeWrite(status="ignored", native_ids=[], native_operation="none")
 
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
-        item = RetrievedItem(native_id="echo", text=request.query)
-        return NativeRetrieval(items=[item], raw=None, native_operation="echo.query")
+        items = [RetrievedItem(native_id="echo", text=request.query)]
+        tags = request.tags()
+        if tags:
+            items.append(RetrievedItem(native_id="echo-tags", text="; ".join(
+                f"{k}={v}" for k, v in sorted(tags.items()))))
+        return NativeRetrieval(items=items, raw=None, native_operation="echo.query")
 
     async def _reset(self, scope: MemoryScope) -> str | None:
         return "echo stores nothing"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from nanobot_memory_adapters.harness.preferences.driver import (
     run_preferences,
 )
 from nanobot_memory_adapters.harness.preferences.format import (
+    DIMENSIONS,
     ScenarioError,
     dump_scenarios,
     load_scenarios,
@@ -27,6 +29,7 @@ from nanobot_memory_adapters.harness.preferences.format import (
 from nanobot_memory_adapters.harness.preferences.generator import (
     GENERATOR_VERSION,
     generate,
+    leaks,
 )
 from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
 from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
@@ -36,6 +39,7 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
     parse_choice,
 )
 from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
+from nanobot_memory_adapters.stats import MIN_CLUSTERS, wilson_ci
 from nanobot_memory_adapters.tracing import read_traces
 from tests.harness.conftest import mem0_installed
 
@@ -230,6 +234,42 @@ def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
     assert "hotter" in seen("early") and "mild food only" not in seen("early")
     assert "mild food only" in seen("late") and "market" not in seen("late")
     assert [len(s.turns) for s in persona.sessions] == [2, 2, 2]
+
+
+def test_personamem_cut_after_a_user_turn_keeps_role_alternation(tmp_path):
+    """A window that ends on a user turn (end index at its assistant reply) must not
+    hand the reply to the next session: every session opens with the user and
+    alternates, and the question follows the user's turn it saw."""
+    cid = "f" * 64
+    context = [
+        {"role": "system", "content": "Current user persona:Name: Odd Cut\n"},
+        {"role": "user", "content": "User: The hotter the food the better for me."},
+        {"role": "assistant", "content": "Assistant: Noted!"},
+        {"role": "user", "content": "User: My doctor says mild food only from now on."},
+        {"role": "assistant", "content": "Assistant: Understood, mild it is."},
+        {"role": "user", "content": "User: Off to the market."},
+        {"role": "assistant", "content": "Assistant: Have fun."},
+    ]
+    contexts = tmp_path / "shared_contexts_odd.jsonl"
+    contexts.write_text(json.dumps({cid: context}) + "\n")
+    questions = tmp_path / "questions_odd.csv"
+    opts = str(["(a) Order the extra-hot curry.", "(b) Order a mild korma."])
+    with questions.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["persona_id", "question_id", "question_type", "topic",
+                    "user_question_or_message", "correct_answer", "all_options",
+                    "shared_context_id", "end_index_in_shared_context"])
+        w.writerow(["9", "odd", "acknowledge_latest_user_preferences", "food",
+                    "Order me dinner?", "(b)", opts, cid, "4"])
+    scenario, _ = load_personamem(questions, contexts)
+    [persona] = scenario.personas
+    for s in persona.sessions:
+        roles = [t.role for t in s.turns]
+        assert roles == ["user", "assistant"] * (len(roles) // 2), (s.session_id, roles)
+    [test] = persona.tests
+    seen = " ".join(t.content for s in persona.sessions if s.index <= test.after_session
+                    for t in s.turns)
+    assert "mild food only" in seen and "market" not in seen
 
 
 # -- the full flow ---------------------------------------------------------------------------
@@ -451,14 +491,21 @@ def echo_provider(monkeypatch):
         else real(group=group)))
 
 
+def _echoed(context: str) -> list[str]:
+    """echo's items as the provider returned them (what it received), in order."""
+    return [re.sub(r"^- \[#[^\]]*\] ", "", line) for line in context.splitlines()
+            if line.startswith("- [")]
+
+
 async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo_provider):
-    """The retrieval query is the user's request alone: a provider that returns the
-    request finds no cue of the answer in it (0 exposure) and, read by the ideal reader,
-    behaves exactly as no memory does (the default rate)."""
+    """The retrieval request is the user's request alone, tags included (``all``): a
+    provider that returns the request finds no cue of the answer in it (0 exposure), what
+    it received is what the trace records, and read by the ideal reader it behaves
+    exactly as no memory does (the default rate)."""
     scenario = generate(2, 0)
     out = tmp_path / "retrieval"
     outcome = await run_preferences(PreferenceBenchConfig(
-        out=out, providers=["echo", "no_memory"], scenario=scenario))
+        out=out, providers=["echo", "no_memory"], scenario=scenario, test_tags="all"))
     echo = outcome.results["providers"]["echo"]["scores"]["overall"]
     assert echo["tests"] == 24 and echo["current_exposure"] == 0.0
     assert echo["query_leaks"] == 0
@@ -466,17 +513,50 @@ async def test_echo_scores_nothing_and_every_query_is_the_opening(tmp_path, echo
     lines = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "preference_test"]
     assert lines and all(r["retrieval_query"] == openings[r["test_id"]] for r in lines)
     echoed = [r for r in lines if r["provider"] == "echo" and r.get("memory_context")]
-    assert echoed and all(openings[r["test_id"]][:30] in r["memory_context"] for r in echoed)
+    assert len(echoed) == 24
+    for r in echoed:  # exactly what the provider got: the recorded query and tags
+        [sent] = r["retrievals"]
+        tags = "; ".join(f"{k}={v}" for k, v in sorted(sent["tags"].items()))
+        assert sent["tags"] == r["request_tags"] and "attribute" in sent["tags"]
+        assert _echoed(r["memory_context"]) == [r["retrieval_query"], tags]
 
     read = await run_preferences(PreferenceBenchConfig(
         out=tmp_path / "reader", providers=["echo", "no_memory"], scenario=scenario,
-        agent=IdealReaderAgent()))
+        agent=IdealReaderAgent(), test_tags="all"))
     results = read.results
     echo, none = (results["providers"][n]["scores"]["overall"] for n in ("echo", "no_memory"))
     assert echo["behaviour"] == none["behaviour"] == results["default_rate"]
-    assert echo["accuracy"] == none["accuracy"]
+    assert echo["accuracy"] == none["accuracy"] and echo["current_exposure"] == 0.0
+    assert echo["query_leaks"] == 0 and echo["acts"] == none["acts"]
     [pair] = results["pairwise"]["behaviour"]
     assert pair["difference"] == 0.0 and pair["verdict"] == "not distinguishable"
+
+
+async def test_a_request_that_carries_the_answer_is_recorded_and_counted(
+        tmp_path, echo_provider, monkeypatch):
+    """The trace records the request the provider got, not the text the harness meant to
+    send: when every request carries a hint (here appended to the query on its way to the
+    provider), the recorded queries, the leak count and echo's exposure all show it."""
+    from nanobot_memory_adapters.harness.preferences.lexicon import ACTS
+
+    hint = " (" + ", ".join(v[0] for acts in ACTS.values() for v in acts.values()) + ")"
+    real = RetrieveRequest.with_tags.__func__  # pyright: ignore[reportFunctionMemberAccess]
+
+    def leaky(cls, tags, **fields):
+        return real(cls, tags, **{**fields, "query": fields["query"] + hint})
+
+    monkeypatch.setattr(RetrieveRequest, "with_tags", classmethod(leaky))
+    scenario = generate(1, 0)
+    for agent in (None, IdealReaderAgent()):
+        out = tmp_path / ("reader" if agent else "retrieval")
+        outcome = await run_preferences(PreferenceBenchConfig(
+            out=out, providers=["echo"], scenario=scenario, agent=agent))
+        echo = outcome.results["providers"]["echo"]["scores"]["overall"]
+        assert echo["query_leaks"] == echo["tests"] == 12
+        assert echo["current_exposure"] > 0
+        lines = [r for r in read_traces(out / "traces.jsonl")
+                 if r.get("kind") == "preference_test"]
+        assert len(lines) == 12 and all(r["retrieval_query"].endswith(hint) for r in lines)
 
 
 async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_provider):
@@ -496,8 +576,16 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     for s in score.values():
         ci = s["ci"]["behaviour"]
         assert ci["n"] == 60 and ci["low"] <= s["behaviour"] <= ci["high"]
-        assert ci["method"] == "cluster-bootstrap" and ci["n_clusters"] == 5
+        assert ci["method"] == "cluster-bootstrap+wilson" and ci["n_clusters"] == 5
+        wilson = wilson_ci(round(s["behaviour"] * 60), 60)
+        assert ci["low"] <= wilson.low + 1e-6 and ci["high"] >= wilson.high - 1e-6
+        by_attr = s["ci_by_attribute"]["behaviour"]
+        assert by_attr["n"] == 60 and by_attr["n_clusters"] >= MIN_CLUSTERS
+        assert by_attr["low"] <= s["behaviour"] <= by_attr["high"]
         assert s["query_leaks"] == 0
+    for m in results["providers"].values():
+        for d in DIMENSIONS:
+            assert m["scores"]["by_dimension"][d]["ci"]["behaviour"]["n"] == 20
     # the scripted user corrects a wrong act; the reader takes the correction
     assert score["no_memory"]["resolved"] == 1.0
     assert score["no_memory"]["mean_corrections_when_resolved"] > 0
@@ -505,8 +593,15 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     assert verdicts[("no_memory", "oracle_ipas")]["verdict"] == "oracle_ipas > no_memory"
     assert verdicts[("no_memory", "echo")]["verdict"] == "not distinguishable"
     assert verdicts[("no_memory", "oracle_ipas")]["mcnemar_p"] < 0.05
+    attr = verdicts[("no_memory", "oracle_ipas")]["by_attribute"]
+    assert attr["n_clusters"] >= MIN_CLUSTERS and attr["verdict"] == "oracle_ipas > no_memory"
+    assert verdicts[("no_memory", "echo")]["by_attribute"]["verdict"] == "not distinguishable"
     html = (out / "report.html").read_text()
     assert "not distinguishable" in html and "ideal reader" in html
+    # every headline cell has its interval (behaviour, CS, PET, IQI, resolved, recognition,
+    # current exposure: 7 per provider), and a tiny p prints as a bound, never 0.000
+    assert html.count("<span class='note'>[") == 7 * 4
+    assert "<td>&lt;0.001</td>" in html
 
 
 def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):
@@ -529,6 +624,23 @@ def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):
                                                      "Make it by train."))
     with pytest.raises(ScenarioError, match="in the simulator"):
         generate(8, 0)
+
+
+def test_the_leak_check_covers_the_follow_up_and_every_request_tag(monkeypatch):
+    """The recognition follow-up is a query, and ``--test-tags all`` sends every tag: a
+    cue in either reaches the retriever (the old check read the opening and the
+    simulator's turns only, and the attribute tag ``dairy`` named a value)."""
+    from nanobot_memory_adapters.harness.preferences import lexicon
+
+    tests = [t for p in generate(17, 0).personas for t in p.tests]
+    assert all(leaks(t) == [] for t in tests)
+    assert {t.attribute for t in tests} >= {"dessert"}  # was "dairy": a value's name
+    dessert = next(t for t in tests if t.attribute == "dessert" and t.options)
+    tagged = dessert.model_copy(update={"scenario": "cheesecake_night"})
+    assert any("in the scenario tag" in f for f in leaks(tagged))
+    monkeypatch.setattr(lexicon, "FOLLOW_UP", "Just pick the sorbet one, by its letter.")
+    assert any("in the follow-up" in f for f in leaks(dessert))
+    assert leaks(dessert.model_copy(update={"options": []})) == []  # no options: no follow-up
 
 
 def test_the_scripted_user_accepts_corrects_and_never_volunteers():

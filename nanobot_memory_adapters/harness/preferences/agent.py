@@ -140,6 +140,8 @@ class NanobotAgent:
         """One user turn through nanobot. The plugin recalls with ``text`` (nanobot's user
         message); with ``options`` the option list joins the prompt after that recall, by
         a runner hook, so it never reaches the retrieval query."""
+        from nanobot_memory_adapters.nanobot.turns import tags_from
+
         hooks = [OptionsHook(test)] if options else None
         out = await self.loop.process_direct(
             text, session_key=session_key, channel=test.channel or "bench",
@@ -148,7 +150,7 @@ class NanobotAgent:
         )
         context, query, recall_error = self._context(session_key)
         return Said((out.content if out is not None else "") or "", context, query,
-                    recall_error)
+                    recall_error, tags=tags_from(attributes))
 
     def _context(self, session_key: str) -> tuple[str, str | None, str | None]:
         """The memory section the plugin put into this turn's prompt, the exact query its

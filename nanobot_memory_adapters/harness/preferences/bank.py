@@ -467,7 +467,7 @@ DOMAINS: tuple[DomainSpec, ...] = (
     ),
     # -- IQI --------------------------------------------------------------------------------
     DomainSpec(
-        attribute="dairy",
+        attribute="dessert",
         dimension="IQI",
         violating=("dairy",),
         values={

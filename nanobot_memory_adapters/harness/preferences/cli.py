@@ -158,6 +158,7 @@ def build_config(
 
 def results_table(results: dict[str, Any]) -> Table:
     from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
+    from nanobot_memory_adapters.harness.preferences.report import headline_ci
 
     table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens")
     for col in ("provider", "group", "behaviour [95% CI]", *DIMENSIONS, "resolved",
@@ -168,7 +169,7 @@ def results_table(results: dict[str, Any]) -> Table:
         return "–" if v is None else f"{v:.3f}"
 
     def ci(block: dict[str, Any], key: str) -> str:
-        c = block["ci"].get(key)
+        c = headline_ci(block, key)
         return "–" if c is None else f"{c['value']:.3f} [{c['low']:.2f}, {c['high']:.2f}]"
 
     for name, m in results["providers"].items():
@@ -176,7 +177,7 @@ def results_table(results: dict[str, Any]) -> Table:
         o = s["overall"]
         table.add_row(
             name, m["experiment_group"], ci(o, "behaviour"),
-            *[f(s["by_dimension"][d]["behaviour"]) for d in DIMENSIONS],
+            *[ci(s["by_dimension"][d], "behaviour") for d in DIMENSIONS],
             f(o["resolved"]), f(o["accuracy"]), ci(o, "current_exposure"),
             f(o["stale_exposure"]), str(o["query_leaks"]), str(sum(m["failures"].values())),
         )
@@ -184,17 +185,20 @@ def results_table(results: dict[str, Any]) -> Table:
 
 
 def pairwise_table(results: dict[str, Any], score: str = "behaviour") -> Table | None:
+    from nanobot_memory_adapters.harness.preferences.report import headline_pair
+    from nanobot_memory_adapters.stats import format_p
+
     rows = (results.get("pairwise") or {}).get(score)
     if not rows:
         return None
-    table = Table(title=f"Paired differences ({score}, same tests; 95% CI)")
+    table = Table(title=f"Paired differences ({score}, same tests; 95% CI by attribute)")
     for col in ("a - b", "difference [95% CI]", "n", "McNemar p", "verdict"):
         table.add_column(col, justify="left" if col in ("a - b", "verdict") else "right")
     for r in rows:
-        p = "–" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3g}"
+        h = headline_pair(r)
         table.add_row(f"{r['a']} - {r['b']}",
-                      f"{r['difference']:+.3f} [{r['low']:+.2f}, {r['high']:+.2f}]",
-                      str(r["n"]), p, r["verdict"])
+                      f"{h['difference']:+.3f} [{h['low']:+.2f}, {h['high']:+.2f}]",
+                      str(h["n"]), format_p(h["mcnemar_p"]), h["verdict"])
     return table
 
 

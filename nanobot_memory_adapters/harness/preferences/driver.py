@@ -309,9 +309,12 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
             "on it within max_turns of the simulated user; depends on the agent",
             "accuracy": "recognition: the option task (options shown after recall), scored "
             "exactly against the current preference; secondary",
-            "ci": "95 % intervals (stats.mean_ci; by persona from five personas up)",
-            "pairwise": "paired differences over the same tests (bootstrap by persona from "
-            "five up; McNemar's exact p); 'not distinguishable' when the interval covers 0",
+            "ci": "95 % intervals (stats.mean_ci), never narrower than Wilson on n: 'ci' "
+            "clustered by persona, 'ci_by_attribute' by the tested attribute (the headline: "
+            "it generalises), each from stats.MIN_CLUSTERS clusters up",
+            "pairwise": "paired differences over the same tests (bootstrap by persona; "
+            "'by_attribute' by attribute, the headline; McNemar's exact p); 'not "
+            "distinguishable' when the interval covers 0 or McNemar's p >= 0.05",
             "default_rate": "share of behavioural tests whose current value is the "
             "attribute's default: what the ideal reader scores with no memory",
             "open_tasks": "LLM judge against each test's rubric; reported apart",

@@ -52,7 +52,7 @@ from nanobot_memory_adapters.harness.preferences.lexicon import (
 )
 
 GENERATOR_NAME = "nanobot-memory-preferences"
-GENERATOR_VERSION = "2.0"
+GENERATOR_VERSION = "2.1"
 DEFAULT_PERSONAS = 17  # 12 behavioural tests each: 204 per provider, 68 per dimension
 SESSIONS = 7
 TEST_POINTS = (3, 5, 7)
@@ -312,12 +312,20 @@ def attribute_cues(attribute: str | None) -> list[str]:
 
 
 def retrievable_texts(test: Any) -> list[tuple[str, str]]:
-    """What a retriever can see of a test session: the opening and the scripted user's
+    """What a retriever can see of a test session: the opening, the scripted user's
     turns that are not corrections (a correction names the current value by design and
-    follows a wrong act; it is marked in the trace). Options are never retrieved on."""
+    follows a wrong act; it is marked in the trace), the recognition task's follow-up
+    turn, and the request tags (all of them: ``--test-tags all`` sends every one; a tag's
+    underscores read as spaces, as a retriever's tokenizer splits them). Options are
+    never retrieved on."""
+    from nanobot_memory_adapters.harness.preferences import lexicon
     from nanobot_memory_adapters.harness.preferences.simulator import NEUTRAL_TURNS
 
-    return [("opening", test.opening), *(("simulator", t) for t in NEUTRAL_TURNS)]
+    texts = [("opening", test.opening), *(("simulator", t) for t in NEUTRAL_TURNS)]
+    if test.options:
+        texts.append(("follow-up", lexicon.FOLLOW_UP))
+    texts += [(f"{k} tag", v.replace("_", " ")) for k, v in test.tags().items()]
+    return texts
 
 
 def leaks(test: Any) -> list[str]:

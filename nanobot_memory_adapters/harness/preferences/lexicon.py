@@ -13,11 +13,16 @@ project), and how a request arrives in each context.
   a message to the team from one to the family without any tag).
 - ``CHANNELS``: where a request of a context arrives in a real deployment (nanobot's
   channel and chat), recorded in tests and accumulation sessions.
+- ``FOLLOW_UP``: the recognition task's follow-up turn (a retrieval query: the generator's
+  leak check reads it).
+- ``memory_items``: the memory section split into its items (the one reader of that
+  layout: the exposure scores and the ideal reader both use it).
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import re
 
 from nanobot_memory_adapters.harness.preferences.bank import DomainSpec
@@ -51,7 +56,7 @@ ACTS: dict[str, dict[str, tuple[str, ...]]] = {
         "evening": ("evening", "7:30 pm", "after dinner", "8 pm"),
     },
     "message_language": {"english": ("english",), "spanish": ("spanish", "español")},
-    "dairy": {
+    "dessert": {
         "no_dairy": ("sorbet", "poached pears", "dairy-free", "vegan"),
         "dairy": ("cheesecake", "tiramisu", "crème brûlée", "creme brulee", "ice cream",
                   "vanilla cream"),
@@ -129,8 +134,37 @@ def cue_pattern(cue: str) -> re.Pattern[str]:
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(cue) + r"(?![A-Za-z0-9])", re.I)
 
 
+# the recognition task's one follow-up turn when no option could be read (it is a query
+# too: the generator's leak check reads it)
+FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
+
+
 def has_any(text: str, phrases: list[str] | tuple[str, ...]) -> bool:
     return any(cue_pattern(p).search(text) for p in phrases)
+
+
+_HEADING = re.compile(r"^#{2,4}\s+(\d{4}-\d{2}-\d{2})(?:\s+(\d{2}:\d{2}))?")
+_CLOCK = re.compile(r"^- \[[^\]]*?\b(\d{2}:\d{2})\b")
+
+
+def memory_items(memory: str) -> list[tuple[str, str | None]]:
+    """The memory section's items in reading order: a ``- `` line with its indented
+    continuation lines, and its time ``YYYY-MM-DD HH:MM`` (from the day heading above it
+    and the item's clock, else the heading's; None under no day heading)."""
+    items: list[tuple[str, str | None]] = []
+    day: str | None = None
+    day_clock: str | None = None
+    for line in html.unescape(memory or "").splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            day, day_clock = heading.group(1), heading.group(2)
+        elif line.startswith("- "):
+            clock = _CLOCK.match(line)
+            at = f"{day} {clock.group(1) if clock else day_clock or '00:00'}" if day else None
+            items.append((line, at))
+        elif line.startswith("  ") and items:
+            items[-1] = (items[-1][0] + "\n" + line, items[-1][1])
+    return items
 
 
 def act_of(reply: str, current: list[str], other: list[str]) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
+
 HEADLINE = (("behaviour", "behaviour"), ("current_exposure", "current exp."))
 
 
@@ -28,11 +30,11 @@ def narrow_results_table(results: dict[str, Any]) -> Table:
     for name, m in results["providers"].items():
         o = m["scores"]["overall"]
         stale = o.get("stale_exposure")
-        table.add_row(name, *(_cell(o["ci"].get(key)) for key, _ in HEADLINE),
+        table.add_row(name, *(_cell(headline_ci(o, key)) for key, _ in HEADLINE),
                       "–" if stale is None else f"{stale:.3f}", str(o["query_leaks"]),
                       str(sum(m["failures"].values())))
-    table.caption = ("\\[low, high] = 95 % interval; every dimension, recognition and "
-                     "resolved rate: results.json, report.html")
+    table.caption = ("\\[low, high] = 95 % interval (by attribute); every dimension, "
+                     "recognition and resolved rate: results.json, report.html")
     return table
 
 
@@ -47,8 +49,9 @@ def narrow_pairwise_table(results: dict[str, Any]) -> Table | None:
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for key, _ in HEADLINE:
         for r in pairwise.get(key) or []:
+            h = headline_pair(r)
             cells.setdefault((r["a"], r["b"]), {})[key] = (
-                f"{_cell(r, 'difference', signed=True)}\n{_verdict(r)}")
+                f"{_cell(h, 'difference', signed=True)}\n{_verdict(h)}")
     if not cells:
         return None
     table = Table(title="pairwise: A - B on the same tests", box=box.SIMPLE_HEAD)
@@ -58,5 +61,5 @@ def narrow_pairwise_table(results: dict[str, Any]) -> Table | None:
     for (a, b), row in cells.items():
         table.add_row(f"A {a}\nB {b}", *(row.get(key, "n/a") for key, _ in HEADLINE))
     table.caption = ("not dist. = not distinguishable: the 95 % interval of the difference "
-                     "covers 0")
+                     "(by attribute) covers 0, or McNemar's p >= 0.05")
     return table

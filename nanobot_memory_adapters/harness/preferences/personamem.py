@@ -15,8 +15,10 @@ Mapping (this project's, documented in docs/harness.md):
 - a question = an option task placed where its window ends
   (``end_index_in_shared_context``): a session that holds that point is split there, and
   the test follows the part before it, so memory holds exactly the history PersonaMem
-  shows the model; its target is a preference synthesized from the correct option (no
-  ground-truth cues: exposure metrics are n/a for PersonaMem, only choices are scored);
+  shows the model (a window ending on a user turn keeps that turn's reply: sessions
+  always open with the user and alternate); its target is a preference synthesized
+  from the correct option (no ground-truth cues: exposure metrics are n/a for
+  PersonaMem, only choices are scored);
 - question types -> dimensions: the latest preference, the full evolution and the
   reasons behind updates -> **PET**; preference-aligned recommendations -> **PET**
   (acting on the latest values); generalizing to new scenarios -> **CS** (a preference
@@ -150,6 +152,17 @@ def load_personamem(
     return parse_scenarios(data, origin=str(questions)), stats
 
 
+def _exchange_end(messages: list[dict[str, Any]], end: int) -> int:
+    """Where a session may end for a question that sees ``[0, end)``: a window ending on
+    a user turn keeps that turn's assistant reply, so no session starts with an assistant
+    turn (a cut between the two would hand the reply to the next session, and a provider
+    would read it as that session's opening; the reply adds nothing the user said)."""
+    if 0 < end < len(messages) and messages[end].get("role") == "assistant" \
+            and messages[end - 1].get("role") == "user":
+        return end + 1
+    return end
+
+
 def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]],
              stats: dict[str, int]) -> dict[str, Any] | None:
     pid = f"{(rows[0].get('persona_id') or 'persona').strip() or 'persona'}-{cid[:8]}"
@@ -159,7 +172,7 @@ def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]
     # the question's own session, which may change the preference).
     cuts = set()
     for r in rows:
-        end = _end_index(r)
+        end = _exchange_end(messages, _end_index(r))
         if end > 0:
             cuts.add(end)
     sessions: list[dict[str, Any]] = []
@@ -197,7 +210,7 @@ def _persona(cid: str, rows: list[dict[str, str]], messages: list[dict[str, Any]
         if dimension is None:
             stats["skipped_fact_recall"] += 1
             continue
-        end = _end_index(r)
+        end = _exchange_end(messages, _end_index(r))
         # the last session whose every message comes before the question's end index
         before = [n for n, last in last_message.items() if last < end]
         session = max(before) if end > 0 and before else None

@@ -20,8 +20,6 @@ which value is current: that is what the memory must supply. Generated scenarios
 
 from __future__ import annotations
 
-import html
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,11 +39,10 @@ from nanobot_memory_adapters.harness.preferences.lexicon import (
     default_key,
     domain_of,
     has_any,
+    memory_items,
 )
 from nanobot_memory_adapters.harness.preferences.session import Said
 
-_HEADING = re.compile(r"^#{2,4}\s+(\d{4}-\d{2}-\d{2})(?:\s+(\d{2}:\d{2}))?")
-_CLOCK = re.compile(r"^- \[[^\]]*?\b(\d{2}:\d{2})\b")
 _PERSONAL = ("personal:", "family", "friends", "social", "outside of work", "grandmother",
              "days off", "context=personal")
 _WORK = ("work:", "work", "work-related", "office", "company", "colleague", "colleagues",
@@ -81,20 +78,7 @@ def statements(memory: str, domain: DomainSpec) -> list[Statement]:
     """The memory section's statements of the domain's values, in reading order."""
     words = _value_words(domain)
     out: list[Statement] = []
-    day: str | None = None
-    day_clock: str | None = None
-    items: list[tuple[str, str | None]] = []
-    for line in html.unescape(memory or "").splitlines():
-        heading = _HEADING.match(line)
-        if heading:
-            day, day_clock = heading.group(1), heading.group(2)
-        elif line.startswith("- "):
-            clock = _CLOCK.match(line)
-            at = f"{day} {clock.group(1) if clock else day_clock or '00:00'}" if day else None
-            items.append((line, at))
-        elif line.startswith("  ") and items:
-            items[-1] = (items[-1][0] + "\n" + line, items[-1][1])
-    for n, (item, at) in enumerate(items):
+    for n, (item, at) in enumerate(memory_items(memory)):
         if ended_validity(item.split("\n", 1)[0]):
             continue
         found = _values_in(item, words)
@@ -175,16 +159,19 @@ class ReaderResponder:
         from nanobot_memory_adapters.harness.trace_sink import error_text
 
         context, error = "", None
+        request = RetrieveRequest.with_tags(
+            attributes, query=text, scope=self.scope, session_id=session_key,
+            budget=self.budget, as_of=test.at)
         try:
-            result = await self.adapter.retrieve(RetrieveRequest.with_tags(
-                attributes, query=text, scope=self.scope, session_id=session_key,
-                budget=self.budget, as_of=test.at))
+            result = await self.adapter.retrieve(request)
             context = result.formatted_context or ""
         except Exception as exc:
             error = f"retrieve: {error_text(exc)}"
         value, why = choose(context, test, user_turns)
         reply = pick_option(test, value) if options else reply_for(test, value)
-        return Said(reply, context, text, error, {"reader": why, "value": value})
+        # the query and tags of the request the provider got, not the text we meant to send
+        return Said(reply, context, request.query, error, {"reader": why, "value": value},
+                    tags=request.tags())
 
 
 def default_rate(scenario: Any) -> float | None:

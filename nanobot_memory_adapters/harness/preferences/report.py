@@ -15,6 +15,7 @@ from nanobot_memory_adapters.harness.charts import (
     table,
 )
 from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
+from nanobot_memory_adapters.stats import format_p
 
 DIMENSION_NAMES = {
     "CS": "context sensitivity",
@@ -23,8 +24,20 @@ DIMENSION_NAMES = {
 }
 
 
+def headline_ci(block: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The interval that generalises: clustered by attribute (``ci_by_attribute``), else
+    by persona (``ci``: results written before the attribute was recorded)."""
+    c = (block.get("ci_by_attribute") or {}).get(key)
+    return c if c is not None else (block.get("ci") or {}).get(key)
+
+
+def headline_pair(r: dict[str, Any]) -> dict[str, Any]:
+    """A pairwise row's headline difference: by attribute when there is one."""
+    return r.get("by_attribute") or r
+
+
 def _ci(block: dict[str, Any], key: str) -> str:
-    c = (block.get("ci") or {}).get(key)
+    c = headline_ci(block, key)
     if c is None:
         return "–"
     return f"{fmt(c['value'])} <span class='note'>[{c['low']:.2f}, {c['high']:.2f}]</span>"
@@ -39,7 +52,7 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
         escape(m.get("condition_kind", "")),
         escape(m.get("experiment_group", "")),
         _ci(o, "behaviour"),
-        *[fmt(s["by_dimension"][d]["behaviour"]) for d in DIMENSIONS],
+        *[_ci(s["by_dimension"][d], "behaviour") for d in DIMENSIONS],
         _ci(o, "resolved"),
         fmt(o["mean_corrections_when_resolved"]),
         _ci(o, "recognition"),
@@ -55,16 +68,19 @@ def _pairs(results: dict[str, Any], score: str) -> str:
     rows = (results.get("pairwise") or {}).get(score) or []
     if not rows:
         return "<p>fewer than two providers</p>"
+    def verdict(d: dict[str, Any]) -> str:
+        v = escape(d["verdict"])
+        return v if d["distinguishable"] else f"<span class='note'>{v}</span>"
+
     body = []
     for r in rows:
-        verdict = escape(r["verdict"])
-        if not r["distinguishable"]:
-            verdict = f"<span class='note'>{verdict}</span>"
-        p = "–" if r["mcnemar_p"] is None else f"{r['mcnemar_p']:.3g}"
+        h = headline_pair(r)
         body.append([escape(f"{r['a']} − {r['b']}"),
-                     f"{r['difference']:+.3f} [{r['low']:+.2f}, {r['high']:+.2f}]",
-                     str(r["n"]), p, verdict])
-    return table(["a − b", "paired difference [95% CI]", "n", "McNemar p", "verdict"], body)
+                     f"{h['difference']:+.3f} [{h['low']:+.2f}, {h['high']:+.2f}]",
+                     str(h["n"]), escape(format_p(h["mcnemar_p"])), verdict(h),
+                     f"[{r['low']:+.2f}, {r['high']:+.2f}] {verdict(r)}"])
+    return table(["a − b", "paired difference [95% CI]", "n", "McNemar p", "verdict",
+                  "by persona"], body)
 
 
 def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
@@ -128,13 +144,16 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"exposure: it shows a superseded value with no end-of-validity mark (no model "
         f"needed). Query leaks: first-turn retrieval queries holding a cue of any value "
         f"(must be 0). Default rate (the ideal reader with no memory): "
-        f"{fmt(results.get('default_rate'))}. Intervals: 95 %, bootstrap by persona from "
-        f"five personas up.</p></div>",
+        f"{fmt(results.get('default_rate'))}. Intervals: 95 %, bootstrap clustered by "
+        f"the tested attribute (the one that generalises: every persona has the same "
+        f"design), never narrower than Wilson on n; results.json also has them by "
+        f"persona (<code>ci</code>).</p></div>",
         "<h2>Which differences are real</h2><div class='card'>",
         "<h3>Behaviour</h3>", _pairs(results, "behaviour"),
         "<h3>Current-preference exposure</h3>", _pairs(results, "current_exposure"),
-        "<p class='note'>Paired over the same tests (a − b); 'not distinguishable' when "
-        "the 95 % interval covers 0.</p></div>",
+        "<p class='note'>Paired over the same tests (a − b), bootstrap clustered by "
+        "attribute (by persona: the last column); 'not distinguishable' when the 95 % "
+        "interval covers 0 or McNemar's exact p is not below 0.05.</p></div>",
         "<h2>Behaviour by dimension</h2><div class='card'>",
         grouped_bars(["overall", *DIMENSIONS], accuracy, colors, "Behaviour (first reply)",
                      ymax=1.0, labels=["overall", *labels]),

@@ -12,9 +12,14 @@
 - **Stale exposure**: the context holds a cue of a superseded value on an item that has
   no end-of-validity mark (``valid=..<date>`` or ``expired=``).
 
-Every figure has its 95 % interval (``stats.mean_ci``, by persona from five personas up),
-and ``pairwise`` gives paired differences with verdicts (``stats.paired_difference``).
-Per dimension (CS, PET, IQI), per test point, overall.
+Every figure has its 95 % interval (``stats.mean_ci``) two ways: ``ci``, clustered by
+persona (a persona's tests share one memory), and ``ci_by_attribute``, clustered by the
+tested attribute (coffee order, language, travels with a dog...): the one that
+generalises, since every persona has the same design and what varies between providers
+is which attributes a memory handles. Both cluster from ``stats.MIN_CLUSTERS`` clusters
+up (fewer: the tests unclustered) and are never narrower than Wilson on n for 0/1 scores.
+``pairwise`` gives paired differences with verdicts (``stats.paired_difference``) the same
+two ways. Per dimension (CS, PET, IQI), per test point, overall.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from nanobot_memory_adapters.harness.preferences.format import (
     Persona,
     TestSession,
 )
-from nanobot_memory_adapters.harness.preferences.lexicon import cue_pattern
+from nanobot_memory_adapters.harness.preferences.lexicon import has_any, memory_items
+from nanobot_memory_adapters.stats import MIN_CLUSTERS, rounded
 
-_ROUND = 6
 _PAREN = re.compile(r"\(([a-z])\)", re.I)
 _LEAD = re.compile(r"^\s*\**\s*(?:option\s+|answer\s*:?\s*|choice\s*:?\s*)?([a-z])\s*[).:\]]",
                    re.I)
@@ -75,21 +80,6 @@ def judge_choice(choice: str | None, test: TestSession, persona: Persona) -> dic
     return {"choice": choice, "correct": False, "error": error}
 
 
-def _items(context: str) -> list[str]:
-    """The context's items: a ``- `` line with its indented continuation lines."""
-    items: list[str] = []
-    for line in html.unescape(context or "").splitlines():
-        if line.startswith("  ") and items:
-            items[-1] += "\n" + line
-        elif line.startswith("- "):
-            items.append(line)
-    return items
-
-
-def _has_cue(text: str, cues: list[str]) -> bool:
-    return any(cue_pattern(c).search(text) for c in cues)
-
-
 def exposure(context: str, test: TestSession, persona: Persona) -> dict[str, Any]:
     target = persona.preference(test.target)
     shown = html.unescape(context or "")
@@ -97,39 +87,50 @@ def exposure(context: str, test: TestSession, persona: Persona) -> dict[str, Any
     stale = None
     if superseded:
         stale = any(
-            _has_cue(item, p.cues) and not ended_validity(item.split("\n", 1)[0])
-            for item in _items(context) for p in superseded
+            has_any(item, p.cues) and not ended_validity(item.split("\n", 1)[0])
+            for item, _at in memory_items(context) for p in superseded
         )
-    current = _has_cue(shown, target.cues) if target.cues else None  # n/a without cues
+    current = has_any(shown, target.cues) if target.cues else None  # n/a without cues
     return {"current": current, "stale": stale}
 
 
 def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), _ROUND) if values else None
+    return rounded(sum(values) / len(values)) if values else None
 
 
-def _ci(values: list[float], clusters: list[str]) -> dict[str, Any] | None:
-    """A 95 % interval from the one statistics module (by persona from five personas up:
-    a persona's tests share its memory, so they are not independent)."""
-    if not values:
+def _ci(values: list[float], clusters: list[str | None]) -> dict[str, Any] | None:
+    """A 95 % interval from the one statistics module, clustered from ``MIN_CLUSTERS``
+    clusters up (None: the cluster is unknown for some test, e.g. an old checkpoint)."""
+    if not values or any(c is None for c in clusters):
         return None
     from nanobot_memory_adapters.stats import mean_ci
 
-    by = clusters if len(set(clusters)) >= 5 else None
+    by = clusters if len(set(clusters)) >= MIN_CLUSTERS else None
     est = mean_ci(values, clusters=by)
-    return {"value": round(est.value, _ROUND), "low": round(est.low, _ROUND),
-            "high": round(est.high, _ROUND), "n": est.n, "n_clusters": est.n_clusters,
-            "method": est.method}
+    return {"value": rounded(est.value), "low": rounded(est.low), "high": rounded(est.high),
+            "n": est.n, "n_clusters": est.n_clusters, "method": est.method}
 
 
-def _binary(records: list[dict[str, Any]], get: Any) -> tuple[list[float], list[str]]:
-    values, clusters = [], []
+def _binary(records: list[dict[str, Any]], get: Any
+            ) -> tuple[list[float], list[str | None], list[str | None]]:
+    """The score's 0/1 values with each test's persona and attribute."""
+    values: list[float] = []
+    personas: list[str | None] = []
+    attributes: list[str | None] = []
     for r in records:
         v = get(r)
         if v is not None:
             values.append(1.0 if v else 0.0)
-            clusters.append(r["persona"])
-    return values, clusters
+            personas.append(r["persona"])
+            attributes.append(r.get("attribute"))
+    return values, personas, attributes
+
+
+def _agrees(r: dict[str, Any]) -> bool | None:
+    judged = SCORES["judged_behaviour"](r)
+    if judged is None or not r.get("behaviour"):
+        return None
+    return judged == r["behaviour"]["correct"]
 
 
 SCORES: dict[str, Any] = {
@@ -158,31 +159,38 @@ def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
     acts: dict[str, int] = defaultdict(int)
     for r in behaved:
         acts[r["behaviour"]["first_act"]] += 1
-    resolved = [r["behaviour"]["corrections"] for r in behaved if r["behaviour"]["resolved"]]
-    judged = [r for r in behaved if SCORES["judged_behaviour"](r) is not None]
-    ci = {}
-    for name, get in SCORES.items():
-        values, clusters = _binary(records, get)
-        ci[name] = _ci(values, clusters)
+    fixed = [r for r in behaved if r["behaviour"]["resolved"]]
+    ci: dict[str, Any] = {}
+    by_attribute: dict[str, Any] = {}
+    for name, get in {**SCORES, "judge_agreement": _agrees}.items():
+        values, personas, attributes = _binary(records, get)
+        ci[name] = _ci(values, personas)
+        by_attribute[name] = _ci(values, attributes)
+    corrections = [float(r["behaviour"]["corrections"]) for r in fixed]
+    ci["corrections"] = _ci(corrections, [r["persona"] for r in fixed])
+    by_attribute["corrections"] = _ci(corrections, [r.get("attribute") for r in fixed])
+
+    def value(name: str) -> float | None:
+        return ci[name]["value"] if ci[name] else None
+
     return {
         "tests": len(records),
         "behaviour_tests": len(behaved),
-        "behaviour": ci["behaviour"]["value"] if ci["behaviour"] else None,
+        "behaviour": value("behaviour"),
         "acts": {k: acts.get(k, 0) for k in ("current", "other", "both", "none")},
-        "resolved": ci["resolved"]["value"] if ci["resolved"] else None,
-        "mean_corrections_when_resolved": _mean([float(c) for c in resolved]),
+        "resolved": value("resolved"),
+        "mean_corrections_when_resolved": value("corrections"),
         "option_tasks": len(options),
-        "accuracy": ci["recognition"]["value"] if ci["recognition"] else None,
+        "accuracy": value("recognition"),
         "errors": dict(sorted(errors.items())),
-        "current_exposure": ci["current_exposure"]["value"] if ci["current_exposure"] else None,
-        "stale_exposure": ci["stale_exposure"]["value"] if ci["stale_exposure"] else None,
+        "current_exposure": value("current_exposure"),
+        "stale_exposure": value("stale_exposure"),
         "stale_tests": len(stale),
         "query_leaks": sum(1 for r in records if r.get("query_leak")),
-        "judged_behaviour": ci["judged_behaviour"]["value"] if ci["judged_behaviour"] else None,
-        "judge_agreement": _mean([1.0 if (SCORES["judged_behaviour"](r)
-                                          == r["behaviour"]["correct"]) else 0.0
-                                  for r in judged]),
+        "judged_behaviour": value("judged_behaviour"),
+        "judge_agreement": value("judge_agreement"),
         "ci": ci,
+        "ci_by_attribute": by_attribute,
     }
 
 
@@ -207,12 +215,25 @@ def provider_scores(records: list[dict[str, Any]]) -> dict[str, Any]:
 PAIRED = ("behaviour", "resolved", "recognition", "current_exposure")
 
 
-def pairwise(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
-    """For each score and each pair of providers: the paired difference over the tests
-    both have (bootstrap by persona from five up, McNemar's exact p), and the verdict
-    ("not distinguishable" when the interval covers 0)."""
+def _difference(va: list[float], vb: list[float], clusters: list[str | None],
+                names: tuple[str, str]) -> dict[str, Any] | None:
     from nanobot_memory_adapters.stats import paired_difference
 
+    if any(c is None for c in clusters):
+        return None
+    by = clusters if len(set(clusters)) >= MIN_CLUSTERS else None
+    d = paired_difference(va, vb, clusters=by, names=names)
+    return {"difference": rounded(d.value), "low": rounded(d.low), "high": rounded(d.high),
+            "n": d.n, "n_clusters": d.n_clusters, "method": d.method,
+            "mcnemar_p": rounded(d.p_value), "distinguishable": d.distinguishable,
+            "verdict": d.verdict}
+
+
+def pairwise(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """For each score and each pair of providers: the paired difference over the tests
+    both have, clustered by persona (the row) and by attribute (``by_attribute``: the one
+    that generalises), McNemar's exact p, and the verdict ("not distinguishable" when the
+    interval covers 0 or McNemar's p is not below 0.05)."""
     names = list(records)
     out: dict[str, list[dict[str, Any]]] = {}
     for score in PAIRED:
@@ -220,20 +241,19 @@ def pairwise(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[st
         rows = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                va = {(r["persona"], r["test_id"]): get(r) for r in records[a]}
+                va = {(r["persona"], r["test_id"]): (get(r), r.get("attribute"))
+                      for r in records[a]}
                 vb = {(r["persona"], r["test_id"]): get(r) for r in records[b]}
-                keys = [k for k in va if k in vb and va[k] is not None and vb[k] is not None]
+                keys = [k for k in va if k in vb and va[k][0] is not None
+                        and vb[k] is not None]
                 if not keys:
                     continue
-                clusters = [k[0] for k in keys]
-                d = paired_difference(
-                    [1.0 if va[k] else 0.0 for k in keys], [1.0 if vb[k] else 0.0 for k in keys],
-                    clusters=clusters if len(set(clusters)) >= 5 else None, names=(a, b))
-                rows.append({"a": a, "b": b, "difference": round(d.value, _ROUND),
-                             "low": round(d.low, _ROUND), "high": round(d.high, _ROUND),
-                             "n": d.n, "n_clusters": d.n_clusters, "method": d.method,
-                             "mcnemar_p": None if d.p_value is None else round(d.p_value, 6),
-                             "distinguishable": d.distinguishable, "verdict": d.verdict})
+                xa = [1.0 if va[k][0] else 0.0 for k in keys]
+                xb = [1.0 if vb[k] else 0.0 for k in keys]
+                row = _difference(xa, xb, [k[0] for k in keys], (a, b))
+                assert row is not None
+                rows.append({"a": a, "b": b, **row, "by_attribute": _difference(
+                    xa, xb, [va[k][1] for k in keys], (a, b))})
         if rows:
             out[score] = rows
     return out

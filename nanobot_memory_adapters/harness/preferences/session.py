@@ -10,8 +10,11 @@
    recall uses the opening alone; the options are added to the prompt only after recall
    (``options=True``), never to the retrieval query.
 
-Every retrieval's exact query is recorded with whether it holds a cue of any value of the
-test's attribute (``leak``); a first-turn leak is a benchmark defect, counted in results.
+Every retrieval's exact query, as sent to the provider (the request object the responder
+passed, or nanobot's recall cache entry), is recorded with its request tags and whether
+it leaks (``leak``): a cue of any value of the test's attribute in the query or a tag, or
+an option's text in the query. A leak before any correction is a benchmark defect,
+counted in results.
 """
 
 from __future__ import annotations
@@ -21,9 +24,7 @@ from typing import Any, Protocol
 
 from nanobot_memory_adapters.harness.preferences.format import Persona, TestSession
 from nanobot_memory_adapters.harness.preferences.generator import attribute_cues
-from nanobot_memory_adapters.harness.preferences.lexicon import has_any
-
-FOLLOW_UP = "Please just pick one of the options for me: reply with its letter, e.g. (a)."
+from nanobot_memory_adapters.harness.preferences.lexicon import FOLLOW_UP, has_any
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Said:
     query: str | None  # the exact query the recall sent (None: no recall was made)
     recall_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)  # the request tags it sent
 
 
 class Responder(Protocol):
@@ -41,11 +43,27 @@ class Responder(Protocol):
                   user_turns: list[str]) -> Said: ...
 
 
-def _retrieval(turn: int, said: Said, cues: list[str], after_correction: bool
-               ) -> dict[str, Any]:
-    return {"turn": turn, "query": said.query,
-            "leak": bool(said.query) and has_any(said.query or "", cues),
+def leaked(query: str | None, tags: dict[str, str], test: TestSession, cues: list[str]
+           ) -> bool:
+    """Whether a request sent to the provider carries the answer: a cue of any value of
+    the attribute in the query or a tag (underscores read as spaces), or an option."""
+    text = query or ""
+    tag_text = " ".join(v.replace("_", " ") for v in tags.values())
+    return (has_any(text, cues) or has_any(tag_text, cues)
+            or any(o.text.lower() in text.lower() for o in test.options))
+
+
+def retrieval(turn: int, query: str | None, tags: dict[str, str], test: TestSession,
+              cues: list[str], after_correction: bool) -> dict[str, Any]:
+    """One retrieval as the trace records it (``query`` and ``tags`` as sent)."""
+    return {"turn": turn, "query": query, "tags": tags,
+            "leak": query is not None and leaked(query, tags, test, cues),
             "after_correction": after_correction}
+
+
+def _retrieval(turn: int, said: Said, test: TestSession, cues: list[str],
+               after_correction: bool) -> dict[str, Any]:
+    return retrieval(turn, said.query, said.tags, test, cues, after_correction)
 
 
 async def run_session(responder: Responder, test: TestSession, persona: Persona, user: Any,
@@ -72,7 +90,7 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
                                    user_turns=list(user_turns))
         transcript += [{"role": "user", "content": text},
                        {"role": "assistant", "content": said.reply}]
-        retrievals.append(_retrieval(turn, said, cues, corrections > 0))
+        retrievals.append(_retrieval(turn, said, test, cues, corrections > 0))
         if said.recall_error:
             errors.append(said.recall_error)
         if first is None:
@@ -105,7 +123,8 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
     if test.options:
         said = await responder.say(test, f"{key}:options", test.opening, attributes,
                                    options=True, user_turns=[])
-        retrievals.append({**_retrieval(0, said, cues, False), "session": "recognition"})
+        retrievals.append({**_retrieval(0, said, test, cues, False),
+                           "session": "recognition"})
         options_transcript = [{"role": "user", "content": test.opening, "options": "after "
                                "recall"}, {"role": "assistant", "content": said.reply}]
         choice = parse_choice(said.reply, test)
@@ -113,7 +132,8 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
         if choice is None:
             again = await responder.say(test, f"{key}:options", FOLLOW_UP, attributes,
                                         options=True, user_turns=[])
-            retrievals.append({**_retrieval(1, again, cues, False), "session": "recognition"})
+            retrievals.append({**_retrieval(1, again, test, cues, False),
+                               "session": "recognition"})
             options_transcript += [{"role": "user", "content": FOLLOW_UP},
                                    {"role": "assistant", "content": again.reply}]
             choice = parse_choice(again.reply, test)

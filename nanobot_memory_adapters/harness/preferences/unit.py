@@ -26,9 +26,10 @@ from nanobot_memory_adapters.harness.preferences.format import (
     Persona,
     TestSession,
 )
+from nanobot_memory_adapters.harness.preferences.generator import attribute_cues
 from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
 from nanobot_memory_adapters.harness.preferences.scoring import exposure
-from nanobot_memory_adapters.harness.preferences.session import run_session
+from nanobot_memory_adapters.harness.preferences.session import retrieval, run_session
 from nanobot_memory_adapters.harness.prepared import Prepared
 from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import (
@@ -225,6 +226,7 @@ class PreferenceUnit:
         record: dict[str, Any] = {
             "test_id": test.test_id, "persona": self.persona.persona_id, "point": point,
             "dimension": test.dimension, "kind": test.kind, "target": test.target,
+            "attribute": test.attribute or self.persona.preference(test.target).attribute,
             "context": test.context, "channel": test.channel, "outcome": None,
             "behaviour": None, "verdict": None, "error": None,
         }
@@ -248,12 +250,14 @@ class PreferenceUnit:
                     record["error"] = f"agent: {error_text(exc)}"
                     self.unit["agent_failures"] += 1
             else:
-                retrievals = [{"turn": 0, "query": test.opening}]
+                request = RetrieveRequest.with_tags(
+                    tags, query=test.opening, scope=self.scope, session_id=session_key,
+                    budget=_budget(self.cfg.budget_tokens), as_of=test.at)
+                # what the provider got (the request object), with its leak check
+                retrievals = [retrieval(0, request.query, request.tags(), test,
+                                        attribute_cues(test.attribute), False)]
                 try:
-                    result = await self.adapter.retrieve(RetrieveRequest.with_tags(
-                        tags, query=test.opening, scope=self.scope, session_id=session_key,
-                        budget=_budget(self.cfg.budget_tokens), as_of=test.at,
-                    ))
+                    result = await self.adapter.retrieve(request)
                     context = result.formatted_context
                 except Exception as exc:
                     record["error"] = f"retrieve: {error_text(exc)}"
