@@ -77,7 +77,9 @@ def rounded(x: float | None, digits: int = SIGNIFICANT) -> float | None:
     """``x`` to ``digits`` significant digits (None stays None; 0 stays 0)."""
     if x is None:
         return None
-    if x == 0 or not math.isfinite(x):
+    if x == 0:
+        return 0.0  # never -0.0 (printed as -0.00)
+    if not math.isfinite(x):
         return float(x)
     return float(f"{x:.{digits}g}")
 

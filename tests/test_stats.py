@@ -155,6 +155,7 @@ def test_clustered_binary_interval_is_never_narrower_than_wilson():
 def test_rounding_keeps_significant_digits():
     assert rounded(3.2e-9) == 3.2e-9 and rounded(0.1234567) == 0.123457
     assert rounded(None) is None and rounded(0.0) == 0.0 and MIN_CLUSTERS == 5
+    assert f"{rounded(-0.0):+.2f}" == "+0.00"  # a bound of -0.0 never prints as -0.00
 
 
 def test_p_values_print_as_a_bound_below_a_thousandth():

@@ -53,7 +53,8 @@ _ROUND = 6
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
-    return {k: (float(f"{v:.{_ROUND}g}") if k == "p_value" else round(v, _ROUND))
+    # + 0.0: a bound that rounds to -0.0 is printed as +0.00, not -0.00
+    return {k: (float(f"{v:.{_ROUND}g}") if k == "p_value" else round(v, _ROUND) + 0.0)
             if isinstance(v, float) else v for k, v in model.model_dump().items()}
 
 

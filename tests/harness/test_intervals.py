@@ -151,3 +151,13 @@ async def test_terminal_output_fits_80_columns(locomo_file, tmp_path, monkeypatc
     assert "…" not in text, text
     for heading in ("turn recall", "prov. recall", "answer lift", "not dist.", "A / B"):
         assert heading in text
+    assert "-0.00" not in text, text  # no_memory's zero lift: a -0.0 bound prints +0.00
+
+
+def test_a_bound_that_rounds_to_zero_is_never_negative_zero():
+    """A bootstrap bound of -1e-9 (a zero lift) was stored as -0.0 and printed -0.00."""
+    from nanobot_memory_adapters.harness.locomo_stats import _dump  # pyright: ignore[reportPrivateUsage]
+    from nanobot_memory_adapters.stats import Estimate
+
+    dumped = _dump(Estimate(value=0.0, low=-1e-9, high=1e-9, n=10, method="bootstrap"))
+    assert f"{dumped['low']:+.2f}" == "+0.00" and f"{dumped['value']:+.3f}" == "+0.000"
