@@ -296,16 +296,32 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *,
                       p_value=p_value, distinguishable=distinguishable, verdict=verdict)
 
 
+def format_number(x: float, digits: int, *, signed: bool = False) -> str:
+    """``x`` to ``digits`` decimals (``+`` when ``signed``); a value that rounds to zero
+    prints without a minus sign (a bound of -0.0026 is ``+0.00``, never ``-0.00``)."""
+    sign = "+" if signed else ""
+    text = f"{x:{sign}.{digits}f}"
+    return f"{0.0:{sign}.{digits}f}" if float(text) == 0 else text
+
+
+def format_bounds(low: float, high: float, digits: int = 2, *, signed: bool = False,
+                  sep: str = ", ") -> str:
+    """``[0.55, 0.59]``: an interval as every table prints it (``format_number``)."""
+    return (f"[{format_number(low, digits, signed=signed)}{sep}"
+            f"{format_number(high, digits, signed=signed)}]")
+
+
 def format_estimate(e: Estimate, digits: int = 3) -> str:
     """``0.571 [0.55, 0.59] n=120``: the value, its interval one digit coarser, and n."""
     lo = max(digits - 1, 1)
-    return f"{e.value:.{digits}f} [{e.low:.{lo}f}, {e.high:.{lo}f}] n={e.n}"
+    return f"{format_number(e.value, digits)} {format_bounds(e.low, e.high, lo)} n={e.n}"
 
 
 def format_difference(d: Difference, digits: int = 3) -> str:
     """``+0.083 [-0.14, +0.31] not distinguishable`` (or the verdict, e.g. ``A > B``)."""
     lo = max(digits - 1, 1)
-    return f"{d.value:+.{digits}f} [{d.low:+.{lo}f}, {d.high:+.{lo}f}] {d.verdict}"
+    return (f"{format_number(d.value, digits, signed=True)} "
+            f"{format_bounds(d.low, d.high, lo, signed=True)} {d.verdict}")
 
 
 def format_p(p: float | None) -> str:

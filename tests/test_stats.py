@@ -180,3 +180,13 @@ def test_a_paired_difference_of_0_1_values_is_never_a_point():
     y = [1] * 53 + [0] * 16 + [1] * 8 + [0] * 9
     lo, hi = newcombe_paired(x, y)
     assert abs(lo - (-0.0177)) < 5e-4 and abs(hi - 0.2018) < 5e-4
+
+
+def test_a_bound_that_rounds_to_zero_prints_without_a_minus_sign():
+    """A zero lift's Newcombe bound is -0.0026: it printed as ``[-0.00,+0.00]``."""
+    from nanobot_memory_adapters.stats import format_bounds, format_number
+
+    assert format_number(-0.0026, 2, signed=True) == "+0.00"
+    assert format_number(-0.0026, 2) == "0.00" and format_number(-0.006, 2) == "-0.01"
+    assert format_bounds(-0.0026, 0.0026, signed=True, sep=",") == "[+0.00,+0.00]"
+    assert format_bounds(-0.2, 0.0026, signed=True) == "[-0.20, +0.00]"

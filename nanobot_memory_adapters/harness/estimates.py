@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from nanobot_memory_adapters.stats import MIN_CLUSTERS
+from nanobot_memory_adapters.stats import MIN_CLUSTERS, format_bounds, format_number
 
 # Fewer conversations than this: resample questions, not conversations (with two to four
 # clusters a cluster bootstrap only shuffles a handful of means). The one rule for every
@@ -31,8 +31,6 @@ def estimate(values: Sequence[float], clusters: Sequence[Hashable] | None = None
         return None
     if clusters is not None and not cluster_by_conversation(clusters):
         clusters = None
-    if clusters is not None and method == "auto":
-        method = "bootstrap"
     e = mean_ci(list(values), clusters=clusters, method=method)  # type: ignore[arg-type]
     return {"value": round(e.value, _ROUND), "low": round(e.low, _ROUND),
             "high": round(e.high, _ROUND), "n": e.n, "method": e.method}
@@ -43,6 +41,6 @@ def ci_cell(e: dict[str, Any] | None, digits: int = 2, *, signed: bool = False,
     """``0.57 [0.55,0.59]`` (optionally ``n=40``) for a terminal cell, or n/a."""
     if e is None:
         return "n/a"
-    s = "+" if signed else ""
-    text = f"{e['value']:{s}.{digits}f}{sep}[{e['low']:{s}.2f},{e['high']:{s}.2f}]"
+    text = (f"{format_number(e['value'], digits, signed=signed)}{sep}"
+            f"{format_bounds(e['low'], e['high'], signed=signed, sep=',')}")
     return text + (f"{sep}n={e['n']}" if n else "")

@@ -141,7 +141,7 @@ def _estimate(values: dict[tuple[str, str, int], float], cl: _Clusters, *,
         return None
     keys = sorted(values)
     return _dump(mean_ci([values[k] for k in keys], clusters=cl.of(keys), level=level,
-                         n_boot=n_boot, seed=seed, method="bootstrap"))
+                         n_boot=n_boot, seed=seed))
 
 
 def _lift(asks: list[dict[str, Any]], cl: _Clusters, *, seed: int, n_boot: int,

@@ -7,16 +7,15 @@ from html import escape
 from typing import Any
 
 from nanobot_memory_adapters.harness.charts import table
-from nanobot_memory_adapters.stats import format_p
+from nanobot_memory_adapters.stats import format_bounds, format_number, format_p
 
 
 def ci(e: dict[str, Any] | None, signed: bool = False) -> str:
     """``0.571 [0.55, 0.59]`` as HTML (the interval smaller), or n/a."""
     if e is None:
         return "n/a"
-    s = "+" if signed else ""
-    return (f"{e['value']:{s}.3f} <span class='note'>[{e['low']:{s}.2f}, "
-            f"{e['high']:{s}.2f}]</span>")
+    return (f"{format_number(e['value'], 3, signed=signed)} <span class='note'>"
+            f"{format_bounds(e['low'], e['high'], signed=signed)}</span>")
 
 
 def _verdict(d: dict[str, Any]) -> str:
@@ -47,7 +46,9 @@ def interval_sections(results: dict[str, Any]) -> list[str]:
                   str(d["n"]), _verdict(d)]
                  for metric, rows in iv["pairwise"].items() for d in rows]
     how = (f"{iv['level']:.0%} percentile bootstrap, {iv['n_boot']} resamples, seed "
-           f"{iv['seed']}, asks resampled by <b>{escape(iv['cluster'])}</b>")
+           f"{iv['seed']}, asks resampled by <b>{escape(iv['cluster'])}</b>; 0/1 "
+           "figures never narrower than Wilson's interval, 0/1 differences never narrower "
+           "than Newcombe's, and a 0/1 verdict also needs McNemar's p &lt; 0.05")
     return [
         "<h2>Headline with 95 % intervals (judge-free)</h2><div class='card'>",
         table(["provider", "turn recall", "provenance recall", "answer lift over baseline",

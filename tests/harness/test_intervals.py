@@ -161,3 +161,14 @@ def test_a_bound_that_rounds_to_zero_is_never_negative_zero():
 
     dumped = _dump(Estimate(value=0.0, low=-1e-9, high=1e-9, n=10, method="bootstrap"))
     assert f"{dumped['low']:+.2f}" == "+0.00" and f"{dumped['value']:+.3f}" == "+0.000"
+
+
+def test_clustered_zeros_are_never_a_point_interval():
+    """A trivial provider's all-zero figure over 50 asks in 10 conversations: the
+    harness's estimate must keep the statistics module's Wilson floor (it once forced the
+    plain bootstrap, which gives [0, 0] for any n)."""
+    from nanobot_memory_adapters.harness.estimates import ci_cell, estimate
+
+    e = estimate([0.0] * 50, [f"conv-{i % 10}" for i in range(50)])
+    assert e is not None and e["high"] > 0.05 and "wilson" in e["method"], e
+    assert ci_cell({**e, "low": -0.0026}, signed=True).count("-") == 0

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from nanobot_memory_adapters.console import console, fail, wide_console
+from nanobot_memory_adapters.stats import format_bounds, format_number
 
 prefs_app = typer.Typer(
     help="Behavioural preference sessions: generate scenarios, import PersonaMem, run them.",
@@ -170,7 +171,8 @@ def results_table(results: dict[str, Any]) -> Table:
 
     def ci(block: dict[str, Any], key: str) -> str:
         c = headline_ci(block, key)
-        return "–" if c is None else f"{c['value']:.3f} [{c['low']:.2f}, {c['high']:.2f}]"
+        return "–" if c is None else (f"{format_number(c['value'], 3)} "
+                                      f"{format_bounds(c['low'], c['high'])}")
 
     for name, m in results["providers"].items():
         s = m["scores"]
@@ -197,7 +199,8 @@ def pairwise_table(results: dict[str, Any], score: str = "behaviour") -> Table |
     for r in rows:
         h = headline_pair(r)
         table.add_row(f"{r['a']} - {r['b']}",
-                      f"{h['difference']:+.3f} [{h['low']:+.2f}, {h['high']:+.2f}]",
+                      f"{format_number(h['difference'], 3, signed=True)} "
+                      f"{format_bounds(h['low'], h['high'], signed=True)}",
                       str(h["n"]), format_p(h["mcnemar_p"]), h["verdict"])
     return table
 

@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
+from nanobot_memory_adapters.stats import format_bounds, format_number
 
 HEADLINE = (("behaviour", "behaviour"), ("current_exposure", "current exp."))
 
@@ -17,8 +18,8 @@ HEADLINE = (("behaviour", "behaviour"), ("current_exposure", "current exp."))
 def _cell(c: dict[str, Any] | None, value_key: str = "value", signed: bool = False) -> str:
     if c is None:
         return "–"
-    sign = "+" if signed else ""
-    return f"{c[value_key]:{sign}.3f}\n[{c['low']:{sign}.2f}, {c['high']:{sign}.2f}]"
+    return (f"{format_number(c[value_key], 3, signed=signed)}\n"
+            f"{format_bounds(c['low'], c['high'], signed=signed)}")
 
 
 def narrow_results_table(results: dict[str, Any]) -> Table:

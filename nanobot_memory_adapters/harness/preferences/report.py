@@ -15,7 +15,7 @@ from nanobot_memory_adapters.harness.charts import (
     table,
 )
 from nanobot_memory_adapters.harness.preferences.format import DIMENSIONS
-from nanobot_memory_adapters.stats import format_p
+from nanobot_memory_adapters.stats import format_bounds, format_number, format_p
 
 DIMENSION_NAMES = {
     "CS": "context sensitivity",
@@ -40,7 +40,7 @@ def _ci(block: dict[str, Any], key: str) -> str:
     c = headline_ci(block, key)
     if c is None:
         return "–"
-    return f"{fmt(c['value'])} <span class='note'>[{c['low']:.2f}, {c['high']:.2f}]</span>"
+    return f"{fmt(c['value'])} <span class='note'>{format_bounds(c['low'], c['high'])}</span>"
 
 
 def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
@@ -76,9 +76,10 @@ def _pairs(results: dict[str, Any], score: str) -> str:
     for r in rows:
         h = headline_pair(r)
         body.append([escape(f"{r['a']} − {r['b']}"),
-                     f"{h['difference']:+.3f} [{h['low']:+.2f}, {h['high']:+.2f}]",
+                     f"{format_number(h['difference'], 3, signed=True)} "
+                     f"{format_bounds(h['low'], h['high'], signed=True)}",
                      str(h["n"]), escape(format_p(h["mcnemar_p"])), verdict(h),
-                     f"[{r['low']:+.2f}, {r['high']:+.2f}] {verdict(r)}"])
+                     f"{format_bounds(r['low'], r['high'], signed=True)} {verdict(r)}"])
     return table(["a − b", "paired difference [95% CI]", "n", "McNemar p", "verdict",
                   "by persona"], body)
 
