@@ -93,7 +93,7 @@ CREATE TABLE IF NOT EXISTS session_identity (
 # held under two scopes (``migrate-scopes`` copies it to its person's new scope), so the
 # scope is part of ``delivered_turn``'s key; an older table without it is rebuilt
 # (``_LEDGER_REKEY``), or forget would not see a provider holding the copy.
-_LEDGER_SCHEMA = """
+_DELIVERED_TURN = """
 CREATE TABLE IF NOT EXISTS delivered_turn (
     provider TEXT NOT NULL,
     session_key TEXT NOT NULL,
@@ -102,7 +102,8 @@ CREATE TABLE IF NOT EXISTS delivered_turn (
     persona_id TEXT NOT NULL,
     PRIMARY KEY (provider, session_key, turn_at, run_id, persona_id)
 );
-CREATE TABLE IF NOT EXISTS turn_sender (
+"""
+_LEDGER_SCHEMA = _DELIVERED_TURN + """CREATE TABLE IF NOT EXISTS turn_sender (
     session_key TEXT NOT NULL,
     turn_at TEXT NOT NULL,
     channel TEXT,
@@ -151,14 +152,7 @@ _LEDGER_REKEY = """
 BEGIN IMMEDIATE;
 DROP TRIGGER IF EXISTS ledger_delivered;
 ALTER TABLE delivered_turn RENAME TO delivered_turn_before_rekey;
-CREATE TABLE delivered_turn (
-    provider TEXT NOT NULL,
-    session_key TEXT NOT NULL,
-    turn_at TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    persona_id TEXT NOT NULL,
-    PRIMARY KEY (provider, session_key, turn_at, run_id, persona_id)
-);
+""" + _DELIVERED_TURN + """
 INSERT OR IGNORE INTO delivered_turn SELECT * FROM delivered_turn_before_rekey;
 DROP TABLE delivered_turn_before_rekey;
 COMMIT;
