@@ -7,6 +7,7 @@ import asyncio
 import os
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import plugin_for
@@ -48,13 +49,19 @@ def _hold_open_halves(plugin):  # type: ignore[no-untyped-def]
     return entered, gate
 
 
-async def test_a_whole_turn_arriving_while_its_half_is_written_completes_the_row(home):
+async def _kim_said_hello(home: Any) -> tuple[Any, Any]:
+    """A full_history loop whose outbox already delivered one turn of kim's."""
     home.write_memory(FULL_HISTORY)
     loop = home.loop()
     plugin = plugin_for(loop)
     assert plugin is not None
     await say(loop, "kim", "Hello, I am Kim.")
     assert await plugin.flush() == 0
+    return loop, plugin
+
+
+async def test_a_whole_turn_arriving_while_its_half_is_written_completes_the_row(home):
+    _loop, plugin = await _kim_said_hello(home)
     entered, gate = _hold_open_halves(plugin)
     half = _turn("nb-race-1", "My locker is 12.")
     plugin.unqueued.add(_write(half, open_turn=True))
@@ -72,12 +79,7 @@ async def test_a_whole_turn_arriving_while_its_half_is_written_completes_the_row
 
 
 async def test_forget_waits_for_a_turn_being_written_and_drops_the_kept_ones(home):
-    home.write_memory(FULL_HISTORY)
-    loop = home.loop()
-    plugin = plugin_for(loop)
-    assert plugin is not None
-    await say(loop, "kim", "Hello, I am Kim.")
-    assert await plugin.flush() == 0
+    loop, plugin = await _kim_said_hello(home)
     entered, gate = _hold_open_halves(plugin)
     said = datetime.now(UTC) - timedelta(seconds=5)
     in_flight = _turn("nb-race-2", "My PIN is 4471.", when=said)

@@ -4,6 +4,8 @@ local condition; nanobot's LLM is the HTTP test double)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.settings import DEFAULT_TRIVIAL, parse_settings
 from nanobot_memory_adapters.nanobot.turn_line import is_trivial
@@ -29,14 +31,21 @@ def _count_retrieves(plugin) -> list[str]:
     return asked
 
 
-async def test_turn_line_and_trivial_turns_skip_recall(home, llm_double):
-    home.write_memory(_memory(turn_line=True))
+async def _alice_told_her_drink(home: Any, memory: dict[str, Any]
+                                ) -> tuple[Any, Any, list[str]]:
+    """A loop on ``memory`` where alice said what she drinks (delivered), and the list
+    every later retrieve's query is appended to."""
+    home.write_memory(memory)
     loop = home.loop()
     plugin = plugin_for(loop)
     assert plugin is not None
     await say(loop, "alice", "I love green tea with jasmine.")
     assert await plugin.flush() == 0
-    asked = _count_retrieves(plugin)
+    return loop, plugin, _count_retrieves(plugin)
+
+
+async def test_turn_line_and_trivial_turns_skip_recall(home, llm_double):
+    loop, _plugin, asked = await _alice_told_her_drink(home, _memory(turn_line=True))
 
     reply = await say(loop, "alice", "What do I like to drink?")
     assert asked == ["What do I like to drink?"]
@@ -72,13 +81,7 @@ async def test_turn_line_is_opt_in_and_per_channel(home, llm_double):
 
 
 async def test_trivial_list_is_configurable(home, llm_double):
-    home.write_memory(_memory(trivial_prompts=[]))
-    loop = home.loop()
-    plugin = plugin_for(loop)
-    assert plugin is not None
-    await say(loop, "alice", "I love green tea with jasmine.")
-    assert await plugin.flush() == 0
-    asked = _count_retrieves(plugin)
+    loop, _plugin, asked = await _alice_told_her_drink(home, _memory(trivial_prompts=[]))
     await say(loop, "alice", "ok")
     assert asked == ["ok"]  # [] recalls on every turn
 
@@ -90,7 +93,7 @@ def test_trivial_patterns():
     for text in ("ok, what did I say about tea?", "thanks — and my sister's name?",
                  "no milk in my coffee please",
                  # a path is a question about a file, not a command: it gets recall
-                 "/home/ana/notes.txt — what did I say was in it?", "/etc/hosts?"):
+                 "/notes/plan.txt — what did I say was in it?", "/etc/hosts?"):
         assert not is_trivial(text, DEFAULT_TRIVIAL), text
 
 
