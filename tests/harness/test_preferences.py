@@ -796,3 +796,27 @@ async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_doub
         assert r["transcript"][0]["content"] == openings[r["test_id"]]
     asked = [q for q in llm_double.requests[before:] if "Pick the one option" in str(q["body"])]
     assert len(asked) == 2
+
+
+async def test_a_turn_nanobot_could_not_answer_is_a_failed_test(tmp_path, llm_double):
+    """When the model call fails, nanobot replies with its own placeholder ("Sorry, I
+    encountered an error ..."): that test failed (counted, exit 4), it did not "act on
+    nothing" in the behaviour score."""
+    from tests.llm_double.server import FAIL_MARKER
+
+    scenario = generate(1, 0)
+    persona = scenario.personas[0]
+    broken = persona.tests[0].model_copy(
+        update={"opening": f"{persona.tests[0].opening} {FAIL_MARKER}"})
+    persona = persona.model_copy(update={"tests": [broken, *persona.tests[1:]]})
+    scenario = scenario.model_copy(update={"personas": [persona]})
+    outcome = await run_preferences(_cfg(tmp_path / "fail", ["no_memory"], llm_double,
+                                         scenario=scenario))
+    m = outcome.results["providers"]["no_memory"]
+    assert m["failures"]["agent"] == 1
+    overall = m["scores"]["overall"]
+    assert overall["behaviour_tests"] == len(persona.tests) - 1
+    lines = {r["test_id"]: r for r in read_traces(tmp_path / "fail" / "traces.jsonl")
+             if r.get("kind") == "preference_test"}
+    assert "nanobot gave no answer" in lines[broken.test_id]["error"]
+    assert lines[broken.test_id]["behaviour"] is None

@@ -31,6 +31,24 @@ from nanobot_memory_adapters.harness.preferences.format import TestSession
 from nanobot_memory_adapters.harness.preferences.session import Said
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 
+# nanobot's own texts for a turn that produced no answer (a failed model call, an empty
+# final response, a turn cut off and closed by session recovery): a reply starting with
+# one of these is nanobot speaking, not the model acting on memory.
+NO_ANSWER_PREFIXES = (
+    "Sorry, I encountered an error",
+    "Error: Task interrupted before a response was generated",
+    "Task recovery was superseded by a newer message",
+    "I completed the tool steps but couldn't produce a final answer",
+)
+# nanobot's stop reasons for a run that ended without an answer of the model's own
+NO_ANSWER_STOPS = frozenset({"error", "empty_final_response", "cancelled"})
+
+
+class NoAnswer(RuntimeError):
+    """nanobot ended the turn without the model's answer: the test failed, it did not
+    "act on nothing"."""
+
+
 OPTION_INSTRUCTION = (
     "Options:\n{options}\n\nPick the one option that suits me best. Reply with its letter "
     "in parentheses first, e.g. (b), then one short sentence."
@@ -142,15 +160,19 @@ class NanobotAgent:
         a runner hook, so it never reaches the retrieval query."""
         from nanobot_memory_adapters.nanobot.turns import tags_from
 
-        hooks = [OptionsHook(test)] if options else None
+        outcome = RunOutcomeHook()
+        hooks: list[AgentHook] = [outcome, *([OptionsHook(test)] if options else [])]
         out = await self.loop.process_direct(
             text, session_key=session_key, channel=test.channel or "bench",
             chat_id=test.chat_id or session_key, sender_id=self.scope.persona_id,
             attributes={**attributes, "as_of": test.at.isoformat()}, hooks=hooks,
         )
+        reply = (out.content if out is not None else "") or ""
+        why = outcome.no_answer(reply)
+        if why:
+            raise NoAnswer(f"nanobot gave no answer ({why})")
         context, query, recall_error = self._context(session_key)
-        return Said((out.content if out is not None else "") or "", context, query,
-                    recall_error, tags=tags_from(attributes))
+        return Said(reply, context, query, recall_error, tags=tags_from(attributes))
 
     def _context(self, session_key: str) -> tuple[str, str | None, str | None]:
         """The memory section the plugin put into this turn's prompt, the exact query its
@@ -169,6 +191,30 @@ class NanobotAgent:
         if self.plugin is not None:
             await self.plugin.aclose()  # a provided adapter stays open (the harness owns it)
         self.loop = self.plugin = None
+
+
+class RunOutcomeHook(AgentHook):
+    """Keeps how nanobot's runner ended the turn (its stop reason and error), so a turn
+    without the model's answer is told apart from an answer that acts on nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stop_reason: str | None = None
+        self.error: str | None = None
+
+    async def after_iteration(self, context: Any) -> None:
+        self.stop_reason = context.stop_reason or self.stop_reason
+        self.error = context.error or self.error
+
+    def no_answer(self, reply: str) -> str | None:
+        """Why ``reply`` is not the model's answer, or None when it is."""
+        if self.stop_reason in NO_ANSWER_STOPS:
+            return f"stop reason {self.stop_reason}"
+        if not reply.strip():
+            return "empty reply"
+        if reply.startswith(NO_ANSWER_PREFIXES):
+            return f"nanobot's placeholder: {reply[:60]!r}"
+        return None
 
 
 class OptionsHook(AgentHook):
