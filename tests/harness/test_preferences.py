@@ -602,6 +602,12 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     # current exposure: 7 per provider), and a tiny p prints as a bound, never 0.000
     assert html.count("<span class='note'>[") == 7 * 4
     assert "<td>&lt;0.001</td>" in html
+    # persona-major: a run stopped midway has every provider on the same personas
+    ran = [(r["conversation"], r["provider"]) for r in read_traces(out / "traces.jsonl")
+           if r.get("kind") == "preference_test"]
+    units = list(dict.fromkeys(ran))
+    assert [c for c, _ in units] == sorted(c for c, _ in units)
+    assert len(units) == 5 * 4
 
 
 def test_generator_refuses_a_cue_in_what_the_retriever_sees(monkeypatch):

@@ -162,10 +162,13 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         cp = open_checkpoint(cfg.out, manifest["manifest_sha256"], traces_path)
         mf.write_manifest(manifest, cfg.out / "manifest.json")
         resumed = 0
-        for p, group in prepared:
-            if progress:
+        if progress:
+            for p, _ in prepared:
                 progress.start(p.name, len(cfg.scenario.personas))
-            for persona in cfg.scenario.personas:
+        # persona-major: a run stopped midway (a slow real model) has every provider on
+        # the same personas, so its partial results compare like with like
+        for persona in cfg.scenario.personas:
+            for p, group in prepared:
                 if cp.done(p.name, persona.persona_id) is not None:
                     resumed += 1
                     if progress:
