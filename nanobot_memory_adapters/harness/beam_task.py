@@ -93,7 +93,8 @@ def verify(results: dict[str, Any], traces: Path) -> list[str]:
                                   if results.get("budgets") else None)
     bad = []
     for name, entry in block["providers"].items():
-        mine, theirs = entry.get("retrieval") or {}, again.get(name) or {}
+        mine = entry.get("retrieval") or {}
+        theirs = again.get(name) or evidence_block([])  # no ask line: an empty block
         keys = [k for k in dict.fromkeys([*mine, *theirs]) if mine.get(k) != theirs.get(k)]
         if keys:
             bad.append(f"{name} (beam retrieval: {', '.join(keys)})")
