@@ -390,5 +390,6 @@ def verify_recall(outcome: Any) -> None:
             bad.append("intervals")
     if bad:
         raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
-    err_console.print("[green]verified[/green]: every recall metric, interval and answer "
-                      "baseline recomputed from traces.jsonl matches")
+    err_console.print("[green]verified[/green]: every recall metric, interval, answer "
+                      "baseline and the task's retrieval block (ranked@k, LongMemEval, "
+                      "BEAM evidence) recomputed from traces.jsonl matches")

@@ -75,12 +75,16 @@ def print_table(results: dict[str, Any], title: str) -> None:
 
 
 def verify(outcome: Any) -> list[str]:
-    """Providers whose LongMemEval retrieval block (LoCoMo: ranked@k block) differs when
-    recomputed from traces."""
+    """Providers whose LongMemEval retrieval block (BEAM: evidence block, naming each
+    figure that differs; LoCoMo: ranked@k block) differs when recomputed from traces."""
     from nanobot_memory_adapters.harness.lme_metrics import recompute_from_traces
 
     budget = outcome.results["budget_tokens"] if outcome.results.get("budgets") else None
     traces = outcome.out / "traces.jsonl"
+    if "beam" in outcome.results:
+        from nanobot_memory_adapters.harness.beam_task import verify as verify_beam
+
+        return verify_beam(outcome.results, traces)
     block = outcome.results.get("longmemeval")
     if block is None:
         from nanobot_memory_adapters.harness.ranked_k import (

@@ -454,7 +454,7 @@ def build_results(
     elif cfg.task == "beam":
         from nanobot_memory_adapters.harness.beam_task import beam_block
 
-        results["beam"] = beam_block(by_provider, graded=cfg.judge is not None)
+        results["beam"] = beam_block(by_provider, cfg.judge is not None, cfg.budget_tokens)
     else:
         from nanobot_memory_adapters.harness.ranked_k import ranked_block
 

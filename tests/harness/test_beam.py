@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nanobot_memory_adapters.harness.beam_judge import beam_judge_setup, ordering_score
-from nanobot_memory_adapters.harness.datasets.beam import load_beam
+from nanobot_memory_adapters.harness.datasets.beam import BeamQuestion, load_beam
 from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
 from nanobot_memory_adapters.harness.judge import LLMEndpoint
 from nanobot_memory_adapters.harness.timeline import BenchConfig, run_bench
@@ -28,7 +28,8 @@ def test_beam_folder_is_read_as_upstream_lays_it_out(tmp_path):
     # batches are the sessions, dated by their time anchors
     assert [(s.number, s.start.isoformat()[:10]) for s in conv.sessions] == [
         (1, "2024-03-15"), (2, "2024-04-02")]
-    qs = {q.qid.split(":", 1)[1]: q for q in conv.questions}
+    qs = {q.qid.split(":", 1)[1]: q for q in conv.questions if isinstance(q, BeamQuestion)}
+    assert len(qs) == len(conv.questions)  # every one a BEAM question (rubric, ability)
     # source_chat_ids are global turn ids: id 2 is batch 1's third turn, id 8 batch 2's fifth
     assert qs["information_extraction:0"].evidence == ("D1:3",)
     assert conv.turn("D1:3").text.startswith("My first sprint ends on March 29")
@@ -151,3 +152,58 @@ def test_cli_bench_task_beam_bad_input_is_one_line(tmp_path):
                                        "no_memory", "--out", str(tmp_path / "bad")])
         assert bad.exit_code == 2, (args, bad.output)
         assert says in bad.stderr.replace("\n", "") and "Traceback" not in bad.output
+
+
+def test_cli_bench_beam_verify_passes_on_a_sweep(tmp_path):
+    from typer.testing import CliRunner
+
+    from nanobot_memory_adapters.cli import app
+
+    ok = CliRunner().invoke(app, [
+        "bench", "--task", "beam", "--dataset", str(SCALE), "--providers",
+        "no_memory,full_history", "--budget-tokens", "2000,60", "--out", str(tmp_path / "ok"),
+        "--verify", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert "verified" in ok.stderr and "BEAM evidence" in ok.stderr
+    full = json.loads(ok.stdout)["beam"]["providers"]["full_history"]["retrieval"]
+    # the block is the headline budget's asks: each question once, not once per budget
+    assert full["questions"] == 3 and full["evidence_stand_in"] == 1
+    assert full["turn_recall"]["n"] == 3 and full["turn_recall"]["value"] == 1.0
+
+
+async def test_verify_names_the_beam_evidence_figure_that_differs(tmp_path, capsys):
+    import typer
+
+    from nanobot_memory_adapters.harness.cli import verify_recall
+
+    out = await run_bench(BenchConfig(
+        dataset=SCALE, out=tmp_path / "run", providers=["no_memory", "full_history"],
+        task="beam", test_points="last", run_id="beam"))
+    verify_recall(out)  # as run: the block recomputed from traces.jsonl is the same
+    assert "verified" in capsys.readouterr().err
+    block = out.results["beam"]["providers"]["full_history"]["retrieval"]
+    right = json.loads(json.dumps(block))
+    block["turn_recall"]["value"] = 0.9  # results.json says something the traces do not
+    with pytest.raises(typer.Exit) as err:
+        verify_recall(out)
+    assert err.value.exit_code == 1
+    said = " ".join(capsys.readouterr().err.split())
+    assert "full_history (beam retrieval: turn_recall)" in said and "verified" not in said
+    out.results["beam"]["providers"]["full_history"]["retrieval"] = right
+    # a trace line edited instead: full_history's ranking for the ordering question is
+    # gone, so its ranked figures (and only those: the generic recall block does not read
+    # ranked_sources) no longer match
+    traces = out.out / "traces.jsonl"
+    lines = traces.read_text().splitlines()
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        if (rec.get("kind") == "ask" and rec["provider"] == "full_history"
+                and rec["ability"] == "event_ordering"):
+            rec["ranked_sources"] = []
+            lines[i] = json.dumps(rec)
+    traces.write_text("\n".join(lines) + "\n")
+    with pytest.raises(typer.Exit):
+        verify_recall(out)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "full_history (beam retrieval: turn_any@5, session_any@5, session_all@5)" in said
+    assert "no_memory" not in said
