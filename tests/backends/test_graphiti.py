@@ -496,7 +496,7 @@ async def test_neo4j_is_selectable_by_config(llm_double, data_dir):
                   "password": "secret", "database": "memory"},
     )
     assert adapter.info.description.endswith("neo4j.")
-    driver = await adapter._driver()
+    driver = await adapter.store.driver()
     try:
         assert isinstance(driver, Neo4jDriver)
         assert driver._database == "memory"
