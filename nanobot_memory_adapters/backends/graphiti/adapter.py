@@ -16,7 +16,8 @@ only builds ``add_episode``/``add_episode_bulk``/``search_`` calls, keeps ``grou
 the hard boundary on every read, formats the facts with their validity times and asks
 Graphiti's own queries for provenance.
 
-Upstream quirks handled here (see docs/graphiti.md):
+Upstream quirks handled by the adapter's collaborators, ``store.py`` (the graph) and
+``search.py`` (reads) (see docs/graphiti.md):
 - Kuzu: the driver's ``build_indices_and_constraints`` is a no-op, so the full-text
   indexes are created with Graphiti's own index queries ("already exists" is fine on
   reopen); the driver has no ``_database`` attribute, which ``add_episode(group_id=...)``
