@@ -126,7 +126,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 reference_time=ev.timestamp,
                 source=EpisodeType.message,
                 group_id=group_b,
-                **adapter._episode_kwargs(),
+                **adapter.writes.episode_kwargs(),
             )
             return (time.perf_counter() - t) * 1000
 
@@ -164,9 +164,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async def via_graphiti(req: RetrieveRequest = req_a) -> list[str]:
                 t = time.perf_counter()
                 limit = req.budget.top_k(config.search.item_text_tokens, config.search.max_results)
-                filters, _, _ = adapter.search_filters(req)
+                filters, _, _ = adapter.search.search_filters(req)
                 results = await graphiti.search_(
-                    adapter.query_text(req), config=adapter.search_config(limit),
+                    adapter.search.query_text(req), config=adapter.search.search_config(limit),
                     group_ids=[adapter.group_id(req.scope)], search_filter=filters,
                 )
                 search_direct.append((time.perf_counter() - t) * 1000)

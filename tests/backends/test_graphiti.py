@@ -5,6 +5,7 @@ answering Graphiti's structured prompts over HTTP."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
@@ -137,6 +138,17 @@ def test_capabilities_and_info(adapter):
     assert info.tag_mapping == "semantic"
     assert info.native_ingest_modes == ("message",)
     assert info.requires_llm
+
+
+def test_the_adapter_builds_its_parts_instead_of_inheriting_them():
+    """Issue 32: search, writes, bulk ingest and provenance are collaborators the adapter
+    builds and calls; no parent class of it lives in the Graphiti package, no type shim."""
+    import nanobot_memory_adapters.backends.graphiti as package
+
+    own = [c.__name__ for c in GraphitiAdapter.__mro__[1:]
+           if c.__module__.startswith(package.__name__)]
+    assert own == []
+    assert not (Path(package.__file__).parent / "host.py").exists()
 
 
 def test_fact_triples_and_custom_types_only_when_configured(llm_double, data_dir):
@@ -496,7 +508,7 @@ async def test_neo4j_is_selectable_by_config(llm_double, data_dir):
                   "password": "secret", "database": "memory"},
     )
     assert adapter.info.description.endswith("neo4j.")
-    driver = await adapter._driver()
+    driver = await adapter.store.driver()
     try:
         assert isinstance(driver, Neo4jDriver)
         assert driver._database == "memory"

@@ -1,9 +1,11 @@
 """Graphiti (graphiti-core 0.31.1): a temporal knowledge graph, embedded Kuzu by default.
 
-- ``config.py`` the block and its local-endpoint defaults · ``ids.py`` group ids ·
-  ``adapter.py`` the adapter (lifecycle, writes) · ``search.py`` reads · ``bulk.py`` bulk
-  ingest · ``provenance.py`` provenance · ``triplets.py`` the fact-triple mode's native call ·
-  ``kuzu.py`` embedded Kuzu · ``models.py`` local embedder/cross-encoder ·
+- ``config.py`` the block and its local-endpoint defaults · ``ids.py`` group ids, episode
+  names and the event an episode came from · ``adapter.py`` the adapter, which builds and
+  calls its collaborators: ``store.py`` the graph's lifecycle, group locks and drivers ·
+  ``writes.py`` episodes and the fact-triple mode · ``search.py`` reads · ``bulk.py`` bulk
+  ingest · ``provenance.py`` provenance · and below them ``kuzu.py`` embedded Kuzu ·
+  ``models.py`` local embedder/cross-encoder · ``llm_client.py`` the capped LLM client ·
   ``records.py`` records as JSON.
 """
 

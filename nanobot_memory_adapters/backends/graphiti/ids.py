@@ -1,10 +1,12 @@
-"""Scope -> Graphiti group id (injective), and the event id an episode was recorded from."""
+"""Scope -> Graphiti group id (injective); an event's episode name and source description,
+and the event id an episode was recorded from."""
 
 from __future__ import annotations
 
 import re
 
 from nanobot_memory_adapters.contract import (
+    MemoryEvent,
     MemoryScope,
 )
 
@@ -39,3 +41,20 @@ def group_id_for(scope: MemoryScope) -> str:
     return group
 
 
+
+
+def episode_name(event: MemoryEvent) -> str:
+    """``<session>:<turn>``: how the adapter finds an event's episode again."""
+    return f"{event.session_id}:{event.turn_id}"
+
+
+def source_description(event: MemoryEvent) -> str:
+    parts = [f"nanobot event={event.event_id}", f"session={event.session_id}"]
+    parts += [f"{k}={v}" for k, v in event.tags().items()]
+    return "; ".join(parts)
+
+
+def event_id_of(description: str | None) -> str | None:
+    """The event id ``source_description`` stored with an episode (None if foreign)."""
+    match = EVENT_IN_SOURCE.match(description or "")
+    return match.group(1) if match else None

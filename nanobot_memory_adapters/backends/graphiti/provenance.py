@@ -16,8 +16,9 @@ from graphiti_core.search.search_filters import (
     edge_search_filter_query_constructor,
 )
 
-from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
+from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
+from nanobot_memory_adapters.base import Plumbing
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -25,9 +26,14 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.timeparse import require_time
 
 
-class GraphitiProvenance(GraphitiHost):
+class GraphitiProvenance:
+    """``SupportsProvenance`` with Graphiti's own queries, inside the scope's group."""
 
-    # -- SupportsProvenance ----------------------------------------------------------------
+    def __init__(self, plumbing: Plumbing, store: GraphitiStore) -> None:
+        self.plumbing = plumbing
+        self.store = store
+        self.backend_name = plumbing.backend_name
+
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
     ) -> dict[str, Any]:
@@ -37,14 +43,16 @@ class GraphitiProvenance(GraphitiHost):
         - ``provenance(scope, invalidated_from=..., invalidated_to=..., limit=100)``: facts
           Graphiti invalidated in that time range (either bound optional), oldest first.
         """
-        return await self._call("provenance", lambda: self._provenance(scope, native_id, query))
+        return await self.plumbing._call(
+            "provenance", lambda: self._provenance(scope, native_id, query)
+        )
 
     async def _provenance(
         self, scope: MemoryScope, native_id: str | None, query: dict[str, Any]
     ) -> dict[str, Any]:
-        graphiti = await self.graphiti()
-        group = self.group_id(scope)
-        driver = self._driver_for(graphiti, group)
+        graphiti = await self.store.graphiti()
+        group = self.store.group_id(scope)
+        driver = self.store.driver_for(graphiti, group)
         if native_id is not None:
             if query:
                 raise AdapterError(

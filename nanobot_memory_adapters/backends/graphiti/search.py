@@ -17,12 +17,14 @@ from graphiti_core.search.search_filters import (
 
 from nanobot_memory_adapters.backends.graphiti.config import (
     RECIPES,
+    GraphitiConfig,
 )
-from nanobot_memory_adapters.backends.graphiti.host import GraphitiHost
 from nanobot_memory_adapters.backends.graphiti.ids import (
     KUZU_FTS_SPECIAL,
+    event_id_of,
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw, utc
+from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
 from nanobot_memory_adapters.base import (
     NativeRetrieval,
 )
@@ -33,7 +35,13 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.timeparse import require_time
 
 
-class GraphitiSearch(GraphitiHost):
+class GraphitiSearch:
+    """One ``search_`` per request with the configured recipe, the request's filters and
+    its scope's group as the boundary; the results as items."""
+
+    def __init__(self, store: GraphitiStore, config: GraphitiConfig) -> None:
+        self.store = store
+        self.config = config
 
     def search_filters(self, request: RetrieveRequest) -> tuple[SearchFilters, dict[str, Any],
                                                                 list[str]]:
@@ -102,9 +110,9 @@ class GraphitiSearch(GraphitiHost):
             query = KUZU_FTS_SPECIAL.sub(" ", query)
         return query
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
-        graphiti = await self.graphiti()
-        group = self.group_id(request.scope)
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        graphiti = await self.store.graphiti()
+        group = self.store.group_id(request.scope)
         search_cfg = self.config.search
         limit = request.budget.top_k(search_cfg.item_text_tokens, search_cfg.max_results)
         filters, described, warnings_ = self.search_filters(request)
@@ -149,10 +157,10 @@ class GraphitiSearch(GraphitiHost):
         uuids = sorted({u for e in results.edges if e.group_id == group for u in e.episodes})
         if not uuids:
             return {}
-        episodes = await EpisodicNode.get_by_uuids(self._driver_for(graphiti, group), uuids)
+        episodes = await EpisodicNode.get_by_uuids(self.store.driver_for(graphiti, group), uuids)
         found: dict[str, str] = {}
         for episode in episodes:
-            event = self.event_id_of(episode.source_description)
+            event = event_id_of(episode.source_description)
             if episode.group_id == group and event:
                 found[episode.uuid] = event
         return found
@@ -224,7 +232,7 @@ class GraphitiSearch(GraphitiHost):
                     created_at=utc(episode.created_at),
                     valid_at=utc(episode.valid_at),
                     source_event_ids=(
-                        [e] if (e := self.event_id_of(episode.source_description)) else None
+                        [e] if (e := event_id_of(episode.source_description)) else None
                     ),
                     metadata={"name": episode.name, "group_id": episode.group_id},
                     raw=dump(episode),
