@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -88,6 +89,7 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
     MemoryScope,
+    WriteReceipt,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.local_models import bundled_minilm_path
@@ -98,7 +100,7 @@ from nanobot_memory_adapters.tracing import TraceSink, redact
 quiet_graphiti()
 
 
-class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkIngest, BaseAdapter):
+class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BaseAdapter):
     """Graphiti behind the contract. Capabilities: bulk ingest, provenance."""
 
     config_model: ClassVar[type[BaseModel]] = GraphitiConfig
@@ -131,6 +133,11 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         self._edge_type_map = {
             (s.source, s.target): list(s.edge_types) for s in config.ingest.edge_type_map
         } or None
+        # bulk ingest: one add_episode_bulk per Graphiti group (``GraphitiBulk``)
+        self.bulk = BulkIngest(self, self._record_batch, batch_key=self._batch_key)
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        return await self.bulk.record_events(events)
 
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
