@@ -126,7 +126,6 @@ class HonchoAdapter(BaseAdapter):
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
         return await self.deriver.wait_until_ready(scope, timeout_s)
 
-
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def from_config(cls, config: HonchoConfig, env: ProviderEnv) -> HonchoAdapter:
