@@ -394,10 +394,21 @@ class BaseAdapter:
         return NativeHealth(status="ok")
 
 
+# One native bulk write: one result per event of the batch, in order (an ``AdapterError``
+# in an event's place when that event alone was not stored).
+BatchWrite = Callable[[list[MemoryEvent]], Awaitable[Sequence[NativeWrite | AdapterError]]]
+
+
 class BulkIngest:
-    """``SupportsBulkIngest`` for a ``BaseAdapter``: the read-only gate, batching, timing,
-    per-event receipts and failures live here once; an adapter supplies ``_record_batch``
-    (one native bulk call) and, if its grouping rule differs, ``_batches``.
+    """``SupportsBulkIngest`` for a ``BaseAdapter``, as a collaborator the adapter builds
+    and delegates ``record_events`` to: the read-only gate, batching, timing, per-event
+    receipts and failures live here once; the adapter hands it ``record_batch`` (one
+    native bulk call) and, if its grouping rule differs, ``batch_key`` or ``batches``::
+
+        self.bulk = BulkIngest(self, self._record_batch)
+
+        async def record_events(self, events):
+            return await self.bulk.record_events(events)
 
     A failed batch never takes another batch down, and its events get ``failed``
     receipts carrying the error (retryable or not) instead of a raised exception, so a
@@ -406,58 +417,67 @@ class BulkIngest:
     all-or-nothing falls back to per-event writes and reports each).
     """
 
-    bulk_operation = "record_events"
+    def __init__(
+        self,
+        adapter: BaseAdapter,
+        record_batch: BatchWrite,
+        *,
+        batch_key: Callable[[MemoryEvent], Hashable] | None = None,
+        batches: Callable[[list[MemoryEvent]], list[list[MemoryEvent]]] | None = None,
+        operation: str = "record_events",
+    ) -> None:
+        self.adapter = adapter
+        self.record_batch = record_batch
+        self.batch_key = batch_key or _scope_and_session
+        self._batches = batches
+        self.operation = operation
 
-    def _batch_key(self, event: MemoryEvent) -> Hashable:
-        """Events with equal keys may share one native bulk call (default: same scope
-        and session)."""
-        return (event.scope().key, event.session_id)
-
-    def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
-        """Runs of consecutive events with the same ``_batch_key`` (order is kept)."""
-        batches: list[list[MemoryEvent]] = []
+    def batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
+        """The adapter's grouping if it gave one, else runs of consecutive events with the
+        same ``batch_key`` (order is kept)."""
+        if self._batches is not None:
+            return self._batches(events)
+        runs: list[list[MemoryEvent]] = []
         for event in events:
-            if batches and self._batch_key(batches[-1][0]) == self._batch_key(event):
-                batches[-1].append(event)
+            if runs and self.batch_key(runs[-1][0]) == self.batch_key(event):
+                runs[-1].append(event)
             else:
-                batches.append([event])
-        return batches
-
-    async def _record_batch(
-        self, batch: list[MemoryEvent]
-    ) -> Sequence[NativeWrite | AdapterError]:
-        """One native bulk write; one result per event of ``batch``, in order."""
-        raise NotImplementedError
+                runs.append([event])
+        return runs
 
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        assert isinstance(self, BaseAdapter)
+        adapter, operation = self.adapter, self.operation
         events = list(events)
         if not events:
             return []
-        operation = self.bulk_operation
-        if self.mode.read_only:
-            return self._skipped_receipts(events, operation=operation)
+        if adapter.mode.read_only:
+            return adapter._skipped_receipts(events, operation=operation)
         receipts: list[WriteReceipt] = []
-        for batch in self._batches(events):
+        for batch in self.batches(events):
             started = time.perf_counter()
             try:
-                natives = list(await self._call(
-                    operation, lambda b=batch: self._record_batch(b),
-                    retryable=self.write_failures_retryable,
+                natives = list(await adapter._call(
+                    operation, lambda b=batch: self.record_batch(b),
+                    retryable=adapter.write_failures_retryable,
                 ))
                 if len(natives) != len(batch):
                     raise AdapterError(
                         f"bulk hook returned {len(natives)} results for {len(batch)} events",
-                        backend_name=self.backend_name, operation=operation,
+                        backend_name=adapter.backend_name, operation=operation,
                     )
             except AdapterError as exc:
                 natives = [exc] * len(batch)
             latency = (time.perf_counter() - started) * 1000
             for event, native in zip(batch, natives, strict=True):
-                self._note_write(native if isinstance(native, AdapterError) else None)
+                adapter._note_write(native if isinstance(native, AdapterError) else None)
                 if isinstance(native, AdapterError):
-                    receipts.append(self._failed_receipt(event, native, latency, operation))
+                    receipts.append(adapter._failed_receipt(event, native, latency, operation))
                 else:
                     own = native.latency_ms if native.latency_ms is not None else latency
-                    receipts.append(self._write_receipt(event, native, own, operation))
+                    receipts.append(adapter._write_receipt(event, native, own, operation))
         return receipts
+
+
+def _scope_and_session(event: MemoryEvent) -> Hashable:
+    """Default bulk grouping: events of the same scope and session may share a call."""
+    return (event.scope().key, event.session_id)

@@ -11,9 +11,10 @@ point group of its distribution — built-ins exactly like third parties::
 The registry validates the provider's own config block with ``config_model`` and calls
 ``from_config(block, env)``; the instance must satisfy ``contract.MemoryAdapter``
 (subclass ``base.BaseAdapter`` for the read-only gate, traces, errors and failed-write
-accounting; mix in ``base.BulkIngest`` for bulk ingest). Optional capabilities are
-declared in ``ProviderInfo.capabilities`` (from config if they depend on it; their method
-signatures are the ``contract.Supports*`` protocols) and asked with ``contract.supports``.
+accounting; for bulk ingest build a ``base.BulkIngest`` and delegate ``record_events``
+to it). Optional capabilities are declared in ``ProviderInfo.capabilities`` (from config
+if they depend on it; their method signatures are the ``contract.Supports*`` protocols)
+and asked with ``contract.supports``.
 Optional hooks are declared below, read through the accessor functions (never ``getattr``
 scattered through callers). ``testing/reference.py`` is a whole provider to copy. Prove
 the contract with

@@ -531,7 +531,7 @@ async def test_a_half_delivered_event_gets_only_its_missing_messages(honcho):
                  for i in range(130)]
         event = MemoryEvent.model_validate(
             {**_event(scope, "x").model_dump(), "messages": turns})
-        messages, _ = adapter._to_messages(await adapter._scope_state(scope), event)
+        messages, _ = adapter.writes.to_messages(await adapter._scope_state(scope), event)
         state = await adapter._scope_state(scope)
         session = await adapter._ensure_session(scope, state, "s1")
         await session.aio.add_messages(messages[:100])  # the first call, then the "crash"

@@ -35,7 +35,7 @@ Upstream quirks handled by the adapter's collaborators, ``store.py`` (the graph)
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -73,6 +73,7 @@ from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
     RetrieveRequest,
+    WriteReceipt,
 )
 from nanobot_memory_adapters.llm_endpoint import probe_models
 from nanobot_memory_adapters.provider import ProviderEnv
@@ -82,12 +83,13 @@ from nanobot_memory_adapters.tracing import TraceSink
 quiet_graphiti()
 
 
-class GraphitiAdapter(BulkIngest, BaseAdapter):
+class GraphitiAdapter(BaseAdapter):
     """Graphiti behind the contract. Capabilities: bulk ingest, provenance, the
     ``fact_triple`` mode's native mutation (when the config declares it), diagnostics.
 
     It builds its collaborators and calls them: the graph (``store``), the write path
-    (``writes``), the read path (``search``), bulk ingest (``bulk``) and provenance."""
+    (``writes``), the read path (``search``), Graphiti's bulk episodes (``batches``,
+    behind the shared ``BulkIngest`` as ``bulk``) and provenance (``sources``)."""
 
     config_model: ClassVar[type[BaseModel]] = GraphitiConfig
     # A write fails when Graphiti's extraction does (a timeout, an unusable answer):
@@ -107,7 +109,9 @@ class GraphitiAdapter(BulkIngest, BaseAdapter):
         self.store = GraphitiStore(config, self.data_dir)
         self.writes = GraphitiWrites(self, self.store, config)
         self.search = GraphitiSearch(self.store, config)
-        self.bulk = GraphitiBulk(self, self.store, self.writes, config)
+        self.batches = GraphitiBulk(self, self.store, self.writes, config)
+        self.bulk = BulkIngest(self, self.batches.record_batch,
+                               batch_key=self.batches.batch_key)
         self.sources = GraphitiProvenance(self, self.store)
 
     @classmethod
@@ -185,14 +189,9 @@ class GraphitiAdapter(BulkIngest, BaseAdapter):
                                status="ok"))
         return out
 
-    # -- SupportsBulkIngest hooks (GraphitiBulk) -------------------------------------------
-    def _batch_key(self, event: MemoryEvent) -> Hashable:
-        return self.bulk.batch_key(event)
-
-    async def _record_batch(
-        self, batch: list[MemoryEvent]
-    ) -> list[NativeWrite | AdapterError]:
-        return await self.bulk.record_batch(batch)
+    # -- SupportsBulkIngest (BulkIngest over GraphitiBulk) ---------------------------------
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        return await self.bulk.record_events(events)
 
     # -- native parts ----------------------------------------------------------------------
     async def aclose(self) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -36,15 +36,18 @@ from nanobot_memory_adapters.base import (
     BulkIngest,
     NativeHealth,
     NativeRetrieval,
+    NativeWrite,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
     AdapterError,
     ContextBudget,
+    MemoryEvent,
     MemoryScope,
     Readiness,
     RetrievedItem,
     RetrieveRequest,
+    WriteReceipt,
 )
 from nanobot_memory_adapters.formatting import RenderedContext
 from nanobot_memory_adapters.provider import ProviderEnv
@@ -87,7 +90,7 @@ from nanobot_memory_adapters.backends.honcho.records import (
 from nanobot_memory_adapters.backends.honcho.writes import HonchoWrites
 
 
-class HonchoAdapter(HonchoWrites, BulkIngest, BaseAdapter):
+class HonchoAdapter(BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
 
     def __init__(
@@ -107,6 +110,11 @@ class HonchoAdapter(HonchoWrites, BulkIngest, BaseAdapter):
         # collaborator: the deriver's queue and what it cannot show yet
         self.deriver = HonchoReadiness(config, self, scope_state=self._scope_state,
                                        client=self._client, state_key=self.state_key)
+        # collaborators: the writes (one event, or a run of them through bulk ingest)
+        self.writes = HonchoWrites(scope_state=self._scope_state,
+                                   ensure_session=self._ensure_session,
+                                   state_key=self.state_key, mark_dirty=self.deriver.mark_dirty)
+        self.bulk = BulkIngest(self, self.writes.record_batch)
         # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
         # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
         self.readiness_timeout_s = 90.0
@@ -117,9 +125,6 @@ class HonchoAdapter(HonchoWrites, BulkIngest, BaseAdapter):
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
         return await self.deriver.wait_until_ready(scope, timeout_s)
-
-    def _mark_dirty(self, key: str) -> None:
-        self.deriver.mark_dirty(key)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -264,6 +269,14 @@ class HonchoAdapter(HonchoWrites, BulkIngest, BaseAdapter):
     # -- contract: setup / write ----------------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
         await self._scope_state(scope)
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        return await self.writes.record(event)
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        """Bulk ingest: one ``add_messages`` per 100 messages of a run of events that
+        share scope and session (``HonchoWrites.record_batch``)."""
+        return await self.bulk.record_events(events)
 
     # -- contract: read --------------------------------------------------------------------------
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:

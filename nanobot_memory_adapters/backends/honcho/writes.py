@@ -4,28 +4,38 @@ event from being stored twice (Honcho's message list filtered by metadata)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from honcho.api_types import MessageCreateParams
 from honcho.session import Session
 
-from nanobot_memory_adapters.backends.honcho.config import MAX_BATCH, HonchoConfig, ScopeState
+from nanobot_memory_adapters.backends.honcho.config import MAX_BATCH, ScopeState
 from nanobot_memory_adapters.base import NativeWrite
 from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope
 
 
 class HonchoWrites:
-    config: HonchoConfig
+    """Writes one event or a run of events into the scope's session. The adapter builds
+    it and calls it (``_record``, and bulk ingest through ``base.BulkIngest``); it reaches
+    Honcho through the adapter's scope state and sessions, and tells the deriver's
+    readiness that a write was accepted."""
 
-    if TYPE_CHECKING:  # provided by HonchoAdapter
-        async def _scope_state(self, scope: MemoryScope) -> ScopeState: ...
-        async def _ensure_session(self, scope: MemoryScope, state: ScopeState,
-                                  session_id: str) -> Session: ...
-        def state_key(self, scope: MemoryScope) -> str: ...
-        def _mark_dirty(self, key: str) -> None: ...
+    def __init__(
+        self,
+        *,
+        scope_state: Callable[[MemoryScope], Awaitable[ScopeState]],
+        ensure_session: Callable[[MemoryScope, ScopeState, str], Awaitable[Session]],
+        state_key: Callable[[MemoryScope], str],
+        mark_dirty: Callable[[str], None],
+    ) -> None:
+        self._scope_state = scope_state
+        self._ensure_session = ensure_session
+        self.state_key = state_key
+        self._mark_dirty = mark_dirty
 
-    def _to_messages(self, state: ScopeState, event: MemoryEvent
-                     ) -> tuple[list[MessageCreateParams], int]:
+    def to_messages(self, state: ScopeState, event: MemoryEvent
+                    ) -> tuple[list[MessageCreateParams], int]:
         base: dict[str, Any] = {
             "event_id": event.event_id, "turn_id": event.turn_id, "run_id": event.run_id,
             "user_id": event.user_id, "agent_id": event.agent_id,
@@ -49,12 +59,13 @@ class HonchoWrites:
                                            created_at=event.timestamp))
         return out, skipped
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
+        """One event's messages, those Honcho does not hold yet, in calls of 100."""
         scope = event.scope()
         state = await self._scope_state(scope)
         session = await self._ensure_session(scope, state, event.session_id)
-        messages, skipped = self._to_messages(state, event)
-        stored = await self._stored_messages(session, event)
+        messages, skipped = self.to_messages(state, event)
+        stored = await self.stored_messages(session, event)
         missing = [m for m in messages if (m.metadata or {}).get("index") not in stored]
         warnings = [f"skipped {skipped} system message(s)"] if skipped else []
         if stored:
@@ -76,7 +87,7 @@ class HonchoWrites:
         )
 
     @staticmethod
-    async def _stored_messages(session: Session, event: MemoryEvent) -> dict[Any, str]:
+    async def stored_messages(session: Session, event: MemoryEvent) -> dict[Any, str]:
         """Messages of this event Honcho already holds, by their index in the event: a
         process killed after ``add_messages`` but before the outbox heard back replays the
         event, and only what is missing is added (metadata containment filter, a native
@@ -89,7 +100,7 @@ class HonchoWrites:
             page = await page.get_next_page()
         return stored
 
-    async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
+    async def record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
         """Bulk ingest: one ``add_messages`` call per 100 messages of a run of events that
         share scope and session (the server's limit). Like ``record_event`` it adds only
         the messages Honcho does not hold yet (a replayed session stores each once)."""
@@ -102,8 +113,8 @@ class HonchoWrites:
         # a session with no messages holds none of these: one read instead of one per event
         empty = not (await session.aio.messages(size=1)).items
         for e in batch:
-            msgs, skipped = self._to_messages(state, e)
-            stored = {} if empty else await self._stored_messages(session, e)
+            msgs, skipped = self.to_messages(state, e)
+            stored = {} if empty else await self.stored_messages(session, e)
             missing = [m for m in msgs if (m.metadata or {}).get("index") not in stored]
             flat += [(e.event_id, m) for m in missing]
             ids[e.event_id] = [stored[i] for i in sorted(stored)]

@@ -101,6 +101,7 @@ from nanobot_memory_adapters.contract import (
     Readiness,
     RetrievedItem,
     RetrieveRequest,
+    WriteReceipt,
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
@@ -112,7 +113,7 @@ from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 
-class Mem0Adapter(BulkIngest, BaseAdapter):
+class Mem0Adapter(BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
@@ -151,6 +152,8 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
+        # bulk ingest: mem0's multi-message add per run of events (``_batches``)
+        self.bulk = BulkIngest(self, self._record_batch, batches=self._batches)
         self._memory: Any = None
         self._client_held = False
         self._init_lock = threading.Lock()
@@ -554,6 +557,9 @@ class Mem0Adapter(BulkIngest, BaseAdapter):
         # infer=False stores each message as its own memory with the add's metadata: one
         # event per add keeps every memory's provenance exact (embedding cost is the same).
         return configured if configured is not None else (2 if self.infer else 1)
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        return await self.bulk.record_events(events)
 
     def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
         """Bulk ingest with mem0's own multi-message ``add``: one call per run of

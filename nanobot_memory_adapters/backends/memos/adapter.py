@@ -71,6 +71,7 @@ from nanobot_memory_adapters.contract import (
     FeedbackRequest,
     MemoryEvent,
     MemoryScope,
+    Readiness,
     RetrievedItem,
     RetrieveRequest,
     WriteReceipt,
@@ -81,7 +82,7 @@ from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
 
 
-class MemOSAdapter(MemOSReadiness, BaseAdapter):
+class MemOSAdapter(BaseAdapter):
     """MemOS's product API behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = MemOSConfig
@@ -106,7 +107,9 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
             headers=headers,
             transport=transport,
         )
-        self._redis: bool | None = None
+        # collaborator: the scheduler's task status (readiness)
+        self.scheduler = MemOSReadiness(self.config, self, native_ids=self.native_ids,
+                                        request=self._request)
 
     @classmethod
     def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
@@ -119,6 +122,13 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    # -- readiness (MemOSReadiness) -----------------------------------------------------
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        return await self.scheduler.readiness(scope)
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await self.scheduler.wait_until_ready(scope, timeout_s)
 
     # -- feedback (declared with ``feedback: true``) ------------------------------------
     def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:
@@ -523,7 +533,8 @@ class MemOSAdapter(MemOSReadiness, BaseAdapter):
         warnings: list[str] = []
         status = "ok"
         try:
-            details["scheduler_queue"] = "redis" if await self._queue_available() else "none"
+            redis = await self.scheduler.queue_available()
+            details["scheduler_queue"] = "redis" if redis else "none"
         except AdapterError as exc:
             details["scheduler_queue"] = {"error": exc.raw}
         if details["scheduler_queue"] != "redis" and self.config.async_mode == "async":

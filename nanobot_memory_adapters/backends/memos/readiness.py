@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from nanobot_memory_adapters.backends.memos.config import (
     TERMINAL,
     MemOSConfig,
 )
 from nanobot_memory_adapters.base import (
+    Plumbing,
     poll_readiness,
 )
 from nanobot_memory_adapters.contract import (
@@ -19,17 +21,25 @@ from nanobot_memory_adapters.contract import (
 
 
 class MemOSReadiness:
-    config: MemOSConfig
-    _redis: bool | None
+    """MemOS's scheduler task status for a scope's user (``SupportsReadiness``). The
+    adapter builds it and calls it; it reaches the server through the adapter's native
+    ids and HTTP requests, and remembers whether the server has its Redis queue."""
 
-    if TYPE_CHECKING:  # provided by MemOSAdapter
-        def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]: ...
-        async def _request(self, operation: str, method: str, path: str, **kwargs: Any
-                           ) -> dict[str, Any]: ...
-        async def _call(self, operation: str, fn: Any, *, retryable: bool | None = None) -> Any:
-            ...
+    def __init__(
+        self,
+        config: MemOSConfig,
+        plumbing: Plumbing,
+        *,
+        native_ids: Callable[[MemoryScope, str], dict[str, str]],
+        request: Callable[..., Awaitable[dict[str, Any]]],
+    ) -> None:
+        self.config = config
+        self.plumbing = plumbing
+        self.native_ids = native_ids
+        self._request = request
+        self._redis: bool | None = None
 
-    async def _queue_available(self) -> bool:
+    async def queue_available(self) -> bool:
         """Whether MemOS's scheduler queue (Redis) can report task status."""
         if self._redis is None:
             try:
@@ -52,13 +62,13 @@ class MemOSReadiness:
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         ids = self.native_ids(scope, "readiness")
-        if not await self._queue_available():
+        if not await self.queue_available():
             return Readiness(
                 status="unknown",
                 detail="MemOS runs without its Redis scheduler queue: task status is not "
                 "reported (start the server with --redis)",
             )
-        result = await self._call(
+        result = await self.plumbing._call(
             "readiness",
             lambda: self._request(
                 "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
