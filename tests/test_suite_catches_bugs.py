@@ -141,12 +141,37 @@ class EmptyWhenSmall(ReferenceAdapter):
         return super().render(scope, items if budget.max_tokens > 500 else [], budget)
 
 
-async def test_item_5_needs_a_non_empty_small_section_when_items_exist():
+@pytest.mark.parametrize("visits", ["turns", "one_turn"])
+async def test_item_5_needs_a_non_empty_small_section_when_items_exist(visits):
     async def make():
         return EmptyWhenSmall()
 
-    result = await run_item(5, SuiteTarget(make=make, no_native_backend="dict"))
+    target = SuiteTarget(make=make, no_native_backend="dict", budget_visits=visits)
+    result = await run_item(5, target)
     assert result.status == "failed" and "none shown within 120 tokens" in result.detail
+
+    async def make_sound():
+        return ReferenceAdapter()
+
+    sound = SuiteTarget(make=make_sound, no_native_backend="dict", budget_visits=visits)
+    assert (await run_item(5, sound)).status == "passed"
+
+
+async def test_item_5_in_one_turn_records_the_same_four_sentences_once():
+    """The real-model lane's cheaper item 5: one event holding the four visits."""
+    made: list[ReferenceAdapter] = []
+
+    async def make():
+        made.append(ReferenceAdapter())
+        return made[-1]
+
+    result = await run_item(5, SuiteTarget(make=make, no_native_backend="dict",
+                                           budget_visits="one_turn"))
+    assert result.status == "passed", result
+    [rows] = made[0]._rows.values()
+    [row] = rows
+    assert all(f"visited {city} and loved" in row["text"]
+               for city in ("Lisbon", "Kyoto", "Nairobi", "Quito"))
 
 
 class DeclaresFeedbackItLacks(ReferenceAdapter):

@@ -48,6 +48,12 @@ class SuiteTarget:
     - ``make_failing``: an adapter whose native backend fails (unreachable server,
       unusable store) for item 7. Leave it None only with ``no_native_backend`` set,
       for providers that have no native layer to fail.
+    - ``budget_visits``: how item 5 records its four visits. ``"turns"`` (default): one
+      event each, so a provider that keeps whole turns must cut between them.
+      ``"one_turn"``: one event with the same four sentences, for a provider that
+      derives several items from one turn and extracts with a slow model (Graphiti on
+      a CPU model runs its extraction prompts once, not four times). The checks are
+      the same; a provider that keeps whole turns needs ``"turns"`` to be cut.
     """
 
     make: AdapterMaker
@@ -55,6 +61,7 @@ class SuiteTarget:
     no_native_backend: str | None = None
     readiness_timeout_s: float = 30.0
     run_prefix: str = "conformance"
+    budget_visits: Literal["turns", "one_turn"] = "turns"
 
 
 class ItemFailed(AssertionError):
@@ -259,10 +266,12 @@ SMALL_BUDGET = 120
 async def item_5_budget(ctx: _Ctx) -> str:
     scope = ctx.scope()
     await ctx.adapter.setup_scope(scope)
-    for place in ("Lisbon", "Kyoto", "Nairobi", "Quito"):
-        await ctx.record(
-            ctx.event(scope, f"Last spring I visited {place} and loved the food markets there.")
-        )
+    visits = [f"Last spring I visited {place} and loved the food markets there."
+              for place in ("Lisbon", "Kyoto", "Nairobi", "Quito")]
+    if ctx.target.budget_visits == "one_turn":
+        visits = [" ".join(visits)]  # the same four sentences, one event
+    for text in visits:
+        await ctx.record(ctx.event(scope, text))
     await ctx.ready(scope)
     small = await ctx.retrieve(scope, "Which cities did I visit?", max_tokens=SMALL_BUDGET)
     tokens = count_tokens(small.formatted_context)

@@ -57,14 +57,19 @@ async def test_cli_memory_mode_mem0_persists_to_the_next_process(home):
     assert "default/cli-user" in answer  # a mem0 section for this CLI user reached the LLM
 
 
-async def test_twenty_cli_runs_with_simple_rag_exit_cleanly(home):
+async def test_cli_runs_with_simple_rag_exit_cleanly(home):
     """Embedded stores are closed before interpreter shutdown: no 'Exception ignored in
-    QdrantClient.__del__' (and no Qdrant lock left behind for the next run)."""
+    QdrantClient.__del__' (and no Qdrant lock left behind for the next run).
+
+    Two runs that open the store prove it: without the atexit close every such run
+    printed the message (3 of 3 measured; a run that opens no store never does), and the
+    second run opens the store the first one left. (This was twenty runs: 262 s in CI.)"""
     pytest.importorskip("mem0")
     home.write_memory({"memory": {"condition": "simple_rag"}})
-    for i in range(20):
-        proc = home.cli("/memory-health" if i % 2 else f"Note number {i}: I like tea.")
+    for i, text in enumerate(["Note number 0: I like tea.", "Note number 1: I like coffee.",
+                              "/memory-health"]):
+        proc = home.cli(text)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "Exception ignored" not in proc.stderr, (i, proc.stderr[-2000:])
         assert "already accessed by another instance" not in proc.stderr, i
-    assert "0 failed" in reply_of(home.cli("/memory-health"))
+    assert "0 pending, 0 failed, 2 delivered" in reply_of(proc)
