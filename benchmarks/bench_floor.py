@@ -20,7 +20,9 @@ load hits them alike; wall seconds each, and the ratios:
   question, a dot product (model already loaded).
 
 The model load is inside ``unit``, ``mem0`` and ``loop`` (each builds what it needs, as
-its user would) and outside ``floor``. Not a timed test: run it by hand, niced.
+its user would) and outside ``floor``. Each line also shows the process CPU seconds (all
+threads) of the contender: on a shared machine the wall ratios move with the load, the
+CPU ratios much less. Not a timed test: run it by hand, niced.
 """
 
 from __future__ import annotations
@@ -155,10 +157,12 @@ async def main() -> None:
     model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
     names = ["unit", "mem0", "loop", "floor"] + (["unit1"] if args.single_embed else [])
     times: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
+            c = time.process_time()
             with tempfile.TemporaryDirectory() as tmp:
                 if name == "unit":
                     s = await run_bench_unit(data, conv, Path(tmp))
@@ -171,8 +175,15 @@ async def main() -> None:
                 else:
                     s = run_floor(conv, model)
             times[name].append(s)
-            print(f"round {r + 1}: {name:<5} {s:7.1f} s", flush=True)
+            cpu[name].append(time.process_time() - c)
+            print(f"round {r + 1}: {name:<5} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
+                  flush=True)
     best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
+    print("CPU: " + "  ".join(f"{a}/{b} = {best_cpu[a] / best_cpu[b]:.2f}" for a, b in (
+        ("unit", "loop"), ("unit", "mem0"), ("unit", "floor"), ("unit", "unit1"))
+        if a in best_cpu and b in best_cpu))
+    print("wall:")
     print(f"unit / loop  = {best['unit'] / best['loop']:.2f}")
     print(f"unit / mem0  = {best['unit'] / best['mem0']:.2f}")
     print(f"mem0 / loop  = {best['mem0'] / best['loop']:.2f}")
