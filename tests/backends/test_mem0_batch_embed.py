@@ -19,6 +19,7 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.events import Message
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 TURNS = [
@@ -44,7 +45,7 @@ def _events(scope: MemoryScope) -> list[MemoryEvent]:
         event_id=f"e{i}-{uuid.uuid4().hex[:6]}", run_id=scope.run_id,
         user_id=scope.persona_id, agent_id="nanobot", session_id="s1", turn_id=str(i),
         timestamp=T0 + timedelta(minutes=i),
-        messages=[{"role": "user", "content": text, "name": "Alice"}],
+        messages=[Message(role="user", content=text, name="Alice")],
     ) for i, text in enumerate(TURNS)]
 
 
@@ -146,3 +147,23 @@ def test_held_vectors_are_served_for_add_only_and_dropped_on_release():
     proxy.release(second)
     assert proxy.embed("ccc", "add") == [1.0, 3.0]
     assert proxy._batch == {} and not proxy._holders
+
+
+async def test_a_failed_batch_embedding_leaves_each_add_to_embed_on_its_own(data_dir):
+    """The batch is only a shortcut: when mem0's embedder cannot embed the batch, every
+    turn is still added (embedded one by one) and committed, nothing raised."""
+    adapter = Mem0Adapter(data_dir)
+    try:
+        proxy = (await adapter._native()).embedding_model
+        counting = Counting(proxy._embedder)
+
+        def broken_batch(texts, memory_action="add"):
+            raise RuntimeError("batch endpoint down")
+
+        counting.embed_batch = broken_batch
+        proxy._embedder = counting
+        receipts = await adapter.record_events(_events(_scope()))
+        assert [r.status for r in receipts] == ["committed"] * len(TURNS)
+        assert [t for t, action in counting.single if action == "add"] == TURNS
+    finally:
+        await adapter.aclose()
