@@ -14,11 +14,15 @@ load hits them alike; wall seconds each, and the ratios:
 - ``loop``: the 30 lines a user would write instead: embedded Qdrant +
   sentence-transformers batch encode, one upsert, top-45 per question, cl100k packing up
   to the budget;
+- ``unit1`` (with ``--single-embed``): the bench unit with each turn embedded on its
+  own, as before bulk ingest embedded a session's turns in one batch;
 - ``floor``: the embedding work alone: one batch encode of the turns, one encode per
   question, a dot product (model already loaded).
 
 The model load is inside ``unit``, ``mem0`` and ``loop`` (each builds what it needs, as
-its user would) and outside ``floor``. Not a timed test: run it by hand, niced.
+its user would) and outside ``floor``. Each line also shows the process CPU seconds (all
+threads) of the contender: on a shared machine the wall ratios move with the load, the
+CPU ratios much less. Not a timed test: run it by hand, niced.
 """
 
 from __future__ import annotations
@@ -63,6 +67,18 @@ async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
     job = UnitJob(cfg, "simple_rag", conv, [conv.sessions[-1].number], store_dir=tmp / "store")
     await run_unit(job, tmp / "traces.jsonl")
     return time.perf_counter() - t
+
+
+async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path) -> float:
+    from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+    from nanobot_memory_adapters.base import BulkIngest
+
+    batched = Mem0Adapter.record_events
+    Mem0Adapter.record_events = BulkIngest.record_events  # type: ignore[method-assign]
+    try:
+        return await run_bench_unit(data, conv, tmp)
+    finally:
+        Mem0Adapter.record_events = batched  # type: ignore[method-assign]
 
 
 async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
@@ -131,21 +147,27 @@ async def main() -> None:
                         default=shared / "data" / "locomo" / "locomo7.json")
     parser.add_argument("--sample", default="conv-26")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--single-embed", action="store_true",
+                        help="also run the unit with one embedding call per turn (unit1)")
     args = parser.parse_args()
     data = args.data
     conv = load_locomo(data, [args.sample])[0]
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
-    times: dict[str, list[float]] = {k: [] for k in ("unit", "mem0", "loop", "floor")}
+    names = ["unit", "mem0", "loop", "floor"] + (["unit1"] if args.single_embed else [])
+    times: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
     for r in range(args.rounds):
-        order = ["unit", "mem0", "loop", "floor"]
-        order = order[r % 4:] + order[:r % 4]
+        order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
+            c = time.process_time()
             with tempfile.TemporaryDirectory() as tmp:
                 if name == "unit":
                     s = await run_bench_unit(data, conv, Path(tmp))
+                elif name == "unit1":
+                    s = await run_bench_unit_single_embed(data, conv, Path(tmp))
                 elif name == "mem0":
                     s = await run_mem0_direct(conv, Path(tmp))
                 elif name == "loop":
@@ -153,13 +175,24 @@ async def main() -> None:
                 else:
                     s = run_floor(conv, model)
             times[name].append(s)
-            print(f"round {r + 1}: {name:<5} {s:7.1f} s", flush=True)
+            cpu[name].append(time.process_time() - c)
+            print(f"round {r + 1}: {name:<5} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
+                  flush=True)
     best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
+    print("CPU: " + "  ".join(f"{a}/{b} = {best_cpu[a] / best_cpu[b]:.2f}" for a, b in (
+        ("unit", "loop"), ("unit", "mem0"), ("unit", "floor"), ("unit", "unit1"))
+        if a in best_cpu and b in best_cpu))
+    print("wall:")
     print(f"unit / loop  = {best['unit'] / best['loop']:.2f}")
     print(f"unit / mem0  = {best['unit'] / best['mem0']:.2f}")
     print(f"mem0 / loop  = {best['mem0'] / best['loop']:.2f}")
     print(f"unit / floor = {best['unit'] / best['floor']:.2f}")
     print(f"loop / floor = {best['loop'] / best['floor']:.2f}")
+    if "unit1" in best:
+        print(f"unit / unit1 = {best['unit'] / best['unit1']:.2f}  (batched / single embed)")
+        print(f"unit1 / loop = {best['unit1'] / best['loop']:.2f}")
+        print(f"unit1 / floor = {best['unit1'] / best['floor']:.2f}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loguru import logger
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.backends.mem0.config import (
@@ -67,7 +68,10 @@ from nanobot_memory_adapters.backends.mem0.config import (
     Mem0Config,
     SimpleRagConfig,
 )
-from nanobot_memory_adapters.backends.mem0.embed_cache import cache_query_embeddings
+from nanobot_memory_adapters.backends.mem0.embed_cache import (
+    CachedQueryEmbedder,
+    cache_query_embeddings,
+)
 from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
@@ -580,6 +584,30 @@ class Mem0Adapter(BaseAdapter):
                 batches.append([event])
                 size = n
         return batches
+
+    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
+        """Bulk ingest; with ``infer=False`` the turns' vectors come from one batched call
+        of mem0's own embedder (``embed_cache``), and each ``add`` is served from it."""
+        events = list(events)
+        if self.infer or self.mode.read_only or not events:
+            return await super().record_events(events)
+        texts = [m["content"] for m in self.requests.messages(events)
+                 if m["role"] != "system" and isinstance(m.get("content"), str)]
+        embedder: CachedQueryEmbedder | None = None
+        held: list[str] = []
+        try:
+            native = getattr(await self._native(), "embedding_model", None)
+            if isinstance(native, CachedQueryEmbedder):
+                held = await asyncio.to_thread(native.hold, texts)
+                embedder = native
+        except Exception as exc:  # every add then embeds (and reports failures) on its own
+            logger.debug(f"mem0 batch embedding skipped: {type(exc).__name__}")
+        if embedder is None:
+            return await super().record_events(events)
+        try:
+            return await super().record_events(events)
+        finally:
+            embedder.release(held)
 
     async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
         """One multi-message ``add`` for the events of ``batch`` mem0 does not hold yet
