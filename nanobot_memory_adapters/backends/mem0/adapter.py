@@ -562,9 +562,6 @@ class Mem0Adapter(BaseAdapter):
         # event per add keeps every memory's provenance exact (embedding cost is the same).
         return configured if configured is not None else (2 if self.infer else 1)
 
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        return await self.bulk.record_events(events)
-
     def _batches(self, events: list[MemoryEvent]) -> list[list[MemoryEvent]]:
         """Bulk ingest with mem0's own multi-message ``add``: one call per run of
         consecutive events that share scope, session and tags, at most ``batch_messages``
@@ -590,7 +587,7 @@ class Mem0Adapter(BaseAdapter):
         of mem0's own embedder (``embed_cache``), and each ``add`` is served from it."""
         events = list(events)
         if self.infer or self.mode.read_only or not events:
-            return await super().record_events(events)
+            return await self.bulk.record_events(events)
         texts = [m["content"] for m in self.requests.messages(events)
                  if m["role"] != "system" and isinstance(m.get("content"), str)]
         embedder: CachedQueryEmbedder | None = None
@@ -603,9 +600,9 @@ class Mem0Adapter(BaseAdapter):
         except Exception as exc:  # every add then embeds (and reports failures) on its own
             logger.debug(f"mem0 batch embedding skipped: {type(exc).__name__}")
         if embedder is None:
-            return await super().record_events(events)
+            return await self.bulk.record_events(events)
         try:
-            return await super().record_events(events)
+            return await self.bulk.record_events(events)
         finally:
             embedder.release(held)
 
