@@ -176,3 +176,23 @@ async def test_two_processes_write_to_one_store_at_once(llm_double, tmp_path):
             assert texts == sorted(f"{persona} likes {t}" for t in things), texts
     finally:
         await reader.aclose()
+
+
+async def test_full_text_search_finds_facts_of_a_run_id_with_a_dash(llm_double, data_dir):
+    """graphiti-core's FalkorDB BM25 filters on the group id as a RediSearch phrase; a
+    group id with '-' never matched, so BM25 found nothing for e.g. 'conformance-3f2a'."""
+    from graphiti_core.search.search_filters import SearchFilters
+    from graphiti_core.search.search_utils import edge_fulltext_search
+
+    adapter = _load(llm_double, data_dir)
+    try:
+        scope = MemoryScope(run_id="run-with-dash", persona_id="bob")
+        await adapter.record_event(_event(scope, 1, "I live in Tromso.", T1))
+        group = adapter.group_id(scope)
+        assert "-" not in group
+        graphiti = await adapter.graphiti()
+        driver = graphiti.driver.clone(database=group)
+        found = await edge_fulltext_search(driver, "Tromso", SearchFilters(), [group], 10)
+        assert [e.fact for e in found] == ["bob lives in Tromso"]
+    finally:
+        await adapter.aclose()

@@ -214,9 +214,9 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         return out
 
     # -- ids -----------------------------------------------------------------------------
-    @staticmethod
-    def group_id(scope: MemoryScope) -> str:
-        return group_id_for(scope)
+    def group_id(self, scope: MemoryScope) -> str:
+        # FalkorDB: no '-' in group ids (see ids.group_id_for)
+        return group_id_for(scope, dash=not self.config.database.provider.startswith("falkordb"))
 
     @property
     def kuzu_path(self) -> Path:
