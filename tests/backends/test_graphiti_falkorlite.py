@@ -196,3 +196,34 @@ async def test_full_text_search_finds_facts_of_a_run_id_with_a_dash(llm_double, 
         assert [e.fact for e in found] == ["bob lives in Tromso"]
     finally:
         await adapter.aclose()
+
+
+async def test_a_committed_write_survives_the_server_being_killed(llm_double, data_dir):
+    """The server is killed (SIGKILL, no snapshot) right after a committed write: the
+    append-only file has it, and the next server loads it."""
+    import signal
+
+    first = _load(llm_double, data_dir)
+    scope = MemoryScope(run_id="kill", persona_id="alice")
+    try:
+        receipt = await first.record_event(_event(scope, 1, "I live in Lisbon.", T1))
+        assert receipt.status == "committed"
+        path = first.store_path
+        assert path is not None
+        settings = json.loads(Path(f"{path}.settings").read_text())
+        pid = int(Path(settings["pidfile"]).read_text())
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await first.aclose()
+    second = _load(llm_double, data_dir)
+    try:
+        result = await second.retrieve(_request(scope, "Where does alice live? Lisbon"))
+        assert [i.text for i in result.items] == ["alice lives in Lisbon"]
+    finally:
+        await second.aclose()
