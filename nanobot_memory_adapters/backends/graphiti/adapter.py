@@ -422,6 +422,8 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             self._kuzu = None
         else:
             try:
+                if driver.provider == GraphProvider.FALKORDB:
+                    await falkorlite.drain_index_builds()
                 await driver.close()
             finally:
                 path, self._falkorlite = self._falkorlite, None

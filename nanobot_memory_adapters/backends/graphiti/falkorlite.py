@@ -16,6 +16,7 @@ lose up to one second (``appendfsync everysec``).
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import importlib.util
 import sys
@@ -104,3 +105,20 @@ def driver(server: Any, database: str) -> FalkorDriver:
 
     return FalkorDriver(falkor_db=FalkorDB(unix_socket_path=socket_of(server)),
                         database=database)
+
+
+async def drain_index_builds(timeout_s: float = 30.0) -> None:
+    """Wait for the index builds graphiti-core's ``FalkorDriver`` starts as tasks nobody
+    awaits (one per ``clone()``, i.e. per group and call). One still running when the
+    driver's pool closes reconnects, so the server counts a client and does not stop:
+    it outlived its last user (orphaned servers after the tests) and logged
+    "Task exception was never retrieved" when it did stop."""
+    current = asyncio.current_task()
+    pending = [
+        task for task in asyncio.all_tasks()
+        if task is not current and not task.done()
+        and getattr(task.get_coro(), "__qualname__", "")
+        == "FalkorDriver.build_indices_and_constraints"
+    ]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout_s)
