@@ -3,7 +3,8 @@
 - ``config.py`` the block and its local-endpoint defaults · ``ids.py`` group ids ·
   ``adapter.py`` the adapter (lifecycle, writes) · ``search.py`` reads · ``bulk.py`` bulk
   ingest · ``provenance.py`` provenance · ``triplets.py`` the fact-triple mode's native call ·
-  ``kuzu.py`` embedded Kuzu · ``models.py`` local embedder/cross-encoder ·
+  ``kuzu.py`` embedded Kuzu · ``falkorlite.py`` FalkorDB embedded (falkordblite) ·
+  ``models.py`` local embedder/cross-encoder ·
   ``records.py`` records as JSON.
 """
 

