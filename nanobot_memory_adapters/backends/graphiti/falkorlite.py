@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphiti_core.driver.driver import GraphDriver, GraphProvider
+
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.embedded import SharedStores
 
@@ -122,3 +124,25 @@ async def drain_index_builds(timeout_s: float = 30.0) -> None:
     ]
     if pending:
         await asyncio.wait(pending, timeout=timeout_s)
+
+
+async def open_driver(path: Path, database: str) -> FalkorDriver:
+    """graphiti-core's FalkorDriver on the server for ``path`` (started or attached)."""
+    server = await asyncio.to_thread(acquire, path)
+    try:
+        return driver(server, database)
+    except BaseException:
+        await asyncio.to_thread(release, path)
+        raise
+
+
+async def close_driver(graph_driver: GraphDriver, path: Path | None) -> None:
+    """Close a FalkorDB (or other server) driver; then let go of ``path``'s falkordblite
+    server, after the driver's own connections closed, so it can see it was the last."""
+    try:
+        if graph_driver.provider == GraphProvider.FALKORDB:
+            await drain_index_builds()
+        await graph_driver.close()
+    finally:
+        if path is not None:
+            await asyncio.to_thread(release, path)
