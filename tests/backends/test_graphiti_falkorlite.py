@@ -237,7 +237,7 @@ async def test_a_committed_write_survives_the_server_being_killed(llm_double, da
     try:
         receipt = await first.record_event(_event(scope, 1, "I live in Lisbon.", T1))
         assert receipt.status == "committed"
-        path = first.store_path
+        path = first.store.store_path
         assert path is not None
         settings = json.loads(Path(f"{path}.settings").read_text())
         pid = int(Path(settings["pidfile"]).read_text())
