@@ -142,13 +142,7 @@ class DeliveryMixin(PluginState):
     def _queue(self, write: Write) -> None:
         """Keep the write in order and let a background task put it in the outbox."""
         self.unqueued.add(write)
-        if self._closed:
-            return
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        seams.schedule_background(self.loop, self._drain())
+        self._schedule_drain()
 
     async def _write_out(self, wait_s: float = WRITE_WAIT_S) -> bool:
         """Put the kept writes into the outbox, oldest first; False while it refuses them
