@@ -70,11 +70,17 @@ async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
 
 
 async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path) -> float:
+    from collections.abc import Sequence
+
     from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
-    from nanobot_memory_adapters.base import BulkIngest
+    from nanobot_memory_adapters.contract import MemoryEvent, WriteReceipt
+
+    async def one_by_one(self: Mem0Adapter, events: Sequence[MemoryEvent]
+                         ) -> list[WriteReceipt]:
+        return await self.bulk.record_events(events)  # the bulk path, no batched vectors
 
     batched = Mem0Adapter.record_events
-    Mem0Adapter.record_events = BulkIngest.record_events  # type: ignore[method-assign]
+    Mem0Adapter.record_events = one_by_one  # type: ignore[method-assign]
     try:
         return await run_bench_unit(data, conv, tmp)
     finally:

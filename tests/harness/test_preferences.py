@@ -826,3 +826,18 @@ async def test_a_turn_nanobot_could_not_answer_is_a_failed_test(tmp_path, llm_do
              if r.get("kind") == "preference_test"}
     assert "nanobot gave no answer" in lines[broken.test_id]["error"]
     assert lines[broken.test_id]["behaviour"] is None
+
+
+async def test_a_run_that_used_up_its_tool_iterations_is_no_answer():
+    """nanobot sets ``max_iterations`` only on the run-level context (after its loop):
+    the outcome hook reads it there, so its fallback text is not scored as an answer."""
+    from types import SimpleNamespace
+
+    from nanobot_memory_adapters.harness.preferences.agent import RunOutcomeHook
+
+    hook = RunOutcomeHook()
+    await hook.after_iteration(SimpleNamespace(stop_reason=None, error=None))
+    assert hook.no_answer("I'll order your usual flat white.") is None
+    await hook.after_run(SimpleNamespace(stop_reason="max_iterations", error=None))
+    assert hook.no_answer("I reached the maximum number of tool call iterations") == (
+        "stop reason max_iterations")

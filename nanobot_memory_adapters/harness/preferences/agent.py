@@ -41,7 +41,7 @@ NO_ANSWER_PREFIXES = (
     "I completed the tool steps but couldn't produce a final answer",
 )
 # nanobot's stop reasons for a run that ended without an answer of the model's own
-NO_ANSWER_STOPS = frozenset({"error", "empty_final_response", "cancelled"})
+NO_ANSWER_STOPS = frozenset({"error", "empty_final_response", "max_iterations"})
 
 
 class NoAnswer(RuntimeError):
@@ -203,6 +203,11 @@ class RunOutcomeHook(AgentHook):
         self.error: str | None = None
 
     async def after_iteration(self, context: Any) -> None:
+        self.stop_reason = context.stop_reason or self.stop_reason
+        self.error = context.error or self.error
+
+    async def after_run(self, context: Any) -> None:
+        # the run-level stop reason (max_iterations is set only after the loop)
         self.stop_reason = context.stop_reason or self.stop_reason
         self.error = context.error or self.error
 
