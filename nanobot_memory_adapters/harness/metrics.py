@@ -268,6 +268,12 @@ def provider_metrics(
             "gate_violations": sum(u["gate_violations"] for u in units),
             "readiness_pending": sum(1 for w in waits if w["status"] == "pending"),
             "reset": sum(1 for u in units if u.get("reset_status") == "failed"),
+            # with a judge only (a run without one keeps its old shape and hash): answer
+            # or judge calls that raised (a timeout, a refused connection), not answers
+            # the judge could not grade
+            **({"judge": sum(1 for u in units for j in u["judged"]
+                             if j["verdict"].get("label") == "error")}
+               if any(u.get("judged") for u in units) else {}),
         },
         "gate_probes": sum(u["gate_probes"] for u in units),
         TIMING_KEY: {
@@ -308,8 +314,14 @@ def canonical_sha256(value: Any) -> str:
 
 
 def metrics_sha256(providers: dict[str, Any]) -> str:
-    """Hash of the judge-free, non-timing metrics (same command twice -> same hash)."""
-    return canonical_sha256(strip_timing(providers))
+    """Hash of the judge-free, non-timing metrics (same command twice -> same hash); the
+    judge's failure count is the judge's, so it stays out like the judged figures."""
+    judge_free = {
+        name: {**m, "failures": {k: v for k, v in m["failures"].items() if k != "judge"}}
+        if isinstance(m, dict) and isinstance(m.get("failures"), dict) else m
+        for name, m in providers.items()
+    }
+    return canonical_sha256(strip_timing(judge_free))
 
 
 # -- recomputation from traces alone --------------------------------------------------

@@ -123,7 +123,7 @@ def report_failures(results: dict[str, Any]) -> int:
         )
     if code == EXIT_FAILURES:
         err_console.print(f"[red]failures above[/red]: exit {code} (results are written, but "
-                          "they include failed writes or reads)", highlight=False)
+                          "they include failed writes, reads or judge calls)", highlight=False)
     elif code == EXIT_PENDING:
         err_console.print(f"[yellow]readiness pending[/yellow]: exit {code}", highlight=False)
     return code

@@ -207,3 +207,22 @@ async def test_verify_names_the_beam_evidence_figure_that_differs(tmp_path, caps
     said = " ".join(capsys.readouterr().err.split())
     assert "full_history (beam retrieval: turn_any@5, session_any@5, session_all@5)" in said
     assert "no_memory" not in said
+
+
+def test_a_judge_that_cannot_be_reached_is_a_failure_not_an_ungraded_answer(tmp_path,
+                                                                           monkeypatch):
+    """Every answer and judge call raising (a refused connection, as a timeout on a busy
+    one-slot server) is counted as a judge failure: exit 4, never 0 with 'not graded'."""
+    from typer.testing import CliRunner
+
+    from nanobot_memory_adapters.cli import app
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    run = CliRunner().invoke(app, [
+        "bench", "--task", "beam", "--dataset", str(SCALE), "--providers", "no_memory",
+        "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+        "--out", str(tmp_path / "dead"), "--json"])
+    assert run.exit_code == 4, run.output
+    results = json.loads(run.stdout)
+    assert results["providers"]["no_memory"]["failures"]["judge"] == 4
+    assert "judge=4" in run.stderr
