@@ -731,6 +731,34 @@ def test_cli_ideal_reader_and_its_refusal(tmp_path):
     assert "Traceback" not in bad.output
 
 
+def test_no_recognition_runs_the_behaviour_sessions_alone(tmp_path):
+    """--no-recognition drops each option test's second (recognition) session: the
+    behaviour scores are the same tests' scores, and no recognition session is traced."""
+    def run(name: str, *extra: str) -> dict:
+        out = tmp_path / name
+        result = CliRunner().invoke(app, [
+            "preferences", "run", "--personas", "1", "--agent", "ideal-reader",
+            "--providers", "no_memory,oracle_ipas", "--out", str(out), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return {"results": json.loads((out / "results.json").read_text()),
+                "manifest": json.loads((out / "manifest.json").read_text()),
+                "traces": [t for t in read_traces(out / "traces.jsonl")
+                           if t.get("kind") == "preference_test"]}
+
+    both, alone = run("both"), run("alone", "--no-recognition")
+    assert any(t["recognition_transcript"] for t in both["traces"])
+    assert alone["traces"] and not any(t["recognition_transcript"] for t in alone["traces"])
+    assert all(r.get("session") != "recognition"
+               for t in alone["traces"] for r in t["retrievals"])
+    for name in ("no_memory", "oracle_ipas"):
+        with_rec = both["results"]["providers"][name]["scores"]["overall"]
+        without = alone["results"]["providers"][name]["scores"]["overall"]
+        assert without["behaviour"] == with_rec["behaviour"]
+        assert with_rec["option_tasks"] > 0 and with_rec["accuracy"] is not None
+        assert without["option_tasks"] == 0 and without["accuracy"] is None
+    assert alone["manifest"]["settings"]["recognition"] is False
+
+
 async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_double):
     """With a judge configured, each first reply is also graded by a rubric that holds the
     current value; results give the judged score and its agreement with the judge-free

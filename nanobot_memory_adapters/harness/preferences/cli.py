@@ -97,6 +97,7 @@ def build_config(
     *, out: Path, providers: str, scenario: Any, budget_tokens: int, provider_config: Path | None,
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str, max_turns: int = 3,
+    recognition: bool = True,
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
@@ -151,7 +152,8 @@ def build_config(
         agent=agent if reader else
         AgentLLM(base_url=agent.base_url, model=agent.model, api_key_env=agent.api_key_env)
         if agent else None,
-        simulator=sim, max_turns=max_turns, judge=rubric, test_tags=test_tags,  # type: ignore[arg-type]
+        simulator=sim, max_turns=max_turns, recognition=recognition, judge=rubric,
+        test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
     )
@@ -269,6 +271,9 @@ def run_command(
     max_turns: Annotated[int, typer.Option(
         help="Replies per behavioural test session (the simulated user's turns between).")
     ] = 3,
+    recognition: Annotated[bool, typer.Option(
+        help="Also run each option test's recognition session (options shown after recall);"
+        " --no-recognition runs the behaviour sessions alone, half the model calls.")] = True,
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -309,5 +314,6 @@ def run_command(
         _endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
         simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
+        recognition=recognition,
     )
     run_and_report(cfg, as_json=as_json)

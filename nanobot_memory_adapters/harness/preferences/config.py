@@ -45,6 +45,7 @@ class PreferenceBenchConfig:
     agent: AgentLLM | IdealReaderAgent | None = None
     simulator: Any = field(default_factory=ScriptedUser)  # or simulator.LLMUser
     max_turns: int = 3
+    recognition: bool = True  # False: behaviour sessions only (half the model calls)
     judge: RubricJudge | None = None
     test_tags: TestTags = "context"
     placement: str = "user_message"

@@ -67,9 +67,10 @@ def _retrieval(turn: int, said: Said, test: TestSession, cues: list[str],
 
 
 async def run_session(responder: Responder, test: TestSession, persona: Persona, user: Any,
-                      attributes: dict[str, str], *, max_turns: int = 3
-                      ) -> dict[str, Any]:
-    """The behaviour session and (with options) the recognition session of one test."""
+                      attributes: dict[str, str], *, max_turns: int = 3,
+                      recognition: bool = True) -> dict[str, Any]:
+    """The behaviour session and (with options) the recognition session of one test;
+    ``recognition=False`` skips the latter where a behaviour session scores the test."""
     from nanobot_memory_adapters.harness.preferences.scoring import judge_choice, parse_choice
 
     cues = attribute_cues(test.attribute)
@@ -120,7 +121,7 @@ async def run_session(responder: Responder, test: TestSession, persona: Persona,
             "resolved": resolved_after is not None, "corrections": corrections,
             "resolved_after": resolved_after, "turns": len(retrievals), "moves": moves,
         }
-    if test.options:
+    if test.options and (recognition or first is None):
         said = await responder.say(test, f"{key}:options", test.opening, attributes,
                                    options=True, user_turns=[])
         retrievals.append({**_retrieval(0, said, test, cues, False),

@@ -240,7 +240,8 @@ class PreferenceUnit:
             elif agent is not None:
                 try:
                     session = await run_session(agent, test, self.persona, self.cfg.simulator,
-                                                tags, max_turns=self.cfg.max_turns)
+                                                tags, max_turns=self.cfg.max_turns,
+                                                recognition=self.cfg.recognition)
                     context, reply = session["context"], session["reply"]
                     transcript, retrievals = session["transcript"], session["retrievals"]
                     if session["error"]:
