@@ -358,7 +358,15 @@ async def test_bulk_ingest_batches_of_100(honcho):
 
 
 async def test_native_query_is_diagnostics_only_and_declared(server_url):
-    adapter = _adapter(server_url)
+    """``peer.chat`` is declared and traced like mem0's and Graphiti's diagnostics (one
+    ``native_query`` trace naming the native call and the scope), never a prompt."""
+    traces = []
+
+    class Sink:
+        def emit(self, trace, **extra):
+            traces.append(trace)
+
+    adapter = HonchoAdapter(HonchoConfig(), base_url=server_url, trace_sink=Sink())
     try:
         assert isinstance(adapter, SupportsNativeQuery)
         assert set(capabilities_of(adapter)) == {"bulk_ingest", "readiness", "native_query"}
@@ -369,6 +377,11 @@ async def test_native_query_is_diagnostics_only_and_declared(server_url):
         assert out["native_operation"] == "peer.chat" and isinstance(out["answer"], str)
         if server_url != REAL_URL:  # the double's dialectic quotes the representation
             assert "bees" in out["answer"]
+        queried = [t for t in traces if t.operation == "native_query"]
+        assert [(t.native_operation, t.scope, t.status) for t in queried] == [
+            ("peer.chat", scope.key, "ok")]
+        assert queried[0].native_request["peer"] == out["peer"]
+        assert queried[0].native_request["workspace"] == HonchoAdapter.workspace_name(scope)
     finally:
         await adapter.aclose()
 

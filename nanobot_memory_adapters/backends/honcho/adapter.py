@@ -423,21 +423,27 @@ class HonchoAdapter(BaseAdapter):
 
     async def native_query(self, scope: MemoryScope, query: str, **options: Any
                            ) -> dict[str, Any]:
-        """Diagnostics only: Honcho's dialectic (``peer.chat``, an extra LLM call)."""
+        """Diagnostics only (traced, never put in a prompt): Honcho's dialectic
+        (``peer.chat``, an extra LLM call) about the scope's user peer."""
+        request: dict[str, Any] = {}
 
         async def run() -> dict[str, Any]:
             state = await self._scope_state(scope)
             peer = Peer(state.user_peer, self._client(state.workspace))
             session = options.get("session_id")
+            name = self.session_name(scope, session, state.epoch) if session else None
+            request.update(workspace=state.workspace, peer=state.user_peer, session=name,
+                           reasoning_level=options.get("reasoning_level"))
             answer = await peer.aio.chat(
-                query,
-                session=self.session_name(scope, session, state.epoch) if session else None,
-                reasoning_level=options.get("reasoning_level"),
+                query, session=name, reasoning_level=options.get("reasoning_level"),
             )
             return {"native_operation": "peer.chat", "peer": state.user_peer,
                     "answer": answer if isinstance(answer, str | None) else str(answer)}
 
-        return await self._call("native_query", run)
+        out = await self._call("native_query", run)
+        self._emit(self._trace("native_query", native_operation="peer.chat",
+                               native_request=request, scope=scope.key, status="ok"))
+        return out
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
