@@ -50,6 +50,7 @@ import httpx
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.backends.memos.config import (
+    ISOLATION,
     MEMOS_GROUPS,
     SCOPE_KEYS,
     TAG_KEYS,
@@ -203,6 +204,11 @@ class MemOSAdapter(BaseAdapter):
                 raw={"scope": scope.model_dump(), "reason": str(exc)},
             ) from None
         return {"user_id": safe_id(user), "cube_id": safe_id(cube)}
+
+    def native_scope(self, scope: MemoryScope) -> dict[str, Any]:
+        """The scope's MemOS ids and its isolation mode (run manifests record both)."""
+        return {**self.native_ids(scope, "native_scope"),
+                "use_multi_db": self.config.use_multi_db, "isolation": ISOLATION}
 
     def _event_scope(self, event: MemoryEvent) -> MemoryScope:
         return event.scope()
@@ -508,6 +514,7 @@ class MemOSAdapter(BaseAdapter):
             "async_mode": self.config.async_mode,
             "search_mode": self.config.search_mode,
             "tag_mapping": self.config.tag_mapping,
+            "use_multi_db": self.config.use_multi_db,
         }
         try:
             body = await self._client.get("/health")

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nanobot_memory_adapters.contract import (
     ProviderInfo,
@@ -26,6 +26,18 @@ NATIVE_TYPES = (
     "LongTermMemory", "UserMemory", "WorkingMemory", "PreferenceMemory",
     "ToolSchemaMemory", "ToolTrajectoryMemory", "SkillMemory", "RawFileMemory",
 )  # fmt: skip
+
+
+# MemOS 2.0.33 sets ``use_multi_db`` in its server's graph store config, never per request:
+# ``APIConfig.get_postgres_config`` fixes it to False and ``PostgresGraphDB`` keys every row
+# by ``user_name`` (the cube) in one database and schema. The product API has no field for it.
+MULTI_DB_REFUSED = (
+    "physical isolation (a database per cube) is not available: MemOS's server fixes "
+    "use_multi_db=False for its postgres graph store (the launcher's), and its product API "
+    "takes no such setting, so each cube is isolated logically in one shared database; "
+    "set use_multi_db: false"
+)
+ISOLATION = "logical: one cube per persona and run, rows keyed by cube in one shared database"
 
 
 class MemOSConfig(BaseModel):
@@ -71,6 +83,19 @@ class MemOSConfig(BaseModel):
         default=False, description="Declare the feedback capability (/product/feedback)."
     )
     feedback_async_mode: Literal["async", "sync"] = "sync"
+    use_multi_db: bool = Field(
+        default=False,
+        description="MemOS's isolation mode (recorded in run manifests). False: logical "
+        "isolation, one cube per scope in one shared database. True (physical, a database "
+        "per user) is refused: the MemOS server mode the launcher runs cannot honour it.",
+    )
+
+    @field_validator("use_multi_db")
+    @classmethod
+    def _physical_isolation(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(MULTI_DB_REFUSED)
+        return value
 
     def resolved_url(self) -> str:
         return (self.base_url or os.environ.get("MEMOS_URL") or DEFAULT_URL).rstrip("/")
