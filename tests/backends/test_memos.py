@@ -24,6 +24,7 @@ from nanobot_memory_adapters.backends.memos import (
     MemOSAdapter,
     MemOSConfig,
 )
+from nanobot_memory_adapters.backends.memos.config import NATIVE_TYPES
 from nanobot_memory_adapters.backends.memos.server import (
     MemosServerSettings,
     default_home,
@@ -294,6 +295,34 @@ async def test_cubes_isolated_and_reset_clears_one_scope(memos_server):
         # test sessions never reset
         await adapter.set_mode(AdapterMode(read_only=True, reason="test_session"))
         assert (await adapter.reset_scope(bob)).status == "refused_read_only"
+    finally:
+        await adapter.aclose()
+
+
+async def test_native_query_inventory_counts_one_cube_by_type(memos_server):
+    """MemOS's cube inventory (``/product/get_all``'s ``memory_statistics``) on a real
+    server: the scope's cube only, by native type, 0 for an empty cube."""
+    traces = []
+
+    class Sink:
+        def emit(self, trace, **extra):
+            traces.append(trace)
+
+    adapter = MemOSAdapter(_config(memos_server, async_mode="sync", add_mode="fine"),
+                           trace_sink=Sink())
+    try:
+        run = _run()
+        alice, bob = _scope(run, "alice"), _scope(run, "bob")
+        first = await adapter.record_event(_event(alice, "I live in Lisbon and I row boats."))
+        await adapter.record_event(_event(alice, "I keep two cats.", n=2))
+        out = await adapter.native_query(alice, "inventory")
+        assert out["cube_id"] == adapter.native_ids(alice)["cube_id"]
+        assert out["total"] == sum(out["memory_types"].values()) >= len(first.native_ids) > 0
+        assert set(out["memory_types"]) <= set(NATIVE_TYPES)
+        empty = await adapter.native_query(bob, "inventory")
+        assert empty["total"] == 0 and empty["memory_types"] == {}
+        queried = [t for t in traces if t.operation == "native_query"]
+        assert [t.scope for t in queried] == [alice.key, bob.key]
     finally:
         await adapter.aclose()
 

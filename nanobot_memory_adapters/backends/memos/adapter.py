@@ -60,6 +60,7 @@ from nanobot_memory_adapters.backends.memos.config import (
     safe_id,
 )
 from nanobot_memory_adapters.backends.memos.feedback import changed_ids, feedback_body
+from nanobot_memory_adapters.backends.memos.inventory import MemOSInventory
 from nanobot_memory_adapters.backends.memos.readiness import MemOSReadiness
 from nanobot_memory_adapters.base import (
     BaseAdapter,
@@ -111,6 +112,8 @@ class MemOSAdapter(BaseAdapter):
         # collaborator: the scheduler's task status (readiness)
         self.scheduler = MemOSReadiness(self.config, self, native_ids=self.native_ids,
                                         request=self._request)
+        # collaborator: diagnostics (native_query), never used in a prompt
+        self.inventory = MemOSInventory(self, native_ids=self.native_ids, request=self._request)
 
     @classmethod
     def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
@@ -130,6 +133,13 @@ class MemOSAdapter(BaseAdapter):
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
         return await self.scheduler.wait_until_ready(scope, timeout_s)
+
+    # -- native_query (MemOSInventory): diagnostics only ---------------------------------
+    async def native_query(
+        self, scope: MemoryScope, query: str, **options: Any
+    ) -> dict[str, Any]:
+        """``inventory``: the cube's memories by native type (``/product/get_all``)."""
+        return await self.inventory.native_query(scope, query, **options)
 
     # -- feedback (declared with ``feedback: true``) ------------------------------------
     def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:

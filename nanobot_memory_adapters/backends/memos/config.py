@@ -114,7 +114,8 @@ def provider_info(config: MemOSConfig) -> ProviderInfo:
         native_memory_types=NATIVE_TYPES,
         native_ingest_modes=("add(async)", "add(sync, fast)", "add(sync, fine)"),
         requires_llm=True,
-        capabilities=("feedback", "readiness") if config.feedback else ("readiness",),
+        capabilities=("feedback", "readiness", "native_query") if config.feedback
+        else ("readiness", "native_query"),
         description="MemOS product API: MemCube per persona, LLM extraction by the "
         "scheduler, grouped textual/preference/tool/skill memories.",
     )
