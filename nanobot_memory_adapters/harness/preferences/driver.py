@@ -283,6 +283,9 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
                                          if w["status"] == "pending"),
                 "reset": sum(1 for u in mine if u.get("reset_status") == "failed"),
                 "feedback": sum(u["feedback"]["failed"] for u in mine),
+                # a judge call that raised (only with a judge, as bench's tasks count it)
+                **({"judge": sum(1 for r in records if (r.get("verdict") or {}).get("label")
+                                 == "error")} if cfg.judge is not None else {}),
             },
             "gate_probes": sum(u["gate_probes"] for u in mine),
             "feedback_sent": sum(u["feedback"]["sent"] for u in mine),
