@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nanobot_memory_adapters.conditions.full_history import FullHistory
-from nanobot_memory_adapters.conditions.no_memory import NoMemory
+from nanobot_memory_adapters.conditions.no_memory import NoMemory, NoMemoryNamed
 from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
 from nanobot_memory_adapters.conditions.rolling_summary import DreamLLM, RollingSummary
 from nanobot_memory_adapters.conditions.static_profile import StaticProfile
@@ -26,6 +26,15 @@ class TestNoMemory(ContractSuite):
             return NoMemory()
 
         return SuiteTarget(make=make, no_native_backend="no_memory has no native store")
+
+
+class TestNoMemoryNamed(ContractSuite):
+    @pytest.fixture
+    def contract_target(self):
+        async def make():
+            return NoMemoryNamed("Alice")
+
+        return SuiteTarget(make=make, no_native_backend="no_memory_named is configuration only")
 
 
 class TestFullHistory(ContractSuite):

@@ -20,8 +20,9 @@ replays are idempotent and runs repeatable.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope, Message
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, Turn
@@ -59,6 +60,15 @@ def personas(
         )
         for who in (conv.speaker_a, conv.speaker_b)
     ]
+
+
+def names_block(
+    convs: Sequence[Conversation], protocol: SpeakerProtocol, run_id: str, agent_id: str
+) -> dict[str, Any]:
+    """no_memory_named's block: each persona's user by name (``speaker_a`` in single, the
+    persona's speaker in dual), as the events name them; nothing else of the dataset."""
+    return {"names": {p.scope.persona_id: p.speaker or conv.speaker_a
+                      for conv in convs for p in personas(conv, protocol, run_id, agent_id)}}
 
 
 def turn_event(

@@ -24,6 +24,7 @@ import json
 import random
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from nanobot_memory_adapters.harness.judge import (
     verdict_summary,
 )
 from nanobot_memory_adapters.harness.locomo_mapping import (
+    names_block,
     turn_event,
 )
 from nanobot_memory_adapters.harness.locomo_stats import SATURATED, locomo_intervals
@@ -163,6 +165,10 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         convs, corrected = apply_corrections(convs, cfg.gold_corrections)
     if cfg.max_sessions is not None:
         convs = [c.first_sessions(cfg.max_sessions) for c in convs]
+    if (cfg.task == "locomo" and "no_memory_named" in cfg.providers
+            and "no_memory_named" not in cfg.provider_configs):  # the dataset's names
+        named = names_block(convs, cfg.speakers, cfg.run_id, cfg.agent_id)
+        cfg = replace(cfg, provider_configs={**cfg.provider_configs, "no_memory_named": named})
     points = {
         c.sample_id: resolve_test_points(cfg.test_points, [s.number for s in c.sessions])
         for c in convs

@@ -785,6 +785,31 @@ async def test_the_judge_sees_the_ground_truth_never_the_memory(tmp_path, llm_do
     assert all("current preference here is" in p for p in prompts)
 
 
+def test_a_judge_call_that_raised_is_a_failure(tmp_path):
+    """A rubric judge that cannot be reached: every verdict is an error, counted in
+    failures.judge, and the run exits 4 (it used to exit 0 with the errors unscored)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "preferences", "run", "--personas", "1", "--agent", "ideal-reader", "--providers",
+        "no_memory", "--judge-base-url", f"http://127.0.0.1:{port}/v1", "--judge-model", "m",
+        "--out", str(out)], env={"OPENAI_API_KEY": "x"})
+    assert result.exit_code == 4, result.output
+    failures = json.loads((out / "results.json").read_text())["providers"]["no_memory"][
+        "failures"]
+    assert failures["judge"] == 12
+    plain = CliRunner().invoke(app, [
+        "preferences", "run", "--personas", "1", "--agent", "ideal-reader", "--providers",
+        "no_memory", "--out", str(tmp_path / "plain")])
+    assert plain.exit_code == 0, plain.output
+    assert "judge" not in json.loads((tmp_path / "plain" / "results.json").read_text())[
+        "providers"]["no_memory"]["failures"]
+
+
 async def test_the_llm_user_words_the_scripted_move_and_never_names_unasked():
     from nanobot_memory_adapters.harness.preferences.simulator import LLMUser
 

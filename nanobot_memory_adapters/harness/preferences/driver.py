@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,17 @@ def oracle_block(scenario: ScenarioSet) -> dict[str, Any]:
     }}
 
 
+def names_block(scenario: ScenarioSet) -> dict[str, Any]:
+    """no_memory_named is told each persona's name (the dataset's), nothing else; a
+    user-given block wins."""
+    return {"names": {p.persona_id: p.name for p in scenario.personas}}
+
+
+# Controls whose block is the dataset's own: the harness fills it when the user gave none.
+DATASET_BLOCKS: dict[str, Callable[[ScenarioSet], dict[str, Any]]] = {
+    "oracle_ipas": oracle_block, "no_memory_named": names_block}
+
+
 class PreferenceOutcome(RunOutcome):
     """A preference run's outcome (results.json holds the scores)."""
 
@@ -144,8 +156,8 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         for name in cfg.providers:
             base, group = split_group(name)
             block = cfg.provider_configs.get(name, cfg.provider_configs.get(base))
-            if base == "oracle_ipas" and block is None:
-                block = oracle_block(cfg.scenario)
+            if block is None and base in DATASET_BLOCKS:
+                block = DATASET_BLOCKS[base](cfg.scenario)
             if group == "feedback":
                 block = _with_feedback_switch(base, block)
             p, reason = await prepare_provider(base, shim, writer, label=name, block=block)
@@ -283,6 +295,9 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
                                          if w["status"] == "pending"),
                 "reset": sum(1 for u in mine if u.get("reset_status") == "failed"),
                 "feedback": sum(u["feedback"]["failed"] for u in mine),
+                # a judge call that raised (only with a judge, as bench's tasks count it)
+                **({"judge": sum(1 for r in records if (r.get("verdict") or {}).get("label")
+                                 == "error")} if cfg.judge is not None else {}),
             },
             "gate_probes": sum(u["gate_probes"] for u in mine),
             "feedback_sent": sum(u["feedback"]["sent"] for u in mine),
