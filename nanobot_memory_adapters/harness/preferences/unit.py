@@ -130,8 +130,10 @@ class PreferenceUnit:
         ).start()
 
     async def _mode(self, read_only: bool, reason: str) -> bool:
-        return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,
-                                 reason)
+        ok = await switch_mode(self.adapter, self.sink, self.p.name, read_only, reason)
+        if not ok:
+            self.unit["mode_failures"] += 1
+        return ok
 
     # -- accumulation ------------------------------------------------------------------
     def _events(self, session: Any) -> list[MemoryEvent]:
@@ -319,7 +321,10 @@ class PreferenceUnit:
                       for m in transcript if m.get("content")],
             metadata={"harness": "gate_probe", "about": test.test_id},
         )
-        await probe_read_only_gate(self.adapter, self.sink, event, self.unit, test.test_id)
+        self.unit["gate_probes"] += 1
+        _, held = await probe_read_only_gate(self.adapter, self.sink, event, test.test_id)
+        if not held:
+            self.unit["gate_violations"] += 1
 
     async def _feedback(self, done: list[tuple[TestSession, dict[str, Any]]]) -> None:
         assert isinstance(self.adapter, SupportsFeedback)
