@@ -452,8 +452,8 @@ class UnitRunner(LocomoIngest):
             self.unit.behavioural_writes = (self.unit.behavioural_writes or 0) + 1
         else:
             self.unit.gate_probes += 1
-        receipt, held = await probe_read_only_gate(self.adapter, self.sink, event, label)
-        if not held:
+        receipt, gate_held = await probe_read_only_gate(self.adapter, self.sink, event, label)
+        if not gate_held:
             self.unit.gate_violations += 1
         return receipt
 
