@@ -10,6 +10,7 @@ import pytest
 
 from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.metrics import provider_metrics
+from nanobot_memory_adapters.harness.preferences.state import PreferenceUnitState
 from nanobot_memory_adapters.harness.unit_progress import load_progress, progress_path
 
 # the keys a unit has always written, in its order (checkpoint.json, *.progress.json)
@@ -109,3 +110,17 @@ def test_a_progress_file_whose_unit_lacks_a_key_starts_the_unit_over(tmp_path):
     assert load_progress(traces, "m", tmp_path) is None
     assert not traces.exists()
     assert not progress_path(traces).exists()
+
+
+def test_the_preference_units_dict_keeps_its_keys_and_order():
+    unit = PreferenceUnitState(provider="simple_rag", conversation="p1", group="feedback")
+    keys = ["provider", "conversation", "group", "events", "record_failures",
+            "retrieve_failures", "agent_failures", "mode_failures", "gate_violations",
+            "gate_probes", "reset_status", "readiness", "feedback", "tests",
+            "record_latency_per_event_ms", "retrieve_latency_ms", "ingest_s"]
+    assert list(unit.to_dict()) == keys  # wall_s when it ends
+    unit.feedback["sent"] += 1
+    unit.wall_s = 1.0
+    data = unit.to_dict()
+    assert list(data) == [*keys, "wall_s"]
+    assert data["feedback"] == {"sent": 1, "failed": 0}
