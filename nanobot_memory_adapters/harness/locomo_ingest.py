@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nanobot_memory_adapters.contract import (
     ACCEPTED_WRITE_STATUSES,
@@ -23,6 +23,7 @@ from nanobot_memory_adapters.harness.locomo_mapping import (
     Persona,
     turn_event,
 )
+from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.prepared import Prepared
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
@@ -40,7 +41,7 @@ class LocomoIngest:
     adapter: MemoryAdapter
     sink: AnnotatingSink
     conv: Conversation
-    unit: dict[str, Any]
+    unit: UnitState
     dia_of_event: dict[str, str]
 
     def _record_line(
@@ -66,7 +67,7 @@ class LocomoIngest:
             return
         events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]
         # what is sent, counted outside the timed part (tokens/s = these over ingest_s)
-        self.unit["ingest_tokens"] = self.unit.get("ingest_tokens", 0) + sum(
+        self.unit.ingest_tokens = (self.unit.ingest_tokens or 0) + sum(
             count_tokens(t.content) for t in turns)
         started = time.perf_counter()
         if isinstance(self.adapter, SupportsBulkIngest):
@@ -84,8 +85,8 @@ class LocomoIngest:
                         f"record_events returned {len(receipts)} receipts for {len(events)} events"
                     )
                 ] * len(events)
-            self.unit["record_latency_ms"].append(ms)
-            self.unit["record_latency_per_event_ms"].append(ms / len(events))
+            self.unit.record_latency_ms.append(ms)
+            self.unit.record_latency_per_event_ms.append(ms / len(events))
             written = self._receipt_lines(turns, events, receipts, copy)
             self.sink.flush(held, written)
         else:
@@ -97,12 +98,12 @@ class LocomoIngest:
                     except Exception as exc:
                         receipt = exc
                 ms = (time.perf_counter() - t0) * 1000
-                self.unit["record_latency_ms"].append(ms)
-                self.unit["record_latency_per_event_ms"].append(ms)
+                self.unit.record_latency_ms.append(ms)
+                self.unit.record_latency_per_event_ms.append(ms)
                 written = self._receipt_lines([turn], [ev], [receipt], copy)
                 self.sink.flush(held, written)
-        self.unit["events"] += len(events)
-        self.unit["ingest_s"] += time.perf_counter() - started
+        self.unit.events += len(events)
+        self.unit.ingest_s += time.perf_counter() - started
 
     def _receipt_lines(
         self,
@@ -114,7 +115,7 @@ class LocomoIngest:
         written: set[str] = set()
         for turn, ev, receipt in zip(turns, events, receipts, strict=True):
             if isinstance(receipt, BaseException):
-                self.unit["record_failures"] += 1
+                self.unit.record_failures += 1
                 trace = failure_trace(
                     self.p.name,
                     self.adapter,
@@ -126,7 +127,7 @@ class LocomoIngest:
                 self._record_line(trace, turn, ev, "failed", copy)
                 continue
             if receipt.status not in ACCEPTED_WRITE_STATUSES:
-                self.unit["record_failures"] += 1
+                self.unit.record_failures += 1
             self._record_line(receipt.trace, turn, ev, receipt.status, copy)
             written.add(receipt.trace.trace_id)
         return written

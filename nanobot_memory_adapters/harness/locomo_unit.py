@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from nanobot_memory_adapters.harness.judge import BehaviouralSession, SessionCon
 from nanobot_memory_adapters.harness.lme_metrics import lme_fields
 from nanobot_memory_adapters.harness.locomo_ingest import LocomoIngest
 from nanobot_memory_adapters.harness.locomo_mapping import Persona, personas
+from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.metrics import (
     answer_present,
     normalize_answer,
@@ -97,26 +98,14 @@ class UnitRunner(LocomoIngest):
             s.number: [t.text for t in s.turns if t.distinctive] for s in conv.sessions
         }
         self.dia_of_event: dict[str, str] = {}
-        self.unit: dict[str, Any] = {
-            "provider": p.name,
-            "conversation": conv.sample_id,
-            "events": 0,
-            "ingest_mode": "bulk" if isinstance(self.adapter, SupportsBulkIngest) else "single",
-            "record_failures": 0,
-            "record_latency_ms": [],
-            "record_latency_per_event_ms": [],
-            "ingest_s": 0.0,
-            "readiness": [],
-            "mode_failures": 0,
-            "gate_violations": 0,
-            "gate_probes": 0,
-            "asks": [],
-            "judged": [],
-            "behavioural": [],
-            "reset_status": None,
-        }
+        self.unit = UnitState(
+            provider=p.name,
+            conversation=conv.sample_id,
+            ingest_mode="bulk" if isinstance(self.adapter, SupportsBulkIngest) else "single",
+        )
 
     async def run(self) -> dict[str, Any]:
+        """The unit's result, as the checkpoint stores it (``UnitState.to_dict``)."""
         started = time.perf_counter()
         self.sink.base = {
             "provider": self.p.name,
@@ -159,8 +148,8 @@ class UnitRunner(LocomoIngest):
             self._save(session.number, elapsed, next_started=False)
             if self.progress:
                 self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
-        self.unit["wall_s"] = done_s + time.perf_counter() - started
-        return self.unit
+        self.unit.wall_s = done_s + time.perf_counter() - started
+        return self.unit.to_dict()
 
     def _reseed(self, session: int) -> None:
         """Ids per session (``provider/conversation/sN``), so a resumed unit draws, from
@@ -186,13 +175,12 @@ class UnitRunner(LocomoIngest):
         """The measurements of the sessions the unit finished before it was cut; ids
         drawn while resuming (mode switch, scope set-up) come from a stream of this
         resumption's own (``/resume-N``)."""
-        self.unit = {**resume.unit}
-        self.unit["resumed_after_sessions"] = [
-            *resume.unit.get("resumed_after_sessions", []), resume.session
-        ]
+        done = resume.unit
+        self.unit = replace(
+            done, resumed_after_sessions=[*(done.resumed_after_sessions or []), resume.session]
+        )
         if (cut := self._cut_session()) is not None:  # other ids: contexts may differ
-            self.unit["replayed_cut_sessions"] = [
-                *resume.unit.get("replayed_cut_sessions", []), cut]
+            self.unit.replayed_cut_sessions = [*(done.replayed_cut_sessions or []), cut]
         self.seen_contexts = set(resume.seen_contexts)
         self.dia_of_event = dict(resume.dia_of_event)
         self.resumes = resume.resumes + 1
@@ -229,11 +217,13 @@ class UnitRunner(LocomoIngest):
                                    scope=persona.scope.key),
                     kind="reset",
                 )
-        self.unit["reset_status"] = "failed" if "failed" in statuses else statuses[0]
+        self.unit.reset_status = "failed" if "failed" in statuses else statuses[0]
 
     async def _set_mode(self, read_only: bool, reason: str) -> bool:
-        return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,
-                                 reason)
+        ok = await switch_mode(self.adapter, self.sink, self.p.name, read_only, reason)
+        if not ok:
+            self.unit.mode_failures += 1
+        return ok
 
     # -- test points ---------------------------------------------------------------------
     async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
@@ -259,7 +249,7 @@ class UnitRunner(LocomoIngest):
                         ),
                         kind="readiness",
                     )
-            self.unit["readiness"].append(
+            self.unit.readiness.append(
                 {"point": point, "status": status, "waited_s": time.perf_counter() - t0}
             )
         questions = [q for q in self.conv.questions if q.ready_after <= point]
@@ -407,7 +397,7 @@ class UnitRunner(LocomoIngest):
             extra["error"] = asked.error
         self.sink.write(trace, **extra)
         self.sink.flush(asked.held, {trace.trace_id})
-        self.unit["asks"].append(
+        self.unit.asks.append(
             {
                 "qid": q.qid,
                 "point": point,
@@ -440,10 +430,11 @@ class UnitRunner(LocomoIngest):
         messages: Sequence[Message],
         last_ts: Any,
         label: str,
-        counter: str = "gate_probes",
+        behavioural: bool = False,
         scope: MemoryScope | None = None,
     ) -> WriteReceipt | None:
-        """Offer a test-session turn to record_event; only ``skipped_read_only`` is right."""
+        """Offer a test-session turn to record_event; only ``skipped_read_only`` is right.
+        Counted under ``gate_probes`` (a behavioural session's: ``behavioural_writes``)."""
         scope = scope or self.scope
         event = MemoryEvent(
             event_id=f"locomo-probe-{event_id}"
@@ -457,8 +448,14 @@ class UnitRunner(LocomoIngest):
             messages=list(messages),
             metadata={"harness": "gate_probe", "about": label},
         )
-        return await probe_read_only_gate(self.adapter, self.sink, event, self.unit, label,
-                                          counter)
+        if behavioural:
+            self.unit.behavioural_writes = (self.unit.behavioural_writes or 0) + 1
+        else:
+            self.unit.gate_probes += 1
+        receipt, gate_held = await probe_read_only_gate(self.adapter, self.sink, event, label)
+        if not gate_held:
+            self.unit.gate_violations += 1
+        return receipt
 
     async def _judge(self, q: Any, context: str) -> None:
         judge = self.cfg.judge
@@ -472,7 +469,7 @@ class UnitRunner(LocomoIngest):
         except Exception as exc:
             answer, verdict = "", {"label": "error", "score": None, "raw": error_text(exc)}
         record = {"qid": q.qid, "category": q.category, "answer": answer, "verdict": verdict}
-        self.unit["judged"].append(record)
+        self.unit.judged.append(record)
         self.sink.writer.emit(
             note_trace(self.p.name, self.adapter, "judge"),
             **self.sink.base,
@@ -507,7 +504,7 @@ class UnitRunner(LocomoIngest):
                 messages,
                 last_ts,
                 session.name,
-                counter="behavioural_writes",
+                behavioural=True,
             )
             if receipt is None:
                 raise RuntimeError("record_event failed during a behavioural session")
@@ -520,7 +517,7 @@ class UnitRunner(LocomoIngest):
             outcome = await session.run(ctx)
         except Exception as exc:
             outcome = {"error": error_text(exc)}
-        self.unit["behavioural"].append({"session": session.name, "point": point, **outcome})
+        self.unit.behavioural.append({"session": session.name, "point": point, **outcome})
 
 
 def epoch() -> Any:

@@ -90,35 +90,30 @@ def note_trace(name: str, adapter: MemoryAdapter, operation: str) -> Trace:
 
 
 async def probe_read_only_gate(
-    adapter: MemoryAdapter, sink: AnnotatingSink, event: MemoryEvent, unit: dict[str, Any],
-    about: str, counter: str = "gate_probes",
-) -> WriteReceipt | None:
+    adapter: MemoryAdapter, sink: AnnotatingSink, event: MemoryEvent, about: str,
+) -> tuple[WriteReceipt | None, bool]:
     """Offer a test-session turn to ``record_event`` while the provider is read-only: only
-    ``skipped_read_only`` is right (nothing of a test session may become memory). Counts
-    the probe under ``counter`` and any other outcome under ``gate_violations``."""
-    unit[counter] = unit.get(counter, 0) + 1
+    ``skipped_read_only`` is right (nothing of a test session may become memory). The
+    receipt, and whether the gate held (the caller counts a violation when not)."""
     with sink.capture() as held:
         try:
             receipt: WriteReceipt | None = await adapter.record_event(event)
             status = receipt.status if receipt else "none"
         except Exception as exc:
             receipt, status = None, f"failed: {error_text(exc)}"
-    if status != "skipped_read_only":
-        unit["gate_violations"] = unit.get("gate_violations", 0) + 1
     if receipt is not None:
         sink.write(receipt.trace, kind="gate_probe", about=about, status=status)
         sink.flush(held, {receipt.trace.trace_id})
     else:
         sink.flush(held, set())
-    return receipt
+    return receipt, status == "skipped_read_only"
 
 
 async def switch_mode(
-    adapter: MemoryAdapter, sink: AnnotatingSink, unit: dict[str, Any], provider: str,
-    read_only: bool, reason: str,
+    adapter: MemoryAdapter, sink: AnnotatingSink, provider: str, read_only: bool, reason: str,
 ) -> bool:
-    """``set_mode`` with its trace written (kind ``mode``); a failure is counted under
-    ``mode_failures``, traced, and answered False (the caller then skips the session)."""
+    """``set_mode`` with its trace written (kind ``mode``); a failure is traced and answered
+    False (the caller counts it under ``mode_failures`` and skips the session)."""
     try:
         with sink.capture() as held:
             receipt = await adapter.set_mode(AdapterMode(read_only=read_only, reason=reason))
@@ -129,7 +124,6 @@ async def switch_mode(
         sink.flush(held, written)
         return True
     except Exception as exc:
-        unit["mode_failures"] = unit.get("mode_failures", 0) + 1
         sink.write(failure_trace(provider, adapter, "set_mode", error_text(exc)),
                    kind="mode", reason=reason)
         return False

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
+from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.safe_paths import remove_file
 
 SUFFIX = ".progress.json"
@@ -38,7 +38,7 @@ class UnitProgress:
 
     manifest_sha256: str
     session: int
-    unit: dict[str, Any]
+    unit: UnitState  # stored as ``UnitState.to_dict()``
     seen_contexts: list[str]
     dia_of_event: dict[str, str]
     trace_bytes: int
@@ -60,7 +60,9 @@ def keeps_store(store: Path | None) -> bool:
 def save_progress(traces: Path, progress: UnitProgress) -> None:
     path = progress_path(traces)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(progress), ensure_ascii=False), encoding="utf-8")
+    data = {f.name: getattr(progress, f.name) for f in fields(UnitProgress)}
+    data["unit"] = progress.unit.to_dict()
+    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -73,8 +75,11 @@ def load_progress(traces: Path, manifest_sha256: str, root: Path) -> UnitProgres
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        known = {f.name for f in fields(UnitProgress)}
-        progress = UnitProgress(**{k: v for k, v in data.items() if k in known})
+        known = {f.name for f in fields(UnitProgress)} - {"unit"}
+        progress = UnitProgress(
+            **{k: v for k, v in data.items() if k in known},
+            unit=UnitState.from_dict(data.get("unit")),  # ValueError: not a unit's state
+        )
     except (OSError, ValueError, TypeError):
         discard_progress(traces, root)
         return None

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.harness.preferences.generator import attribute_cues
 from nanobot_memory_adapters.harness.preferences.reader import ReaderResponder
 from nanobot_memory_adapters.harness.preferences.scoring import exposure
 from nanobot_memory_adapters.harness.preferences.session import retrieval, run_session
+from nanobot_memory_adapters.harness.preferences.state import PreferenceUnitState
 from nanobot_memory_adapters.harness.prepared import Prepared
 from nanobot_memory_adapters.harness.safe_paths import safe_name
 from nanobot_memory_adapters.harness.trace_sink import (
@@ -85,15 +86,11 @@ class PreferenceUnit:
         self.scope = MemoryScope(run_id=cfg.run_id, persona_id=persona.persona_id,
                                  agent_id="nanobot")
         self.seen: set[str] = set()
-        self.unit: dict[str, Any] = {
-            "provider": p.name, "conversation": persona.persona_id, "group": group,
-            "events": 0, "record_failures": 0, "retrieve_failures": 0, "agent_failures": 0,
-            "mode_failures": 0, "gate_violations": 0, "gate_probes": 0, "reset_status": None,
-            "readiness": [], "feedback": {"sent": 0, "failed": 0}, "tests": [],
-            "record_latency_per_event_ms": [], "retrieve_latency_ms": [], "ingest_s": 0.0,
-        }
+        self.unit = PreferenceUnitState(
+            provider=p.name, conversation=persona.persona_id, group=group)
 
     async def run(self) -> dict[str, Any]:
+        """The unit's result, as the checkpoint stores it (``PreferenceUnitState.to_dict``)."""
         started = time.perf_counter()
         pid = self.persona.persona_id
         self.sink.base = {"provider": self.p.name, "unit": f"{self.p.name}/{pid}",
@@ -101,9 +98,9 @@ class PreferenceUnit:
         await self._mode(False, "bench_unit_start")
         await self.adapter.setup_scope(self.scope)
         try:
-            self.unit["reset_status"] = (await self.adapter.reset_scope(self.scope)).status
+            self.unit.reset_status = (await self.adapter.reset_scope(self.scope)).status
         except Exception as exc:
-            self.unit["reset_status"] = "failed"
+            self.unit.reset_status = "failed"
             self.sink.write(failure_trace(self.p.name, self.adapter, "reset_scope", error_text(exc),
                                            scope=self.scope.key), kind="reset")
         points = sorted({t.after_session for t in self.persona.tests})
@@ -116,8 +113,8 @@ class PreferenceUnit:
         finally:
             if isinstance(agent, NanobotAgent):
                 await agent.aclose()
-        self.unit["wall_s"] = time.perf_counter() - started
-        return self.unit
+        self.unit.wall_s = time.perf_counter() - started
+        return self.unit.to_dict()
 
     async def _agent(self) -> Any:
         if not isinstance(self.cfg.agent, AgentLLM):
@@ -130,8 +127,10 @@ class PreferenceUnit:
         ).start()
 
     async def _mode(self, read_only: bool, reason: str) -> bool:
-        return await switch_mode(self.adapter, self.sink, self.unit, self.p.name, read_only,
-                                 reason)
+        ok = await switch_mode(self.adapter, self.sink, self.p.name, read_only, reason)
+        if not ok:
+            self.unit.mode_failures += 1
+        return ok
 
     # -- accumulation ------------------------------------------------------------------
     def _events(self, session: Any) -> list[MemoryEvent]:
@@ -171,11 +170,11 @@ class PreferenceUnit:
                     except Exception as exc:
                         receipts.append(exc)
         ms = (time.perf_counter() - started) * 1000
-        self.unit["record_latency_per_event_ms"].append(ms / max(1, len(events)))
+        self.unit.record_latency_per_event_ms.append(ms / max(1, len(events)))
         written: set[str] = set()
         for event, receipt in zip(events, receipts, strict=True):
             if isinstance(receipt, BaseException):
-                self.unit["record_failures"] += 1
+                self.unit.record_failures += 1
                 trace = failure_trace(self.p.name, self.adapter, "record_event",
                                        error_text(receipt), event.event_id, self.scope.key)
                 status = "failed"
@@ -183,14 +182,14 @@ class PreferenceUnit:
                 trace, status = receipt.trace, receipt.status
                 written.add(trace.trace_id)
                 if status not in ACCEPTED_WRITE_STATUSES:
-                    self.unit["record_failures"] += 1
+                    self.unit.record_failures += 1
             self.sink.write(trace, kind="record", phase="ingest", session=session.index,
                             event_id=event.event_id, turn_ids=event.metadata["turns"],
                             context=session.context, channel=session.channel,
                             chat_id=session.chat_id, status=status)
         self.sink.flush(held, written)
-        self.unit["events"] += len(events)
-        self.unit["ingest_s"] += time.perf_counter() - started
+        self.unit.events += len(events)
+        self.unit.ingest_s += time.perf_counter() - started
 
     # -- test points -------------------------------------------------------------------
     async def _test_point(self, point: int, agent: Any) -> None:
@@ -205,7 +204,7 @@ class PreferenceUnit:
                 self.sink.write(failure_trace(self.p.name, self.adapter, "wait_until_ready",
                                                error_text(exc), scope=self.scope.key),
                                 kind="readiness")
-            self.unit["readiness"].append({"point": point, "status": status,
+            self.unit.readiness.append({"point": point, "status": status,
                                            "waited_s": time.perf_counter() - t0})
         tests = [t for t in self.persona.tests if t.after_session == point]
         gated = await self._mode(True, "test_session")
@@ -246,10 +245,10 @@ class PreferenceUnit:
                     transcript, retrievals = session["transcript"], session["retrievals"]
                     if session["error"]:
                         record["error"] = session["error"]
-                        self.unit["retrieve_failures"] += 1
+                        self.unit.retrieve_failures += 1
                 except Exception as exc:
                     record["error"] = f"agent: {error_text(exc)}"
-                    self.unit["agent_failures"] += 1
+                    self.unit.agent_failures += 1
             else:
                 request = RetrieveRequest.with_tags(
                     tags, query=test.opening, scope=self.scope, session_id=session_key,
@@ -262,8 +261,8 @@ class PreferenceUnit:
                     context = result.formatted_context
                 except Exception as exc:
                     record["error"] = f"retrieve: {error_text(exc)}"
-                    self.unit["retrieve_failures"] += 1
-        self.unit["retrieve_latency_ms"].append((time.perf_counter() - t0) * 1000)
+                    self.unit.retrieve_failures += 1
+        self.unit.retrieve_latency_ms.append((time.perf_counter() - t0) * 1000)
         retrieves = [t for t in held if t.operation == "retrieve"]
         record["exposure"] = exposure(context, test, self.persona)
         record["context_tokens"] = count_tokens(context)
@@ -305,7 +304,7 @@ class PreferenceUnit:
         if gated and self.cfg.gate_probe:
             await self._gate_probe(test, transcript or [
                 {"role": "user", "content": test.opening}])
-        self.unit["tests"].append(record)
+        self.unit.tests.append(record)
         return record
 
     async def _gate_probe(self, test: TestSession, transcript: list[dict[str, str]]) -> None:
@@ -319,7 +318,10 @@ class PreferenceUnit:
                       for m in transcript if m.get("content")],
             metadata={"harness": "gate_probe", "about": test.test_id},
         )
-        await probe_read_only_gate(self.adapter, self.sink, event, self.unit, test.test_id)
+        self.unit.gate_probes += 1
+        _, gate_held = await probe_read_only_gate(self.adapter, self.sink, event, test.test_id)
+        if not gate_held:
+            self.unit.gate_violations += 1
 
     async def _feedback(self, done: list[tuple[TestSession, dict[str, Any]]]) -> None:
         assert isinstance(self.adapter, SupportsFeedback)
@@ -338,7 +340,7 @@ class PreferenceUnit:
                     ok = False
                     trace = failure_trace(self.p.name, self.adapter, "apply_feedback",
                                            error_text(exc), scope=self.scope.key)
-            self.unit["feedback"]["sent" if ok else "failed"] += 1
+            self.unit.feedback["sent" if ok else "failed"] += 1
             self.sink.write(trace, kind="feedback", test_id=test.test_id, feedback=text)
             self.sink.flush(held, {trace.trace_id})
 
