@@ -103,12 +103,21 @@ class MemoryPlugin:
         self._reports = Reports(self.state, ensure_adapter=self._ensure_adapter,
                                recall=self._recall, backfill=self._backfill)
         self._forget = Forget(self.state, ensure_adapter=self._ensure_adapter)
+        # what commands, the search tool, the SDK and tests call, done by a collaborator
+        self.recall, self.search = self._recall.recall, self._recall.search
+        self.flush, self._write_out = self._delivery.flush, self._delivery.write_out
+        self.mode_report, self.health_report = self._reports.mode_report, \
+            self._reports.health_report
+        self.status_dict = self._reports.status_dict
+        self.forget_preview, self.forget = self._forget.forget_preview, self._forget.forget
+        self.switch_with_backfill = self._backfill.switch_with_backfill
+        self.backfill_line = self._backfill.line
         self._apply_settings()
         if provided is not None and self.state.status == "active":
             self.state.adapter = provided.adapter
         _plugins[loop] = self
 
-    # -- what nanobot's commands, the tools, the SDK and tests read and call ---------------
+    # -- the state commands, the tools, the SDK and tests read --------------------------
     @property
     def status(self) -> str:
         return self.state.status
@@ -132,10 +141,6 @@ class MemoryPlugin:
     @property
     def settings(self) -> LoadedSettings:
         return self.state.settings
-
-    @property
-    def data_dir(self) -> Path | None:
-        return self.state.data_dir
 
     @property
     def outbox(self) -> Outbox:
@@ -172,43 +177,6 @@ class MemoryPlugin:
     @property
     def backfill_progress(self) -> BackfillProgress | None:
         return self._backfill.progress
-
-    async def recall(self, **turn: Any) -> CacheEntry | None:
-        """Retrieve for a turn and cache it (``Recall.recall``)."""
-        return await self._recall.recall(**turn)
-
-    async def search(self, **request: Any) -> str:
-        """The ``memory_search`` tool's retrieve (``Recall.search``)."""
-        return await self._recall.search(**request)
-
-    async def flush(self, timeout_s: float = 30.0) -> int:
-        """Deliver now and wait until nothing is pending (``Delivery.flush``)."""
-        return await self._delivery.flush(timeout_s)
-
-    async def _write_out(self) -> bool:
-        return await self._delivery.write_out()
-
-    def mode_report(self, ctx: Any) -> str:
-        return self._reports.mode_report(ctx)
-
-    async def health_report(self, ctx: Any) -> str:
-        return await self._reports.health_report(ctx)
-
-    def status_dict(self) -> dict[str, Any]:
-        return self._reports.status_dict()
-
-    def forget_preview(self, ctx: Any) -> str:
-        return self._forget.forget_preview(ctx)
-
-    async def forget(self, ctx: Any) -> str:
-        return await self._forget.forget(ctx)
-
-    async def switch_with_backfill(self, name: str, *, include_forgotten: bool = False) -> str:
-        return await self._backfill.switch_with_backfill(name,
-                                                         include_forgotten=include_forgotten)
-
-    def backfill_line(self) -> str | None:
-        return self._backfill.line()
 
     # -- lifecycle ---------------------------------------------------------------------
     def _apply_settings(self) -> None:
