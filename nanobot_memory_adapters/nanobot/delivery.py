@@ -99,8 +99,8 @@ class Delivery:
         assert memory is not None
         # the same attribution as the finished turn's (cron turns: the session's person)
         who = await self.state.attribute(session_key=key, channel=request.channel,
-                                    chat_id=request.chat_id, sender_id=request.sender_id,
-                                    metadata=getattr(request, "metadata", None))
+                                         chat_id=request.chat_id, sender_id=request.sender_id,
+                                         metadata=getattr(request, "metadata", None))
         if who.person is None:
             return
         try:
@@ -133,7 +133,7 @@ class Delivery:
         assert memory is not None
         # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
         who = await self.state.attribute(session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
-                                    sender_id=event.sender_id, metadata=ctx.metadata)
+                                         sender_id=event.sender_id, metadata=ctx.metadata)
         if who.person is None:
             logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
             return False
@@ -450,7 +450,7 @@ class Delivery:
             # file), not the terminal: it is routine, shows in /memory-health, and a warning
             # would print over the interactive prompt.
             if not self.state.store_lock.report(self.state.provider, self.state.data_dir, exc,
-                                          self.state.writes_failing_since):
+                                                self.state.writes_failing_since):
                 logger.debug("{}: '{}' did not accept event {} ({}); kept in the outbox, "
                              "retrying in {:.1f}s", LOG, self.state.provider, row.event_id, exc,
                              self.state.retry_delay)

@@ -127,7 +127,7 @@ class Recall:
         if not seams.session_persists(self.state.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
         who = await self.state.attribute(session_key=session_key, channel=channel,
-                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
         if who.person is None or (who.shared and self.state.settings.plugin.group_recall == "none"):
             self.state.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
             return None
@@ -172,7 +172,7 @@ class Recall:
                 )
             except (AdapterError, TimeoutError) as exc:
                 self.state.note_read_failure("retrieve", exc, f"retrieve took longer than "
-                                        f"{self.state.settings.plugin.recall_timeout_s}s")
+                                             f"{self.state.settings.plugin.recall_timeout_s}s")
                 logger.warning("{}: retrieve from '{}' failed ({}); answering with {} memory",
                                LOG, self.state.provider, exc or "timeout",
                                "stale" if previous else "no")
@@ -232,7 +232,7 @@ class Recall:
         if not session_key or not seams.session_persists(self.state.sessions, session_key):
             return "this session has no long-term memory"
         who = await self.state.attribute(session_key=session_key, channel=channel,
-                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
         if who.shared and not self.state.group_scope:
             return ("memory_search is not available in a group chat (a result would be saved "
                     "in the group's history); ask in a direct chat")
@@ -282,7 +282,7 @@ class Recall:
             return True
         except (AdapterError, TimeoutError) as exc:
             self.state.note_read_failure("setup_scope", exc, f"provider start took longer than "
-                                    f"{self.state.settings.plugin.startup_timeout_s}s")
+                                         f"{self.state.settings.plugin.startup_timeout_s}s")
             return False
 
     def _stale(self, previous: CacheEntry | None, scope: MemoryScope, query: str) -> CacheEntry:

@@ -193,7 +193,7 @@ class Reports:
                 health = await self.state.adapter.health()
         except Exception as exc:
             self.state.note_error("build_provider" if building and self.state.adapter is None
-                             else "health", exc, retryable=True)
+                                  else "health", exc, retryable=True)
             return False
         self.known_health = KnownHealth(health, time.time())
         return True

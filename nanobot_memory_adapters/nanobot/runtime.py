@@ -95,13 +95,13 @@ class MemoryPlugin:
         self._build_task: asyncio.Task[bool] | None = None
         self._unsubscribe: list[Any] = []
         self._delivery = Delivery(self.state, ensure_adapter=self._ensure_adapter,
-                                 ensure_scope=self._ensure_scope)
+                                  ensure_scope=self._ensure_scope)
         self._recall = Recall(self.state, ensure_adapter=self._ensure_adapter,
                               ensure_scope=self._ensure_scope, delivery=self._delivery)
         self._backfill = Backfill(self.state, switch=self.switch_provider,
-                                 delivery=self._delivery)
+                                  delivery=self._delivery)
         self._reports = Reports(self.state, ensure_adapter=self._ensure_adapter,
-                               recall=self._recall, backfill=self._backfill)
+                                recall=self._recall, backfill=self._backfill)
         self._forget = Forget(self.state, ensure_adapter=self._ensure_adapter)
         # what commands, the search tool, the SDK and tests call, done by a collaborator
         self.recall, self.search = self._recall.recall, self._recall.search
@@ -187,7 +187,7 @@ class MemoryPlugin:
         if not s.exists:
             self.state.status, self.state.provider = "unconfigured", ""
             self.state.reason = (f"no {s.path.name} at {s.path}; nanobot's own memory (MEMORY.md) "
-                           "is in use")
+                                 "is in use")
             logger.debug("{}: {}", LOG, self.state.reason)
         elif s.error or s.memory is None:
             self._disable(s.error or "memory config could not be read")
@@ -460,7 +460,7 @@ class MemoryPlugin:
                 await self._close_adapter()
             persisted = self._persist(raw)
             self.state.settings = _reloaded(LoadedSettings(self.state.settings.path, True, None,
-                                                     self.state.settings.plugin, raw))
+                                                           self.state.settings.plugin, raw))
             self.state.cache.clear()
             self._scopes_ready = set()
             self._build_task = None
