@@ -141,11 +141,9 @@ def test_the_import_graph_has_no_cycle_but_the_known_ones():
 
 
 
-# Classes still built from mixins, each being converted to composition on its own branch
-# (issue 32). The list may only shrink; an entry already converted does no harm.
-KNOWN_MIXED: set[str] = {
-    f"{ROOT}.nanobot.runtime.MemoryPlugin",  # recall, delivery, reports, forget, backfill
-}
+# Classes still built from mixins (issue 32 converted the last one, the plugin): none. The
+# list may only shrink.
+KNOWN_MIXED: set[str] = set()
 # A Protocol may extend another Protocol; Generic is a type parameter, not behaviour.
 _NOT_BEHAVIOUR = {"Protocol", "Generic"}
 

@@ -30,7 +30,7 @@ from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import exit_executor, seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxRow, describe_failure
-from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
 from nanobot_memory_adapters.nanobot.state import LOG, Activity
 from nanobot_memory_adapters.nanobot.turns import (
     build_event,
@@ -49,15 +49,31 @@ REPLY_WAIT_S = 0.25
 #: How long delivery may go on once the AgentLoop closes (``nanobot agent -m``, ``exit``).
 
 
-class DeliveryMixin(PluginState):
+class Delivery:
+    """The write path: turns into the outbox, the outbox into the provider, in order."""
+
+    def __init__(self, state: PluginState, *, ensure_adapter: EnsureAdapter,
+                 ensure_scope: EnsureScope) -> None:
+        self.state = state
+        self._ensure_adapter = ensure_adapter
+        self._ensure_scope = ensure_scope
+        self.retry_task: asyncio.Task[Any] | None = None
+        # Turns this process queued and not yet settled, per session (read-your-writes).
+        self._unsettled: dict[str, int] = {}
+        self._settled: asyncio.Condition | None = None
+        self._recovered = False  # open rows of dead processes promoted (once per process)
+        self._exit_deadline: float | None = None
+        self._exit_timeouts: set[asyncio.Timeout] = set()
+        self._left_said = False
+
     async def on_turn_persisted(self, event: Any) -> None:
         """Bus subscriber: queue the whole turn. Never raises; waits for the outbox at most
         ``REPLY_WAIT_S`` (then the turn is kept in memory and written in the background)."""
         try:
-            if await self._record_turn(event) and not self._writes_lock().locked():
-                await self._write_out(REPLY_WAIT_S)
+            if await self._record_turn(event) and not self.state.writing().locked():
+                await self.write_out(REPLY_WAIT_S)
         except Exception as exc:
-            self._note_error("enqueue", exc, retryable=False)
+            self.state.note_error("enqueue", exc, retryable=False)
             logger.exception("{}: could not queue the turn for memory", LOG)
 
     async def open_turn(self, request: Any) -> None:
@@ -67,24 +83,24 @@ class DeliveryMixin(PluginState):
         try:
             await self._record_arrival(request)
         except Exception as exc:
-            self._note_error("enqueue", exc, retryable=False)
+            self.state.note_error("enqueue", exc, retryable=False)
             logger.exception("{}: could not queue the user's message for memory", LOG)
 
     def _recording(self, key: str | None) -> bool:
-        return (self.status == "active" and not self.read_only and not self._closed
+        return (self.state.status == "active" and not self.state.read_only and not self.state.closed
                 and bool(key) and not str(key).startswith("dream:"))
 
     async def _record_arrival(self, request: Any) -> None:
         key, text, turn_id = request.session_key, request.original_user_text, request.turn_id
         if (not self._recording(key) or not isinstance(text, str) or not text.strip()
-                or not turn_id or not seams.session_persists(self.sessions, key)):
+                or not turn_id or not seams.session_persists(self.state.sessions, key)):
             return
-        memory = self.settings.memory
+        memory = self.state.settings.memory
         assert memory is not None
         # the same attribution as the finished turn's (cron turns: the session's person)
-        who = await self._attribute(session_key=key, channel=request.channel,
-                                    chat_id=request.chat_id, sender_id=request.sender_id,
-                                    metadata=getattr(request, "metadata", None))
+        who = await self.state.attribute(session_key=key, channel=request.channel,
+                                         chat_id=request.chat_id, sender_id=request.sender_id,
+                                         metadata=getattr(request, "metadata", None))
         if who.person is None:
             return
         try:
@@ -98,7 +114,7 @@ class DeliveryMixin(PluginState):
         except ValueError:
             return  # a bad scope template: reported when the turn is recorded
         if event is not None:
-            self._queue(Write(self.provider, event, key,
+            self._queue(Write(self.state.provider, event, key,
                               (request.channel, request.chat_id, who.person),
                               open_turn=True))
 
@@ -107,17 +123,17 @@ class DeliveryMixin(PluginState):
         ctx = event.context
         key = ctx.session_key
         if not self._recording(key):
-            if self.read_only and self.status == "active":
+            if self.state.read_only and self.state.status == "active":
                 logger.debug("{}: read-only, turn {} not recorded", LOG, event.turn_id)
             return False
-        session = seams.session_of(self.sessions, key)
+        session = seams.session_of(self.state.sessions, key)
         if session is None:
             return False
-        memory = self.settings.memory
+        memory = self.state.settings.memory
         assert memory is not None
         # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
-        who = await self._attribute(session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
-                                    sender_id=event.sender_id, metadata=ctx.metadata)
+        who = await self.state.attribute(session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
+                                         sender_id=event.sender_id, metadata=ctx.metadata)
         if who.person is None:
             logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
             return False
@@ -126,64 +142,64 @@ class DeliveryMixin(PluginState):
                 memory=memory, messages=list(session.messages), turn_id=event.turn_id,
                 channel=ctx.channel, chat_id=ctx.chat_id, sender_id=who.person,
                 session_key=key, attributes=ctx.attributes,
-                include_tools=self.settings.plugin.include_tool_messages,
+                include_tools=self.state.settings.plugin.include_tool_messages,
             )
         except ValueError as exc:  # a scope template or id the backend must not see
-            self._note_error("build_event", exc, retryable=False)
+            self.state.note_error("build_event", exc, retryable=False)
             logger.warning("{}: turn {} not recorded: {}", LOG, event.turn_id, exc)
             return False
         if memory_event is None:
             return False  # a slash command or nothing the user said
         self._unsettled[key] = self._unsettled.get(key, 0) + 1
-        self._queue(Write(self.provider, memory_event, key,
+        self._queue(Write(self.state.provider, memory_event, key,
                           (ctx.channel, ctx.chat_id, who.person)))
         return True
 
     def _queue(self, write: Write) -> None:
         """Keep the write in order and let a background task put it in the outbox."""
-        self.unqueued.add(write)
-        self._schedule_drain()
+        self.state.unqueued.add(write)
+        self.schedule_drain()
 
-    async def _write_out(self, wait_s: float = WRITE_WAIT_S) -> bool:
+    async def write_out(self, wait_s: float = WRITE_WAIT_S) -> bool:
         """Put the kept writes into the outbox, oldest first; False while it refuses them
         (each write waits at most ``wait_s`` for the write lock)."""
-        async with self._writes_lock():
-            while self.unqueued.writes:
-                write = self.unqueued.writes[0]
+        async with self.state.writing():
+            while self.state.unqueued.writes:
+                write = self.state.unqueued.writes[0]
                 started = time.perf_counter()
                 try:
                     added = await asyncio.to_thread(
-                        self.outbox.enqueue, write.provider, write.event, write.session_key,
+                        self.state.outbox.enqueue, write.provider, write.event, write.session_key,
                         write.identity, wait_s=wait_s, open_turn=write.open_turn,
                         skip_forgotten=True)
                 except OUTBOX_ERRORS as exc:
                     self._outbox_failed(exc)
                     return False
-                self.unqueued.written(write)
+                self.state.unqueued.written(write)
                 if not write.open_turn:
-                    self.enqueue_stats.add((time.perf_counter() - started) * 1000)
+                    self.state.enqueue_stats.add((time.perf_counter() - started) * 1000)
                     if not added:  # a replay of a turn the outbox already holds
                         self._unsettle(write.session_key)
-            if self.unqueued.failing_since is not None:
+            if self.state.unqueued.failing_since is not None:
                 logger.info("{}: the outbox takes turns again; the kept ones are queued", LOG)
-            self.unqueued.recovered()
+            self.state.unqueued.recovered()
             return True
 
     def _outbox_failed(self, exc: BaseException) -> None:
-        line = describe_failure(self.outbox.path, exc)
-        self._note_error("outbox", RuntimeError(line), retryable=True)
-        if self.unqueued.failed(line):
+        line = describe_failure(self.state.outbox.path, exc)
+        self.state.note_error("outbox", RuntimeError(line), retryable=True)
+        if self.state.unqueued.failed(line):
             logger.debug("{}: {} turn(s) kept in memory until the outbox takes them: {}",
-                         LOG, self.unqueued.turns(), line)
+                         LOG, self.state.unqueued.turns(), line)
 
     async def recover_open_turns(self) -> int:
         """Promote ``open`` rows of processes that died before the reply: each becomes a
         pending turn holding the user's message (with the time nanobot saved it at, when
         nanobot's session file has it). Returns how many."""
-        orphans = await asyncio.to_thread(self.outbox.orphaned_turns)
+        orphans = await asyncio.to_thread(self.state.outbox.orphaned_turns)
         for row in orphans:
             event = self._saved_user_half(row)
-            await asyncio.to_thread(self.outbox.promote, row.seq, event)
+            await asyncio.to_thread(self.state.outbox.promote, row.seq, event)
         if orphans:
             logger.info("{}: {} turn(s) cut short by an earlier process's end queued for "
                         "memory (the user's message alone)", LOG, len(orphans))
@@ -192,7 +208,7 @@ class DeliveryMixin(PluginState):
     def _saved_user_half(self, row: OutboxRow) -> MemoryEvent:
         event = row.event()
         try:
-            session = seams.session_of(self.sessions, row.session_key)
+            session = seams.session_of(self.state.sessions, row.session_key)
             started = seams.turn_started_at(event.turn_id)
             if session is None or started is None:
                 return event
@@ -206,36 +222,37 @@ class DeliveryMixin(PluginState):
             return event
         return event.model_copy(update={"timestamp": when.astimezone().astimezone(UTC)})
 
-    def _schedule_drain(self) -> None:
-        if self._closed:
+    def schedule_drain(self) -> None:
+        if self.state.closed:
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        seams.schedule_background(self.loop, self._drain())
+        seams.schedule_background(self.state.loop, self.drain())
 
     def _schedule_retry(self) -> None:
-        if self._closed or self._exit_deadline is not None:
+        if self.state.closed or self._exit_deadline is not None:
             return
-        if self._retry_task is not None and not self._retry_task.done():
+        if self.retry_task is not None and not self.retry_task.done():
             return
-        delay = self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, self.settings.plugin.retry_max_s)
+        delay = self.state.retry_delay
+        self.state.retry_delay = min(self.state.retry_delay * 2,
+                                     self.state.settings.plugin.retry_max_s)
 
         async def later() -> None:
             await asyncio.sleep(delay)
-            self._retry_task = None
-            await self._drain()
+            self.retry_task = None
+            await self.drain()
 
         # Not tracked by nanobot: shutdown must not wait out a backoff sleep.
-        self._retry_task = asyncio.get_running_loop().create_task(later())
+        self.retry_task = asyncio.get_running_loop().create_task(later())
 
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
         """Queue kept writes, then deliver pending events in order until the outbox is
         empty or the backend fails. Never raises: an outbox or backend problem is noted
         (``/memory-health``) and retried later."""
-        if self.status != "active" or self._closed:
+        if self.state.status != "active" or self.state.closed:
             return
         exit_executor.install()  # a backend call stuck in a thread cannot hold the exit
         try:
@@ -244,21 +261,21 @@ class DeliveryMixin(PluginState):
             self._outbox_failed(exc)
             self._schedule_retry()
         except Exception as exc:  # never "Task exception was never retrieved"
-            self._note_error("deliver", exc, retryable=True)
+            self.state.note_error("deliver", exc, retryable=True)
             logger.opt(exception=exc).debug("{}: delivery pass failed; retrying", LOG)
             self._schedule_retry()
         finally:
             self._said_left_behind()
 
     async def _drain_once(self) -> None:
-        if not await self._write_out():
+        if not await self.write_out():
             self._schedule_retry()
             return
-        if self.read_only:
+        if self.state.read_only:
             return
-        drain_lock = self._lock()
+        drain_lock = self.state.draining()
         async with drain_lock:
-            if self.status != "active" or self.read_only or self._exit_over():
+            if self.state.status != "active" or self.state.read_only or self._exit_over():
                 return
             if not self._recovered:
                 await self.recover_open_turns()
@@ -269,44 +286,45 @@ class DeliveryMixin(PluginState):
             except TimeoutError:
                 return  # the process is leaving while the provider starts
             if not ready:
-                if self.status == "active":
+                if self.state.status == "active":
                     self._schedule_retry()
                 return
-            provider = self.provider
-            with self.outbox.drain_lock() as mine:
+            provider = self.state.provider
+            with self.state.outbox.drain_lock() as mine:
                 if not mine:  # another process is draining this outbox
                     self._schedule_retry()
                     return
                 while True:
-                    rows = await asyncio.to_thread(self.outbox.pending, provider, 50)
+                    rows = await asyncio.to_thread(self.state.outbox.pending, provider, 50)
                     if not rows:
                         break
                     for row in rows:
-                        if (self.read_only or self.provider != provider or self.adapter is None
-                                or self._closed or self._exit_over()):
+                        state = self.state
+                        if (state.read_only or state.provider != provider or state.adapter is None
+                                or state.closed or self._exit_over()):
                             return
                         if not await self._deliver(row):
                             self._schedule_retry()
                             return
-            self._retry_delay = self.settings.plugin.retry_initial_s
-            self.writes_failing_since = None
+            self.state.retry_delay = self.state.settings.plugin.retry_initial_s
+            self.state.writes_failing_since = None
 
     # -- the end of the process ------------------------------------------------------
     def loop_closing(self) -> None:
         """``AgentLoop.aclose`` begins: delivery gets ``exit_delivery_s`` more seconds."""
         if self._exit_deadline is None:
-            self._exit_deadline = time.monotonic() + self.settings.plugin.exit_delivery_s
-        if self._retry_task is not None:
-            self._retry_task.cancel()  # nothing waits out a backoff at exit
+            self._exit_deadline = time.monotonic() + self.state.settings.plugin.exit_delivery_s
+        if self.retry_task is not None:
+            self.retry_task.cancel()  # nothing waits out a backoff at exit
         with contextlib.suppress(RuntimeError):
-            when = asyncio.get_running_loop().time() + self.settings.plugin.exit_delivery_s
+            when = asyncio.get_running_loop().time() + self.state.settings.plugin.exit_delivery_s
             for cm in list(self._exit_timeouts):  # a write already waiting on the backend
                 if cm.when() is None or cm.when() > when:  # type: ignore[operator]
                     cm.reschedule(when)
-        if self.unqueued.writes or self.status == "active":
+        if self.state.unqueued.writes or self.state.status == "active":
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop()
-                seams.schedule_background(self.loop, self._drain())
+                seams.schedule_background(self.state.loop, self.drain())
 
     @contextlib.asynccontextmanager
     async def _bounded_at_exit(self, timeout_s: float | None
@@ -337,53 +355,55 @@ class DeliveryMixin(PluginState):
             return
         self._left_said = True
         try:
-            pending = self.outbox.stats(self.provider).pending
+            pending = self.state.outbox.stats(self.state.provider).pending
         except OUTBOX_ERRORS:
             pending = -1
-        kept = self.unqueued.turns()
+        kept = self.state.unqueued.turns()
         if pending or kept:
             what = (f"{pending} turn(s) left in the outbox" if pending >= 0
                     else "turns left in the outbox")
             if kept:
-                what += f", {kept} not queued ({self.unqueued.problem})"
+                what += f", {kept} not queued ({self.state.unqueued.problem})"
             logger.warning("{}: delivery stopped {:.0f}s after exit began: {}; the next nanobot "
-                           "process delivers them", LOG, self.settings.plugin.exit_delivery_s, what)
+                           "process delivers them", LOG,
+                           self.state.settings.plugin.exit_delivery_s, what)
 
     async def _deliver(self, row: OutboxRow) -> bool:
         """True when the row is settled (delivered or parked); False to stop and retry later.
         While it runs, ``activity`` says so (``/memory-health``: "busy: recording turn …")."""
-        self.activity = Activity(f"recording turn {row.seq} of {row.session_key}", time.time())
+        self.state.activity = Activity(f"recording turn {row.seq} of {row.session_key}",
+                                       time.time())
         try:
             return await self._deliver_row(row)
         finally:
-            self.activity = None
+            self.state.activity = None
 
     async def _deliver_row(self, row: OutboxRow) -> bool:
-        assert self.adapter is not None
+        assert self.state.adapter is not None
         event = row.event()
         started = time.perf_counter()
         try:
-            async with self._bounded_at_exit(self.settings.plugin.write_timeout_s):
+            async with self._bounded_at_exit(self.state.settings.plugin.write_timeout_s):
                 await self._ensure_scope(event.scope())
-                receipt = await self.adapter.record_event(event)
+                receipt = await self.state.adapter.record_event(event)
         except TimeoutError:
             if self._exit_over():  # not the backend's fault: the process is leaving
                 return False
-            error = f"record_event took longer than {self.settings.plugin.write_timeout_s}s"
+            error = f"record_event took longer than {self.state.settings.plugin.write_timeout_s}s"
             return await self._write_failed(row, TimeoutError(error), retryable=True)
         except AdapterError as exc:
             return await self._write_failed(row, exc, retryable=exc.retryable)
         except Exception as exc:
             return await self._write_failed(row, exc, retryable=False)
         if not receipt.accepted:  # e.g. skipped_read_only: not accepted, keep it
-            await asyncio.to_thread(self.outbox.mark_retry, row.seq,
+            await asyncio.to_thread(self.state.outbox.mark_retry, row.seq,
                                     f"backend returned {receipt.status}")
             return False
         latency = (time.perf_counter() - started) * 1000
-        self.record_stats.add(latency)
-        await asyncio.to_thread(self.outbox.mark_delivered, row.seq, status=receipt.status,
+        self.state.record_stats.add(latency)
+        await asyncio.to_thread(self.state.outbox.mark_delivered, row.seq, status=receipt.status,
                                 native_ids=receipt.native_ids, latency_ms=latency)
-        self.writes_failing_since = None
+        self.state.writes_failing_since = None
         await self._settle(row)
         return True
 
@@ -403,13 +423,13 @@ class DeliveryMixin(PluginState):
             if not self._unsettled[key]:
                 del self._unsettled[key]
 
-    async def _wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
+    async def wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
         """Let this session's just-queued turns land first, when the backend is healthy."""
         def failing() -> bool:  # the backend or the outbox refuses writes: do not wait
-            return (self.writes_failing_since is not None
-                    or self.unqueued.failing_since is not None)
+            return (self.state.writes_failing_since is not None
+                    or self.state.unqueued.failing_since is not None)
 
-        if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.read_only
+        if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.state.read_only
                 or failing()):
             return
         condition = self._condition()
@@ -421,24 +441,24 @@ class DeliveryMixin(PluginState):
     async def _write_failed(self, row: OutboxRow, exc: BaseException, *, retryable: bool) -> bool:
         detail = exc.to_dict() if isinstance(exc, AdapterError) else {"message": str(exc)}
         error = json.dumps(detail, default=str)[:4000]
-        self._note_error("record_event", exc, retryable=retryable)
+        self.state.note_error("record_event", exc, retryable=retryable)
         if retryable:
-            if self.writes_failing_since is None:
-                self.writes_failing_since = time.time()
-            await asyncio.to_thread(self.outbox.mark_retry, row.seq, error)
+            if self.state.writes_failing_since is None:
+                self.state.writes_failing_since = time.time()
+            await asyncio.to_thread(self.state.outbox.mark_retry, row.seq, error)
             # the held-store notice is one line, once; any other retry goes to DEBUG (the log
             # file), not the terminal: it is routine, shows in /memory-health, and a warning
             # would print over the interactive prompt.
-            if not self.store_lock.report(self.provider, self.data_dir, exc,
-                                          self.writes_failing_since):
+            if not self.state.store_lock.report(self.state.provider, self.state.data_dir, exc,
+                                                self.state.writes_failing_since):
                 logger.debug("{}: '{}' did not accept event {} ({}); kept in the outbox, "
-                             "retrying in {:.1f}s", LOG, self.provider, row.event_id, exc,
-                             self._retry_delay)
+                             "retrying in {:.1f}s", LOG, self.state.provider, row.event_id, exc,
+                             self.state.retry_delay)
             return False
-        await asyncio.to_thread(self.outbox.mark_failed, row.seq, error)
+        await asyncio.to_thread(self.state.outbox.mark_failed, row.seq, error)
         await self._settle(row)
         logger.error("{}: '{}' rejected event {} ({}); parked in the outbox as failed",
-                     LOG, self.provider, row.event_id, exc)
+                     LOG, self.state.provider, row.event_id, exc)
         return True
 
     async def before_archive(self, session_key: str) -> None:
@@ -446,24 +466,26 @@ class DeliveryMixin(PluginState):
         compacts it (``/new``, ``/compact``, idle compaction), bounded by
         ``session_end_timeout_s``; a failing backend is not waited for (the turns stay in
         the outbox)."""
-        if self.status != "active" or self.read_only or self._closed:
+        if self.state.status != "active" or self.state.read_only or self.state.closed:
             return
-        self._schedule_drain()
-        await self._wait_for_own_writes(session_key, self.settings.plugin.session_end_timeout_s)
+        self.schedule_drain()
+        await self.wait_for_own_writes(session_key,
+                                       self.state.settings.plugin.session_end_timeout_s)
 
     async def flush(self, timeout_s: float = 30.0) -> int:
         """Drain now and wait until nothing is pending (or time runs out); returns pending."""
         deadline = time.monotonic() + timeout_s
         while True:
-            if self.status != "active":
+            if self.state.status != "active":
                 return 0
-            await self._drain()
+            await self.drain()
             try:
-                pending = (await asyncio.to_thread(self.outbox.stats, self.provider)).pending
+                pending = (await asyncio.to_thread(self.state.outbox.stats,
+                                                   self.state.provider)).pending
             except OUTBOX_ERRORS:
                 pending = 0
-            pending += self.unqueued.turns()
-            if pending == 0 or self.read_only or time.monotonic() >= deadline:
+            pending += self.state.unqueued.turns()
+            if pending == 0 or self.state.read_only or time.monotonic() >= deadline:
                 return pending
             await asyncio.sleep(0.05)
 

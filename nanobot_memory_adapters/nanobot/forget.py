@@ -29,7 +29,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, PluginState
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
 
@@ -39,18 +39,24 @@ GENERIC_PROBE = "what do you remember about me"
 Builder = Callable[[str], Awaitable[MemoryAdapter]]
 
 
-class ForgetMixin(PluginState):
+class Forget:
+    """``/memory-forget`` in a chat: this chat's scope, deleted everywhere it is held."""
+
+    def __init__(self, state: PluginState, *, ensure_adapter: EnsureAdapter) -> None:
+        self.state = state
+        self._ensure_adapter = ensure_adapter
+
     def _target(self, ctx: Any) -> MemoryScope | str:
         """This chat's scope, or why there is nothing to forget here."""
-        if self.status != "active":
-            return (f"nothing to forget here: {self.reason or 'no memory provider is active'}"
+        if self.state.status != "active":
+            return (f"nothing to forget here: {self.state.reason or 'no memory provider is active'}"
                     " (nanobot's own MEMORY.md is edited by asking the agent or by hand)")
-        if self.read_only:
+        if self.state.read_only:
             return ("memory is read-only (/memory-mode read-only on): forgetting is a write, "
                     "so it is refused; turn read-only off first")
-        assert self.settings.memory is not None
+        assert self.state.settings.memory is not None
         try:
-            return command_scope(self.settings.memory, ctx)[0]
+            return command_scope(self.state.settings.memory, ctx)[0]
         except ValueError as exc:
             return f"this chat's memory scope cannot be built ({exc})"
 
@@ -59,7 +65,7 @@ class ForgetMixin(PluginState):
         if isinstance(scope, str):
             return scope
         return "\n".join([
-            f"/memory-forget confirm would delete everything provider '{self.provider}' "
+            f"/memory-forget confirm would delete everything provider '{self.state.provider}' "
             f"holds for this chat's scope (run={scope.run_id} user={scope.persona_id} "
             f"agent={scope.agent_id}), through the provider's own deletion (and in every "
             "other provider the outbox shows holding it),",
@@ -72,29 +78,29 @@ class ForgetMixin(PluginState):
         if isinstance(scope, str):
             return scope
         if not await self._ensure_adapter():
-            if self.last_error is not None and self.last_error.store_locked:
-                return held_reply(self.provider, self.data_dir, scope)
-            return f"cannot forget now: provider '{self.provider}' is not reachable"
-        adapter = self.adapter
+            if self.state.last_error is not None and self.state.last_error.store_locked:
+                return held_reply(self.state.provider, self.state.data_dir, scope)
+            return f"cannot forget now: provider '{self.state.provider}' is not reachable"
+        adapter = self.state.adapter
         assert adapter is not None
-        build = provider_builder(self.settings.raw, self.settings.path,
-                                 self._nanobot_config(), exclude=self.provider)
+        build = provider_builder(self.state.settings.raw, self.state.settings.path,
+                                 self._nanobot_config(), exclude=self.state.provider)
         # no write and no delivery of this process in between: a turn still being written
         # would otherwise land after the forget (writes lock first, as the drain takes it)
-        async with self._writes_lock(), self._lock():
-            self.unqueued.drop_scope(scope.key)
-            outcome = await forget_scope(adapter, self.outbox, scope, provider=self.provider,
-                                         build=build)
-        self.cache.clear()
+        async with self.state.writing(), self.state.draining():
+            self.state.unqueued.drop_scope(scope.key)
+            outcome = await forget_scope(adapter, self.state.outbox, scope,
+                                         provider=self.state.provider, build=build)
+        self.state.cache.clear()
         active = outcome.active
         if active is not None and active.store_locked:
-            return held_reply(self.provider, self.data_dir, scope)
-        return outcome.report(self.provider)
+            return held_reply(self.state.provider, self.state.data_dir, scope)
+        return outcome.report(self.state.provider)
 
     def _nanobot_config(self) -> Path | None:
         from nanobot_memory_adapters.nanobot import seams
 
-        return seams.nanobot_config_path(self.sessions)
+        return seams.nanobot_config_path(self.state.sessions)
 
 
 def held_reply(provider: str, data_dir: Path | None, scope: MemoryScope, *,

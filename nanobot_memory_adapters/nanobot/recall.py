@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -20,8 +20,8 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.people import Attribution, attribute, is_person
-from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.people import attribute
+from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
 from nanobot_memory_adapters.nanobot.state import (
     CACHE_SESSIONS,
     LOG,
@@ -35,8 +35,22 @@ from nanobot_memory_adapters.nanobot.turns import (
 )
 from nanobot_memory_adapters.tokens import count_tokens
 
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.nanobot.delivery import Delivery
 
-class RecallMixin(PluginState):
+
+class Recall:
+    """The read path: per-turn recall into the cache, ``memory_search``, the per-turn line."""
+
+    def __init__(self, state: PluginState, *, ensure_adapter: EnsureAdapter,
+                 ensure_scope: EnsureScope, delivery: Delivery) -> None:
+        self.state = state
+        self._ensure_adapter = ensure_adapter
+        self._ensure_scope = ensure_scope
+        self._delivery = delivery  # read-your-writes: this session's turns land first
+        self.last_recall: RecallNote | None = None  # /memory-health's "last recall"
+        self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
+
     def text_for_prompt(self) -> str | None:
         """Sync, no I/O: the cached context for the current turn, or None for MEMORY.md.
 
@@ -45,27 +59,27 @@ class RecallMixin(PluginState):
         user_message`` the memory slot stays empty (the context travels in the user
         message; MEMORY.md is still not shown), except for a shared chat's personal
         recall, which goes here so it is never saved in the group's history."""
-        if self.status != "active":
+        if self.state.status != "active":
             return None
         request = seams.current_request()
         key = getattr(request, "session_key", None)
         if not key or key.startswith("dream:"):
             return None
-        entry = self.cache.get(key)
+        entry = self.state.cache.get(key)
         if entry is None or entry.scope_key != self._scope_key_now(request):
             return ""
-        if self.settings.plugin.context_placement == "user_message" and not entry.in_system:
+        if self.state.settings.plugin.context_placement == "user_message" and not entry.in_system:
             return ""
         return entry.text
 
     def _scope_key_now(self, request: Any) -> str | None:
         """The scope key of the turn being built, from this process's memory only."""
-        memory = self.settings.memory
+        memory = self.state.settings.memory
         if memory is None:
             return None
-        who = attribute(self.people, session_key=request.session_key, channel=request.channel,
+        who = attribute(self.state.people, session_key=request.session_key, channel=request.channel,
                         chat_id=request.chat_id, sender_id=request.sender_id,
-                        metadata=request.metadata, group_scope=self._group_scope)
+                        metadata=request.metadata, group_scope=self.state.group_scope)
         if who.person is None:
             return None
         try:
@@ -74,28 +88,6 @@ class RecallMixin(PluginState):
                               attributes=request.attributes)[0].key
         except ValueError:
             return None
-
-    async def _attribute(self, *, session_key: str, channel: str, chat_id: str,
-                         sender_id: str | None, metadata: dict[str, Any] | None
-                         ) -> Attribution:
-        """``people.attribute`` with the outbox's record of the session's sender (from an
-        earlier process) for turns from no person."""
-        remembered = None
-        if not is_person(sender_id, metadata, session_key) and self.people.last(session_key) \
-                is None:
-            try:
-                known = await asyncio.to_thread(self.outbox.identity, session_key)
-            except Exception:  # an unreadable outbox: nobody is remembered
-                known = None
-            remembered = known[2] if known else None
-        return attribute(self.people, session_key=session_key, channel=channel,
-                         chat_id=chat_id, sender_id=sender_id, metadata=metadata,
-                         remembered=remembered, group_scope=self._group_scope)
-
-    @property
-    def _group_scope(self) -> bool:
-        """``group_recall: group``: a shared chat reads and writes its own scope."""
-        return self.settings.plugin.group_recall == "group"
 
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
@@ -118,9 +110,9 @@ class RecallMixin(PluginState):
                 metadata=request.metadata,
             )
         except Exception as exc:  # a memory problem must never fail the turn
-            self._note_error("retrieve", exc, retryable=False)
+            self.state.note_error("retrieve", exc, retryable=False)
             logger.exception("{}: recall failed", LOG)
-        if (self.settings.plugin.context_placement == "user_message" and entry is not None
+        if (self.state.settings.plugin.context_placement == "user_message" and entry is not None
                 and entry.text and not entry.in_system):
             return seams.runtime_context_block(entry.text)
         return None
@@ -130,70 +122,72 @@ class RecallMixin(PluginState):
         sender_id: str | None, attributes: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> CacheEntry | None:
-        if self.status != "active" or not session_key or session_key.startswith("dream:"):
+        if self.state.status != "active" or not session_key or session_key.startswith("dream:"):
             return None
-        if not seams.session_persists(self.sessions, session_key):
+        if not seams.session_persists(self.state.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
-        who = await self._attribute(session_key=session_key, channel=channel,
-                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        if who.person is None or (who.shared and self.settings.plugin.group_recall == "none"):
-            self.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
+        who = await self.state.attribute(session_key=session_key, channel=channel,
+                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+        if who.person is None or (who.shared and self.state.settings.plugin.group_recall == "none"):
+            self.state.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
             return None
         try:
             request = self._request(query=query or "-", channel=channel, chat_id=chat_id,
                                     sender_id=who.person, session_key=session_key,
                                     attributes=attributes)
         except ValueError as exc:
-            self._note_error("scope", exc, retryable=False)
-            self.cache.pop(session_key, None)
+            self.state.note_error("scope", exc, retryable=False)
+            self.state.cache.pop(session_key, None)
             return None
-        previous = self.cache.get(session_key)
+        previous = self.state.cache.get(session_key)
         if previous is not None and (previous.scope_key != request.scope.key
-                                     or previous.provider != self.provider):
+                                     or previous.provider != self.state.provider):
             previous = None  # another person's (or provider's) recall is never reused
         if not query or not query.strip():  # a turn without text keeps its scope's last context
-            entry = previous or CacheEntry("", request.scope.key, self.provider, time.time(),
+            entry = previous or CacheEntry("", request.scope.key, self.state.provider, time.time(),
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
             return None  # served to the system prompt only (nothing new to append)
-        if is_trivial(query, self.settings.plugin.trivial_prompts):  # no retrieve at all
-            entry = previous or CacheEntry("", request.scope.key, self.provider, time.time(),
+        if is_trivial(query, self.state.settings.plugin.trivial_prompts):  # no retrieve at all
+            entry = previous or CacheEntry("", request.scope.key, self.state.provider, time.time(),
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
-            self._note_recall(session_key, RecallNote(self.provider, "skipped (trivial)"))
+            self._note_recall(session_key, RecallNote(self.state.provider, "skipped (trivial)"))
             return None
         scope = request.scope
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
-            self._note_recall(session_key, RecallNote(self.provider, "unavailable",
+            self._note_recall(session_key, RecallNote(self.state.provider, "unavailable",
                                                       detail="provider not ready"))
         else:
-            assert self.adapter is not None
-            await self._wait_for_own_writes(session_key, self.settings.plugin.read_your_writes_s)
+            assert self.state.adapter is not None
+            await self._delivery.wait_for_own_writes(
+                session_key, self.state.settings.plugin.read_your_writes_s)
             started = time.perf_counter()
             try:
                 result = await asyncio.wait_for(
-                    self.adapter.retrieve(request), self.settings.plugin.recall_timeout_s
+                    self.state.adapter.retrieve(request),
+                    self.state.settings.plugin.recall_timeout_s,
                 )
             except (AdapterError, TimeoutError) as exc:
-                self._note_read_failure("retrieve", exc, f"retrieve took longer than "
-                                        f"{self.settings.plugin.recall_timeout_s}s")
+                self.state.note_read_failure("retrieve", exc, f"retrieve took longer than "
+                                             f"{self.state.settings.plugin.recall_timeout_s}s")
                 logger.warning("{}: retrieve from '{}' failed ({}); answering with {} memory",
-                               LOG, self.provider, exc or "timeout",
+                               LOG, self.state.provider, exc or "timeout",
                                "stale" if previous else "no")
                 entry = self._stale(previous, scope, query)
                 self._note_recall(session_key, RecallNote(
-                    self.provider, "unavailable",
+                    self.state.provider, "unavailable",
                     detail="timed out" if isinstance(exc, TimeoutError) else "failed"))
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
-                self.retrieve_stats.add(latency_ms)
-                self.reads_failing_since = None
+                self.state.retrieve_stats.add(latency_ms)
+                self.state.reads_failing_since = None
                 text = result.formatted_context or ""
-                entry = CacheEntry(text, scope.key, self.provider, time.time(), query)
+                entry = CacheEntry(text, scope.key, self.state.provider, time.time(), query)
                 self._note_recall(session_key, RecallNote(
-                    self.provider, "recalled", items=len(result.shown),
+                    self.state.provider, "recalled", items=len(result.shown),
                     tokens=count_tokens(text) if text else 0, latency_ms=latency_ms))
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
@@ -208,8 +202,8 @@ class RecallMixin(PluginState):
 
     def turn_line_for(self, channel: str, session_key: str) -> str | None:
         """The opt-in per-turn line for a reply (taken once: one turn, one line)."""
-        plugin = self.settings.plugin
-        if not plugin.turn_line or self.status != "active":
+        plugin = self.state.settings.plugin
+        if not plugin.turn_line or self.state.status != "active":
             return None
         if plugin.turn_line_channels and channel not in plugin.turn_line_channels:
             return None
@@ -217,10 +211,10 @@ class RecallMixin(PluginState):
         return note.line() if note is not None else None
 
     def _remember(self, session_key: str, entry: CacheEntry) -> None:
-        self.cache[session_key] = entry
-        self.cache.move_to_end(session_key)
-        while len(self.cache) > CACHE_SESSIONS:
-            self.cache.popitem(last=False)
+        self.state.cache[session_key] = entry
+        self.state.cache.move_to_end(session_key)
+        while len(self.state.cache) > CACHE_SESSIONS:
+            self.state.cache.popitem(last=False)
 
     async def search(
         self, *, query: str, limit: int | None, session_key: str | None, channel: str,
@@ -231,15 +225,15 @@ class RecallMixin(PluginState):
         the same budgeted formatter; a read only (never a write, never the cache). Never
         in a shared chat: a tool result is saved in the session's history, which every
         member's later turns replay."""
-        if self.status != "active":
+        if self.state.status != "active":
             return "long-term memory search is not available (nanobot's own memory is in use)"
         if not query.strip():
             return "memory_search needs a non-empty query"
-        if not session_key or not seams.session_persists(self.sessions, session_key):
+        if not session_key or not seams.session_persists(self.state.sessions, session_key):
             return "this session has no long-term memory"
-        who = await self._attribute(session_key=session_key, channel=channel,
-                                    chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        if who.shared and not self._group_scope:
+        who = await self.state.attribute(session_key=session_key, channel=channel,
+                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+        if who.shared and not self.state.group_scope:
             return ("memory_search is not available in a group chat (a result would be saved "
                     "in the group's history); ask in a direct chat")
         if who.person is None:
@@ -252,12 +246,12 @@ class RecallMixin(PluginState):
             return f"memory scope cannot be built: {exc}"
         if not await self._ready_for(request.scope):
             return "long-term memory is not reachable right now"
-        assert self.adapter is not None
+        assert self.state.adapter is not None
         try:
-            result = await asyncio.wait_for(self.adapter.retrieve(request),
-                                            self.settings.plugin.recall_timeout_s)
+            result = await asyncio.wait_for(self.state.adapter.retrieve(request),
+                                            self.state.settings.plugin.recall_timeout_s)
         except (AdapterError, TimeoutError) as exc:
-            self._note_read_failure("memory_search", exc, "memory_search timed out")
+            self.state.note_read_failure("memory_search", exc, "memory_search timed out")
             return f"memory search failed: {exc or 'timeout'}"
         return result.formatted_context or f"no memories found for: {query}"
 
@@ -266,7 +260,7 @@ class RecallMixin(PluginState):
                  limit: int | None = None) -> RetrieveRequest:
         """The retrieve for a chat (recall and ``memory_search`` alike): its scope, the
         configured budget (``limit`` caps the items), tags and as-of from the request."""
-        memory = self.settings.memory
+        memory = self.state.settings.memory
         assert memory is not None
         scope, session_id = chat_scope(memory, channel=channel, chat_id=chat_id,
                                        sender_id=sender_id, session_key=session_key,
@@ -281,21 +275,22 @@ class RecallMixin(PluginState):
     async def _ready_for(self, scope: MemoryScope) -> bool:
         """Provider built and scope set up (a startup cost, under ``startup_timeout_s``)."""
         try:
-            async with asyncio.timeout(self.settings.plugin.startup_timeout_s):
+            async with asyncio.timeout(self.state.settings.plugin.startup_timeout_s):
                 if not await self._ensure_adapter():
                     return False
                 await self._ensure_scope(scope)
             return True
         except (AdapterError, TimeoutError) as exc:
-            self._note_read_failure("setup_scope", exc, f"provider start took longer than "
-                                    f"{self.settings.plugin.startup_timeout_s}s")
+            self.state.note_read_failure("setup_scope", exc, f"provider start took longer than "
+                                         f"{self.state.settings.plugin.startup_timeout_s}s")
             return False
 
     def _stale(self, previous: CacheEntry | None, scope: MemoryScope, query: str) -> CacheEntry:
-        if previous and previous.scope_key == scope.key and previous.provider == self.provider:
+        provider = self.state.provider
+        if previous and previous.scope_key == scope.key and previous.provider == provider:
             return CacheEntry(previous.text, previous.scope_key, previous.provider,
                               previous.at, previous.query, stale=True)
-        return CacheEntry("", scope.key, self.provider, time.time(), query, stale=True)
+        return CacheEntry("", scope.key, self.state.provider, time.time(), query, stale=True)
 
 
     async def on_shared_turn_persisted(self, event: Any) -> None:
@@ -304,14 +299,14 @@ class RecallMixin(PluginState):
         the next member's turn does not replay it. Never raises."""
         try:
             ctx = event.context
-            if self.status != "active" or not ctx.session_key:
+            if self.state.status != "active" or not ctx.session_key:
                 return
-            who = attribute(self.people, session_key=ctx.session_key, channel=ctx.channel,
+            who = attribute(self.state.people, session_key=ctx.session_key, channel=ctx.channel,
                             chat_id=ctx.chat_id, sender_id=event.sender_id,
                             metadata=ctx.metadata)
             if who.shared:
-                await asyncio.to_thread(seams.strip_memory_blocks, self.sessions,
+                await asyncio.to_thread(seams.strip_memory_blocks, self.state.sessions,
                                         ctx.session_key)
         except Exception as exc:
-            self._note_error("strip_shared_history", exc, retryable=False)
+            self.state.note_error("strip_shared_history", exc, retryable=False)
             logger.exception("{}: could not clean a group chat's history", LOG)

@@ -12,19 +12,32 @@ from nanobot_memory_adapters.contract import BackendHealth, capabilities_of
 from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxStats, describe_failure
-from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, PluginState
 from nanobot_memory_adapters.nanobot.state import KnownHealth
 from nanobot_memory_adapters.nanobot.state import ago as _ago
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
 
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.nanobot.backfill_chat import Backfill
+    from nanobot_memory_adapters.nanobot.recall import Recall
 
-class ReportsMixin(PluginState):
-    if TYPE_CHECKING:  # BackfillMixin
-        def backfill_line(self) -> str | None: ...
+
+class Reports:
+    """The replies of ``/memory-mode`` and ``/memory-health``, from the state and from what
+    recall and backfill last did; owns the bounded live health check."""
+
+    def __init__(self, state: PluginState, *, ensure_adapter: EnsureAdapter, recall: Recall,
+                 backfill: Backfill) -> None:
+        self.state = state
+        self._ensure_adapter = ensure_adapter
+        self._recall = recall
+        self._backfill = backfill
+        self.known_health: KnownHealth | None = None
+        self.health_task: asyncio.Task[Any] | None = None
 
     def scope_line(self, ctx: Any) -> str:
-        memory = self.settings.memory
+        memory = self.state.settings.memory
         if memory is None:
             return "scope: -"
         try:
@@ -36,70 +49,70 @@ class ReportsMixin(PluginState):
 
     def mode_report(self, ctx: Any) -> str:
         lines = []
-        if self.status == "active":
-            kind = "backend" if self.settings.memory and self.settings.memory.backend \
+        if self.state.status == "active":
+            kind = "backend" if self.state.settings.memory and self.state.settings.memory.backend \
                 else "condition"
-            lines.append(f"memory provider: {self.provider} ({kind})")
-            adapter = self.adapter
-            if adapter is not None and adapter.backend_name != self.provider:
+            lines.append(f"memory provider: {self.state.provider} ({kind})")
+            adapter = self.state.adapter
+            if adapter is not None and adapter.backend_name != self.state.provider:
                 lines.append(f"runs as: {adapter.backend_name} — {adapter.info.description}")
-            lines.append("mode: " + ("read-only (turns are not saved)" if self.read_only
+            lines.append("mode: " + ("read-only (turns are not saved)" if self.state.read_only
                                      else "read-write (turns are saved after each reply)"))
             lines.append(self.scope_line(ctx))
-            lines.append(f"data dir: {self.data_dir}")
-        elif self.status == "passthrough":
-            lines.append(f"memory provider: {self.provider} (control)")
+            lines.append(f"data dir: {self.state.data_dir}")
+        elif self.state.status == "passthrough":
+            lines.append(f"memory provider: {self.state.provider} (control)")
             lines.append("mode: nanobot's own MEMORY.md / history.jsonl / Dream, untouched")
         else:
-            lines.append(f"memory: {self.status} — {self.reason}")
-        lines.append(f"config: {self.settings.path}")
+            lines.append(f"memory: {self.state.status} — {self.state.reason}")
+        lines.append(f"config: {self.state.settings.path}")
         lines.append("switch: /memory-mode <provider> | /memory-mode read-only on|off")
         return "\n".join(lines)
 
     async def health_report(self, ctx: Any) -> str:
         lines: list[str] = []
-        if self.status == "passthrough":
+        if self.state.status == "passthrough":
             return "\n".join([
-                f"memory: {self.provider} (control) — nanobot's own memory is in charge",
+                f"memory: {self.state.provider} (control) — nanobot's own memory is in charge",
                 *self._native_memory_lines(),
-                f"config: {self.settings.path}",
+                f"config: {self.state.settings.path}",
             ])
-        if self.status != "active":
-            return "\n".join([f"memory: {self.status} — {self.reason}",
-                              f"config: {self.settings.path}",
+        if self.state.status != "active":
+            return "\n".join([f"memory: {self.state.status} — {self.state.reason}",
+                              f"config: {self.state.settings.path}",
                               "nanobot is running with its own memory (MEMORY.md)."])
         store_locked = False
-        activity = self.activity  # read first: what the plugin was doing when asked
+        activity = self.state.activity  # read first: what the plugin was doing when asked
         health, health_line = await self._bounded_health()
         unreadable: str | None = None
         stats: OutboxStats | None = None
         try:
             stats = await asyncio.wait_for(
-                asyncio.shield(asyncio.to_thread(self.outbox.stats, self.provider)),
-                self.settings.plugin.health_live_s)
+                asyncio.shield(asyncio.to_thread(self.state.outbox.stats, self.state.provider)),
+                self.state.settings.plugin.health_live_s)
         except TimeoutError:
             unreadable = "busy (another process or a write holds it); try again"
         except OUTBOX_ERRORS as exc:
-            unreadable = describe_failure(self.outbox.path, exc)
+            unreadable = describe_failure(self.state.outbox.path, exc)
         status = health.status if health is not None else \
             ("busy" if activity is not None else "unavailable")
-        if status == "ok" and (self.writes_failing_since or self.reads_failing_since):
+        if status == "ok" and (self.state.writes_failing_since or self.state.reads_failing_since):
             status = "degraded"
-        if self.writes_failing_since and (stats is None or stats.pending):
+        if self.state.writes_failing_since and (stats is None or stats.pending):
             status = "unavailable" if status != "ok" else "degraded"
-        if status == "ok" and (stats is None or self.unqueued.writes):
+        if status == "ok" and (stats is None or self.state.unqueued.writes):
             status = "degraded"
-        info = getattr(self.adapter, "info", None)
-        lines.append(f"memory: {self.provider} — {status}")
+        info = getattr(self.state.adapter, "info", None)
+        lines.append(f"memory: {self.state.provider} — {status}")
         if activity is not None:
             lines.append(activity.line())
         if health_line:
             lines.append(health_line)
-        if self.writes_failing_since:
-            lines.append(f"writes failing since {_ago(self.writes_failing_since)}; "
+        if self.state.writes_failing_since:
+            lines.append(f"writes failing since {_ago(self.state.writes_failing_since)}; "
                          "turns are kept in the outbox")
-        if self.reads_failing_since:
-            lines.append(f"reads failing since {_ago(self.reads_failing_since)}; "
+        if self.state.reads_failing_since:
+            lines.append(f"reads failing since {_ago(self.state.reads_failing_since)}; "
                          "answering with stale or no memory")
         if health is not None:
             lines.append(f"backend health: {health.status}"
@@ -120,13 +133,14 @@ class ReportsMixin(PluginState):
                 lines.append(f"warning: {warning}")
         elif info is not None:
             lines.append(f"kind: {info.condition_kind}; consistency: {info.consistency_model}; "
-                         "capabilities: " + (", ".join(capabilities_of(self.adapter)) or "none"))
+                         "capabilities: "
+                         + (", ".join(capabilities_of(self.state.adapter)) or "none"))
         elif activity is None:
             lines.append("backend health: unavailable (provider could not be started)")
-        lines.append("mode: " + ("read-only" if self.read_only else "read-write"))
+        lines.append("mode: " + ("read-only" if self.state.read_only else "read-write"))
         lines.extend(self._outbox_lines(stats, unreadable))
-        if self.last_error is not None:
-            e = self.last_error
+        if self.state.last_error is not None:
+            e = self.state.last_error
             lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
             store_locked = store_locked or e.store_locked
         elif stats is not None and stats.last_error:
@@ -139,25 +153,25 @@ class ReportsMixin(PluginState):
             lines.append("last error: none")
         if store_locked:
             lines.append(await self._store_holder_line())
-        if self.last_recall is not None:
-            lines.append(self.last_recall.health_line())
-        lines.append(f"retrieve latency: {self.retrieve_stats.line()}")
-        lines.append(f"record latency: {self.record_stats.line()}")
-        lines.append(f"config: {self.settings.path}")
+        if self._recall.last_recall is not None:
+            lines.append(self._recall.last_recall.health_line())
+        lines.append(f"retrieve latency: {self.state.retrieve_stats.line()}")
+        lines.append(f"record latency: {self.state.record_stats.line()}")
+        lines.append(f"config: {self.state.settings.path}")
         return "\n".join(lines)
 
     async def _bounded_health(self) -> tuple[BackendHealth | None, str | None]:
         """A live health check bounded by ``health_live_s``; past that, the last known
         health and its age (the check keeps running, bounded by ``health_timeout_s``, and
         its result serves the next call). Never waits on a busy backend."""
-        task = self._health_task
+        task = self.health_task
         if task is None or task.done():
-            task = self._health_task = asyncio.get_running_loop().create_task(
+            task = self.health_task = asyncio.get_running_loop().create_task(
                 self._check_health())
             # nanobot's aclose awaits its background tasks: a check still running in a
             # thread (health_timeout_s at most) is not abandoned at exit
-            seams.schedule_background(self.loop, asyncio.wait({task}))
-        done, _ = await asyncio.wait({task}, timeout=self.settings.plugin.health_live_s)
+            seams.schedule_background(self.state.loop, asyncio.wait({task}))
+        done, _ = await asyncio.wait({task}, timeout=self.state.settings.plugin.health_live_s)
         known = self.known_health
         if done:  # a finished check: its result, or none when it failed (see last error)
             if task.result() and known is not None:
@@ -170,16 +184,16 @@ class ReportsMixin(PluginState):
 
     async def _check_health(self) -> bool:
         """One health check; True when it finished (its result is ``known_health``)."""
-        building = self.adapter is None
+        building = self.state.adapter is None
         try:
-            async with asyncio.timeout(self.settings.plugin.health_timeout_s):
+            async with asyncio.timeout(self.state.settings.plugin.health_timeout_s):
                 if not await self._ensure_adapter():
                     return False
-                assert self.adapter is not None
-                health = await self.adapter.health()
+                assert self.state.adapter is not None
+                health = await self.state.adapter.health()
         except Exception as exc:
-            self._note_error("build_provider" if building and self.adapter is None
-                             else "health", exc, retryable=True)
+            self.state.note_error("build_provider" if building and self.state.adapter is None
+                                  else "health", exc, retryable=True)
             return False
         self.known_health = KnownHealth(health, time.time())
         return True
@@ -199,18 +213,18 @@ class ReportsMixin(PluginState):
             if stats.pending_other_providers:
                 outbox += f"; {stats.pending_other_providers} pending for other providers"
             lines.append(outbox)
-        kept = self.unqueued.turns()
+        kept = self.state.unqueued.turns()
         if kept:
-            problem = self.unqueued.problem
+            problem = self.state.unqueued.problem
             if problem is None and stats is None and unreadable and unreadable.startswith("busy"):
                 # the writer is still waiting for the SQLite write lock (it has not timed
                 # out yet), which is also why the outbox cannot be read within the bound
-                problem = describe_failure(self.outbox.path,
+                problem = describe_failure(self.state.outbox.path,
                                            sqlite3.OperationalError("database is locked"))
             problem = problem or "being written"
             lines.append(f"{kept} turns not queued (kept in this process's memory and "
                          f"retried; lost if it is killed before then): {problem}")
-        backfill = self.backfill_line()
+        backfill = self._backfill.line()
         if backfill:
             lines.append(backfill)
         if stats is not None and stats.failed:
@@ -222,20 +236,21 @@ class ReportsMixin(PluginState):
     async def _store_holder_line(self) -> str:
         """Who holds the embedded store this process could not open (when knowable), and
         what that means here: no recall, turns kept for the holder."""
-        who = await asyncio.to_thread(holder_text, self.data_dir)
+        who = await asyncio.to_thread(holder_text, self.state.data_dir)
         return (f"store: held by {who}; this process keeps answering, without recall (no "
                 "memory reaches its replies while the store is held), and its turns wait in "
                 "the shared outbox for whichever process can open the store; /memory-forget "
                 "works in that process (or stop it)")
 
     def _native_memory_lines(self) -> list[str]:
-        return seams.native_memory_summary(self.loop)
+        return seams.native_memory_summary(self.state.loop)
 
     def status_dict(self) -> dict[str, Any]:
+        s = self.state
         return {
-            "status": self.status, "reason": self.reason, "provider": self.provider,
-            "read_only": self.read_only, "config": str(self.settings.path),
-            "data_dir": str(self.data_dir) if self.data_dir else None,
+            "status": s.status, "reason": s.reason, "provider": s.provider,
+            "read_only": s.read_only, "config": str(s.settings.path),
+            "data_dir": str(s.data_dir) if s.data_dir else None,
             "at": datetime.now(UTC).isoformat(),
         }
 
