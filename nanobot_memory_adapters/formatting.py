@@ -215,6 +215,15 @@ def _head(backend: str, scope: str) -> str:
     return f'<{SECTION_TAG} backend="{_attr(backend)}" scope="{_attr(scope)}">'
 
 
+_FRAME = re.compile(rf"<{SECTION_TAG}(?: [^>\n]*)?>|</{SECTION_TAG}>")
+
+
+def section_body(context: str) -> str:
+    """The section without its frame (the tags, with their backend and scope attributes):
+    what a metric of the memory's content reads, so a provider's own name never counts."""
+    return _FRAME.sub("", context)
+
+
 @dataclass(frozen=True)
 class RenderedContext:
     text: str

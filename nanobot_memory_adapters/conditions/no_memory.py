@@ -103,7 +103,8 @@ class NoMemoryNamedConfig(BaseModel):
         if self.name is None and not self.names:
             raise ValueError(
                 "no_memory_named needs the user's name: give 'name' (everyone) or 'names' "
-                "({persona_id: name}); the benchmarks fill it from the dataset"
+                "({persona_id: name}); `preferences run` and the LoCoMo bench fill it from the "
+                "dataset"
             )
         return self
 

@@ -31,7 +31,7 @@ from nanobot_memory_adapters.harness.locomo_mapping import Persona, personas
 from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.metrics import (
     answer_present,
-    normalize_answer,
+    context_answer_text,
     normalize_text,
     provenance_counts,
     session_hits,
@@ -358,7 +358,8 @@ class UnitRunner(LocomoIngest):
         sh = session_hits(q.evidence_sessions, evidence_text, self.distinctive, norm)
         answer_applicable = q.answer_recall_applicable  # LoCoMo: categories 1-4
         answer_hit = (
-            answer_present(q.answer, normalize_answer(context)) if answer_applicable else None
+            answer_present(q.answer, context_answer_text(context)) if answer_applicable
+            else None
         )
         prov = provenance_counts(list(q.evidence), asked.shown_sources, self.dia_of_event)
         first = asked.results[0] if asked.results else None

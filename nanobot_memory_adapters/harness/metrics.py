@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.formatting import section_body
 from nanobot_memory_adapters.stats import percentile
 
 TIMING_KEY = "timing"
@@ -112,6 +113,12 @@ def answer_forms(gold: object) -> list[str]:
         iso = f"{parts['y']}-{month:02d}" + (f"-{int(parts['d']):02d}" if "d" in parts else "")
         forms.append(normalize_answer(iso))
     return forms
+
+
+def context_answer_text(context: str) -> str:
+    """A formatted context as answer recall reads it: its body (not the frame, whose
+    ``backend="no_memory_named"`` would hold the gold "no"), ``normalize_answer``-ed."""
+    return normalize_answer(section_body(context))
 
 
 def answer_present(gold: object, context_answer_norm: str) -> bool:
@@ -380,7 +387,7 @@ def score_traces(
             sessions = sorted({session_of(d) for d in ev})
             answer = None
             if rec.get("answer_applicable"):
-                answer = answer_present(rec.get("gold"), normalize_answer(raw))
+                answer = answer_present(rec.get("gold"), context_answer_text(raw))
             scored.append(
                 {
                     "conversation": rec.get("conversation") or "",

@@ -30,9 +30,11 @@ from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class PluginState:
-    """What the provider is, how it is doing, and the plugin's shared queues and locks."""
+    """What the provider is, how it is doing, and the plugin's shared queues and locks
+    (no generated ``__eq__``/``__repr__``: one live object, whose repr would print the
+    settings, the cache and queued turns)."""
 
     loop: Any
     sessions: Any

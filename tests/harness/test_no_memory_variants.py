@@ -168,3 +168,16 @@ async def test_locomo_bench_names_the_user_speaker_in_either_protocol(locomo_fil
             f"The user's name is {n}." for n in expected.values()]
         recall = outcome.results["providers"]["no_memory_named"]["recall"]["overall"]
         assert recall["turn"] == recall["session"] == 0.0
+
+
+def test_answer_recall_reads_the_memory_not_its_frame():
+    """The frame names the provider and the scope: ``backend="no_memory_named"``
+    normalizes to "no memory named", which held LoCoMo's gold "No" (4 of the 5 answer hits
+    this control had on locomo7), and ``scope=".../conv-26"`` would hold a gold "26"."""
+    from nanobot_memory_adapters.harness.metrics import answer_present, context_answer_text
+
+    context = ('<memory-context backend="no_memory_named" scope="locomo/conv-26">\n'
+               "- [#805] The user's name is Ann.\n</memory-context>")
+    assert not answer_present("No", context_answer_text(context))
+    assert not answer_present("26", context_answer_text(context))
+    assert answer_present("Ann", context_answer_text(context))

@@ -195,6 +195,18 @@ def test_personamem_loader_maps_types_and_places_questions(tmp_path):
     assert load_scenarios(out).personas[0].persona_id == "7-cccccccc"
 
 
+def test_no_memory_named_is_not_told_a_personamem_id_as_a_name(tmp_path):
+    """PersonaMem personas have no name (the loader uses the id): no_memory_named gets no
+    "The user's name is 7-cccccccc", and with no name left it is skipped in one line."""
+    from nanobot_memory_adapters.harness.preferences.driver import names_block
+
+    questions, contexts = _personamem_fixture(tmp_path)
+    scenario, _ = load_personamem(questions, contexts)
+    assert names_block(scenario) == {"names": {}}
+    assert names_block(generate(2, 0))["names"] == {
+        p.persona_id: p.name for p in generate(2, 0).personas}
+
+
 def test_personamem_question_anchored_mid_session_splits_the_session(tmp_path):
     """A question sees messages [0, end): memory must hold exactly that, not the rest of
     the question's own session (here: the later switch to mild food)."""

@@ -104,8 +104,10 @@ def oracle_block(scenario: ScenarioSet) -> dict[str, Any]:
 
 def names_block(scenario: ScenarioSet) -> dict[str, Any]:
     """no_memory_named is told each persona's name (the dataset's), nothing else; a
-    user-given block wins."""
-    return {"names": {p.persona_id: p.name for p in scenario.personas}}
+    user-given block wins. A persona whose "name" is its id (PersonaMem has no names) is
+    left out: an id is not a name (with none left the provider is skipped, one line)."""
+    return {"names": {p.persona_id: p.name for p in scenario.personas
+                      if p.name and p.name != p.persona_id}}
 
 
 # Controls whose block is the dataset's own: the harness fills it when the user gave none.
