@@ -25,8 +25,8 @@ async def test_memos_feedback_is_declared_by_config_not_by_a_subclass():
     fed = MemOSAdapter(MemOSConfig(base_url="http://127.0.0.1:9", feedback=True))
     try:
         assert type(plain) is type(fed)
-        assert capabilities_of(plain) == ["readiness"]
-        assert capabilities_of(fed) == ["feedback", "readiness"]
+        assert capabilities_of(plain) == ["readiness", "native_query"]
+        assert capabilities_of(fed) == ["feedback", "readiness", "native_query"]
         assert not supports(plain, "feedback") and supports(fed, "feedback")
         assert isinstance(plain, SupportsReadiness)
         with pytest.raises(AdapterError, match="feedback is not enabled"):
