@@ -32,7 +32,7 @@ from nanobot_memory_adapters.harness.preferences.scoring import exposure
 from nanobot_memory_adapters.harness.preferences.session import retrieval, run_session
 from nanobot_memory_adapters.harness.preferences.state import PreferenceUnitState
 from nanobot_memory_adapters.harness.prepared import Prepared
-from nanobot_memory_adapters.harness.safe_paths import safe_name
+from nanobot_memory_adapters.harness.safe_paths import remove_tree, safe_name
 from nanobot_memory_adapters.harness.trace_sink import (
     AnnotatingSink,
     error_text,
@@ -120,6 +120,9 @@ class PreferenceUnit:
         if not isinstance(self.cfg.agent, AgentLLM):
             return ReaderResponder(self.adapter, self.scope, self.cfg.budget_tokens)
         home = self.cfg.out / "agents" / safe_name(self.p.name) / safe_name(self.persona.persona_id)
+        # a unit always starts over (a stopped one is discarded on resume, its store reset):
+        # so must nanobot's sessions, or recovery answers an interrupted test's placeholder
+        remove_tree(self.cfg.out, home)
         kind = "condition" if self.p.kind == "condition" else "backend"
         return await NanobotAgent(
             self.cfg.agent, self.adapter, self.adapter.info.name, kind, self.p.block,
