@@ -893,6 +893,48 @@ async def test_a_turn_nanobot_could_not_answer_is_a_failed_test(tmp_path, llm_do
     assert lines[broken.test_id]["behaviour"] is None
 
 
+def _history_lengths(requests: list[dict]) -> list[int]:
+    """How many messages each model call carried, in order (a test's history length)."""
+    return [len(q["body"].get("messages", [])) for q in requests if isinstance(q["body"], dict)]
+
+
+async def test_a_resumed_unit_starts_with_empty_nanobot_sessions(tmp_path, llm_double):
+    """A stopped unit is discarded on resume and its store reset; its nanobot sessions must
+    go too. Left in place, a session stopped mid-turn (``pending_user_turn``, a user message
+    last) is closed by nanobot's recovery with "Task interrupted ..." and the test's
+    history carries the discarded attempt."""
+    cfg = _cfg(tmp_path / "run", ["no_memory"], llm_double)
+    start = len(llm_double.requests)
+    first = await run_preferences(cfg)
+    seen_first = _history_lengths(llm_double.requests[start:])
+    assert not any(first.results["providers"]["no_memory"]["failures"].values())
+    sessions = sorted((tmp_path / "run" / "agents").rglob("sessions/*/*.jsonl"))
+    assert sessions
+    for path in sessions:  # every session as a process killed mid-turn leaves it
+        meta, *messages = [json.loads(line) for line in path.read_text().splitlines()]
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        meta["metadata"]["pending_user_turn"] = True
+        path.write_text("".join(json.dumps(r) + "\n" for r in [meta, *messages[:last_user + 1]]))
+    cp_path = tmp_path / "run" / "checkpoint.json"
+    cp = json.loads(cp_path.read_text())
+    cp["units"], cp["traces_bytes"] = {}, 0
+    cp_path.write_text(json.dumps(cp))
+
+    start = len(llm_double.requests)
+    again = await run_preferences(cfg)
+    assert again.resumed_units == 0
+    asked = llm_double.requests[start:]
+    # the model saw what it saw in the uninterrupted run: no placeholder, no old attempt
+    assert not [q for q in asked if "Task interrupted" in str(q["body"])]
+    assert _history_lengths(asked) == seen_first
+    m = again.results["providers"]["no_memory"]
+    assert not any(m["failures"].values())
+    replies = [r.get("reply") or "" for r in read_traces(tmp_path / "run" / "traces.jsonl")
+               if r.get("kind") == "preference_test"]
+    assert replies and not [r for r in replies if "interrupted" in r.lower()]
+    assert again.results["metrics_sha256"] == first.results["metrics_sha256"]
+
+
 async def test_a_run_that_used_up_its_tool_iterations_is_no_answer():
     """nanobot sets ``max_iterations`` only on the run-level context (after its loop):
     the outcome hook reads it there, so its fallback text is not scored as an answer."""
