@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -247,28 +248,17 @@ def scatter(
     title: str,
     budget: int,
 ) -> str:
-    w, h, left, bottom, top = 1040, 300, 50, 40, 24
-    plot_w, plot_h = w - left - 20, h - bottom - top
-    xmax = max([budget] + [p[0] for pts in points.values() for p in pts]) * 1.05
-
-    def px(x: float) -> float:
-        return left + plot_w * x / xmax
-
-    def py(v: float) -> float:
-        return top + plot_h - plot_h * v
-
-    parts = _frame_0_to_1(w, h, left, title, py)
-    parts += _x_ticks(xmax, px, h - bottom + 16)
+    plot = _XYPlot(max([budget] + [p[0] for pts in points.values() for p in pts]) * 1.05)
+    px, py, top = plot.px, plot.py, plot.top
+    parts = plot.opening(title)
     bx = px(budget)
     parts.append(
-        f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{top}" y2="{top + plot_h}" '
+        f'<line x1="{bx:.1f}" x2="{bx:.1f}" y1="{top}" y2="{top + plot.plot_h}" '
         f'stroke="#c0392b" stroke-dasharray="4 3"/><text x="{bx - 4:.1f}" y="{top + 10}" '
         f'text-anchor="end" fill="#c0392b">budget {budget}</text>'
     )
-    parts.append(
-        f'<text x="{left + plot_w / 2:.1f}" y="{h - 6}" text-anchor="middle">'
-        "mean context tokens (one dot per provider × conversation; ring = overall)</text>"
-    )
+    parts.append(plot.xlabel(
+        "mean context tokens (one dot per provider × conversation; ring = overall)"))
     for name, pts in points.items():
         c = colors[name]
         for x, y, label in pts:
@@ -286,6 +276,42 @@ def scatter(
     return "".join(parts)
 
 
+@dataclass(frozen=True)
+class _XYPlot:
+    """The scatter's and the curves' frame: x from 0 to ``xmax``, y from 0 to 1."""
+
+    xmax: float
+    w: int = 1040
+    h: int = 300
+    left: int = 50
+    bottom: int = 40
+    top: int = 24
+
+    @property
+    def plot_w(self) -> int:
+        return self.w - self.left - 20
+
+    @property
+    def plot_h(self) -> int:
+        return self.h - self.bottom - self.top
+
+    def px(self, x: float) -> float:
+        return self.left + self.plot_w * x / self.xmax
+
+    def py(self, v: float) -> float:
+        return self.top + self.plot_h - self.plot_h * v
+
+    def opening(self, title: str) -> list[str]:
+        """The SVG's opening, title, 0-1 grid and x ticks."""
+        return (_frame_0_to_1(self.w, self.h, self.left, title, self.py)
+                + _x_ticks(self.xmax, self.px, self.h - self.bottom + 16))
+
+    def xlabel(self, text: str) -> str:
+        """The x axis's label (``text`` is inserted as is: escape it first)."""
+        return (f'<text x="{self.left + self.plot_w / 2:.1f}" y="{self.h - 6}" '
+                f'text-anchor="middle">{text}</text>')
+
+
 def _x_ticks(xmax: float, px: Callable[[float], float], y: float) -> list[str]:
     """Six x-axis tick labels from 0 to ``xmax``."""
     return [f'<text x="{px(xmax * i / 5):.1f}" y="{y}" text-anchor="middle">'
@@ -299,25 +325,13 @@ def curves(
     xlabel: str,
 ) -> str:
     """One line per name through its (x, y, label) points, sorted by x; y from 0 to 1."""
-    w, h, left, bottom, top = 1040, 300, 50, 40, 24
-    plot_w, plot_h = w - left - 20, h - bottom - top
     xs = [p[0] for pts in series.values() for p in pts]
     if not xs:
         return ""
-    xmax = max(xs) * 1.05 or 1.0
-
-    def px(x: float) -> float:
-        return left + plot_w * x / xmax
-
-    def py(v: float) -> float:
-        return top + plot_h - plot_h * v
-
-    parts = _frame_0_to_1(w, h, left, title, py)
-    parts += _x_ticks(xmax, px, h - bottom + 16)
-    parts.append(
-        f'<text x="{left + plot_w / 2:.1f}" y="{h - 6}" text-anchor="middle">'
-        f"{escape(xlabel)}</text>"
-    )
+    plot = _XYPlot(max(xs) * 1.05 or 1.0)
+    px, py = plot.px, plot.py
+    parts = plot.opening(title)
+    parts.append(plot.xlabel(escape(xlabel)))
     for name, pts in series.items():
         pts = sorted(pts)
         c = colors[name]

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from nanobot_memory_adapters.console import console, err_console
 from nanobot_memory_adapters.harness.estimates import ci_cell
+from nanobot_memory_adapters.harness.pair_table import pair_table, verdict_word
 
 
 def _cell(e: dict[str, Any] | None, signed: bool = False) -> str:
@@ -56,21 +57,12 @@ def pairwise_table(results: dict[str, Any]) -> Table | None:
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for metric, _ in metrics:
         for d in pairwise.get(metric, []):
-            verdict = ("not dist." if not d["distinguishable"]
-                       else "A > B" if d["value"] > 0 else "B > A")
             cells.setdefault((d["a"], d["b"]), {})[metric] = (
-                f"{d['value']:+.3f}\n[{d['low']:+.2f}, {d['high']:+.2f}]\n{verdict}")
-    if not cells:
-        return None
-    table = Table(title="pairwise: A - B on the same questions", box=box.SIMPLE_HEAD)
-    table.add_column("A / B", justify="left")
-    for _, label in metrics:
-        table.add_column(label, justify="right")
-    for (a, b), row in cells.items():
-        table.add_row(f"A {a}\nB {b}", *[row.get(m, "n/a") for m, _ in metrics])
-    table.caption = ("not dist. = not distinguishable: the 95 % interval of the difference "
-                     "covers 0")
-    return table
+                f"{d['value']:+.3f}\n[{d['low']:+.2f}, {d['high']:+.2f}]\n"
+                f"{verdict_word(d['distinguishable'], d['value'])}")
+    return pair_table("pairwise: A - B on the same questions", metrics, cells,
+                      "not dist. = not distinguishable: the 95 % interval of the difference "
+                      "covers 0")
 
 
 def cost_table(results: dict[str, Any]) -> Table:

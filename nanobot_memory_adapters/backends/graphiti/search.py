@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from graphiti_core import Graphiti
 from graphiti_core.nodes import EpisodicNode
@@ -170,11 +171,7 @@ class GraphitiSearch:
     ) -> list[RetrievedItem]:
         grouped = self.config.search.recipe.startswith("combined")
         items: list[RetrievedItem] = []
-        for i, edge in enumerate(results.edges):
-            if edge.group_id != group:  # defense in depth: group_ids is the boundary
-                continue
-            score = results.edge_reranker_scores[i] if i < len(results.edge_reranker_scores) \
-                else None
+        for edge, score in in_group(results.edges, results.edge_reranker_scores, group):
             items.append(
                 RetrievedItem(
                     native_id=edge.uuid,
@@ -202,33 +199,28 @@ class GraphitiSearch:
             )
         if not grouped:
             return items
-        for i, node in enumerate(results.nodes):
-            if node.group_id != group:
-                continue
-            scores = results.node_reranker_scores
+        for node, score in in_group(results.nodes, results.node_reranker_scores, group):
             items.append(
                 RetrievedItem(
                     native_id=node.uuid,
                     text=f"{node.name}: {node.summary}" if node.summary else node.name,
                     native_type="entity_node",
                     group="entities",
-                    score=scores[i] if i < len(scores) else None,
+                    score=score,
                     created_at=utc(node.created_at),
                     metadata={"labels": list(node.labels), "group_id": node.group_id},
                     raw=dump(node, "name_embedding"),
                 )
             )
-        for i, episode in enumerate(results.episodes):
-            if episode.group_id != group:
-                continue
-            scores = results.episode_reranker_scores
+        for episode, score in in_group(results.episodes, results.episode_reranker_scores,
+                                       group):
             items.append(
                 RetrievedItem(
                     native_id=episode.uuid,
                     text=episode.content,
                     native_type="episode",
                     group="episodes",
-                    score=scores[i] if i < len(scores) else None,
+                    score=score,
                     created_at=utc(episode.created_at),
                     valid_at=utc(episode.valid_at),
                     source_event_ids=(
@@ -238,20 +230,36 @@ class GraphitiSearch:
                     raw=dump(episode),
                 )
             )
-        for i, community in enumerate(results.communities):
-            if community.group_id != group:
-                continue
-            scores = results.community_reranker_scores
+        for community, score in in_group(results.communities,
+                                         results.community_reranker_scores, group):
             items.append(
                 RetrievedItem(
                     native_id=community.uuid,
                     text=f"{community.name}: {community.summary}",
                     native_type="community",
                     group="communities",
-                    score=scores[i] if i < len(scores) else None,
+                    score=score,
                     created_at=utc(community.created_at),
                     raw=dump(community, "name_embedding"),
                 )
             )
         return items
+
+
+class _Grouped(Protocol):
+    @property
+    def group_id(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_Grouped)
+
+
+def in_group(
+    records: Sequence[_R], scores: Sequence[float], group: str
+) -> Iterator[tuple[_R, float | None]]:
+    """The records of ``group`` with their reranker scores (None past the scores' end).
+    ``group_ids`` in the search is the boundary; this filter is defense in depth."""
+    for i, record in enumerate(records):
+        if record.group_id == group:
+            yield record, scores[i] if i < len(scores) else None
 

@@ -9,6 +9,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
+from nanobot_memory_adapters.harness.pair_table import pair_table, verdict_word
 from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
 from nanobot_memory_adapters.stats import format_bounds, format_number
 
@@ -39,28 +40,15 @@ def narrow_results_table(results: dict[str, Any]) -> Table:
     return table
 
 
-def _verdict(r: dict[str, Any]) -> str:
-    if r["verdict"] == "not distinguishable":
-        return "not dist."
-    return "A > B" if r["difference"] > 0 else "B > A"
-
-
 def narrow_pairwise_table(results: dict[str, Any]) -> Table | None:
     pairwise = results.get("pairwise") or {}
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for key, _ in HEADLINE:
         for r in pairwise.get(key) or []:
             h = headline_pair(r)
+            verdict = verdict_word(h["verdict"] != "not distinguishable", h["difference"])
             cells.setdefault((r["a"], r["b"]), {})[key] = (
-                f"{_cell(h, 'difference', signed=True)}\n{_verdict(h)}")
-    if not cells:
-        return None
-    table = Table(title="pairwise: A - B on the same tests", box=box.SIMPLE_HEAD)
-    table.add_column("A / B", justify="left")
-    for _, label in HEADLINE:
-        table.add_column(label, justify="right")
-    for (a, b), row in cells.items():
-        table.add_row(f"A {a}\nB {b}", *(row.get(key, "n/a") for key, _ in HEADLINE))
-    table.caption = ("not dist. = not distinguishable: the 95 % interval of the difference "
-                     "(by attribute) covers 0, or McNemar's p >= 0.05")
-    return table
+                f"{_cell(h, 'difference', signed=True)}\n{verdict}")
+    return pair_table("pairwise: A - B on the same tests", HEADLINE, cells,
+                      "not dist. = not distinguishable: the 95 % interval of the difference "
+                      "(by attribute) covers 0, or McNemar's p >= 0.05")
