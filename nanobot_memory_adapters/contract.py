@@ -48,6 +48,7 @@ __all__ = [
     "SupportsNativeQuery",
     "SupportsProvenance",
     "SupportsReadiness",
+    "SupportsSessionEnd",
     "TagMapping",
     "Trace",
     "WriteReceipt",
@@ -71,10 +72,12 @@ MemoryForm = Literal["verbatim", "derived", "mixed", "none"]
 # below for its method signatures). A provider declares which it offers in
 # ``ProviderInfo.capabilities``; what it offers may depend on its config.
 Capability = Literal[
-    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
+    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
+    "session_end",
 ]
 CAPABILITIES: tuple[Capability, ...] = (
-    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
+    "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
+    "session_end",
 )
 
 # -- write statuses: one place ---------------------------------------------------------
@@ -516,6 +519,16 @@ class SupportsNativeQuery(Protocol, metaclass=_DeclaredCapability):
     ) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class SupportsSessionEnd(Protocol, metaclass=_DeclaredCapability):
+    """A backend feature that works on a whole chat session once it ends (e.g. Honcho's
+    dream): the plugin calls it when nanobot archives or compacts a session (``/new``,
+    ``/compact``, idle compaction), after the session's turns reached the backend, never
+    on the reply path. Read-only mode skips it; the result is the native answer."""
+
+    async def end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]: ...
+
+
 _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "feedback": SupportsFeedback,
     "bulk_ingest": SupportsBulkIngest,
@@ -523,6 +536,7 @@ _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "native_mutation": SupportsNativeMutation,
     "provenance": SupportsProvenance,
     "native_query": SupportsNativeQuery,
+    "session_end": SupportsSessionEnd,
 }
 # (kept outside the Protocols: a class attribute there would become a protocol member)
 _CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {

@@ -25,7 +25,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from nanobot_memory_adapters.contract import AdapterError
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    MemoryScope,
+    SupportsSessionEnd,
+    supports,
+)
 from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import exit_executor, seams
@@ -60,6 +65,9 @@ class Delivery:
         self.retry_task: asyncio.Task[Any] | None = None
         # Turns this process queued and not yet settled, per session (read-your-writes).
         self._unsettled: dict[str, int] = {}
+        # Per session: the (scope, session id) of turns delivered by this process, for a
+        # provider's session-end call (``session_end``) when nanobot archives the session.
+        self._ended: dict[str, dict[str, tuple[MemoryScope, str]]] = {}
         self._settled: asyncio.Condition | None = None
         self._recovered = False  # open rows of dead processes promoted (once per process)
         self._exit_deadline: float | None = None
@@ -404,6 +412,9 @@ class Delivery:
         await asyncio.to_thread(self.state.outbox.mark_delivered, row.seq, status=receipt.status,
                                 native_ids=receipt.native_ids, latency_ms=latency)
         self.state.writes_failing_since = None
+        if supports(self.state.adapter, "session_end"):
+            self._ended.setdefault(row.session_key, {})[event.scope().key] = (
+                event.scope(), event.session_id)
         await self._settle(row)
         return True
 
@@ -471,6 +482,30 @@ class Delivery:
         self.schedule_drain()
         await self.wait_for_own_writes(session_key,
                                        self.state.settings.plugin.session_end_timeout_s)
+        await self._end_session(session_key)
+
+    async def _end_session(self, session_key: str) -> None:
+        """A provider's session-end call (``session_end``, e.g. Honcho's dream) for each
+        scope whose turns this process delivered in the session, once they all landed;
+        bounded by ``session_end_timeout_s``; a failure is noted, never raised."""
+        adapter = self.state.adapter
+        if adapter is None or not supports(adapter, "session_end"):
+            return
+        if self._unsettled.get(session_key):
+            logger.debug("{}: session {} ends with turns still queued; no session-end call",
+                         LOG, session_key)
+            return
+        assert isinstance(adapter, SupportsSessionEnd)
+        for scope, session_id in self._ended.pop(session_key, {}).values():
+            try:
+                async with asyncio.timeout(self.state.settings.plugin.session_end_timeout_s):
+                    answer = await adapter.end_session(scope, session_id)
+            except Exception as exc:  # noted (/memory-health), never raised into nanobot
+                self.state.note_error("end_session", exc,
+                                      retryable=getattr(exc, "retryable", False))
+                continue
+            logger.debug("{}: session {} ended for {}: {}", LOG, session_key, scope.key,
+                         answer.get("status"))
 
     async def flush(self, timeout_s: float = 30.0) -> int:
         """Drain now and wait until nothing is pending (or time runs out); returns pending."""

@@ -29,6 +29,7 @@ from nanobot_memory_adapters.contract import (
     SupportsBulkIngest,
     SupportsFeedback,
     SupportsReadiness,
+    SupportsSessionEnd,
     WriteReceipt,
     undelivered_capabilities,
 )
@@ -431,6 +432,11 @@ async def item_11_gate_every_write(ctx: _Ctx) -> str:
                     FeedbackRequest(scope=scope, feedback="I moved to Ulaanbaatar.")
                 )
             )
+        if isinstance(ctx.adapter, SupportsSessionEnd):
+            checked.append("end_session")
+            ended = await ctx.adapter.end_session(scope, "s1")
+            _expect(ended.get("status") == "skipped_read_only",
+                    f"end_session during read-only returned {ended}")
     finally:
         await ctx.adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
     bad = [r.status for r in receipts if r.status != "skipped_read_only"]

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import (
     SupportsBulkIngest,
     SupportsNativeQuery,
     SupportsReadiness,
+    SupportsSessionEnd,
     capabilities_of,
 )
 from nanobot_memory_adapters.registry import load_provider
@@ -116,7 +117,69 @@ class TestHonchoContractOnRealServer(ContractSuite):
                            run_prefix="honcho-real")
 
 
+class TestHonchoWithDreamsContractOnDouble(ContractSuite):
+    """``dream_on_session_end`` declares ``session_end``: item 11 then also checks that a
+    read-only session's end schedules no dream."""
+
+    @pytest.fixture
+    def contract_target(self, honcho):
+        async def make():
+            return _adapter(honcho.base_url, dream_on_session_end=True)
+
+        async def make_failing():
+            return HonchoAdapter.failing_variant({"dream_on_session_end": True})
+
+        return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=20.0)
+
+
 # -- Honcho-specific -------------------------------------------------------------------
+
+async def test_session_end_schedules_a_dream_for_the_user_peer(honcho):
+    """``session_end`` is declared by config; the call schedules Honcho's dream for the
+    user peer in the session's native session, gated by read-only; off, it refuses."""
+    plain = _adapter(honcho.base_url)
+    dreams = _adapter(honcho.base_url, dream_on_session_end=True)
+    assert "session_end" not in capabilities_of(plain)
+    assert "session_end" in capabilities_of(dreams)
+    assert isinstance(dreams, SupportsSessionEnd) and not isinstance(plain, SupportsSessionEnd)
+    scope = _scope(f"dreamer-{uuid.uuid4().hex[:6]}")
+    try:
+        await dreams.record_event(_event(scope, "I switched to oat milk.", session="chat-1"))
+        before = len(honcho.state.dreams)
+        await dreams.set_mode(AdapterMode(read_only=True, reason="test_session"))
+        assert (await dreams.end_session(scope, "chat-1"))["status"] == "skipped_read_only"
+        assert len(honcho.state.dreams) == before  # the gate held: nothing reached Honcho
+        await dreams.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+
+        answer = await dreams.end_session(scope, "chat-1")
+        assert answer["status"] == "scheduled"
+        sent = honcho.state.dreams[-1]
+        user = HonchoAdapter.user_peer_name(scope)
+        assert sent["workspace"] == HonchoAdapter.workspace_name(scope)
+        assert sent["observer"] == sent["observed"] == user
+        assert sent["session_id"] == HonchoAdapter.session_name(scope, "chat-1", 0)
+        assert (await dreams.wait_until_ready(scope, READY_S)).status == "ready"
+
+        with pytest.raises(AdapterError, match="not enabled") as off:
+            await plain.end_session(scope, "chat-1")
+        assert off.value.retryable is False
+    finally:
+        await plain.aclose()
+        await dreams.aclose()
+
+
+async def test_a_server_with_dreams_off_answers_400_not_retryable(llm_double):
+    with HonchoDouble(llm_base_url=llm_double.base_url, dreams_enabled=False) as off:
+        adapter = _adapter(off.base_url, dream_on_session_end=True)
+        try:
+            scope = _scope("nodreams")
+            with pytest.raises(AdapterError, match="400") as refused:
+                await adapter.end_session(scope, "chat-1")
+            assert refused.value.retryable is False
+            assert "Dreams are not enabled" in json.dumps(refused.value.raw)
+        finally:
+            await adapter.aclose()
+
 
 async def test_user_and_assistant_peers_are_distinct(honcho):
     adapter = _adapter(honcho.base_url)

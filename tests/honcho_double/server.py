@@ -26,8 +26,10 @@ status codes, error bodies and semantics measured on the real server (plastic-la
 Known simplifications (labelled, not hidden): token counts use cl100k_base (the server
 uses o200k_base; short English texts usually count the same); the dialectic
 (``peer.chat``) is one plain LLM call with the representation instead of the server's
-tool loop; summaries are the short kind only; no auth, scopes, dreams, peer cards,
-conclusions API or webhooks.
+tool loop; summaries are the short kind only; ``schedule_dream`` answers as the server does (204,
+or 400 when dreams are off) and queues a dream that completes without consolidating
+anything (its status codes are read from the server's source, not yet recorded by
+``probe.py``); no auth, scopes, peer cards, conclusions API or webhooks.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nanobot_memory_adapters.tokens import count_tokens
@@ -362,6 +364,7 @@ class HonchoDoubleApp:
         work_unit_min_tokens: int = 0,
         embedding_model: str = "text-embedding-3-small",
         embedding_dim: int = 1536,
+        dreams_enabled: bool = True,
     ) -> None:
         self.llm_base_url = llm_base_url.rstrip("/") if llm_base_url else None
         self.enqueue_delay_s = enqueue_delay_s
@@ -371,6 +374,8 @@ class HonchoDoubleApp:
         self.work_unit_min_tokens = work_unit_min_tokens
         self.embedding_model = embedding_model
         self.embedding_dim = embedding_dim
+        self.dreams_enabled = dreams_enabled
+        self.dreams: list[dict[str, Any]] = []  # every accepted schedule_dream body
         self.workspaces: dict[str, Workspace] = {}
         self.ws_tombstones: dict[str, tuple[float, dict[str, Any]]] = {}
         self.queue: list[QueueItem] = []
@@ -420,6 +425,7 @@ class HonchoDoubleApp:
             Route("/v3/workspaces", self.ws_create, methods=["POST"]),
             Route(W, self.ws_delete, methods=["DELETE"]),
             Route(W + "/queue/status", self.queue_status, methods=["GET"]),
+            Route(W + "/schedule_dream", self.schedule_dream, methods=["POST"]),
             Route(W + "/peers", self.peer_create, methods=["POST"]),
             Route(W + "/peers/list", self.peers_list, methods=["POST"]),
             Route(W + "/peers/{p}", self.peer_update, methods=["PUT"]),
@@ -552,6 +558,23 @@ class HonchoDoubleApp:
             )
         self.deletions.append((time.monotonic() + self.deletion_delay_s, "workspace", name, name))
         return JSONResponse({"message": "Workspace deletion accepted"}, status_code=202)
+
+    async def schedule_dream(self, request: Request) -> Response:
+        """204 and a ``dream`` queue item (observed defaults to the observer); 400 with the
+        server's detail when dreams are off. The item completes without consolidating
+        anything: the double does not model dreams (labelled in the module docstring)."""
+        w = request.path_params["w"]
+        body = await _json_body(request)
+        if not self.dreams_enabled:
+            raise ApiError(400, "Dreams are not enabled in the system configuration")
+        if not isinstance(body, dict) or not isinstance(body.get("observer"), str):
+            raise ApiError(422, [{"type": "missing", "loc": ["body", "observer"],
+                                  "msg": "Field required", "input": body}])
+        observed = body.get("observed") or body["observer"]
+        self.dreams.append({"workspace": w, **body})
+        self.queue.append(QueueItem(self._next_id(), "dream", w, None, body.get("session_id"),
+                                    observed, [body["observer"]], [], 0, time.monotonic()))
+        return Response(status_code=204)
 
     async def queue_status(self, request: Request) -> JSONResponse:
         w = request.path_params["w"]
@@ -859,8 +882,9 @@ class HonchoDoubleApp:
             try:
                 if key[0] == "representation":
                     await self._derive(items)
-                else:
+                elif key[0] == "summary":
                     await self._summarize(items)
+                # "dream": accepted and completed, nothing consolidated (not modelled)
             finally:
                 for i in items:
                     i.in_progress = False

@@ -60,3 +60,41 @@ async def test_new_delivers_the_sessions_turns_before_nanobot_archives_it(
     row = plugin.outbox.rows("mem0")[-1]
     assert row["status"] == "delivered", row
     assert row["delivered_at"] <= archived_at[0], (row["delivered_at"], archived_at[0])
+
+
+async def test_new_ends_the_session_with_the_providers_session_end_call(
+        home, llm_double):
+    """A provider that declares ``session_end`` (Honcho with ``dream_on_session_end``) is
+    called once nanobot archives the session, after its turns landed: one dream for the
+    user peer in that session. Without the setting, ``/new`` schedules nothing."""
+    from tests.honcho_double import HonchoDouble
+
+    with HonchoDouble(llm_base_url=llm_double.base_url) as honcho:
+        for dreams in (False, True):
+            home.write_memory({
+                "memory": {"backend": "honcho",
+                           "honcho": {"base_url": honcho.base_url,
+                                      "dream_on_session_end": dreams}},
+                "nanobot": {"retry_initial_s": 0.2, "retry_max_s": 0.5},
+            })
+            loop = home.loop()
+            plugin = plugin_for(loop)
+            assert plugin is not None
+            before = len(honcho.state.dreams)
+            await say(loop, "alice", "I switched to oat milk.")
+            assert await plugin.flush(timeout_s=60) == 0
+            assert "New session" in await say(loop, "alice", "/new")
+            deadline = time.monotonic() + 30
+            while dreams and len(honcho.state.dreams) == before \
+                    and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            new = honcho.state.dreams[before:]
+            await home.close(loop)
+            if not dreams:
+                assert new == []
+                continue
+            assert len(new) == 1, new
+            assert new[0]["observer"] == new[0]["observed"]
+            assert new[0]["observer"].startswith("user__")
+            assert new[0]["session_id"].startswith("s__")
+            assert plugin.state.last_error is None, plugin.state.last_error

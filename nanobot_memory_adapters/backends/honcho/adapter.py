@@ -68,12 +68,12 @@ except ImportError as exc:  # pragma: no cover - exercised by the registry's err
 
 from nanobot_memory_adapters.backends.honcho.config import (
     EPOCH_KEY,
-    INFO,
     PET_WARNING,
     HonchoConfig,
     ScopeState,
     T,
     native_name,
+    provider_info,
     reset_epoch,
 )
 from nanobot_memory_adapters.backends.honcho.context import (
@@ -101,7 +101,7 @@ class HonchoAdapter(BaseAdapter):
         api_key: str | None = None,
         trace_sink: TraceSink | None = None,
     ) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+        super().__init__(info=provider_info(config), trace_sink=trace_sink)
         self.config = config
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
@@ -444,6 +444,36 @@ class HonchoAdapter(BaseAdapter):
         self._emit(self._trace("native_query", native_operation="peer.chat",
                                native_request=request, scope=scope.key, status="ok"))
         return out
+
+    async def end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
+        """``session_end`` (``dream_on_session_end``): schedule Honcho's dream for the
+        scope's user peer, scoped to the session's native Honcho session. The dream runs
+        in Honcho's queue like derivation, so readiness waits for it."""
+        if not self.config.dream_on_session_end:
+            raise AdapterError(
+                "session_end is not enabled for this provider", backend_name=self.backend_name,
+                operation="end_session", retryable=False,
+                raw={"fix": "set memory.honcho.dream_on_session_end to true"},
+            )
+        if self.mode.read_only:
+            self._emit(self._trace("end_session", native_operation="schedule_dream",
+                                   scope=scope.key, status="skipped_read_only"))
+            return {"status": "skipped_read_only", "native_operation": "schedule_dream"}
+        request: dict[str, Any] = {}
+
+        async def run() -> None:
+            state = await self._scope_state(scope)
+            name = self.session_name(scope, session_id, state.epoch)
+            request.update(workspace=state.workspace, observer=state.user_peer,
+                           observed=state.user_peer, session=name)
+            await self._client(state.workspace).aio.schedule_dream(
+                state.user_peer, session=name, observed=state.user_peer)
+            self.deriver.mark_dirty(self.state_key(scope))
+
+        await self._call("end_session", run)
+        self._emit(self._trace("end_session", native_operation="schedule_dream",
+                               native_request=request, scope=scope.key, status="scheduled"))
+        return {"status": "scheduled", "native_operation": "schedule_dream", **request}
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

@@ -22,6 +22,13 @@ PET_WARNING = (
     "derivation time; observation timestamps are the source messages' times"
 )
 
+def provider_info(config: HonchoConfig) -> ProviderInfo:
+    """``INFO``, with ``session_end`` declared when the config asks for dreams."""
+    if not config.dream_on_session_end:
+        return INFO
+    return INFO.model_copy(update={"capabilities": (*(INFO.capabilities or ()), "session_end")})
+
+
 INFO = ProviderInfo(
     name=BACKEND,
     condition_kind="architecture",
@@ -90,6 +97,13 @@ class HonchoConfig(BaseModel):
         default=False,
         description="Let Honcho derive a representation of the assistant peer too "
         "(extra LLM work; never read by retrieve).",
+    )
+    dream_on_session_end: bool = Field(
+        default=False,
+        description="When a chat session ends (nanobot archives or compacts it: /new, "
+        "/compact, idle compaction), ask Honcho to schedule a dream for the user peer "
+        "(POST /schedule_dream: consolidation of the user's representation, extra LLM "
+        "work on the server). The server must have dreams enabled.",
     )
     readiness_poll_s: float = Field(default=0.5, gt=0)
     readiness_settle_s: float = Field(
