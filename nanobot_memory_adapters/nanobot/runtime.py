@@ -257,18 +257,20 @@ class MemoryPlugin:
             seams.hide_tool(self.loop, SEARCH_TOOL_NAME)
 
     def attach(self) -> None:
-        """Hook into the loop: prompt memory view, per-turn recall, turn writes, commands."""
-        from nanobot.bus.runtime_events import SessionTurnPersisted
+        """Hook into the loop: prompt memory view, per-turn recall, turn writes, commands.
+        Per-turn context and persisted turns go through nanobot's public SDK facade
+        (``RuntimeClient``), whose signatures held through nanobot's memory refactor."""
+        from nanobot.sdk.clients import RuntimeClient
 
         seams.install_memory_view(self.loop, self._recall.text_for_prompt)
         # the user's message is queued on arrival, before recall and the model
         recall, delivery = self._recall, self._delivery
-        self._unsubscribe.append(self.loop.register_runtime_context_provider(delivery.open_turn))
-        self._unsubscribe.append(self.loop.register_runtime_context_provider(recall.provide))
-        self._unsubscribe.append(self.bus.subscribe(delivery.on_turn_persisted,
-                                                    SessionTurnPersisted))
-        self._unsubscribe.append(self.bus.subscribe(recall.on_shared_turn_persisted,
-                                                    SessionTurnPersisted))
+        runtime = RuntimeClient(self.loop)
+        self._unsubscribe.append(runtime.add_context_provider(delivery.open_turn))
+        self._unsubscribe.append(runtime.add_context_provider(recall.provide))
+        self._unsubscribe.append(runtime.on_session_turn_persisted(delivery.on_turn_persisted))
+        self._unsubscribe.append(runtime.on_session_turn_persisted(
+            recall.on_shared_turn_persisted))
         seams.on_loop_close(self.loop, delivery.loop_closing)
         seams.amend_replies(self.loop, recall.turn_line_for)
         seams.before_session_archive(self.loop, delivery.before_archive)

@@ -2,8 +2,8 @@
 
 nanobot 0.3.x has no memory-plugin API. The public seams it does have are used directly
 elsewhere in this package: the ``nanobot.tools`` entry point (``Tool`` / ``ToolContext``),
-``Tool.runtime_context_provider``, ``current_request_context()``,
-``bus.subscribe(handler, SessionTurnPersisted)``, ``ctx.sessions``,
+``Tool.runtime_context_provider``, ``current_request_context()``, the SDK's
+``RuntimeClient`` (``add_context_provider``, ``on_session_turn_persisted``), ``ctx.sessions``,
 ``CommandRouter.exact/prefix`` and ``AgentLoop.schedule_background``.
 
 What is *not* public lives here, and only here:
@@ -68,8 +68,12 @@ def _shape_problems() -> list[str]:
         from nanobot.command import builtin
         from nanobot.command.router import CommandRouter
         from nanobot.runtime_context import public_history_message  # noqa: F401
+        from nanobot.sdk.clients import RuntimeClient
     except ImportError as exc:
         return [f"import failed: {exc}"]
+    for name in ("add_context_provider", "on_session_turn_persisted"):
+        if not callable(getattr(RuntimeClient, name, None)):
+            problems.append(f"RuntimeClient.{name} is gone")
     if not callable(getattr(loop_mod, "register_builtin_commands", None)):
         problems.append("nanobot.agent.loop.register_builtin_commands is gone")
     if not hasattr(loop_mod.AgentLoop, "schedule_background"):
