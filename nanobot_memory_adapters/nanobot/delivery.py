@@ -65,9 +65,10 @@ class Delivery:
         self.retry_task: asyncio.Task[Any] | None = None
         # Turns this process queued and not yet settled, per session (read-your-writes).
         self._unsettled: dict[str, int] = {}
-        # Per session: the (scope, session id) of turns delivered by this process, for a
-        # provider's session-end call (``session_end``) when nanobot archives the session.
-        self._ended: dict[str, dict[str, tuple[MemoryScope, str]]] = {}
+        # Per (provider, session): the (scope, session id) of turns this process delivered,
+        # for that provider's session-end call (``session_end``) when nanobot archives the
+        # session (keyed by provider: a /memory-mode switch never hands them to another).
+        self._ended: dict[tuple[str, str], dict[str, tuple[MemoryScope, str]]] = {}
         self._settled: asyncio.Condition | None = None
         self._recovered = False  # open rows of dead processes promoted (once per process)
         self._exit_deadline: float | None = None
@@ -413,8 +414,9 @@ class Delivery:
                                 native_ids=receipt.native_ids, latency_ms=latency)
         self.state.writes_failing_since = None
         if supports(self.state.adapter, "session_end"):
-            self._ended.setdefault(row.session_key, {})[event.scope().key] = (
-                event.scope(), event.session_id)
+            key = (self.state.provider, row.session_key)
+            self._ended.setdefault(key, {})[event.scope().key] = (event.scope(),
+                                                                   event.session_id)
         await self._settle(row)
         return True
 
@@ -496,7 +498,8 @@ class Delivery:
                          LOG, session_key)
             return
         assert isinstance(adapter, SupportsSessionEnd)
-        for scope, session_id in self._ended.pop(session_key, {}).values():
+        ended = self._ended.pop((self.state.provider, session_key), {})
+        for scope, session_id in ended.values():
             try:
                 async with asyncio.timeout(self.state.settings.plugin.session_end_timeout_s):
                     answer = await adapter.end_session(scope, session_id)
