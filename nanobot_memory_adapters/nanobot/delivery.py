@@ -491,8 +491,9 @@ class Delivery:
         scope whose turns this process delivered in the session, once they all landed;
         bounded by ``session_end_timeout_s``; a failure is noted, never raised."""
         adapter = self.state.adapter
-        if adapter is None or not supports(adapter, "session_end"):
-            return
+        limit = self.state.settings.plugin.session_end_timeout_s
+        if adapter is None or not supports(adapter, "session_end") or limit <= 0:
+            return  # (0: nothing at a session's end may hold nanobot up)
         if self._unsettled.get(session_key):
             logger.debug("{}: session {} ends with turns still queued; no session-end call",
                          LOG, session_key)
@@ -501,7 +502,7 @@ class Delivery:
         ended = self._ended.pop((self.state.provider, session_key), {})
         for scope, session_id in ended.values():
             try:
-                async with asyncio.timeout(self.state.settings.plugin.session_end_timeout_s):
+                async with asyncio.timeout(limit):
                     answer = await adapter.end_session(scope, session_id)
             except Exception as exc:  # noted (/memory-health), never raised into nanobot
                 self.state.note_error("end_session", exc,

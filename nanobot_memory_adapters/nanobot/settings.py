@@ -89,7 +89,8 @@ class PluginSettings(BaseModel):
     session_end_timeout_s: float = Field(
         default=30.0, ge=0, description="Before nanobot archives or compacts a session "
         "(/new, /compact, idle compaction), wait up to this long for its queued turns to "
-        "reach the backend (0: do not wait)."
+        "reach the backend, and as long again for a provider's session-end call (0: do "
+        "not wait, and make no session-end call)."
     )
     health_live_s: float = Field(
         default=0.5, gt=0, description="How long /memory-health waits for a live health "
