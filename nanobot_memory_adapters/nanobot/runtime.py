@@ -73,10 +73,9 @@ class MemoryPlugin:
     collaborators: ``Recall`` (read path), ``Delivery`` (write path), ``Reports``
     (``/memory-mode``, ``/memory-health``), ``Forget`` and ``Backfill``."""
 
-    def __init__(self, loop: Any, *, sessions: Any, bus: Any, workspace: Path,
+    def __init__(self, loop: Any, *, sessions: Any, workspace: Path,
                  provided: Any = None) -> None:
         self.loop = loop
-        self.bus = bus
         self.workspace = Path(workspace)
         config_dir = seams.config_dir_of(sessions) or seams.default_config_dir()
         path = settings_path(config_dir)

@@ -60,7 +60,7 @@ class MemoryPluginTool(Tool):
         if loop is None:  # enabled() said no already; nanobot creates only enabled tools
             raise RuntimeError("memory plugin: no AgentLoop behind the tool context")
         plugin = MemoryPlugin(loop, sessions=ctx.sessions or loop.sessions,
-                              bus=ctx.bus or loop.bus, workspace=Path(ctx.workspace),
+                              workspace=Path(ctx.workspace),
                               provided=provided())
         plugin.attach()
         seams.register_commands(loop, make_installer(plugin, TOOL_NAME))

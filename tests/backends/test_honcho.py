@@ -152,7 +152,7 @@ async def test_session_end_schedules_a_dream_for_the_user_peer(honcho):
         await dreams.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
 
         answer = await dreams.end_session(scope, "chat-1")
-        assert answer["status"] == "scheduled"
+        assert answer["status"] == "queued"
         sent = honcho.state.dreams[-1]
         user = HonchoAdapter.user_peer_name(scope)
         assert sent["workspace"] == HonchoAdapter.workspace_name(scope)

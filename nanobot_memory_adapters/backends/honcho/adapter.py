@@ -472,8 +472,9 @@ class HonchoAdapter(BaseAdapter):
 
         await self._call("end_session", run)
         self._emit(self._trace("end_session", native_operation="schedule_dream",
-                               native_request=request, scope=scope.key, status="scheduled"))
-        return {"status": "scheduled", "native_operation": "schedule_dream", **request}
+                               native_request=request, scope=scope.key, status="queued"))
+        # "queued" as in WriteStatus: Honcho holds the dream and runs it from its queue
+        return {"status": "queued", "native_operation": "schedule_dream", **request}
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}

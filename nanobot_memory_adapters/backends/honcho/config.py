@@ -22,13 +22,6 @@ PET_WARNING = (
     "derivation time; observation timestamps are the source messages' times"
 )
 
-def provider_info(config: HonchoConfig) -> ProviderInfo:
-    """``INFO``, with ``session_end`` declared when the config asks for dreams."""
-    if not config.dream_on_session_end:
-        return INFO
-    return INFO.model_copy(update={"capabilities": (*(INFO.capabilities or ()), "session_end")})
-
-
 INFO = ProviderInfo(
     name=BACKEND,
     condition_kind="architecture",
@@ -111,6 +104,13 @@ class HonchoConfig(BaseModel):
         description="After a write, an empty queue counts as done only once work was "
         "seen or this long has passed (the server enqueues after its response).",
     )
+
+
+def provider_info(config: HonchoConfig) -> ProviderInfo:
+    """``INFO``, with ``session_end`` declared when the config asks for dreams."""
+    if not config.dream_on_session_end:
+        return INFO
+    return INFO.model_copy(update={"capabilities": (*(INFO.capabilities or ()), "session_end")})
 
 
 @dataclass
