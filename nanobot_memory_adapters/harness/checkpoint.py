@@ -38,6 +38,15 @@ class Checkpoint:
     units: dict[str, dict[str, Any]] = field(default_factory=dict)
     traces_bytes: int = 0  # runs that append to one traces file: its length at the last unit
     complete: bool = False
+    attempts: dict[str, int] = field(default_factory=dict)  # units started, per unit
+
+    def start(self, provider: str, conversation: str) -> int:
+        """Count a unit's start (saved at once) and return which attempt this is: a unit
+        started over in a store its first attempt wrote to needs ids it did not draw."""
+        key = self.key(provider, conversation)
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        self.save()
+        return self.attempts[key]
 
     @staticmethod
     def key(provider: str, conversation: str) -> str:
@@ -56,6 +65,7 @@ class Checkpoint:
             "manifest_sha256": self.manifest_sha256,
             "traces_bytes": self.traces_bytes,
             "complete": self.complete,
+            "attempts": self.attempts,
             "units": self.units,
         }
         tmp = self.path.with_suffix(".tmp")
@@ -86,6 +96,7 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None)
         units=data.get("units", {}),
         traces_bytes=int(data.get("traces_bytes", 0)),
         complete=bool(data.get("complete", False)),
+        attempts={str(k): int(v) for k, v in data.get("attempts", {}).items()},
     )
     if traces is None:
         return cp

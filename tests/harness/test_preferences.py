@@ -948,3 +948,26 @@ async def test_a_run_that_used_up_its_tool_iterations_is_no_answer():
     await hook.after_run(SimpleNamespace(stop_reason="max_iterations", error=None))
     assert hook.no_answer("I reached the maximum number of tool call iterations") == (
         "stop reason max_iterations")
+
+
+@pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+async def test_a_mem0_unit_started_over_stores_every_write_again(tmp_path, llm_double):
+    """A unit dropped from the checkpoint (a run stopped inside it) starts over in the same
+    store. mem0 keeps its history rows, so if the unit drew its first attempt's seeded ids
+    again its writes failed on ``history.id`` (the real-model run's simple_rag p01)."""
+    scenario = generate(1, 3)
+    out = tmp_path / "run"
+    first = await run_preferences(_cfg(out, ["simple_rag"], llm_double,
+                                       scenario=scenario, agent=None))
+    assert first.results["providers"]["simple_rag"]["failures"]["record"] == 0
+    cp_path = out / "checkpoint.json"
+    for attempt in (2, 3):  # the real run's p01 failed at its third attempt
+        cp = json.loads(cp_path.read_text())
+        cp["units"].clear()
+        cp["complete"] = False
+        cp_path.write_text(json.dumps(cp))
+        again = await run_preferences(_cfg(out, ["simple_rag"], llm_double,
+                                           scenario=scenario, agent=None))
+        failures = again.results["providers"]["simple_rag"]["failures"]
+        assert failures["record"] == 0 and failures["reset"] == 0, (attempt, failures)
+        assert again.results["metrics_sha256"] == first.results["metrics_sha256"]

@@ -188,7 +188,11 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
                     if progress:
                         progress.advance(p.name, 1, f"{persona.persona_id} (checkpoint)")
                     continue
-                ids.reseed(f"{p.name}/{persona.persona_id}")
+                # a unit started over writes to the store its earlier attempt wrote to:
+                # mem0 keeps that attempt's history rows, so it must not draw its ids again
+                attempt = cp.start(p.name, persona.persona_id)
+                key = f"{p.name}/{persona.persona_id}"
+                ids.reseed(key if attempt == 1 else f"{key}#{attempt}")
                 unit = await PreferenceUnit(p, group, persona, cfg).run()
                 cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
                 if progress:
