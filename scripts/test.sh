@@ -14,4 +14,7 @@ fi
 . .venv/bin/activate
 ruff check .
 basedpyright   # pyright, basic mode ([tool.basedpyright] in pyproject.toml)
-python -m pytest "$@"
+# Two workers (pytest-xdist); tests that share a server or a module fixture carry an
+# xdist_group and stay on one worker, the longest start first (tests/conftest.py).
+# NANOBOT_MEMORY_TEST_WORKERS=0 runs everything in this process.
+python -m pytest -n "${NANOBOT_MEMORY_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

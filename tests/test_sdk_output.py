@@ -10,6 +10,9 @@ import textwrap
 
 import pytest
 
+# One subprocess (the module fixture) serves every test here: one worker.
+pytestmark = pytest.mark.xdist_group("sdk_output")
+
 SCRIPT = textwrap.dedent(
     """
     import logging, sys, warnings

@@ -8,17 +8,65 @@ installs this executor on nanobot's loop when it starts delivering: its threads 
 daemons, and ``shutdown(wait=True)`` waits at most ``grace_s`` for them; a thread still
 running then is abandoned (it ends with the process). Everything nanobot awaited has
 finished by then; only work whose awaiting task was cancelled can still run.
+
+An abandoned thread must not be inside torch when the interpreter finalizes: Python 3.11
+ends a daemon thread that wants the GIL back with ``pthread_exit``, and unwinding through
+torch's C++ frames aborts the process ("terminate called without an active exception",
+exit -6), e.g. a ``/memory-health`` process leaving while it loads the embedder for an
+earlier turn. So at exit each abandoned thread is asked to stop at its next Python step
+(an asynchronous ``ProcessExiting``, which no ``except Exception`` catches), and one inside
+those packages gets up to ``NATIVE_WAIT_S`` to get out; a thread waiting on a socket (a
+model answering) is left where it is: no C++ frame is on its stack.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures.thread as _cf_thread
+import ctypes
+import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import PurePath
 
 GRACE_S = 1.0
+NATIVE_WAIT_S = 30.0
+# Packages whose C++ code releases the GIL and takes it back (torch, and the libraries that
+# run their models through it).
+NATIVE_PACKAGES = frozenset({"torch", "sentence_transformers", "transformers"})
+_abandoned: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def in_native_package(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is running code of one of ``NATIVE_PACKAGES`` right now."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if NATIVE_PACKAGES.intersection(PurePath(frame.f_code.co_filename).parts):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class ProcessExiting(BaseException):
+    """Raised in an abandoned thread at exit, so it stops before it can enter torch again."""
+
+
+def _stop_abandoned_threads() -> None:
+    threads = [thread for thread in _abandoned if thread.is_alive() and thread.ident]
+    for thread in threads:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
+                                                   ctypes.py_object(ProcessExiting))
+    deadline = time.monotonic() + NATIVE_WAIT_S
+    for thread in threads:
+        while (thread.is_alive() and in_native_package(thread)
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+
+
+atexit.register(_stop_abandoned_threads)
 
 
 class ExitSafeExecutor(ThreadPoolExecutor):
@@ -49,6 +97,7 @@ class ExitSafeExecutor(ThreadPoolExecutor):
         for thread in list(self._threads):
             if thread.is_alive():  # abandoned: interpreter exit must not join it either
                 _cf_thread._threads_queues.pop(thread, None)  # type: ignore[attr-defined]
+                _abandoned.add(thread)
 
 
 def install(loop: asyncio.AbstractEventLoop | None = None) -> bool:

@@ -29,6 +29,9 @@ from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.backends.mcp_servers import mcp_memory_service_command, server_memory_command
 
+# The MCP servers install into one shared cache with no lock: one worker.
+pytestmark = [pytest.mark.xdist_group("mcp"), pytest.mark.long(30)]
+
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
 

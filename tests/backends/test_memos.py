@@ -50,6 +50,9 @@ from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.llm_double.handlers import memos as memos_handlers
 from tests.llm_double.server import LLMDouble, load_handlers
 
+# One MemOS server (Postgres, Redis, a provisioned venv) for the session: one worker.
+pytestmark = [pytest.mark.xdist_group("memos"), pytest.mark.long(600)]
+
 REPO = Path(__file__).resolve().parents[2]
 # MemOS reports scheduler task status only with its Redis queue (Debian redis-server).
 needs_redis = pytest.mark.skipif(

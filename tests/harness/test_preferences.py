@@ -294,6 +294,7 @@ def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchC
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+@pytest.mark.long(45)
 async def test_every_control_through_nanobot_writes_nothing_and_exposure_separates(
     tmp_path, llm_double
 ):
@@ -359,6 +360,7 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+@pytest.mark.long(26)
 async def test_architectures_on_the_double(tmp_path, llm_double):
     llm = {"base_url": llm_double.base_url, "model": "double", "api_key": "k"}
     outcome = await run_preferences(_cfg(

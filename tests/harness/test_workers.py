@@ -65,6 +65,7 @@ async def test_workers_do_not_change_the_outputs(locomo_file, tmp_path, llm_doub
         n: m["recall"] for n, m in four.results["providers"].items()}
 
 
+@pytest.mark.long(32)
 async def test_ray_executor_gives_the_same_outputs(locomo_file, tmp_path, llm_double):
     ray = pytest.importorskip("ray")
     local = await run_bench(config(locomo_file, tmp_path / "local", llm_double.base_url))

@@ -44,6 +44,7 @@ async def test_cli_with_a_broken_memory_config_still_answers(home):
     assert "nanobot is running with its own memory" in health
 
 
+@pytest.mark.long(34)
 async def test_cli_memory_mode_mem0_persists_to_the_next_process(home):
     pytest.importorskip("mem0")
     home.write_memory({"memory": {"condition": "no_memory"}})
@@ -57,6 +58,7 @@ async def test_cli_memory_mode_mem0_persists_to_the_next_process(home):
     assert "default/cli-user" in answer  # a mem0 section for this CLI user reached the LLM
 
 
+@pytest.mark.long(41)
 async def test_cli_runs_with_simple_rag_exit_cleanly(home):
     """Embedded stores are closed before interpreter shutdown: no 'Exception ignored in
     QdrantClient.__del__' (and no Qdrant lock left behind for the next run).

@@ -30,6 +30,7 @@ def _worker(config: Path, start: int, count: int) -> subprocess.Popen[str]:
                             text=True, env=env)
 
 
+@pytest.mark.long(80)
 async def test_sigkill_during_turns_and_delivery_stores_each_turn_once(home):
     home.write_memory({"memory": {"condition": "simple_rag"}})
     rng = random.Random(7)

@@ -66,6 +66,7 @@ def _one_shot(home, message: str, printed: str) -> tuple[float, list[tuple[float
             proc.wait()
 
 
+@pytest.mark.long(36)
 def test_one_shot_exits_within_seconds_with_a_write_stuck_in_mem0(home, stuck_llm):
     home.write_memory(mem0_memory_json(stuck_llm.base_url))
     # The same process with nothing to deliver: what ending a process that loaded mem0

@@ -94,6 +94,7 @@ def test_a_damaged_outbox_gets_one_line_and_exit_1(home, config, damage):
             assert _digest(path) == before
 
 
+@pytest.mark.long(34)
 def test_a_locked_outbox_reads_and_refuses_requeue_in_one_line(home, config):
     path = home.data_dir / FILE
     _healthy(path)

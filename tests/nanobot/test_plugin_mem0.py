@@ -9,6 +9,7 @@ own LLM is the session double and keeps answering throughout.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -40,6 +41,20 @@ def mem0_memory_json(base_url: str, **plugin: object) -> dict:
                    "mem0": {"llm": {"base_url": base_url, "model": "double", "api_key": "x"}}},
         "nanobot": {"retry_initial_s": 0.2, "retry_max_s": 0.5, **plugin},
     }
+
+
+def attempts(plugin) -> int:
+    return sum(row["attempts"] for row in plugin.outbox.rows("mem0"))
+
+
+async def until_a_delivery_failed(plugin, before: int, timeout_s: float = 60) -> None:
+    """Drain until a delivery attempt has been made (and failed) since ``before`` attempts:
+    with the backend down, ``flush`` would only wait out its whole timeout."""
+    deadline = time.monotonic() + timeout_s
+    while attempts(plugin) <= before:
+        assert time.monotonic() < deadline, "no delivery attempt was made"
+        await plugin.flush(timeout_s=0)
+        await asyncio.sleep(0.02)
 
 
 async def mem0_records(plugin) -> list[dict]:
@@ -88,6 +103,7 @@ async def test_turn_reaches_mem0_after_the_reply(home, llm_double, mem0_llm):
     assert "retrieve latency: p50" in health and "record latency: p50" in health
 
 
+@pytest.mark.long(25)
 async def test_backend_outage_mid_conversation_loses_nothing(home, llm_double, mem0_llm):
     home.write_memory(mem0_memory_json(mem0_llm.base_url))
     loop = home.loop()
@@ -99,8 +115,9 @@ async def test_backend_outage_mid_conversation_loses_nothing(home, llm_double, m
     mem0_llm.stop()  # mem0's LLM goes away: add(infer=True) cannot run
     replies = []
     for text in ("I work as a nurse.", "I have two cats.", "My sister is called Ana."):
+        before = attempts(plugin)
         replies.append(await say(loop, "alice", text))
-        await plugin.flush(timeout_s=5)  # a delivery attempt happens (and fails)
+        await until_a_delivery_failed(plugin, before)
     assert all("You said:" in r for r in replies)  # the agent still answers
     stats = plugin.outbox.stats("mem0")
     assert stats.pending == 3 and stats.failed == 0  # the outbox grew, nothing dropped
@@ -114,8 +131,9 @@ async def test_backend_outage_mid_conversation_loses_nothing(home, llm_double, m
     await home.close(loop)
     loop = home.loop()
     plugin = plugin_for(loop)
+    before = attempts(plugin)
     await say(loop, "alice", "I speak Portuguese.")
-    await plugin.flush(timeout_s=5)
+    await until_a_delivery_failed(plugin, before)
     assert plugin.outbox.stats("mem0").pending == 4
 
     restarted = LLMDouble(port=port)
@@ -173,8 +191,9 @@ async def test_a_cut_extraction_stays_pending_until_the_model_answers(home, llm_
     await say(loop, "alice", "Hello there.")
     assert await plugin.flush(timeout_s=120) == 0
     plugin.adapter._memory.llm.config.max_tokens = 5  # every answer is now cut mid-JSON
+    before = attempts(plugin)
     await say(loop, "alice", "My sister Ana lives in Porto.")
-    await plugin.flush(timeout_s=5)
+    await until_a_delivery_failed(plugin, before)
     stats = plugin.outbox.stats("mem0")
     assert (stats.pending, stats.failed) == (1, 0)
     assert "Error parsing extraction response" in (stats.last_error or "")

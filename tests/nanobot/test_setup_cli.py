@@ -47,6 +47,7 @@ def one_error_line(proc: subprocess.CompletedProcess[str], *said: str) -> None:
         assert text in proc.stderr, proc.stderr
 
 
+@pytest.mark.long(36)
 async def test_setup_then_one_turn_gives_mem0_on_nanobots_own_model(fresh, llm_double):
     pytest.importorskip("mem0")
     # an index into the chat requests (the session-wide double also counts embedding and

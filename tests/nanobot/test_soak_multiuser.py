@@ -20,6 +20,8 @@ import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import pytest
+
 from tests.nanobot.conftest import VENV_BIN, long_term_memory
 
 WORKER = Path(__file__).with_name("soak_worker.py")
@@ -73,6 +75,7 @@ def _senders_in(text: str) -> set[int]:
     return {int(m.group(1)) for m in MARKER.finditer(text)}
 
 
+@pytest.mark.long(360)
 async def test_twenty_senders_two_thousand_turns_with_a_kill(home, llm_double):
     home.write_memory({"memory": {"condition": "full_history"}})
     turns = _turns()

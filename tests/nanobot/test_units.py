@@ -328,6 +328,7 @@ async def test_the_exit_safe_executor_starts_threads_only_when_it_needs_a_worker
     nanobot's whole process)."""
     import asyncio
     import threading
+    import weakref
 
     from nanobot_memory_adapters.nanobot.exit_executor import ExitSafeExecutor
 
@@ -339,9 +340,12 @@ async def test_the_exit_safe_executor_starts_threads_only_when_it_needs_a_worker
     def counting(thread: threading.Thread) -> None:
         nonlocal started
         target = getattr(thread, "_target", None)
-        # this executor's workers and helpers only (other tests' threads may start too)
-        if (thread.name.startswith("nanobot-memory-io")
-                or getattr(target, "__self__", None) is executor):
+        # this executor's helpers and workers only: other tests' loops (the session's
+        # default executor may be another ExitSafeExecutor) start threads too
+        args = getattr(thread, "_args", ())
+        worker_of = args[0] if args and isinstance(args[0], weakref.ref) else None
+        if (getattr(target, "__self__", None) is executor
+                or (worker_of is not None and worker_of() is executor)):
             started += 1
         start(thread)
 

@@ -266,6 +266,7 @@ async def test_switching_with_backfill_brings_the_past_along(home, monkeypatch):
     assert sorted(await _simple_rag_memories(plugin, ALICE)) == sorted(stored)
 
 
+@pytest.mark.long(40)
 async def test_a_killed_backfill_resumes_without_duplicates(home):
     loop, _plugin = await _told_under_full_history(home, bob=False)
     await home.close(loop)
@@ -316,6 +317,7 @@ async def test_a_killed_backfill_resumes_without_duplicates(home):
 
 
 
+@pytest.mark.long(26)
 async def test_backfill_options_from_the_terminal(home):
     """--session and --since choose what is replayed; bad values and read-only mode are
     one line each, exit 2."""

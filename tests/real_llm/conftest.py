@@ -19,12 +19,17 @@ os.environ.setdefault("NANOBOT_STREAM_IDLE_TIMEOUT_S", "1800")
 MODEL_ENV = "NANOBOT_MEMORY_TEST_LLM_MODEL"
 
 
+# tryfirst: the group must exist before xdist's own hook reads it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     here = os.path.dirname(__file__)
     skip = pytest.mark.skip(reason=f"no real model: set {URL_ENV} (see tests/real_llm)")
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.real_llm)
+            # One model server with one slot, whose prompt cache helps only when a
+            # backend's items run one after another: the whole lane on one worker.
+            item.add_marker(pytest.mark.xdist_group("real_llm"))
             if not os.environ.get(URL_ENV):
                 item.add_marker(skip)
 
