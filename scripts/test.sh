@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what it needs into .venv, then lint, types and the whole suite.
-# The fast suite (no server provisioning): ./scripts/test.sh -m "not servers"
+# The fast suite (no test that starts a process): ./scripts/test.sh -m "not servers"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh

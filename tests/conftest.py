@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
+import subprocess
+import threading
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -15,10 +18,56 @@ from tests.llm_double import LLMDouble
 
 # Fixtures that provision a server of their own (a MemOS venv, Postgres and Redis: minutes
 # on a cold machine). Tests using them carry the ``servers`` marker, so a contributor can
-# run the fast suite with ``-m "not servers"``; CI runs everything.
+# run the fast suite with ``-m "not servers"``; CI runs everything. Any other test that
+# starts a process (nanobot, a bench run, a server) says so with ``@pytest.mark.servers``:
+# ``_no_unmarked_processes`` fails one that does not.
 SERVER_FIXTURES = frozenset({"memos_server"})
+_running: list[pytest.Item] = []
+_started_a_process: set[str] = set()
+_popen_init = subprocess.Popen.__init__
 
 
+def _note_a_process_start() -> None:
+    # The main thread only: a thread an earlier test left behind must not blame this one.
+    if (_running and threading.current_thread() is threading.main_thread()
+            and not _running[-1].get_closest_marker("servers")):
+        _started_a_process.add(_running[-1].nodeid)
+
+
+def _watched_popen_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    _note_a_process_start()
+    _popen_init(self, *args, **kwargs)
+
+
+subprocess.Popen.__init__ = _watched_popen_init  # type: ignore[method-assign]
+_process_start = multiprocessing.process.BaseProcess.start
+
+
+def _watched_process_start(self):  # type: ignore[no-untyped-def]
+    _note_a_process_start()  # multiprocessing (a pool's workers) does not go through Popen
+    _process_start(self)
+
+
+multiprocessing.process.BaseProcess.start = _watched_process_start  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.fixture(autouse=True)
+def _no_unmarked_processes(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """The fast suite (``-m "not servers"``) stays fast only if every test that starts a
+    process is marked: a test (or its module fixture) that starts one unmarked fails."""
+    yield
+    if request.node.nodeid in _started_a_process:
+        pytest.fail("this test (or a fixture it uses) started a process: mark it "
+                    "@pytest.mark.servers (or the module's pytestmark)", pytrace=False)
 
 
 def _declared_seconds(item: pytest.Item) -> float:
@@ -50,6 +99,22 @@ def data_dir(tmp_path):
     path = tmp_path / "memory-data"
     path.mkdir()
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse, in one line, the versions known to drop every group (pytest-xdist#1386)."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if Version(pytest.__version__) >= Version("9.2") and Version(
+            version("pytest-xdist")) <= Version("3.8.0"):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} does "
+            "not group tests (pytest-xdist#1386): install 'pytest<9.2' (./scripts/"
+            "bootstrap.sh does), or run without workers (NANOBOT_MEMORY_TEST_WORKERS=0)")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -106,6 +106,7 @@ def test_built_ins_are_registered_as_entry_points_with_their_extras():
     assert specs["no_memory"].extra is None and specs["no_memory"].kind == "condition"
 
 
+@pytest.mark.servers
 def test_backends_are_imported_lazily():
     import subprocess
     import sys

@@ -57,12 +57,14 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 # -- config files ---------------------------------------------------------------------------
 
+@pytest.mark.servers
 def test_config_that_is_a_directory(tmp_path):
     one_error_line(run("health", "--config", str(tmp_path)), str(tmp_path), "directory")
     with pytest.raises(ConfigError, match="is a directory"):
         load_provider(tmp_path)
 
 
+@pytest.mark.servers
 def test_config_that_is_not_utf8(tmp_path):
     path = tmp_path / "memory.json"
     path.write_bytes(b'{"condition": "no_memory", "x": "\xff\xfe"}')
@@ -94,6 +96,7 @@ def test_budget_is_a_strict_bounded_whole_number(value):
     ],
     ids=["no-conversation", "session-not-a-list", "category-not-a-number"],
 )
+@pytest.mark.servers
 def test_malformed_locomo_names_file_sample_and_field(tmp_path, mutate, needles):
     sample = json.loads(json.dumps(SAMPLE))
     mutate(sample)
@@ -102,6 +105,7 @@ def test_malformed_locomo_names_file_sample_and_field(tmp_path, mutate, needles)
                    path.name, *needles)
 
 
+@pytest.mark.servers
 def test_locomo_json_syntax_error_names_the_file(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("[{", encoding="utf-8")
@@ -109,11 +113,13 @@ def test_locomo_json_syntax_error_names_the_file(tmp_path):
                    "broken.json", "not valid JSON", "line 1")
 
 
+@pytest.mark.servers
 def test_locomo_directory_says_directory(tmp_path):
     one_error_line(bench("--dataset", str(tmp_path), "--out", str(tmp_path / "out")),
                    "is a directory")
 
 
+@pytest.mark.servers
 def test_out_that_is_a_file(tmp_path):
     path = _dataset(tmp_path, [SAMPLE])
     blocker = tmp_path / "out"
@@ -122,6 +128,7 @@ def test_out_that_is_a_file(tmp_path):
 
 
 @pytest.mark.parametrize("tokens", ["0", "-5", str(MAX_BUDGET_TOKENS + 1)])
+@pytest.mark.servers
 def test_budget_tokens_out_of_range_names_the_option(tmp_path, tokens):
     path = _dataset(tmp_path, [SAMPLE])
     line = one_error_line(bench("--dataset", str(path), "--out", str(tmp_path / "o"),
@@ -130,6 +137,7 @@ def test_budget_tokens_out_of_range_names_the_option(tmp_path, tokens):
 
 
 @pytest.mark.parametrize("providers", ["", ",", " , "])
+@pytest.mark.servers
 def test_empty_providers_is_an_error(tmp_path, providers):
     path = _dataset(tmp_path, [SAMPLE])
     out = tmp_path / "o"
@@ -138,6 +146,7 @@ def test_empty_providers_is_an_error(tmp_path, providers):
     assert not (out / "results.json").exists()
 
 
+@pytest.mark.servers
 def test_duplicate_providers_are_refused(tmp_path):
     path = _dataset(tmp_path, [SAMPLE])
     one_error_line(run("bench", "--providers", "full_history,no_memory,full_history",
@@ -146,12 +155,14 @@ def test_duplicate_providers_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("items", "needle"), [("abc", "'abc'"), ("99", "'99'"), ("1,", "''")])
+@pytest.mark.servers
 def test_conformance_items_must_be_contract_items(items, needle):
     line = one_error_line(run("conformance", "--condition", "no_memory", "--items", items),
                           "--items", needle)
     assert "1 (record_receipt)" in line  # the valid items are listed
 
 
+@pytest.mark.servers
 def test_unknown_log_level_lists_the_levels():
     one_error_line(run("--log-level", "bogus", "version"), "bogus", "WARNING", "DEBUG")
 

@@ -58,6 +58,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.servers
 def test_two_processes_writing_full_history_lose_nothing(tmp_path):
     path = tmp_path / "history.sqlite3"
     n = 1500
@@ -73,6 +74,7 @@ def test_two_processes_writing_full_history_lose_nothing(tmp_path):
     assert stored == (2 * n, 2 * n)
 
 
+@pytest.mark.servers
 def test_store_holders_names_the_other_process_and_nothing_it_was_told(tmp_path):
     """/memory-health names who holds a store: another process with a file under the
     store open (from /proc), shown as program and sub-commands only, never its options."""

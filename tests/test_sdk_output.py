@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 # One subprocess (the module fixture) serves every test here: one worker.
-pytestmark = pytest.mark.xdist_group("sdk_output")
+pytestmark = [pytest.mark.xdist_group("sdk_output"), pytest.mark.servers]
 
 SCRIPT = textwrap.dedent(
     """

@@ -52,6 +52,7 @@ def assert_no_secret(texts: list[str], root: Path) -> None:
 
 @pytest.mark.parametrize("provider", sorted(CONFIGS))
 @pytest.mark.parametrize("as_json", [False, True])
+@pytest.mark.servers
 def test_health_never_prints_a_secret(tmp_path, provider, as_json):
     config = tmp_path / "memory.json"
     config.write_text(json.dumps(CONFIGS[provider]))
@@ -72,6 +73,7 @@ SWAP = {**CONFIGS, "graphiti": {"backend": "graphiti", "graphiti": {
 
 
 @pytest.mark.parametrize("provider", sorted(SWAP))
+@pytest.mark.servers
 def test_swap_never_prints_or_writes_a_secret(tmp_path, provider):
     config = tmp_path / "memory.json"
     config.write_text(json.dumps(SWAP[provider]))
@@ -85,6 +87,7 @@ def test_swap_never_prints_or_writes_a_secret(tmp_path, provider):
 
 
 @pytest.mark.parametrize("command", ["health", "swap"])
+@pytest.mark.servers
 def test_nanobot_llm_from_nanobots_config_is_used_and_never_printed(tmp_path, command):
     """``--nanobot-config``: a block's ``"llm": "nanobot"`` takes nanobot's endpoint and
     key; the endpoint shows, the key appears nowhere."""
@@ -108,6 +111,7 @@ def test_nanobot_llm_from_nanobots_config_is_used_and_never_printed(tmp_path, co
     assert missing.returncode == 2 and "--nanobot-config" in missing.stderr
 
 
+@pytest.mark.servers
 def test_bench_nanobot_config_resolves_the_block_and_keeps_the_key_out(tmp_path):
     """``bench --nanobot-config``: a ``--provider-config`` block with ``"llm": "nanobot"``
     is built on nanobot's endpoint (here a closed port, so the unit cannot extract); the
@@ -155,6 +159,7 @@ LOCAL = "http://127.0.0.1:9/v1"
       "rolling_summary": {"llm": {**LLM, "base_url": f"http://127.0.0.1:9/{PASTED}"}}}),
 ])
 @pytest.mark.parametrize("command", ["health", "swap"])
+@pytest.mark.servers
 def test_a_key_in_a_model_or_url_is_refused_without_echoing_it(tmp_path, field, block, command):
     """Before: health showed the model name (the key) in its details. Now the config is
     refused in one line that names the key and the fix (swap: its instantiate gate), and
@@ -270,6 +275,7 @@ print("ok")
 _SCRUB_CAP_S = 120
 
 
+@pytest.mark.servers
 def test_redaction_of_megabyte_pathological_inputs_finishes_under_a_hard_cap():
     """Every crafted 1 MiB input is scrubbed in a child process that is killed at the
     cap: backtracking that a counter of match spans cannot see (a failed search costs

@@ -27,6 +27,9 @@ from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.backends.test_graphiti import T1, T2, _episodes_named, _event, _request
 
+# Every test here starts a process (FalkorDB, a second Python): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -520,6 +520,7 @@ def test_double_matches_real_server_transcript(honcho):
         assert g == e, f"step {e['step']}: double {g} != real {e}"
 
 
+@pytest.mark.servers
 def test_probe_needs_no_server_code():
     """The probe runs against a real Honcho server from that server's own venv: it must
     load with nothing but the standard library and httpx (server, SDK and this package

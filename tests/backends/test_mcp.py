@@ -30,7 +30,7 @@ from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.backends.mcp_servers import mcp_memory_service_command, server_memory_command
 
 # The MCP servers install into one shared cache with no lock: one worker.
-pytestmark = [pytest.mark.xdist_group("mcp"), pytest.mark.long(30)]
+pytestmark = [pytest.mark.xdist_group("mcp"), pytest.mark.long(30), pytest.mark.servers]
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 

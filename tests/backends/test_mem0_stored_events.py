@@ -155,6 +155,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.servers
 async def test_a_store_reopened_after_another_process_reset_it_is_listed_again(data_dir):
     """Adapter A records an event and closes (the Qdrant handle closes with it); another
     process resets the scope; adapter B of the first process records the event again: it

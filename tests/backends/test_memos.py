@@ -388,6 +388,7 @@ async def test_stopped_server_fails_fast_naming_the_url():
         await adapter.aclose()
 
 
+@pytest.mark.servers
 def test_conformance_cli_against_stopped_server_fails_fast():
     env = dict(os.environ, MEMOS_URL="http://127.0.0.1:9")
     started = time.monotonic()

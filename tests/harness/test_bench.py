@@ -473,6 +473,7 @@ async def test_a_session_recorded_before_the_crash_is_replayed_without_clobberin
     assert "can differ" in resumed.results["notes"]["resume"]
 
 
+@pytest.mark.servers  # a process pool
 def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):
     """The flags themselves: two worker processes and a two-budget sweep from the command
     line give one block per budget, verify per budget, and the same metrics as one worker;

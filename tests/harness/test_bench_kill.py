@@ -16,7 +16,7 @@ import pytest
 from tests.harness.conftest import synthetic_locomo
 
 # The module's clean run (clean_hash) is computed once, on one worker.
-pytestmark = [pytest.mark.xdist_group("bench_kill"), pytest.mark.long(150)]
+pytestmark = [pytest.mark.xdist_group("bench_kill"), pytest.mark.long(150), pytest.mark.servers]
 
 PROVIDERS = "full_history,simple_rag"
 

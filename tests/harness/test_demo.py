@@ -6,7 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.harness.conftest import mem0_installed
+
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
 
 
 def test_demo_runs_swap_then_bench_and_prints_the_table(locomo_file, tmp_path):

@@ -243,6 +243,7 @@ def test_cli_bench_task_longmemeval(tmp_path, locomo_file):
         assert says in bad.stderr and "Traceback" not in bad.output
 
 
+@pytest.mark.servers  # a process pool
 async def test_workers_build_the_longmemeval_judge_and_change_nothing(tmp_path, llm_double):
     from nanobot_memory_adapters.harness.executors import ExecutionPlan
 

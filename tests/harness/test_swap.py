@@ -24,6 +24,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.servers
 def test_swap_full_history_json_reports_every_gate(tmp_path):
     out = cli("swap", "--condition", "full_history", "--json", "--data-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
@@ -112,6 +113,7 @@ def test_table_output_names_each_gate(tmp_path):
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
+@pytest.mark.servers
 def test_swap_mem0_backend_passes(tmp_path):
     out = cli("swap", "--backend", "mem0", "--json", "--data-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr

@@ -43,6 +43,7 @@ def ask_lines(out: Path) -> list[tuple[str, str, int, str]]:
             for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
 
 
+@pytest.mark.servers  # a process pool
 async def test_workers_do_not_change_the_outputs(locomo_file, tmp_path, llm_double):
     url = llm_double.base_url
     one = await run_bench(config(locomo_file, tmp_path / "one", url, providers=WITH_GRAPHITI))
@@ -66,6 +67,7 @@ async def test_workers_do_not_change_the_outputs(locomo_file, tmp_path, llm_doub
 
 
 @pytest.mark.long(32)
+@pytest.mark.servers
 async def test_ray_executor_gives_the_same_outputs(locomo_file, tmp_path, llm_double):
     ray = pytest.importorskip("ray")
     local = await run_bench(config(locomo_file, tmp_path / "local", llm_double.base_url))

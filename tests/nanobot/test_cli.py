@@ -7,6 +7,9 @@ import pytest
 
 from tests.nanobot.conftest import agent_request, long_term_memory
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 
 def reply_of(proc) -> str:
     assert proc.returncode == 0, proc.stderr[-2000:]

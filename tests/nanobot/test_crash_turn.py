@@ -15,9 +15,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from tests.llm_double.server import HOLD_MARKER
 from tests.nanobot.conftest import VENV_BIN
+
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 REPO = Path(__file__).resolve().parents[2]

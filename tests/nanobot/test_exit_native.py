@@ -13,6 +13,9 @@ import textwrap
 
 import pytest
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip("torch")
 
 SCRIPT = textwrap.dedent(

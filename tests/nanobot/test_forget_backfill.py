@@ -45,6 +45,7 @@ async def _reopened(home) -> tuple[Any, MemoryPlugin]:
     return loop, plugin
 
 
+@pytest.mark.servers
 async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
     home.write_memory(FULL_HISTORY)
     loop, plugin = _opened(home)
@@ -78,6 +79,7 @@ async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
     assert sum("bees" in t for t in alice) == 1 and sum("chess" in t for t in alice) == 1
 
 
+@pytest.mark.servers
 async def test_forgetting_a_scope_that_holds_nothing_says_so(home):
     home.write_memory(FULL_HISTORY)
     loop, plugin = _opened(home)
@@ -130,6 +132,7 @@ async def test_forget_reaches_every_provider_that_holds_the_scope(home, llm_doub
     assert await _items(plugin, BOB, "what do I keep")
 
 
+@pytest.mark.servers
 async def test_backfill_is_idempotent_whatever_the_outbox_pruned(home):
     home.write_memory({**FULL_HISTORY, "nanobot": {"keep_delivered": 2}})
     loop, plugin = _opened(home)
@@ -153,6 +156,7 @@ async def test_backfill_is_idempotent_whatever_the_outbox_pruned(home):
     assert all(sum(text in t for t in stored) == 1 for text in facts), stored  # once each
 
 
+@pytest.mark.servers
 async def test_backfill_counts_pending_turns_apart_from_delivered_ones(home):
     home.write_memory(FULL_HISTORY)
     loop, plugin = _opened(home)
@@ -185,6 +189,7 @@ async def test_forget_on_static_profile_does_not_contradict_itself(home):
     assert "NOT" not in reply and "forgotten" not in reply
 
 
+@pytest.mark.servers
 async def test_group_chat_backfill_files_each_turn_under_its_own_sender(home):
     home.write_memory(FULL_HISTORY)
     loop, plugin = _opened(home)

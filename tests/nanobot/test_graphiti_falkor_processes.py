@@ -14,6 +14,9 @@ from nanobot_memory_adapters.nanobot import plugin_for
 from tests.nanobot.conftest import say
 from tests.nanobot.test_cli import reply_of
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip(
     "redislite",
     reason="FalkorDB embedded is not installed (extra 'graphiti-falkor': falkordblite on "

@@ -12,6 +12,9 @@ import pytest
 
 from tests.nanobot.conftest import VENV_BIN
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip("mem0")
 README_MEMORY = {"memory": {"backend": "mem0", "mem0": {"llm": "nanobot"}}}
 

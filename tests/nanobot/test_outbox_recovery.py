@@ -9,9 +9,14 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+import pytest
+
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from tests.nanobot.test_cli import reply_of
+
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
 
 
 def _park_failed(home, event_id: str, text: str) -> None:

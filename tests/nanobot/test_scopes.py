@@ -374,6 +374,7 @@ def test_people_rules():
 
 
 # -- migrating scopes recorded under the old names -------------------------------------------
+@pytest.mark.servers
 async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
         home, llm_double, monkeypatch):
     import subprocess

@@ -8,6 +8,9 @@ import pytest
 from tests.nanobot.test_cli import reply_of
 from tests.test_secrets import CONFIGS, SECRETS
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 
 @pytest.mark.parametrize("provider", ["honcho", "memos", "mem0"])
 async def test_memory_health_reply_and_session_files_hold_no_secret(home, provider):

@@ -15,6 +15,9 @@ from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, Retriev
 from tests.nanobot.conftest import VENV_BIN, Home
 from tests.nanobot.test_cli import reply_of
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 CLI_USER = MemoryScope(run_id="default", persona_id="cli-user", agent_id="nanobot")
 
 

@@ -24,6 +24,9 @@ import pytest
 
 from tests.nanobot.conftest import VENV_BIN, long_term_memory
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 WORKER = Path(__file__).with_name("soak_worker.py")
 REPO = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"MK(\d\d)T(\d{4})")

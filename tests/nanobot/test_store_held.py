@@ -15,6 +15,9 @@ import pytest
 from nanobot_memory_adapters.nanobot import plugin_for
 from tests.nanobot.conftest import say
 
+# Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
+pytestmark = pytest.mark.servers
+
 pytest.importorskip("mem0")
 HOLDER = Path(__file__).with_name("store_holder.py")
 

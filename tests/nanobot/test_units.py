@@ -356,5 +356,8 @@ async def test_the_exit_safe_executor_starts_threads_only_when_it_needs_a_worker
     finally:
         threading.Thread.start = start  # type: ignore[method-assign]
         executor.shutdown(wait=True)
-    assert started <= 4, started  # a helper and a worker for the first call, not 400
+    # A helper and a worker for the first call; under load a call can come before the
+    # last worker has said it is idle (the pool then adds one, as the stdlib pool does),
+    # so a few more: never one per call (400).
+    assert started <= 20, started
     assert all(t.daemon for t in executor._threads)  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ import gc
 import sqlite3
 import time
 
+import pytest
+
 from nanobot_memory_adapters.nanobot import plugin_for
 from tests.nanobot.conftest import say
 from tests.nanobot.faults import fill, hold_write_lock, small_disk
@@ -47,6 +49,7 @@ async def _wait_delivered(home, texts: list[str], timeout_s: float = 60) -> list
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.servers
 async def test_turns_survive_a_held_lock_and_a_full_disk(home):
     home.write_memory({"memory": {"condition": "full_history"},
                        "nanobot": {"retry_initial_s": 0.2, "retry_max_s": 0.5}})
@@ -86,6 +89,7 @@ async def test_turns_survive_a_held_lock_and_a_full_disk(home):
         await home.close(loop)
 
 
+@pytest.mark.servers
 async def test_retries_stay_off_the_terminal(home, log_lines):
     """A write the backend does not take yet is retried quietly: nothing at INFO or above
     (a warning printed onto the interactive ``You:`` prompt); ``/memory-health`` says it."""

@@ -129,6 +129,7 @@ async def test_memory_forget_is_refused_in_read_only_mode(home):
     assert await _items(plugin, ALICE, "bees")
 
 
+@pytest.mark.servers
 async def test_forget_from_the_terminal(home):
     home.write_memory({"memory": {"condition": "full_history"}})
     loop = home.loop()
@@ -171,6 +172,7 @@ async def _hold_drain_lock(home) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.servers
 async def test_forget_waits_while_another_process_delivers(home):
     """A forget that ran while another process delivers could be undone by a row that
     process writes after the deletion: it waits for the drain lock, and deletes nothing
@@ -267,6 +269,7 @@ async def test_switching_with_backfill_brings_the_past_along(home, monkeypatch):
 
 
 @pytest.mark.long(40)
+@pytest.mark.servers
 async def test_a_killed_backfill_resumes_without_duplicates(home):
     loop, _plugin = await _told_under_full_history(home, bob=False)
     await home.close(loop)
@@ -318,6 +321,7 @@ async def test_a_killed_backfill_resumes_without_duplicates(home):
 
 
 @pytest.mark.long(26)
+@pytest.mark.servers
 async def test_backfill_options_from_the_terminal(home):
     """--session and --since choose what is replayed; bad values and read-only mode are
     one line each, exit 2."""

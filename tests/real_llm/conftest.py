@@ -27,6 +27,7 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.real_llm)
+            item.add_marker(pytest.mark.servers)  # it needs a model server: never "fast"
             # One model server with one slot, whose prompt cache helps only when a
             # backend's items run one after another: the whole lane on one worker.
             item.add_marker(pytest.mark.xdist_group("real_llm"))
