@@ -30,7 +30,6 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import PurePath
 
 GRACE_S = 1.0
 NATIVE_WAIT_S = 30.0
@@ -41,28 +40,37 @@ _abandoned: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
 def in_native_package(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is running code of one of ``NATIVE_PACKAGES`` right now."""
+    """Whether ``thread``'s innermost Python frame belongs to one of ``NATIVE_PACKAGES`` (a
+    C++ call made from there); a thread in a socket below them is not "in" them."""
     frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        if NATIVE_PACKAGES.intersection(PurePath(frame.f_code.co_filename).parts):
-            return True
-        frame = frame.f_back
-    return False
+    if frame is None:
+        return False
+    return str(frame.f_globals.get("__name__", "")).partition(".")[0] in NATIVE_PACKAGES
 
 
 class ProcessExiting(BaseException):
     """Raised in an abandoned thread at exit, so it stops before it can enter torch again."""
 
 
+def _raise_in(thread: threading.Thread) -> None:
+    set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    if set_async_exc(thread.ident or 0, ProcessExiting) > 1:  # never expected: undo it
+        set_async_exc(thread.ident or 0, None)
+
+
 def _stop_abandoned_threads() -> None:
     threads = [thread for thread in _abandoned if thread.is_alive() and thread.ident]
     for thread in threads:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
-                                                   ctypes.py_object(ProcessExiting))
+        _raise_in(thread)
     deadline = time.monotonic() + NATIVE_WAIT_S
     for thread in threads:
+        asked = time.monotonic()
         while (thread.is_alive() and in_native_package(thread)
                and time.monotonic() < deadline):
+            if time.monotonic() - asked > 0.2:  # it caught the last one (or took new work)
+                _raise_in(thread)
+                asked = time.monotonic()
             time.sleep(0.01)
 
 

@@ -55,6 +55,8 @@ def test_a_thread_abandoned_inside_torch_does_not_abort_the_exit():
     done = run("with-the-exit-hook")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "left 1" in done.stdout and "terminate called" not in done.stderr
+    if sys.version_info >= (3, 14):  # daemon threads hang at finalization there instead
+        return
     # The same process without the hook: the abort the hook prevents.
     bare = run("without-the-exit-hook")
     assert bare.returncode != 0 and "terminate called" in bare.stderr, (bare.returncode,
