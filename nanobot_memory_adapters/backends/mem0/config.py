@@ -87,6 +87,14 @@ class SimpleRagConfig(BaseModel):
         default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
     )
     embedding_dims: int = Field(default=384, gt=0)
+    embedding_runtime: Literal["sentence_transformers", "onnx"] | None = Field(
+        default=None,
+        description="How the embedder runs: 'onnx' (the model on ONNX Runtime, exported "
+        "once into the cache; no torch in the process) or 'sentence_transformers' (mem0's "
+        "own huggingface provider). Default: 'onnx' for the bundled MiniLM (its vectors "
+        "equal sentence-transformers' within float noise; docs/mem0.md), "
+        "'sentence_transformers' for an embedding_model of your own.",
+    )
     agent_scoped: bool = Field(
         default=False, description="Also write and filter by agent_id (scope.agent_id)."
     )
@@ -110,6 +118,15 @@ class SimpleRagConfig(BaseModel):
         "stored message names exactly its own turn — a larger value gives every message of "
         "the batch the whole batch as its source).",
     )
+
+    @model_validator(mode="after")
+    def _resolve_runtime(self) -> SimpleRagConfig:
+        """The runtime is always concrete after validation, so manifests record it."""
+        if self.embedding_runtime is None:
+            self.embedding_runtime = (
+                "onnx" if self.embedding_model is None else "sentence_transformers"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rerank_needs_reranker(self) -> SimpleRagConfig:

@@ -1,0 +1,267 @@
+"""A sentence-transformers model run through ONNX Runtime, without loading torch.
+
+Why: loading torch and sentence-transformers is most of a new process's first turn
+(~6 s here); ONNX Runtime and the tokenizer load in well under a second. The model is
+exported once, locally, from the weights already on disk (torch's TorchScript exporter;
+nothing is downloaded) into a cache folder keyed by those weights; every later process
+loads only the export. Tokenization (``tokenizers``, the model's own ``tokenizer.json``),
+truncation (the model's ``max_seq_length``), mean pooling and normalization follow the
+model's sentence-transformers modules; a model that needs anything else is refused.
+
+The vectors match sentence-transformers' within float noise (max abs difference ~2e-7
+on MiniLM, ``tests/test_onnx_embedder.py``), not bit for bit: it is an option
+(``embedding_runtime: "onnx"``), never a silent change of the default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from nanobot_memory_adapters.sdk_output import quiet_progress
+
+__all__ = [
+    "OnnxEmbedderError",
+    "OnnxSentenceEmbedder",
+    "SentenceModelLayout",
+    "export_dir_for",
+    "load_onnx_embedder",
+]
+
+#: Bump when the export changes (inputs, opset, wrapper): old exports are not reused.
+EXPORT_FORMAT = 1
+OPSET = 17
+BATCH_SIZE = 32  # sentence-transformers' default encode batch
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+class OnnxEmbedderError(RuntimeError):
+    """The model cannot run through ONNX Runtime here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class SentenceModelLayout:
+    """What the sentence-transformers folder says the model does (checked, not assumed)."""
+
+    path: Path
+    weights: Path
+    max_seq_length: int
+    dims: int
+    normalize: bool
+
+    @classmethod
+    def read(cls, model_path: str | Path) -> SentenceModelLayout:
+        path = Path(model_path).expanduser()
+        fix = 'set embedding_runtime to "sentence_transformers"'
+        weights = next((path / n for n in WEIGHT_FILES if (path / n).is_file()), None)
+        if weights is None or not (path / "tokenizer.json").is_file():
+            raise OnnxEmbedderError(
+                f"{path} is not a local sentence-transformers model folder with its weights "
+                f"at the top and a tokenizer.json; {fix}"
+            )
+        try:
+            modules = json.loads((path / "modules.json").read_text())
+            types = [m["type"].rsplit(".", 1)[-1] for m in modules]
+            pooling_dir = next(m["path"] for m in modules if m["type"].endswith("Pooling"))
+            pooling = json.loads((path / pooling_dir / "config.json").read_text())
+            sbert = json.loads((path / "sentence_bert_config.json").read_text())
+        except (OSError, ValueError, KeyError, StopIteration) as exc:
+            raise OnnxEmbedderError(
+                f"{path}: cannot read its sentence-transformers modules ({exc}); {fix}"
+            ) from exc
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+        if types[:2] != ["Transformer", "Pooling"] or modes != {"pooling_mode_mean_tokens"} \
+                or set(types[2:]) - {"Normalize"}:
+            raise OnnxEmbedderError(
+                f"{path}: the ONNX runtime supports a transformer with mean pooling (and "
+                f"optional normalization); this model has {types} with {sorted(modes)}; {fix}"
+            )
+        return cls(
+            path=path,
+            weights=weights,
+            max_seq_length=int(sbert.get("max_seq_length") or 512),
+            dims=int(pooling["word_embedding_dimension"]),
+            normalize="Normalize" in types,
+        )
+
+    def digest(self) -> str:
+        """Names the export: the weights, tokenizer and modules by path, size and mtime
+        (cheap at every start; the export records the weights' sha256 as well)."""
+        h = hashlib.sha256(f"format={EXPORT_FORMAT};opset={OPSET}".encode())
+        for f in sorted(p for p in self.path.rglob("*") if p.is_file() and p.suffix != ".md"):
+            st = f.stat()
+            h.update(f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        return h.hexdigest()[:16]
+
+
+def default_cache_dir() -> Path:
+    """``$NANOBOT_MEMORY_CACHE_DIR``, else ``nanobot-memory`` in ``$XDG_CACHE_HOME``
+    (default ``~/.cache``)."""
+    configured = os.environ.get("NANOBOT_MEMORY_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nanobot-memory"
+
+
+def export_dir_for(layout: SentenceModelLayout, cache_dir: str | Path | None = None) -> Path:
+    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    return root / "onnx" / f"{layout.path.name}-{layout.digest()}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export(layout: SentenceModelLayout, target: Path) -> Path:
+    """Export the transformer to ``target/model.onnx`` (torch's TorchScript exporter,
+    dynamic batch and sequence axes) with the tokenizer beside it; atomic: a folder is
+    complete or absent. Needs torch and transformers (this runs once per model)."""
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise OnnxEmbedderError(
+            f"exporting {layout.path} to ONNX needs torch and transformers ({exc}); install "
+            "the mem0 extra, or copy an existing export into the cache"
+        ) from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    try:
+        with quiet_progress():
+            model = AutoModel.from_pretrained(str(layout.path), local_files_only=True)
+        model.eval()
+
+        class LastHiddenState(torch.nn.Module):
+            def __init__(self, inner: Any) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                return self.inner(
+                    input_ids=input_ids, attention_mask=attention_mask,
+                    token_type_ids=token_type_ids,
+                ).last_hidden_state
+
+        sample = torch.ones((2, 8), dtype=torch.int64)
+        axes = {0: "batch", 1: "sequence"}
+        # the tracer's warnings are about branches constant for an encoder (no causal
+        # mask, no cache); the parity test checks the result on every batch shape
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                LastHiddenState(model), (sample, sample, torch.zeros_like(sample)),
+                str(work / "model.onnx"),
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes,
+                              "token_type_ids": axes, "last_hidden_state": axes},
+                opset_version=OPSET, dynamo=False,
+            )
+        shutil.copy2(layout.path / "tokenizer.json", work / "tokenizer.json")
+        (work / "export.json").write_text(json.dumps({
+            "format": EXPORT_FORMAT, "opset": OPSET, "source": str(layout.path),
+            "weights_sha256": _sha256(layout.weights), "torch": torch.__version__,
+            "max_seq_length": layout.max_seq_length, "dims": layout.dims,
+            "normalize": layout.normalize,
+        }, indent=2) + "\n")
+        try:
+            work.rename(target)
+        except OSError:  # another process finished the same export first
+            if not (target / "model.onnx").is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+_export_lock = threading.Lock()
+
+
+class OnnxSentenceEmbedder:
+    """``encode(texts)`` as sentence-transformers computes it, on ONNX Runtime."""
+
+    runtime = "onnx"
+
+    def __init__(self, export_path: Path, *, threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise OnnxEmbedderError(
+                f'embedding_runtime "onnx" needs onnxruntime ({exc}); run: pip install '
+                "'nanobot-memory-adapters[onnx]'"
+            ) from exc
+        meta = json.loads((export_path / "export.json").read_text())
+        self.export_path = export_path
+        self.metadata: dict[str, Any] = meta
+        self.dims = int(meta["dims"])
+        self.normalize = bool(meta["normalize"])
+        self.onnxruntime_version: str = ort.__version__
+        tokenizer = Tokenizer.from_file(str(export_path / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=int(meta["max_seq_length"]))
+        pad = tokenizer.padding or {}
+        tokenizer.enable_padding(pad_id=int(pad.get("pad_id", 0)),
+                                 pad_token=str(pad.get("pad_token", "[PAD]")))
+        self._tokenizer = tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(export_path / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.dims
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """One float32 row per text (numpy), in order."""
+        import numpy as np
+
+        rows: list[Any] = []
+        for start in range(0, len(texts), BATCH_SIZE):
+            batch = self._tokenizer.encode_batch(list(texts[start:start + BATCH_SIZE]))
+            ids = np.array([e.ids for e in batch], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
+            types = np.array([e.type_ids for e in batch], dtype=np.int64)
+            (output,) = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            )
+            hidden = np.asarray(output, dtype=np.float32)
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            if self.normalize:
+                norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+                pooled = pooled / np.clip(norms, 1e-12, None)
+            rows.append(pooled.astype(np.float32))
+        return np.concatenate(rows) if rows else np.zeros((0, self.dims), dtype=np.float32)
+
+
+def load_onnx_embedder(
+    model_path: str | Path, *, cache_dir: str | Path | None = None, threads: int | None = None
+) -> OnnxSentenceEmbedder:
+    """The embedder for ``model_path``, exporting it first if this cache has no export."""
+    layout = SentenceModelLayout.read(model_path)
+    target = export_dir_for(layout, cache_dir)
+    if not (target / "export.json").is_file():
+        with _export_lock:
+            if not (target / "export.json").is_file():
+                logger.info("exporting {} to ONNX once, into {}", layout.path.name, target)
+                export(layout, target)
+    return OnnxSentenceEmbedder(target, threads=threads)

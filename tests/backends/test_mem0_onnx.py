@@ -1,0 +1,220 @@
+"""``embedding_runtime: "onnx"`` (the default for the bundled MiniLM): the model exported
+once from the bundled weights and run on ONNX Runtime gives sentence-transformers' vectors
+within float noise, mem0 on it finds what mem0 on sentence-transformers finds, a fresh
+process never loads torch, and what it cannot run it refuses in one line that names the
+fix. Real mem0, local Qdrant, real MiniLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0.config import Mem0Config, SimpleRagConfig
+from nanobot_memory_adapters.backends.mem0.embedder import OnnxMem0Embedding
+from nanobot_memory_adapters.config import ConfigError
+from nanobot_memory_adapters.contract import (
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.events import Message
+from nanobot_memory_adapters.local_models import bundled_minilm_path
+from nanobot_memory_adapters.onnx_embedder import (
+    OnnxEmbedderError,
+    OnnxSentenceEmbedder,
+    SentenceModelLayout,
+    export_dir_for,
+    load_onnx_embedder,
+)
+from nanobot_memory_adapters.registry import load_provider
+
+pytest.importorskip("onnxruntime")
+
+MODEL = Path(bundled_minilm_path(extra="mem0", setting="test"))
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+TURNS = [
+    "I keep three beehives on the roof.",
+    "My sister Ana lives in Porto.",
+    "I paddle a kayak on Sundays.",
+    "Ok!",
+    "We adopted a grey cat called Pixel last spring.",
+    "I bake rye bread on Fridays, and sometimes a sourdough loaf when the starter is lively.",
+]
+QUESTIONS = ["Where does my sister live?", "What pets do I have?", "What do I bake?"]
+#: longer than MiniLM's 256-token window: both runtimes must cut it at the same place
+LONG = "Caroline went to the support group and talked about adoption agencies. " * 40
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export per worker (exporting loads torch: seconds), shared by this module."""
+    cache = tmp_path_factory.mktemp("onnx-cache")
+    load_onnx_embedder(MODEL, cache_dir=cache)
+    return cache
+
+
+@pytest.fixture
+def cache_env(onnx_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("NANOBOT_MEMORY_CACHE_DIR", str(onnx_cache))
+    return onnx_cache
+
+
+def test_onnx_vectors_match_sentence_transformers_one_by_one_and_in_batches(onnx_cache):
+    from sentence_transformers import SentenceTransformer
+
+    texts = [*TURNS, *QUESTIONS, LONG, ""]
+    onnx = load_onnx_embedder(MODEL, cache_dir=onnx_cache)
+    reference = SentenceTransformer(str(MODEL), device="cpu")
+    expected = reference.encode(texts, convert_to_numpy=True)
+    batched = onnx.encode(texts)
+    single = np.concatenate([onnx.encode([t]) for t in texts])
+    assert batched.shape == single.shape == (len(texts), 384)
+    assert np.abs(batched - expected).max() < 1e-5
+    assert np.abs(single - expected).max() < 1e-5
+    # not a constant or a copy: different texts give different unit vectors
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+    assert float(batched[0] @ batched[1]) < 0.9
+
+
+def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_path):
+    layout = SentenceModelLayout.read(MODEL)
+    target = export_dir_for(layout, onnx_cache)
+    stamp = (target / "model.onnx").stat().st_mtime_ns
+    again = load_onnx_embedder(MODEL, cache_dir=onnx_cache)
+    assert again.export_path == target
+    assert (target / "model.onnx").stat().st_mtime_ns == stamp  # reused, not re-exported
+    meta = json.loads((target / "export.json").read_text())
+    assert meta["dims"] == 384 and meta["max_seq_length"] == 256 and meta["normalize"]
+    assert len(meta["weights_sha256"]) == 64
+    # other weights (a copy, then touched) name another export
+    copy = tmp_path / "model"
+    shutil.copytree(MODEL, copy)
+    os.utime(copy / layout.weights.name, ns=(stamp, stamp + 1))
+    assert export_dir_for(SentenceModelLayout.read(copy), onnx_cache) != target
+
+
+def test_a_model_it_cannot_run_is_refused_with_the_fix(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OnnxEmbedderError, match="embedding_runtime") as no_weights:
+        SentenceModelLayout.read(empty)
+    assert str(empty) in str(no_weights.value)
+    cls_pooled = tmp_path / "cls"
+    shutil.copytree(MODEL, cls_pooled)
+    pooling = cls_pooled / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(config))
+    with pytest.raises(OnnxEmbedderError, match=r"mean pooling.*sentence_transformers"):
+        SentenceModelLayout.read(cls_pooled)
+
+
+def test_without_onnxruntime_it_names_the_extra(onnx_cache, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    target = export_dir_for(SentenceModelLayout.read(MODEL), onnx_cache)
+    with pytest.raises(OnnxEmbedderError, match=r"nanobot-memory-adapters\[onnx\]"):
+        OnnxSentenceEmbedder(target)
+
+
+def test_the_runtime_is_onnx_for_the_bundled_model_only_and_always_recorded(tmp_path):
+    """Manifests hash the config dump: the runtime in use is always in it."""
+    assert SimpleRagConfig().embedding_runtime == "onnx"
+    assert Mem0Config().model_dump(mode="json")["embedding_runtime"] == "onnx"
+    own = Mem0Config(embedding_model=str(tmp_path))  # a model of the user's own
+    assert own.model_dump(mode="json")["embedding_runtime"] == "sentence_transformers"
+    chosen = Mem0Config(embedding_model=str(tmp_path), embedding_runtime="onnx")
+    assert Mem0Config.model_validate(chosen.model_dump()).embedding_runtime == "onnx"
+    with pytest.raises(ConfigError, match="embedding_runtime"):
+        load_provider({"condition": "simple_rag", "simple_rag": {"embedding_runtime": "gpu"}})
+
+
+def _scope() -> MemoryScope:
+    return MemoryScope(run_id=f"r-{uuid.uuid4().hex[:8]}", persona_id="alice",
+                       agent_id="nanobot")
+
+
+def _events(scope: MemoryScope) -> list[MemoryEvent]:
+    return [MemoryEvent(
+        event_id=f"e{i}", run_id=scope.run_id, user_id=scope.persona_id, agent_id="nanobot",
+        session_id="s1", turn_id=str(i), timestamp=T0 + timedelta(minutes=i),
+        messages=[Message(role="user", content=text, name="Alice")],
+    ) for i, text in enumerate(TURNS)]
+
+
+async def test_simple_rag_on_onnx_finds_what_sentence_transformers_finds(cache_env, tmp_path):
+    st = SimpleRagConfig(embedding_runtime="sentence_transformers")
+    default = Mem0Adapter(tmp_path / "st", st)
+    onnx = Mem0Adapter(tmp_path / "onnx")  # the default for the bundled model
+    try:
+        scope = _scope()
+        for adapter in (default, onnx):
+            receipts = await adapter.record_events(_events(scope))
+            assert [r.status for r in receipts] == ["committed"] * len(TURNS)
+        memory = await onnx._native()
+        assert isinstance(memory.embedding_model._embedder, OnnxMem0Embedding)
+        for question in QUESTIONS:
+            got = [await adapter.retrieve(RetrieveRequest(
+                query=question, scope=scope, budget=ContextBudget(max_tokens=1000)))
+                for adapter in (default, onnx)]
+            assert got[0].items
+            assert [i.text for i in got[1].items] == [i.text for i in got[0].items]
+            assert [i.score for i in got[1].items] == pytest.approx(
+                [i.score for i in got[0].items], abs=1e-5)
+        health = await onnx.health()
+        embedder = health.details["embedder"]
+        assert embedder["provider"] == "onnx" and embedder["status"] == "loaded"
+        assert embedder["dims"] == 384 and Path(embedder["export"]).parent.parent == cache_env
+        assert (await default.health()).details["embedder"]["provider"] == "huggingface"
+    finally:
+        await default.aclose()
+        await onnx.aclose()
+
+
+FRESH_PROCESS = """
+import asyncio, json, sys
+import nanobot_memory_adapters as nma
+from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
+
+async def main():
+    memory = nma.load_provider({"condition": "simple_rag", "data_dir": sys.argv[1]})
+    scope = MemoryScope(run_id="r1", persona_id="alice", agent_id="nanobot")
+    from nanobot_memory_adapters.contract import MemoryEvent
+    from nanobot_memory_adapters.events import Message
+    from datetime import datetime, UTC
+    receipt = await memory.record_event(MemoryEvent(
+        event_id="e1", run_id="r1", user_id="alice", agent_id="nanobot", session_id="s",
+        turn_id="1", timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        messages=[Message(role="user", content="My sister Ana lives in Porto.")]))
+    result = await memory.retrieve(RetrieveRequest(
+        query="Where does my sister live?", scope=scope,
+        budget=ContextBudget(max_tokens=500)))
+    await memory.aclose()
+    print(json.dumps({"status": receipt.status, "texts": [i.text for i in result.items],
+                      "torch": "torch" in sys.modules,
+                      "sentence_transformers": "sentence_transformers" in sys.modules}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.servers
+def test_a_fresh_process_on_onnx_remembers_without_loading_torch(cache_env, tmp_path):
+    env = {**os.environ, "NANOBOT_MEMORY_CACHE_DIR": str(cache_env)}
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(tmp_path / "data")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == "committed"
+    assert any("Porto" in t for t in out["texts"])
+    assert out["torch"] is False and out["sentence_transformers"] is False
