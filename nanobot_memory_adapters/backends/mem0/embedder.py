@@ -1,5 +1,6 @@
-"""Which embedder mem0 gets: its own ``huggingface`` provider (sentence-transformers, the
-default), or the same model on ONNX Runtime (``embedding_runtime: "onnx"``).
+"""Which embedder mem0 gets: the model on ONNX Runtime (``embedding_runtime: "onnx"``, the
+default for the bundled MiniLM), or mem0's own ``huggingface`` provider
+(sentence-transformers).
 
 mem0 has no ONNX embedder and its ``huggingface`` module imports sentence-transformers
 (and torch) as it loads, so for ONNX mem0 is configured with a placeholder OpenAI embedder
