@@ -16,7 +16,8 @@ both alike; turns of all rounds are pooled:
   hidden from nanobot's ToolLoader);
 - ``plugin``: nanobot with the plugin on mem0 — ``mem0`` is mem0 with extraction
   (``add(infer=True)``; its LLM is a second double), ``simple_rag`` is mem0 with
-  ``infer=False``. Both use local Qdrant and the bundled MiniLM embedder.
+  ``infer=False``. Both use local Qdrant and the bundled MiniLM embedder. Mode
+  ``full_history`` is the full-history condition instead (no embedder, no mem0).
 
 Reported per mode: the reply latency (``process_direct`` wall time) p50/p95 of both runs
 and their difference (what a user waits extra, including CPU contention from background
@@ -125,8 +126,11 @@ async def run_once(
             block = {"llm": {"base_url": mem0_url, "model": "double", "api_key": "bench"}}
         if runtime is not None:
             block["embedding_runtime"] = runtime
-        (root / "memory.json").write_text(json.dumps({
-            "memory": {"backend": "mem0", "budget": {"max_tokens": 800}, "mem0": block}}))
+        memory: dict[str, Any] = (
+            {"condition": "full_history"} if mode == "full_history"
+            else {"backend": "mem0", "mem0": block})
+        (root / "memory.json").write_text(json.dumps(
+            {"memory": {**memory, "budget": {"max_tokens": 800}}}))
         original = ToolLoader._discover_plugins
         if not plugin:
             ToolLoader._discover_plugins = lambda self: {}  # type: ignore[method-assign]
@@ -297,6 +301,11 @@ async def main() -> None:
             b = summary(pooled("baseline", "reply_list"))
             p = summary(pooled("plugin", "reply_list"))
             added = {k: p[k] - b[k] for k in ("p50", "p95", "mean")}
+            from nanobot_memory_adapters.stats import median_difference
+
+            p50_ci = median_difference(pooled("plugin", "reply_list"),
+                                       pooled("baseline", "reply_list"))
+            added["p50_ci95"] = [p50_ci.low, p50_ci.high]
             parts = {key: summary(pooled("plugin", f"{key}_list"))
                      for key in ("recall", "enqueue", "record")}
             parts["path"] = summary(pooled("plugin", "path_ms"))
@@ -313,7 +322,8 @@ async def main() -> None:
             print(f"reply latency without plugin : p50 {b['p50']:7.1f} ms  p95 {b['p95']:7.1f} ms")
             print(f"reply latency with plugin    : p50 {p['p50']:7.1f} ms  p95 {p['p95']:7.1f} ms")
             print(f"difference                   : p50 {added['p50']:7.1f} ms  "
-                  f"p95 {added['p95']:7.1f} ms")
+                  f"p95 {added['p95']:7.1f} ms  (p50 95 % interval "
+                  f"[{p50_ci.low:.1f}, {p50_ci.high:.1f}], bootstrap, n={p50_ci.n})")
             for key, label in (("path", "plugin work on reply path"),
                                ("recall", "  recall (retrieve)"),
                                ("enqueue", "  outbox append"),

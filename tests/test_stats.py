@@ -13,6 +13,7 @@ from nanobot_memory_adapters.stats import (
     format_p,
     mcnemar_exact,
     mean_ci,
+    median_difference,
     newcombe_paired,
     paired_difference,
     rounded,
@@ -190,3 +191,16 @@ def test_a_bound_that_rounds_to_zero_prints_without_a_minus_sign():
     assert format_number(-0.0026, 2) == "0.00" and format_number(-0.006, 2) == "-0.01"
     assert format_bounds(-0.0026, 0.0026, signed=True, sep=",") == "[+0.00,+0.00]"
     assert format_bounds(-0.2, 0.0026, signed=True) == "[-0.20, +0.00]"
+
+
+def test_median_difference_of_independent_samples_covers_a_known_shift_and_zero():
+    rng = np.random.default_rng(3)
+    base = rng.normal(50, 5, size=200)
+    shifted = median_difference(base + 13, rng.normal(50, 5, size=150))
+    assert shifted.low < 13 < shifted.high and shifted.low > 10  # the shift, not 0
+    assert shifted.n == 150 and shifted.method == "bootstrap (independent)"
+    same = median_difference(base, rng.normal(50, 5, size=200))
+    assert same.low < 0 < same.high  # no shift: the interval covers 0
+    assert median_difference(base, base[::-1]) == median_difference(base, base[::-1])
+    with pytest.raises(ValueError, match="b: need a non-empty list"):
+        median_difference(base, [])
