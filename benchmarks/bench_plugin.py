@@ -181,6 +181,7 @@ async def run_once(
         shutil.rmtree(root, ignore_errors=True)
 
 
+COLD_MARK = "COLD-START "
 COLD_KINDS = (("baseline", False, "sentence_transformers"),
               ("plugin (sentence-transformers)", True, "sentence_transformers"),
               ("plugin (onnx)", True, "onnx"))
@@ -193,7 +194,7 @@ async def cold_child(spec: dict[str, Any]) -> None:
     logger.remove()
 
     def report(ms: float) -> None:
-        print(json.dumps({"first_turn_ms": ms}), flush=True)
+        print(COLD_MARK + json.dumps({"first_turn_ms": ms}), flush=True)
 
     await run_once(mode=spec["mode"], plugin=spec["plugin"], turns=conversation(1, 1),
                    gap_s=0, chat_url=spec["chat_url"], mem0_url=spec["mem0_url"],
@@ -202,18 +203,26 @@ async def cold_child(spec: dict[str, Any]) -> None:
 
 def cold_process(spec: dict[str, Any], env: dict[str, str]) -> dict[str, float]:
     """Spawn a child; wall ms from spawn to its first reply, and the turn's own ms."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--cold-child", json.dumps(spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    wall = (time.perf_counter() - started) * 1000
-    _, err = proc.communicate(timeout=600)
-    if proc.returncode != 0 or not line.strip():
-        raise SystemExit(f"cold-start child failed ({proc.returncode}): {err[-2000:]}")
-    return {"process_to_reply_ms": wall, "first_turn_ms": json.loads(line)["first_turn_ms"]}
+    with tempfile.TemporaryFile("w+") as errors:  # a file: a chatty child never blocks
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--cold-child", json.dumps(spec)],
+            stdout=subprocess.PIPE, stderr=errors, text=True, env=env,
+        )
+        assert proc.stdout is not None
+        wall, result = 0.0, None
+        for line in proc.stdout:  # the marked line, whatever else the child prints
+            if line.startswith(COLD_MARK):
+                wall = (time.perf_counter() - started) * 1000
+                result = json.loads(line[len(COLD_MARK):])
+                break
+        proc.stdout.read()
+        proc.wait(timeout=600)
+        errors.seek(0)
+        if proc.returncode != 0 or result is None:
+            raise SystemExit(f"cold-start child failed ({proc.returncode}): "
+                             f"{errors.read()[-2000:]}")
+    return {"process_to_reply_ms": wall, "first_turn_ms": result["first_turn_ms"]}
 
 
 def cold_starts(mode: str, rounds: int, chat_url: str, mem0_url: str) -> dict[str, Any]:

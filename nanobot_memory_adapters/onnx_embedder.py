@@ -82,6 +82,12 @@ class SentenceModelLayout:
                 f"{path}: cannot read its sentence-transformers modules ({exc}); {fix}"
             ) from exc
         modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+        st_config = _json_or_empty(path / "config_sentence_transformers.json")
+        if sbert.get("do_lower_case") or st_config.get("default_prompt_name"):
+            raise OnnxEmbedderError(
+                f"{path}: the model lower-cases in sentence-transformers or has a default "
+                f"prompt, which the ONNX runtime does not reproduce; {fix}"
+            )
         if types[:2] != ["Transformer", "Pooling"] or modes != {"pooling_mode_mean_tokens"} \
                 or set(types[2:]) - {"Normalize"}:
             raise OnnxEmbedderError(
@@ -91,7 +97,7 @@ class SentenceModelLayout:
         return cls(
             path=path,
             weights=weights,
-            max_seq_length=int(sbert.get("max_seq_length") or 512),
+            max_seq_length=int(sbert.get("max_seq_length") or _model_limit(path)),
             dims=int(pooling["word_embedding_dimension"]),
             normalize="Normalize" in types,
         )
@@ -104,6 +110,23 @@ class SentenceModelLayout:
             st = f.stat()
             h.update(f"{f.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
         return h.hexdigest()[:16]
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _model_limit(path: Path) -> int:
+    """sentence-transformers' fallback: the tokenizer's limit, capped by the positions."""
+    limits = [int(v) for v in (
+        _json_or_empty(path / "tokenizer_config.json").get("model_max_length"),
+        _json_or_empty(path / "config.json").get("max_position_embeddings"),
+    ) if isinstance(v, int | float) and 0 < v < 1_000_000]
+    return min(limits) if limits else 512
 
 
 def default_cache_dir() -> Path:
@@ -134,12 +157,14 @@ def export(layout: SentenceModelLayout, target: Path) -> Path:
     dynamic batch and sequence axes) with the tokenizer beside it; atomic: a folder is
     complete or absent. Needs torch and transformers (this runs once per model)."""
     try:
+        import onnx  # noqa: F401  (torch's exporter and the optimizer need it)
         import torch
         from transformers import AutoModel
     except ImportError as exc:
         raise OnnxEmbedderError(
-            f"exporting {layout.path} to ONNX needs torch and transformers ({exc}); install "
-            "the mem0 extra, or copy an existing export into the cache"
+            f"exporting {layout.path} to ONNX needs torch, transformers and onnx ({exc}); "
+            "run: pip install 'nanobot-memory-adapters[mem0]', or set embedding_runtime "
+            'to "sentence_transformers"'
         ) from exc
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
@@ -214,6 +239,11 @@ def fuse_bert(path: Path, config: Any) -> dict[str, int]:
         )
         stats = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
         optimized.save_model_to_file(str(path))
+    except ImportError as exc:  # not a plain export saved for good: say what is missing
+        raise OnnxEmbedderError(
+            f"ONNX Runtime's BERT optimizer cannot be imported ({exc}); run: pip install "
+            "'nanobot-memory-adapters[mem0]'"
+        ) from exc
     except Exception as exc:  # the plain export is correct, only slower
         logger.warning("ONNX Runtime's BERT optimizer failed ({}); keeping the plain export",
                        exc)
@@ -222,6 +252,20 @@ def fuse_bert(path: Path, config: Any) -> dict[str, int]:
 
 
 _export_lock = threading.Lock()
+_loaded: dict[tuple[str, int | None], OnnxSentenceEmbedder] = {}
+
+
+def _runtime_modules() -> tuple[Any, Any]:
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise OnnxEmbedderError(
+            f'embedding_runtime "onnx" needs onnxruntime ({exc}); run: pip install '
+            "'nanobot-memory-adapters[mem0]', or set embedding_runtime to "
+            '"sentence_transformers"'
+        ) from exc
+    return ort, Tokenizer
 
 
 class OnnxSentenceEmbedder:
@@ -230,14 +274,7 @@ class OnnxSentenceEmbedder:
     runtime = "onnx"
 
     def __init__(self, export_path: Path, *, threads: int | None = None) -> None:
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise OnnxEmbedderError(
-                f'embedding_runtime "onnx" needs onnxruntime ({exc}); run: pip install '
-                "'nanobot-memory-adapters[onnx]'"
-            ) from exc
+        ort, Tokenizer = _runtime_modules()
         meta = json.loads((export_path / "export.json").read_text())
         self.export_path = export_path
         self.metadata: dict[str, Any] = meta
@@ -299,10 +336,29 @@ def load_onnx_embedder(
 ) -> OnnxSentenceEmbedder:
     """The embedder for ``model_path``, exporting it first if this cache has no export."""
     layout = SentenceModelLayout.read(model_path)
+    _runtime_modules()  # a missing onnxruntime is said before an export, not after it
     target = export_dir_for(layout, cache_dir)
     if not (target / "export.json").is_file():
         with _export_lock:
             if not (target / "export.json").is_file():
                 logger.info("exporting {} to ONNX once, into {}", layout.path.name, target)
-                export(layout, target)
-    return OnnxSentenceEmbedder(target, threads=threads)
+                try:
+                    export(layout, target)
+                except OnnxEmbedderError:
+                    raise
+                except OSError as exc:
+                    raise OnnxEmbedderError(
+                        f"cannot write the ONNX export into {target.parent} ({exc}); set "
+                        "NANOBOT_MEMORY_CACHE_DIR to a writable folder, or embedding_runtime "
+                        'to "sentence_transformers"'
+                    ) from exc
+                except Exception as exc:
+                    raise OnnxEmbedderError(
+                        f"exporting {layout.path} to ONNX failed ({type(exc).__name__}: "
+                        f'{exc}); set embedding_runtime to "sentence_transformers"'
+                    ) from exc
+    key = (str(target), threads)
+    with _export_lock:
+        if key not in _loaded:  # one session per export: adapters share its thread pool
+            _loaded[key] = OnnxSentenceEmbedder(target, threads=threads)
+        return _loaded[key]

@@ -99,10 +99,13 @@ def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_pa
     assert len(meta["weights_sha256"]) == 64
     # MiniLM's six layers were fused by ONNX Runtime's BERT optimizer (the faster graph)
     assert meta["fused"]["Attention"] == 6 and meta["fused"]["SkipLayerNormalization"] == 12
-    # other weights (a copy, then touched) name another export
+    # other weights name another export: a copy, and the same copy once touched
     copy = tmp_path / "model"
     shutil.copytree(MODEL, copy)
-    os.utime(copy / layout.weights.name, ns=(stamp, stamp + 1))
+    before = SentenceModelLayout.read(copy).digest()
+    weights = copy / layout.weights.name
+    os.utime(weights, ns=(stamp, weights.stat().st_mtime_ns + 1_000_000))
+    assert SentenceModelLayout.read(copy).digest() != before
     assert export_dir_for(SentenceModelLayout.read(copy), onnx_cache) != target
 
 
@@ -122,11 +125,24 @@ def test_a_model_it_cannot_run_is_refused_with_the_fix(tmp_path):
         SentenceModelLayout.read(cls_pooled)
 
 
-def test_without_onnxruntime_it_names_the_extra(onnx_cache, monkeypatch):
+def test_without_onnxruntime_it_names_the_extra_before_exporting(onnx_cache, monkeypatch,
+                                                                  tmp_path):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     target = export_dir_for(SentenceModelLayout.read(MODEL), onnx_cache)
-    with pytest.raises(OnnxEmbedderError, match=r"nanobot-memory-adapters\[onnx\]"):
+    with pytest.raises(OnnxEmbedderError, match=r"nanobot-memory-adapters\[mem0\]"):
         OnnxSentenceEmbedder(target)
+    fresh = tmp_path / "fresh-cache"
+    with pytest.raises(OnnxEmbedderError, match="sentence_transformers"):
+        load_onnx_embedder(MODEL, cache_dir=fresh)
+    assert not fresh.exists()  # refused before any export was begun
+
+
+def test_an_unwritable_cache_is_one_line_naming_the_setting(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    with pytest.raises(OnnxEmbedderError, match="NANOBOT_MEMORY_CACHE_DIR") as refused:
+        load_onnx_embedder(MODEL, cache_dir=blocker)
+    assert "\n" not in str(refused.value) and str(blocker) in str(refused.value)
 
 
 def test_the_runtime_is_onnx_for_the_bundled_model_only_and_always_recorded(tmp_path):

@@ -2,8 +2,9 @@
 default for the bundled MiniLM), or mem0's own ``huggingface`` provider
 (sentence-transformers).
 
-mem0 has no ONNX embedder and its ``huggingface`` module imports sentence-transformers
-(and torch) as it loads, so for ONNX mem0 is configured with a placeholder OpenAI embedder
+mem0's own ONNX embedder (``fastembed``) loads models only by name from a hub, so it cannot
+run the bundled weights offline, and its ``huggingface`` module imports sentence-transformers
+(and torch) as it loads; so for ONNX mem0 is configured with a placeholder OpenAI embedder
 that is never called (no key, an unroutable local URL) and ``memory.embedding_model`` is
 replaced by ``OnnxMem0Embedding`` right after ``AsyncMemory`` is built. mem0 only ever calls
 ``embed``/``embed_batch`` on it, so everything else mem0 does is its own.
