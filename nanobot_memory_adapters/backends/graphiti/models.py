@@ -1,5 +1,6 @@
-"""Local models in Graphiti's slots: a sentence-transformers embedder and cross-encoder
-(no network; one model object per path per process)."""
+"""Local models in Graphiti's slots: an embedder (the model on ONNX Runtime, or
+sentence-transformers) and a sentence-transformers cross-encoder (no network; one model
+object per path per process)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.embedder.client import EmbedderClient, EmbedderConfig
 
+from nanobot_memory_adapters.onnx_embedder import OnnxSentenceEmbedder, load_onnx_embedder
 from nanobot_memory_adapters.sdk_output import quiet_progress
 
 _MODELS: dict[tuple[str, str, str], Any] = {}
@@ -17,8 +19,14 @@ _MODELS_LOCK = threading.Lock()
 
 
 def _load_model(kind: str, path: str, device: str) -> Any:
-    """One model object per (kind, path, device) per process; loading is slow."""
+    """One model object per (kind, path, device) per process; loading is slow. Device
+    ``onnx`` is the embedder on ONNX Runtime (no torch, no transformers import)."""
     key = (kind, path, device)
+    if kind == "embedder" and device == "onnx":
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = (load_onnx_embedder(path), threading.Lock())
+            return _MODELS[key]
     with _MODELS_LOCK, quiet_progress():
         if key not in _MODELS:
             if kind == "embedder":
@@ -33,11 +41,14 @@ def _load_model(kind: str, path: str, device: str) -> Any:
 
 
 class SentenceTransformerEmbedder(EmbedderClient):
-    """Graphiti's embedder slot filled by a local sentence-transformers model (no network)."""
+    """Graphiti's embedder slot filled by a local sentence-transformers model (no network),
+    run by sentence-transformers or, with ``runtime="onnx"``, by ONNX Runtime."""
 
-    def __init__(self, model_path: str, device: str = "cpu") -> None:
+    def __init__(self, model_path: str, device: str = "cpu",
+                 runtime: str = "sentence_transformers") -> None:
         self.model_path = model_path
-        self.device = device
+        self.device = "onnx" if runtime == "onnx" else device
+        self.runtime = runtime
         self._model: Any = None
         self._lock: threading.Lock | None = None
         self.config = EmbedderConfig(embedding_dim=384)
@@ -54,7 +65,11 @@ class SentenceTransformerEmbedder(EmbedderClient):
     def _encode(self, texts: list[str]) -> list[list[float]]:
         assert self._lock is not None
         with self._lock:
-            vectors = self._model.encode(texts, convert_to_numpy=True, show_progress_bar=False)
+            if isinstance(self._model, OnnxSentenceEmbedder):
+                vectors = self._model.encode(texts)
+            else:
+                vectors = self._model.encode(texts, convert_to_numpy=True,
+                                             show_progress_bar=False)
         return [[float(x) for x in v] for v in vectors]
 
     async def create(self, input_data: Any) -> list[float]:

@@ -202,7 +202,8 @@ class GraphitiStore:
             path = emb.model_path or bundled_minilm_path(
                 extra="graphiti", setting="memory.graphiti.embedder.model_path"
             )
-            local = SentenceTransformerEmbedder(path, emb.device)
+            local = SentenceTransformerEmbedder(path, emb.device,
+                                                runtime=emb.runtime or "onnx")
             await local.load()
             return local
         from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
