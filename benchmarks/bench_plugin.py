@@ -230,9 +230,11 @@ def cold_starts(mode: str, rounds: int, chat_url: str, mem0_url: str) -> dict[st
 
     cache = tempfile.mkdtemp(prefix="bench-plugin-onnx-cache-")
     env = {**os.environ, "NANOBOT_MEMORY_CACHE_DIR": cache}
+    kinds = COLD_KINDS if mode != "full_history" else (  # no embedder: one plugin kind
+        ("baseline", False, None), ("plugin", True, None))
     specs = {name: {"mode": mode, "plugin": plugin, "runtime": runtime,
                     "chat_url": chat_url, "mem0_url": mem0_url}
-             for name, plugin, runtime in COLD_KINDS}
+             for name, plugin, runtime in kinds}
     try:
         for spec in specs.values():  # warm-up: the ONNX export, the page cache
             cold_process(spec, env)

@@ -26,16 +26,18 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from loguru import logger
 
 from nanobot_memory_adapters.sdk_output import quiet_progress
 
 __all__ = [
+    "EmbeddingRuntime",
     "OnnxEmbedderError",
     "OnnxSentenceEmbedder",
     "SentenceModelLayout",
+    "default_runtime",
     "export_dir_for",
     "load_onnx_embedder",
 ]
@@ -45,6 +47,16 @@ EXPORT_FORMAT = 2
 OPSET = 17
 BATCH_SIZE = 32  # sentence-transformers' default encode batch
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+EmbeddingRuntime = Literal["sentence_transformers", "onnx"]
+
+
+def default_runtime(model_path: str | None) -> EmbeddingRuntime:
+    """The one rule for every local embedder: ONNX Runtime for the bundled MiniLM (checked
+    to give sentence-transformers' vectors and results, docs/mem0.md), sentence-transformers
+    for a model of the user's own (unless they choose ``onnx`` for it)."""
+    return "onnx" if model_path is None else "sentence_transformers"
 
 
 class OnnxEmbedderError(RuntimeError):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nanobot_memory_adapters.backends.graphiti.config import EmbedderSettings
-from nanobot_memory_adapters.backends.graphiti.models import SentenceTransformerEmbedder
+from nanobot_memory_adapters.backends.graphiti.models import LocalEmbedder
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 
 pytest.importorskip("onnxruntime")
@@ -33,8 +33,8 @@ def test_the_runtime_is_onnx_for_the_bundled_model_only(tmp_path):
 
 
 async def test_onnx_and_sentence_transformers_give_the_same_vectors():
-    onnx = SentenceTransformerEmbedder(MODEL, runtime="onnx")
-    st = SentenceTransformerEmbedder(MODEL, runtime="sentence_transformers")
+    onnx = LocalEmbedder(MODEL, runtime="onnx")
+    st = LocalEmbedder(MODEL, runtime="sentence_transformers")
     got = np.array(await onnx.create_batch(TEXTS))
     want = np.array(await st.create_batch(TEXTS))
     assert got.shape == want.shape == (len(TEXTS), 384)

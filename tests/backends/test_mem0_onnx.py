@@ -11,8 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +22,8 @@ from nanobot_memory_adapters.backends.mem0.embedder import OnnxMem0Embedding
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
     ContextBudget,
-    MemoryEvent,
-    MemoryScope,
     RetrieveRequest,
 )
-from nanobot_memory_adapters.events import Message
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.onnx_embedder import (
     OnnxEmbedderError,
@@ -38,20 +33,11 @@ from nanobot_memory_adapters.onnx_embedder import (
     load_onnx_embedder,
 )
 from nanobot_memory_adapters.registry import load_provider
+from tests.backends.test_mem0_batch_embed import QUESTIONS, TURNS, _events, _scope
 
 pytest.importorskip("onnxruntime")
 
 MODEL = Path(bundled_minilm_path(extra="mem0", setting="test"))
-T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
-TURNS = [
-    "I keep three beehives on the roof.",
-    "My sister Ana lives in Porto.",
-    "I paddle a kayak on Sundays.",
-    "Ok!",
-    "We adopted a grey cat called Pixel last spring.",
-    "I bake rye bread on Fridays, and sometimes a sourdough loaf when the starter is lively.",
-]
-QUESTIONS = ["Where does my sister live?", "What pets do I have?", "What do I bake?"]
 #: longer than MiniLM's 256-token window: both runtimes must cut it at the same place
 LONG = "Caroline went to the support group and talked about adoption agencies. " * 40
 
@@ -155,19 +141,6 @@ def test_the_runtime_is_onnx_for_the_bundled_model_only_and_always_recorded(tmp_
     assert Mem0Config.model_validate(chosen.model_dump()).embedding_runtime == "onnx"
     with pytest.raises(ConfigError, match="embedding_runtime"):
         load_provider({"condition": "simple_rag", "simple_rag": {"embedding_runtime": "gpu"}})
-
-
-def _scope() -> MemoryScope:
-    return MemoryScope(run_id=f"r-{uuid.uuid4().hex[:8]}", persona_id="alice",
-                       agent_id="nanobot")
-
-
-def _events(scope: MemoryScope) -> list[MemoryEvent]:
-    return [MemoryEvent(
-        event_id=f"e{i}", run_id=scope.run_id, user_id=scope.persona_id, agent_id="nanobot",
-        session_id="s1", turn_id=str(i), timestamp=T0 + timedelta(minutes=i),
-        messages=[Message(role="user", content=text, name="Alice")],
-    ) for i, text in enumerate(TURNS)]
 
 
 async def test_simple_rag_on_onnx_finds_what_sentence_transformers_finds(cache_env, tmp_path):

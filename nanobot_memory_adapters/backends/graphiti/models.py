@@ -11,22 +11,28 @@ from typing import Any
 from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.embedder.client import EmbedderClient, EmbedderConfig
 
-from nanobot_memory_adapters.onnx_embedder import OnnxSentenceEmbedder, load_onnx_embedder
+from nanobot_memory_adapters.onnx_embedder import (
+    EmbeddingRuntime,
+    OnnxSentenceEmbedder,
+    load_onnx_embedder,
+)
 from nanobot_memory_adapters.sdk_output import quiet_progress
 
 _MODELS: dict[tuple[str, str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _load_model(kind: str, path: str, device: str) -> Any:
-    """One model object per (kind, path, device) per process; loading is slow. Device
-    ``onnx`` is the embedder on ONNX Runtime (no torch, no transformers import)."""
-    key = (kind, path, device)
-    if kind == "embedder" and device == "onnx":
+def _load_model(kind: str, path: str, device: str,
+                runtime: EmbeddingRuntime = "sentence_transformers") -> Any:
+    """One model object per (kind, path, device or runtime) per process; loading is slow.
+    An embedder on ONNX Runtime imports neither torch nor transformers."""
+    if kind == "embedder" and runtime == "onnx":
+        key = (kind, path, "onnx")
         with _MODELS_LOCK:
             if key not in _MODELS:
                 _MODELS[key] = (load_onnx_embedder(path), threading.Lock())
             return _MODELS[key]
+    key = (kind, path, device)
     with _MODELS_LOCK, quiet_progress():
         if key not in _MODELS:
             if kind == "embedder":
@@ -40,15 +46,16 @@ def _load_model(kind: str, path: str, device: str) -> Any:
         return _MODELS[key]
 
 
-class SentenceTransformerEmbedder(EmbedderClient):
+class LocalEmbedder(EmbedderClient):
     """Graphiti's embedder slot filled by a local sentence-transformers model (no network),
-    run by sentence-transformers or, with ``runtime="onnx"``, by ONNX Runtime."""
+    run by sentence-transformers (on ``device``) or, with ``runtime="onnx"``, by ONNX
+    Runtime."""
 
     def __init__(self, model_path: str, device: str = "cpu",
-                 runtime: str = "sentence_transformers") -> None:
+                 runtime: EmbeddingRuntime = "sentence_transformers") -> None:
         self.model_path = model_path
-        self.device = "onnx" if runtime == "onnx" else device
-        self.runtime = runtime
+        self.device = device
+        self.runtime: EmbeddingRuntime = runtime
         self._model: Any = None
         self._lock: threading.Lock | None = None
         self.config = EmbedderConfig(embedding_dim=384)
@@ -56,7 +63,7 @@ class SentenceTransformerEmbedder(EmbedderClient):
     async def load(self) -> None:
         if self._model is None:
             model, lock = await asyncio.to_thread(_load_model, "embedder", self.model_path,
-                                                  self.device)
+                                                  self.device, self.runtime)
             self._model, self._lock = model, lock
             size = getattr(model, "get_embedding_dimension", None)
             dim = (size or model.get_sentence_embedding_dimension)() or 384
@@ -79,7 +86,7 @@ class SentenceTransformerEmbedder(EmbedderClient):
         else:
             texts = list(input_data)
             if texts and not isinstance(texts[0], str):
-                raise TypeError("SentenceTransformerEmbedder embeds text, not token ids")
+                raise TypeError("LocalEmbedder embeds text, not token ids")
         return (await asyncio.to_thread(self._encode, texts[:1]))[0]
 
     async def create_batch(self, input_data_list: list[str]) -> list[list[float]]:

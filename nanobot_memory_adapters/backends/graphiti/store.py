@@ -31,9 +31,9 @@ from nanobot_memory_adapters.backends.graphiti.llm_client import (
     with_extra_body,
 )
 from nanobot_memory_adapters.backends.graphiti.models import (
+    LocalEmbedder,
     NoCrossEncoder,
     SentenceTransformerCrossEncoder,
-    SentenceTransformerEmbedder,
 )
 from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.local_models import bundled_minilm_path
@@ -202,8 +202,7 @@ class GraphitiStore:
             path = emb.model_path or bundled_minilm_path(
                 extra="graphiti", setting="memory.graphiti.embedder.model_path"
             )
-            local = SentenceTransformerEmbedder(path, emb.device,
-                                                runtime=emb.runtime or "onnx")
+            local = LocalEmbedder(path, emb.device, runtime=emb.runtime or "onnx")
             await local.load()
             return local
         from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nanobot_memory_adapters.contract import ProviderInfo
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
+from nanobot_memory_adapters.onnx_embedder import EmbeddingRuntime, default_runtime
 
 #: Mean text tokens of one mem0 memory shown in a section (the mean, not the median, sets
 #: how many fit): an extracted fact 18.6-21.0 (conv-26, the shared 1.5B model), a verbatim
@@ -87,7 +88,7 @@ class SimpleRagConfig(BaseModel):
         default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
     )
     embedding_dims: int = Field(default=384, gt=0)
-    embedding_runtime: Literal["sentence_transformers", "onnx"] | None = Field(
+    embedding_runtime: EmbeddingRuntime | None = Field(
         default=None,
         description="How the embedder runs: 'onnx' (the model on ONNX Runtime, exported "
         "once into the cache; no torch in the process) or 'sentence_transformers' (mem0's "
@@ -123,9 +124,7 @@ class SimpleRagConfig(BaseModel):
     def _resolve_runtime(self) -> SimpleRagConfig:
         """The runtime is always concrete after validation, so manifests record it."""
         if self.embedding_runtime is None:
-            self.embedding_runtime = (
-                "onnx" if self.embedding_model is None else "sentence_transformers"
-            )
+            self.embedding_runtime = default_runtime(self.embedding_model)
         return self
 
     @model_validator(mode="after")
