@@ -17,7 +17,9 @@ both alike; turns of all rounds are pooled:
 - ``plugin``: nanobot with the plugin on mem0 — ``mem0`` is mem0 with extraction
   (``add(infer=True)``; its LLM is a second double), ``simple_rag`` is mem0 with
   ``infer=False``. Both use local Qdrant and the bundled MiniLM embedder. Mode
-  ``full_history`` is the full-history condition instead (no embedder, no mem0).
+  ``full_history`` is the full-history condition instead (no embedder, no mem0); mode
+  ``graphiti`` is Graphiti on embedded Kuzu (its extraction LLM the second double, its
+  embedder the bundled MiniLM).
 
 Reported per mode: the reply latency (``process_direct`` wall time) p50/p95 of both runs
 and their difference (what a user waits extra, including CPU contention from background
@@ -122,12 +124,16 @@ async def run_once(
             "providers": {"custom": {"apiKey": "bench", "apiBase": chat_url}},
         }))
         block: dict[str, Any] = {}
-        if mode == "mem0":
-            block = {"llm": {"base_url": mem0_url, "model": "double", "api_key": "bench"}}
-        if runtime is not None:
+        llm = {"base_url": mem0_url, "model": "double", "api_key": "bench"}
+        if mode in ("mem0", "graphiti"):
+            block = {"llm": llm}
+        if runtime is not None and mode == "graphiti":
+            block["embedder"] = {"runtime": runtime}
+        elif runtime is not None:
             block["embedding_runtime"] = runtime
         memory: dict[str, Any] = (
             {"condition": "full_history"} if mode == "full_history"
+            else {"backend": "graphiti", "graphiti": block} if mode == "graphiti"
             else {"backend": "mem0", "mem0": block})
         (root / "memory.json").write_text(json.dumps(
             {"memory": {**memory, "budget": {"max_tokens": 800}}}))
