@@ -25,7 +25,7 @@ Reported per mode: the reply latency (``process_direct`` wall time) p50/p95 of b
 and their difference (what a user waits extra, including CPU contention from background
 writes), and the plugin's own timings: recall (retrieve from mem0 on the reply path),
 enqueue (local SQLite outbox append on the reply path), their per-turn sum (the plugin's
-work on the reply path) and record (mem0 write, in the background — not on the reply
+work on the reply path) and record (the backend's write, in the background — not on the reply
 path). The first
 turn (mem0 loading its embedder) is reported separately as the cold start and excluded.
 Turns follow each other with ``--gap-ms`` between them (0 = back to back, the worst
@@ -344,7 +344,7 @@ async def main() -> None:
             for key, label in (("path", "plugin work on reply path"),
                                ("recall", "  recall (retrieve)"),
                                ("enqueue", "  outbox append"),
-                               ("record", "mem0 write (background)")):
+                               ("record", "backend write (background)")):
                 s_ = parts[key]
                 print(f"{label:29}: p50 {s_['p50']:7.1f} ms  p95 {s_['p95']:7.1f} ms "
                       f"(n={s_['n']})")
