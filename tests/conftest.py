@@ -123,16 +123,29 @@ def pytest_configure(config: pytest.Config) -> None:
             "bootstrap.sh does), or run without workers (NANOBOT_MEMORY_TEST_WORKERS=0)")
 
 
+# A worker cannot stop the run in one line (an error raised there is an INTERNALERROR
+# traceback on the controller), so it marks the ungrouped tests' ids, which it sends to the
+# controller, and the controller stops the run (as xdist itself marks ids with "@group").
+UNGROUPED = "@ungrouped-by-this-xdist"
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker sends its ids to the controller
 def pytest_collection_finish(session: pytest.Session) -> None:
     """On an xdist worker with ``--dist loadgroup``, every grouped test's id must carry its
     group: when it does not (pytest 9.2 with xdist 3.8, pytest-xdist#1386), tests that share
     a server or a module fixture would silently run on both workers at once."""
     if not getattr(session.config.option, "loadgroup", False):
         return
-    lost = [item.nodeid for item in session.items
-            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            item._nodeid = item.nodeid + UNGROUPED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):  # type: ignore[no-untyped-def]
+    lost = [i.removesuffix(UNGROUPED) for i in ids if i.endswith(UNGROUPED)]
     if lost:
-        raise pytest.UsageError(
+        pytest.exit(
             f"xdist_group is not applied ({len(lost)} tests, e.g. {lost[0]}): this pytest "
             "and pytest-xdist do not group tests (pytest-xdist#1386); install pytest<9.2, "
-            "or run without workers (NANOBOT_MEMORY_TEST_WORKERS=0)")
+            "or run without workers (NANOBOT_MEMORY_TEST_WORKERS=0)", returncode=4)
