@@ -46,6 +46,7 @@ __all__ = [
 EXPORT_FORMAT = 2
 OPSET = 17
 BATCH_SIZE = 32  # sentence-transformers' default encode batch
+MIN_FILL = 0.8  # a batch runs at its longest text's width: see _batches
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -280,6 +281,22 @@ def _runtime_modules() -> tuple[Any, Any]:
     return ort, Tokenizer
 
 
+def _batches(lengths: Sequence[int]) -> list[tuple[int, int]]:
+    """``(start, stop)`` runs of ``lengths`` (sorted longest first): at most ``BATCH_SIZE``
+    texts, and a text shorter than ``MIN_FILL`` of its batch's longest starts a new one.
+    A batch runs at its longest text's width: one session's turns (5 to 100+ tokens) in a
+    single batch cost 1.95x their own tokens, 1.08x so (LoCoMo conv-26), and ~2x the time."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i, n in enumerate(lengths):
+        if i > start and (i - start >= BATCH_SIZE or n < MIN_FILL * lengths[start]):
+            runs.append((start, i))
+            start = i
+    if lengths:
+        runs.append((start, len(lengths)))
+    return runs
+
+
 class OnnxSentenceEmbedder:
     """``encode(texts)`` as sentence-transformers computes it, on ONNX Runtime."""
 
@@ -317,8 +334,8 @@ class OnnxSentenceEmbedder:
         # longest first, as sentence-transformers batches: less padding per batch
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].ids))
         rows: list[Any] = []
-        for start in range(0, len(order), BATCH_SIZE):
-            batch = [encoded[i] for i in order[start:start + BATCH_SIZE]]
+        for start, stop in _batches([len(encoded[i].ids) for i in order]):
+            batch = [encoded[i] for i in order[start:stop]]
             width = len(batch[0].ids)  # the longest: the batch is sorted
             ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)

@@ -26,9 +26,11 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.onnx_embedder import (
+    BATCH_SIZE,
     OnnxEmbedderError,
     OnnxSentenceEmbedder,
     SentenceModelLayout,
+    _batches,
     export_dir_for,
     load_onnx_embedder,
 )
@@ -71,6 +73,20 @@ def test_onnx_vectors_match_sentence_transformers_one_by_one_and_in_batches(onnx
     # not a constant or a copy: different texts give different unit vectors
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
     assert float(batched[0] @ batched[1]) < 0.9
+
+
+def test_batches_keep_padding_low_and_cover_every_text_once():
+    """A batch runs at its longest text's width: mixed lengths split, equal ones fill up."""
+    lengths = sorted([120, 95, 90, 40, 38, 12, 11, 10, 9, 5], reverse=True)
+    runs = _batches(lengths)
+    assert [i for a, b in runs for i in range(a, b)] == list(range(len(lengths)))
+    for a, b in runs:
+        assert all(n >= 0.8 * lengths[a] for n in lengths[a:b]) or b - a == 1
+    assert runs[0] == (0, 1)  # 95 < 0.8 x 120: the longest text goes alone
+    equal = [30] * (2 * BATCH_SIZE + 3)
+    assert _batches(equal) == [(0, BATCH_SIZE), (BATCH_SIZE, 2 * BATCH_SIZE),
+                               (2 * BATCH_SIZE, 2 * BATCH_SIZE + 3)]
+    assert _batches([]) == []
 
 
 def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_path):
