@@ -16,6 +16,9 @@ load hits them alike; wall seconds each, and the ratios:
   to the budget;
 - ``unit1`` (with ``--single-embed``): the bench unit with each turn embedded on its
   own, as before bulk ingest embedded a session's turns in one batch;
+- ``unitpad`` (with ``--padded-batches``): the bench unit with the ONNX embedder batching
+  up to 32 texts whatever their lengths (before 2026-11-27: a session's turns ran at the
+  longest turn's width);
 - ``floor``: the embedding work alone: one batch encode of the turns, one encode per
   question, a dot product (model already loaded).
 
@@ -87,6 +90,17 @@ async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path)
         Mem0Adapter.record_events = batched  # type: ignore[method-assign]
 
 
+async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> float:
+    from nanobot_memory_adapters import onnx_embedder
+
+    kept = onnx_embedder.MIN_FILL
+    onnx_embedder.MIN_FILL = 0.0  # every batch up to BATCH_SIZE texts, however uneven
+    try:
+        return await run_bench_unit(data, conv, tmp)
+    finally:
+        onnx_embedder.MIN_FILL = kept
+
+
 async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
     from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
 
@@ -155,13 +169,16 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--single-embed", action="store_true",
                         help="also run the unit with one embedding call per turn (unit1)")
+    parser.add_argument("--padded-batches", action="store_true",
+                        help="also run the unit with length-blind ONNX batches (unitpad)")
     args = parser.parse_args()
     data = args.data
     conv = load_locomo(data, [args.sample])[0]
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
-    names = ["unit", "mem0", "loop", "floor"] + (["unit1"] if args.single_embed else [])
+    names = (["unit", "mem0", "loop", "floor"] + (["unit1"] if args.single_embed else [])
+             + (["unitpad"] if args.padded_batches else []))
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
@@ -172,6 +189,8 @@ async def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 if name == "unit":
                     s = await run_bench_unit(data, conv, Path(tmp))
+                elif name == "unitpad":
+                    s = await run_bench_unit_padded(data, conv, Path(tmp))
                 elif name == "unit1":
                     s = await run_bench_unit_single_embed(data, conv, Path(tmp))
                 elif name == "mem0":
@@ -182,8 +201,17 @@ async def main() -> None:
                     s = run_floor(conv, model)
             times[name].append(s)
             cpu[name].append(time.process_time() - c)
-            print(f"round {r + 1}: {name:<5} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
+            print(f"round {r + 1}: {name:<7} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
                   flush=True)
+    if args.rounds >= 2:  # each round's own ratio: the interval says how steady it is
+        from nanobot_memory_adapters.stats import mean_ci
+
+        for a, b in (("unit", "loop"), ("unit", "floor"), ("unit", "unitpad")):
+            if a in cpu and b in cpu:
+                for kind, per in (("CPU", cpu), ("wall", times)):
+                    est = mean_ci([x / y for x, y in zip(per[a], per[b], strict=True)])
+                    print(f"{a}/{b} {kind}: {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] "
+                          f"(mean of {est.n} rounds, 95 % bootstrap)")
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
     print("CPU: " + "  ".join(f"{a}/{b} = {best_cpu[a] / best_cpu[b]:.2f}" for a, b in (
