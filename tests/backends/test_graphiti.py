@@ -563,7 +563,7 @@ async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
 async def _episodes_named(adapter: GraphitiAdapter, scope: MemoryScope, name: str) -> int:
     graphiti = await adapter.graphiti()
     group = adapter.group_id(scope)  # FalkorDB: the group's own graph
-    records, _, _ = await adapter.store.driver_for(graphiti, group).execute_query(
+    records, _, _ = await (await adapter.store.driver_for(graphiti, group)).execute_query(
         "MATCH (e:Episodic) WHERE e.group_id = $g AND e.name = $n RETURN e.uuid AS uuid",
         g=group, n=name,
     )

@@ -259,3 +259,23 @@ async def test_a_committed_write_survives_the_server_being_killed(llm_double, da
         assert [i.text for i in result.items] == ["alice lives in Lisbon"]
     finally:
         await second.aclose()
+
+
+async def test_a_new_groups_indexes_are_built_before_the_adapter_queries_it(llm_double,
+                                                                          data_dir):
+    """graphiti-core's FalkorDriver builds a new graph's indexes in a task nobody awaits; a
+    query racing that build crashed the FalkorDB server (SIGSEGV, CI 2026-11-27). The
+    adapter's driver for a group comes back only once the build is done."""
+    adapter = _load(llm_double, data_dir)
+    try:
+        graphiti = await adapter.store.graphiti()
+        await falkorlite.drain_index_builds()  # the default graph's own build
+        group = adapter.store.group_id(MemoryScope(run_id="idx", persona_id="alice"))
+        driver = await adapter.store.driver_for(graphiti, group)
+        pending = [t for t in asyncio.all_tasks() if not t.done() and getattr(
+            t.get_coro(), "__qualname__", "") == "FalkorDriver.build_indices_and_constraints"]
+        assert not pending, "the group's index build is still running"
+        records, _, _ = await driver.execute_query("CALL db.indexes() YIELD label RETURN label")
+        assert {"Entity", "Episodic"} <= {r["label"] for r in records}, records
+    finally:
+        await adapter.aclose()

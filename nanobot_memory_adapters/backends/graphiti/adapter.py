@@ -176,7 +176,7 @@ class GraphitiAdapter(BaseAdapter):
 
         async def count() -> dict[str, Any]:
             graphiti = await self.store.graphiti()
-            driver = self.store.driver_for(graphiti, group)
+            driver = await self.store.driver_for(graphiti, group)
             try:
                 edges = await EntityEdge.get_by_group_ids(driver, [group])
             except GroupsEdgesNotFoundError:  # Graphiti's answer for a group without facts
@@ -216,7 +216,7 @@ class GraphitiAdapter(BaseAdapter):
         graphiti = await self.store.graphiti()
         group = self.group_id(scope)
         async with self.store.lock_for(group):
-            await clear_data(self.store.driver_for(graphiti, group), group_ids=[group])
+            await clear_data(await self.store.driver_for(graphiti, group), group_ids=[group])
         return (
             f"Graphiti clear_data removed group {group}: its episodes, entities, facts, "
             "communities and sagas"

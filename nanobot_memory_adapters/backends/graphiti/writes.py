@@ -95,7 +95,7 @@ class GraphitiWrites:
         id in ``source_description``), with the facts already extracted from it."""
         graphiti = await self.store.graphiti()
         group = self.store.group_id(event.scope())
-        driver = self.store.driver_for(graphiti, group)
+        driver = await self.store.driver_for(graphiti, group)
         records, _, _ = await driver.execute_query(
             "MATCH (e:Episodic) WHERE e.group_id = $group_id AND e.name = $name "
             "OPTIONAL MATCH (e)-[:MENTIONS]->(n:Entity) "
