@@ -42,7 +42,9 @@ def _run(tmp_path: Path, drop_groups: bool) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-         "--dist", "loadgroup", "--rootdir", str(tmp_path), str(tmp_path)],
+         "--dist", "loadgroup", "--rootdir", str(tmp_path), str(tmp_path),
+         # its own base temp: a numbered one would rotate away the outer run's
+         "--basetemp", str(tmp_path / "basetemp")],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
 
 
