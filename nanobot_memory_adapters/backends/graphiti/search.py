@@ -114,7 +114,8 @@ class GraphitiSearch:
     async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         graphiti = await self.store.graphiti()
         group = self.store.group_id(request.scope)
-        await self.store.driver_for(graphiti, group)  # a new FalkorDB graph: indexes first
+        if not self.store.settled(group):  # a new FalkorDB graph: its indexes first (once:
+            await self.store.driver_for(graphiti, group)  # each clone starts a build)
         search_cfg = self.config.search
         limit = request.budget.top_k(search_cfg.item_text_tokens, search_cfg.max_results)
         filters, described, warnings_ = self.search_filters(request)

@@ -82,6 +82,10 @@ class GraphitiStore:
             self._group_locks[group] = asyncio.Lock()
         return self._group_locks[group]
 
+    def settled(self, group: str) -> bool:
+        """Whether this group's FalkorDB graph finished its first index build here."""
+        return group in self._settled_groups
+
     async def driver_for(self, graphiti: Graphiti, group: str) -> GraphDriver:
         driver = graphiti.driver
         # FalkorDB keeps one graph per group_id; the others use the group_id property.
