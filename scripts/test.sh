@@ -14,7 +14,12 @@ fi
 . .venv/bin/activate
 ruff check .
 basedpyright   # pyright, basic mode ([tool.basedpyright] in pyproject.toml)
-# Two workers (pytest-xdist); tests that share a server or a module fixture carry an
-# xdist_group and stay on one worker, the longest start first (tests/conftest.py).
-# NANOBOT_MEMORY_TEST_WORKERS=0 runs everything in this process.
-python -m pytest -n "${NANOBOT_MEMORY_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+# One worker more than cores, at most 4 (pytest-xdist): many tests wait on a server or a
+# child process, and a third worker on 2 cores fills those waits (the suite took 550 s
+# on 3 workers where 2 kept the cores 75 % busy). Tests that share a server or a module
+# fixture carry an xdist_group and stay on one worker, the longest start first
+# (tests/conftest.py). NANOBOT_MEMORY_TEST_WORKERS=0 runs everything in this process.
+cores=$(nproc 2>/dev/null || echo 2)
+workers=$(( cores + 1 < 4 ? cores + 1 : 4 ))
+python -m pytest -n "${NANOBOT_MEMORY_TEST_WORKERS:-$workers}" --dist loadgroup \
+  --no-loadscope-reorder "$@"

@@ -89,7 +89,7 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.servers)
     # The longest work first (scripts/test.sh passes --no-loadscope-reorder so xdist keeps
-    # this order): two workers then end together instead of one running a 6-min test last.
+    # this order): the workers then end together instead of one running a 6-min test last.
     # A stable sort keeps each module's, and each group's, own order.
     items.sort(key=lambda item: -_declared_seconds(item))
 

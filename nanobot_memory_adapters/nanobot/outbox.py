@@ -259,8 +259,12 @@ class Outbox:
         self._db: sqlite3.Connection | None = None
 
     # -- connection ------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self, wait_s: float | None = None) -> sqlite3.Connection:
+        """This process's connection, opened (and its schema made) on first use, waiting
+        at most ``wait_s`` (None: 30 s) for another process's write lock while it does:
+        ``CREATE ... IF NOT EXISTS`` takes the write lock even when nothing is missing."""
         if self._db is None:
+            bound = 30.0 if wait_s is None else wait_s
             if self.read_only:
                 # No WAL beside the file (no process has it open): read the file as it is,
                 # creating nothing (immutable). Otherwise read through the live WAL.
@@ -274,11 +278,12 @@ class Outbox:
                 return db
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
-                                 timeout=30.0)
+                                 timeout=bound)
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=FULL")
-                db.execute("PRAGMA busy_timeout=30000")  # another process's write: wait
+                # another process's write: wait (the caller's bound while the schema is made)
+                db.execute(f"PRAGMA busy_timeout={int(bound * 1000)}")
                 db.executescript(_SCHEMA)
                 keyed = [row[1] for row in db.execute("PRAGMA table_info(delivered_turn)")
                          if row[5]]
@@ -288,6 +293,7 @@ class Outbox:
                 columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
                 if "owner" not in columns:  # outboxes from before open turns
                     db.execute("ALTER TABLE outbox ADD COLUMN owner INTEGER")
+                db.execute("PRAGMA busy_timeout=30000")
             except BaseException:
                 db.close()
                 raise
@@ -301,7 +307,7 @@ class Outbox:
         if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
             raise sqlite3.OperationalError("database is locked (by this process's delivery)")
         try:
-            db = self._conn()
+            db = self._conn(wait_s)
             if wait_s is None:
                 yield db
                 return

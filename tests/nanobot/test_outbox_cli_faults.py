@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -106,8 +107,12 @@ def test_a_locked_outbox_reads_and_refuses_requeue_in_one_line(home, config):
         status = outbox_cli("status", "--config", str(config), "--json")
         assert status.returncode == 0, status.stderr  # reading needs no lock (WAL)
         assert json.loads(status.stdout)["failed"] == 1
+        began = time.monotonic()
         requeue = outbox_cli("requeue", "--config", str(config))
         _one_line_error(requeue, path, "write lock")
+        # requeue waits 5 s for the lock, opening the file included (it once waited 30 s
+        # there: CREATE ... IF NOT EXISTS takes the write lock); 20 s leaves room for load
+        assert time.monotonic() - began < 20
     finally:
         holder.kill()
         holder.wait()
