@@ -12,29 +12,14 @@ if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>
 fi
 . scripts/env.sh
 . .venv/bin/activate
-# MemOS's own venv (pip, ~75 s on a fresh clone; the MemOS tests need it) provisions
-# beside lint, types and the first tests: those tests take the same file lock and find it
-# done, or provision it themselves if this failed (its log: .nanobot-memory/memos/logs).
-provision=
-if [ -z "${NANOBOT_MEMORY_MEMOS_VENV:-}${NANOBOT_MEMORY_HOME:-}" ]; then
-  python -c 'from pathlib import Path
-from nanobot_memory_adapters.backends.memos.services import provision
-home = Path(".nanobot-memory/memos")
-provision(home, venv=home / "venv")' >/dev/null 2>&1 &
-  provision=$!
-fi
-trap '[ -z "$provision" ] || kill "$provision" 2>/dev/null || true' INT TERM
 ruff check .
 basedpyright   # pyright, basic mode ([tool.basedpyright] in pyproject.toml)
-# One worker more than cores, at most 4 (pytest-xdist): many tests wait on a server or a
-# child process, and a third worker on 2 cores fills those waits (the suite took 550 s
-# on 3 workers where 2 kept the cores 75 % busy). Tests that share a server or a module
-# fixture carry an xdist_group and stay on one worker, the longest start first
+# Twice as many workers as cores, at most 4 (pytest-xdist): many tests wait on a server
+# or a child process, and extra workers fill those waits. On 2 cores the suite took 506 s
+# on 4 workers (91 % of the cores busy), 550 s on 3 (87 %). Tests that share a server or
+# a module fixture carry an xdist_group and stay on one worker, the longest start first
 # (tests/conftest.py). NANOBOT_MEMORY_TEST_WORKERS=0 runs everything in this process.
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)  # nproc obeys OMP_*
-workers=$(( cores + 1 < 4 ? cores + 1 : 4 ))
-rc=0
+workers=$(( 2 * cores < 4 ? 2 * cores : 4 ))
 python -m pytest -n "${NANOBOT_MEMORY_TEST_WORKERS:-$workers}" --dist loadgroup \
-  --no-loadscope-reorder "$@" || rc=$?
-[ -z "$provision" ] || wait "$provision" || true  # a run without MemOS tests: let it end
-exit "$rc"
+  --no-loadscope-reorder "$@"
