@@ -14,12 +14,13 @@ fi
 . .venv/bin/activate
 ruff check .
 basedpyright   # pyright, basic mode ([tool.basedpyright] in pyproject.toml)
-# Twice as many workers as cores, at most 4 (pytest-xdist): many tests wait on a server
-# or a child process, and extra workers fill those waits. On 2 cores the suite took 506 s
-# on 4 workers (91 % of the cores busy), 550 s on 3 (87 %). Tests that share a server or
-# a module fixture carry an xdist_group and stay on one worker, the longest start first
-# (tests/conftest.py). NANOBOT_MEMORY_TEST_WORKERS=0 runs everything in this process.
+# One worker more than cores, at most 4 (pytest-xdist): many tests wait on a server or a
+# child process, and an extra worker fills those waits. From a fresh clone on 2 cores the
+# suite took 654 s on 2 workers, 619 s on 3, 674 s on 4, one run each (MemOS's venv,
+# installed inside the suite, is slowest beside three busy workers). Tests that share a
+# server or a module fixture carry an xdist_group and stay on one worker, the longest
+# start first (tests/conftest.py). NANOBOT_MEMORY_TEST_WORKERS=0: all in this process.
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 2)  # nproc obeys OMP_*
-workers=$(( 2 * cores < 4 ? 2 * cores : 4 ))
+workers=$(( cores + 1 < 4 ? cores + 1 : 4 ))
 python -m pytest -n "${NANOBOT_MEMORY_TEST_WORKERS:-$workers}" --dist loadgroup \
   --no-loadscope-reorder "$@"
