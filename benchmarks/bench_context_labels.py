@@ -127,7 +127,8 @@ def _asks_and_turns(out: Path, budget: int):  # type: ignore[no-untyped-def]
         for raw in fh:
             rec = json.loads(raw)
             if rec.get("kind") == "record" and rec.get("status") == "committed":
-                stored[rec["unit"]][rec["event_id"]] = rec.get("text") or ""
+                stored[rec["unit"]][rec["event_id"]] = (rec.get("content") or rec.get("text")
+                                                        or "")
             if rec.get("kind") != "ask" or (rec.get("budget_tokens") or budget) != budget:
                 continue
             if rec.get("context") is not None:

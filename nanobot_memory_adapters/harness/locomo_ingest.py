@@ -58,6 +58,9 @@ class LocomoIngest:
             persona=event.user_id,
             speaker_copy=copy,
             text=turn.text,
+            # what was stored, where it is more than the turn's words (an image turn's
+            # caption): what a metric of the section's own text reads
+            **({"content": turn.content} if turn.content != turn.text else {}),
             distinctive=turn.distinctive,
             status=status,
         )

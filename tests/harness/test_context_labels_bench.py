@@ -66,3 +66,24 @@ def test_bare_pack_keeps_order_and_skips_what_does_not_fit():
     long = "word " * 50
     assert bench._bare_pack(["a b c", long, "d e"], 20) == ["a b c", "d e"]
     assert bench._bare_pack(["a b c", "d e"], 2) == []
+
+
+def test_an_image_turns_caption_counts_as_its_text(tmp_path):
+    """What was stored is the turn's text plus its image caption (LoCoMo's
+    ``blip_caption``); the record line carries it as ``content``, and the share counts it
+    as the turn's own text, not as a label."""
+    caption = " [shares a photo: a grey cat asleep on a keyboard]"
+    context = ('<memory-context backend="p" scope="u">\n'
+               f"{TEXTS['e1']}{caption}\n{TEXTS['e2']}\n</memory-context>")
+    out = tmp_path / "with"
+    out.mkdir()
+    traces = _traces(out, context, ["e1", "e2"])
+    recs = [json.loads(line) for line in (traces / "traces.jsonl").read_text().splitlines()]
+    without = _bench().format_blind(traces, 2000, None)["providers"]["p"]["pooled_share"]
+    recs[0]["content"] = TEXTS["e1"] + caption
+    (traces / "traces.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    share = _bench().format_blind(traces, 2000, None)["providers"]["p"]["pooled_share"]
+    frame = count_tokens('<memory-context backend="p" scope="u">\n') + count_tokens(
+        "\n</memory-context>")
+    assert share < without
+    assert share <= (frame + 2) / count_tokens(context)  # the frame and the newlines only

@@ -134,6 +134,10 @@ async def test_dual_speaker_protocol(locomo_file, tmp_path):
     d11 = [r for r in records if r["dia_id"] == "D1:1"]
     assert sorted(r["event_id"] for r in d11) == ["locomo-syn-1-D1-1@Alice",
                                                   "locomo-syn-1-D1-1@Bob"]
+    # an image turn's record line carries what was stored (its caption too); others don't
+    image = next(r for r in records if r["dia_id"] == "D1:4")
+    assert image["content"] == image["text"] + " [shares a photo: a photo of a mural]"
+    assert all("content" not in r for r in d11)
     for m in results["providers"].values():
         assert sum(m["failures"].values()) == 0
     rag = results["providers"]["simple_rag"]
