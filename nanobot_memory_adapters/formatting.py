@@ -8,7 +8,6 @@ is XML-escaped and can neither close the section nor open a forged one.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,32 +55,6 @@ def _day(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d") if value else ""
 
 
-#: Digits of a short id: cl100k reads up to three digits as one token (the four hex
-#: characters used before took four). A section lengthens the ids that would collide
-#: within it to the first of ``TWIN_ID_LENGTHS`` that tells them apart
-#: (``SectionPacker``), so each stays unique where it is read.
-SHORT_ID = 3
-TWIN_ID_LENGTHS = (6, 9, 12)
-
-
-def twin_id_length(native_ids: Sequence[str]) -> int:
-    """Digits that tell apart native ids whose short ids collide (the same id twice
-    stays one id)."""
-    distinct = set(native_ids)
-    for length in TWIN_ID_LENGTHS:
-        if len({short_id(i, length) for i in distinct}) == len(distinct):
-            return length
-    return TWIN_ID_LENGTHS[-1]
-
-
-@functools.lru_cache(maxsize=65536)
-def short_id(native_id: str, length: int = SHORT_ID) -> str:
-    """A few digits standing for a native id in the prompt; the full id stays in the item
-    and the trace."""
-    digest = hashlib.blake2s(native_id.encode("utf-8"), digest_size=8).digest()
-    return str(int.from_bytes(digest, "big") % 10**length).zfill(length)
-
-
 def day_heading(day: str, clock: str | None = None) -> str:
     """``### DAY TIME``: the time is that of the first item packed under it; items of the
     same minute leave theirs out (a LoCoMo session, a burst of chat turns), others keep
@@ -89,80 +62,60 @@ def day_heading(day: str, clock: str | None = None) -> str:
     return f"### {day} {clock}" if clock else f"### {day}"
 
 
-def _score(score: float) -> str:
-    """Two decimals without the leading zero (``.61``, ``-.05``, ``1.00``): a token less
-    on every line, as readable."""
-    text = f"{score:.2f}"
-    if text.startswith("0."):
-        return text[1:]
-    if text.startswith("-0."):
-        return "-" + text[2:]
-    return text
+def _label_parts(item: RetrievedItem, clock: bool = True) -> tuple[str, str]:
+    """The label as (bracketed part, who said it).
 
-
-def _label_parts(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
-                 ) -> tuple[list[str], list[str]]:
-    """The compact label, split after the relevance: (relevance, everything else).
-
-    One grammar for every provider, written for the model that reads it, space-separated
-    in a fixed order: relevance (2 decimals), the time it happened (minute resolution; the
-    day is the heading the item sits under), the validity of a temporal fact
-    (``valid=from..to``, ``expired=``), who said it, and a short id. What only a debugger
-    needs (native types, full ids, storage details) stays in the trace. The relevance is
-    the only part that changes between retrievals. ``clock=False`` leaves the time out
-    (the day heading above the item shows it)."""
-    head = [_score(item.score)] if item.score is not None else []
+    Written for the model that reads it, and paid for once where it can be: the day is
+    the heading the item sits under, and the time of day only shows when it differs from
+    the heading's. The bracket holds what a reader needs about *when*, in a fixed order —
+    the time it happened (minute resolution), the storage day of an item without an event
+    time (``stored=``), the validity of a temporal fact (``valid=from..to``, ``expired=``)
+    — and is left out when there is none. Who said it leads the text as ``Name:``, as in a
+    transcript. Relevance, ids, native types and storage details are for a debugger: they
+    stay in the item and the trace (issue 31: tokens go to memories, not labels)."""
     # keyed by each time's text: equal instants in other zones label differently (the
     # storage time shows only for an item without an event time)
-    tail = list(_stable_label(*(t.isoformat() if t else None for t in (
+    return _stable_label(*(t.isoformat() if t else None for t in (
         item.event_at, None if item.event_at else item.created_at, item.valid_at,
-        item.invalid_at, item.expired_at)), item.source, item.native_id, id_length, clock))
-    return head, tail
+        item.invalid_at, item.expired_at)), item.source, clock)
 
 
 @functools.lru_cache(maxsize=16384)
 def _stable_label(event_iso: str | None, created_iso: str | None, valid_iso: str | None,
                   invalid_iso: str | None, expired_iso: str | None, source: str | None,
-                  native_id: str | None, id_length: int, clock: bool) -> tuple[str, ...]:
-    """The label after the relevance: the same each time an item comes back, so it is
-    built once (a running agent sees the same memories turn after turn)."""
+                  clock: bool) -> tuple[str, str]:
+    """The label: the same each time an item comes back, so it is built once (a running
+    agent sees the same memories turn after turn)."""
     event_at, created_at, valid_at, invalid_at, expired_at = (
         datetime.fromisoformat(t) if t else None
         for t in (event_iso, created_iso, valid_iso, invalid_iso, expired_iso))
-    tail: list[str] = []
+    when: list[str] = []
     # One time for when it happened: the event's own time, else when the backend stored
     # it (marked: a replayed history is stored long after it happened).
     if event_at:
         if clock:
-            tail.append(_clock(event_at))
+            when.append(_clock(event_at))
     elif created_at:
-        tail.append(f"stored={_day(created_at)}")
+        when.append(f"stored={_day(created_at)}")
     if valid_at or invalid_at:
-        tail.append(f"valid={_day(valid_at)}..{_day(invalid_at)}")
+        when.append(f"valid={_day(valid_at)}..{_day(invalid_at)}")
     if expired_at:
-        tail.append(f"expired={_day(expired_at)}")
-    if source:
-        who = one_line(source)
-        if who:
-            tail.append(who)
-    if native_id:
-        tail.append("#" + short_id(native_id, id_length))
-    return tuple(tail)
+        when.append(f"expired={_day(expired_at)}")
+    bracket = escape_text("[" + " ".join(when) + "]") if when else ""
+    # a name never opens with a bracket or a line marker, so it cannot pass for the label
+    who = one_line(source).lstrip("[]-#* ") if source else ""
+    return bracket, escape_text(who)
 
 
 # An item label that says the fact no longer holds: validity with an end, or an expiry
-# (see ``_label_parts``). Used by metrics that must tell a superseded fact shown as
-# history from one shown as current.
-_ENDED = re.compile(r"\bvalid=[^\s\]]*\.\.\d|\bexpired=")
+# (see ``_label_parts``), inside the line's leading bracket. Used by metrics that must tell
+# a superseded fact shown as history from one shown as current.
+_ENDED = re.compile(r"^- \[[^\]]*(?:\bvalid=[^\s\]]*\.\.\d|\bexpired=)")
 
 
 def ended_validity(line: str) -> bool:
     """Whether an item line's label marks its fact as ended (invalidated or expired)."""
     return bool(_ENDED.search(line))
-
-
-def _body(item: RetrievedItem) -> str:
-    return _body_of(item.text)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -171,36 +124,19 @@ def _body_of(text: str) -> str:
     return "\n  ".join(escape_text(part) for part in lines if part)
 
 
-def item_line_parts(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
-                    ) -> tuple[str, str]:
-    """``item_line`` as ``(head, tail)`` with ``head + tail == item_line(item)``.
-
-    ``head`` is ``"- [.81"`` (empty without a relevance) and ends with its last digit;
-    ``tail`` starts with ``" "`` or ``"]"``. cl100k's pre-tokenizer never joins a digit
-    to a following space or bracket, so ``tokens(head) + tokens(tail) ==
-    tokens(head + tail)``: the tail (time, who, id, text) is the same each time an item
-    comes back, so its count can be cached while the relevance is counted afresh. The
-    property test in tests/test_formatting.py checks it."""
-    head, tail = _label_parts(item, id_length, clock)
-    body = _body(item)
-    if not head:
-        label = escape_text("[" + " ".join(tail) + "]") if tail else ""
-        return "", f"- {label} {body}" if label else f"- {body}"
-    rest = "".join(" " + part for part in tail) + "]"
-    return "- " + escape_text("[" + " ".join(head)), escape_text(rest) + " " + body
-
-
-def item_line(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True) -> str:
-    """One ``- [labels] text`` entry; continuation lines are indented so stored text can
-    never pass for a group heading or another item."""
-    head, tail = item_line_parts(item, id_length, clock)
-    return head + tail
-
-
-def _line_with_tokens(item: RetrievedItem, id_length: int = SHORT_ID, clock: bool = True
-                      ) -> tuple[str, int]:
-    lead, rest = item_line_parts(item, id_length, clock)  # the score apart from the stable rest
-    return lead + rest, count_tokens_cached(lead) + count_tokens_cached(rest + "\n")
+def item_line(item: RetrievedItem, clock: bool = True) -> str:
+    """One ``- [when] Who: text`` entry (each part only when there is one); continuation
+    lines are indented so stored text can never pass for a heading or another item."""
+    bracket, who = _label_parts(item, clock)
+    parts: list[str] = []
+    if bracket:
+        parts.append(bracket)
+    if who:
+        parts.append(who + ":")
+    body = _body_of(item.text)
+    if body:
+        parts.append(body)
+    return "- " + " ".join(parts)
 
 
 def frame_tokens(backend: str, scope: str) -> int:
@@ -236,12 +172,11 @@ class RenderedContext:
 
 
 class _Placed(NamedTuple):
-    """How a chosen item's line was charged: whether its time is left to the day heading
-    and how many digits its id shows (more for a twin in the section)."""
+    """How a chosen item's line was charged: whether it shows its own time of day (not
+    when the day heading above it shows the same)."""
 
     item: RetrievedItem
     clock: bool
-    id_length: int = SHORT_ID
 
 
 @functools.lru_cache(maxsize=65536)
@@ -254,8 +189,7 @@ class SectionPacker:
     """Chooses whole items for one section within a budget, in the order they are offered.
 
     Each offer is charged exactly what the item adds to the section: its line, plus the
-    group title and the day heading it is the first to need, plus the longer id of an
-    already chosen item whose short id it shares (both are lengthened). An item that does
+    group title and the day heading it is the first to need. An item that does
     not fit is left out whole (never cut mid-line) and later, smaller ones may still fit.
     ``render_context`` packs in the backend's order; a provider that fills a section in
     another order (newest first) offers its items itself and passes the packer on."""
@@ -287,8 +221,7 @@ class SectionPacker:
         # without the reference a new item would read a dropped item's line. (A chosen
         # item stays alive in ``chosen``, so its id names it for the packer's life.)
         self._placed: dict[int, _Placed] = {}
-        self._twins: dict[str, list[RetrievedItem]] = {}  # short id -> chosen items
-        self._lines: dict[tuple[int, bool, int], tuple[RetrievedItem, str, int]] = {}
+        self._lines: dict[tuple[int, bool], tuple[RetrievedItem, str, int]] = {}
         self._days: dict[int, tuple[RetrievedItem, str | None, str | None]] = {}
 
     def _when(self, item: RetrievedItem) -> tuple[str | None, str | None]:
@@ -303,19 +236,18 @@ class SectionPacker:
     def day(self, item: RetrievedItem) -> str | None:
         return self._when(item)[0]
 
-    def _line(self, item: RetrievedItem, clock: bool, id_length: int) -> tuple[str, int]:
-        key = (id(item), clock, id_length)
+    def _line(self, item: RetrievedItem, clock: bool) -> tuple[str, int]:
+        key = (id(item), clock)
         entry = self._lines.get(key)
         if entry is None or entry[0] is not item:  # built once per render; layout reuses it
-            entry = self._lines[key] = (
-                item, *_line_with_tokens(item, id_length, clock))
+            line = item_line(item, clock)
+            entry = self._lines[key] = (item, line, count_tokens_cached(line + "\n"))
         return entry[1], entry[2]
 
     def _plan(self, item: RetrievedItem
-              ) -> tuple[_Placed, int, list[RetrievedItem], tuple[str | None, str] | None]:
+              ) -> tuple[_Placed, int, tuple[str | None, str] | None]:
         """How ``item`` would be placed now: its line's form, the tokens it adds (the
-        headings it opens and its twins' longer ids included), its twins, and the day
-        heading it would open."""
+        headings it opens included), and the day heading it would open."""
         cost = 0
         if self.titled and item.group not in self._titles_opened:
             cost += count_tokens_cached(self.titles[item.group] + "\n")
@@ -330,16 +262,8 @@ class SectionPacker:
                 opens = key
                 cost += count_tokens_cached(day_heading(day, clock_text) + "\n")
                 clock = False
-        twins = self._twins.get(short_id(item.native_id), []) if item.native_id else []
-        length = twin_id_length([t.native_id or "" for t in [*twins, item]]) if twins \
-            else SHORT_ID
-        cost += self._line(item, clock, length)[1]
-        for twin in twins:
-            was = self._placement(twin)
-            if was.id_length != length:
-                cost += (self._line(twin, was.clock, length)[1]
-                         - self._line(twin, was.clock, was.id_length)[1])
-        return _Placed(item, clock, length), cost, twins, opens
+        cost += self._line(item, clock)[1]
+        return _Placed(item, clock), cost, opens
 
     def cost(self, item: RetrievedItem) -> int:
         """Tokens the section grows by if ``item`` is added now."""
@@ -349,17 +273,12 @@ class SectionPacker:
         """Add ``item`` if it fits whole; False (and nothing changes) if it does not."""
         if self.max_items is not None and len(self.chosen) >= self.max_items:
             return False
-        placed, cost, twins, opens = self._plan(item)
+        placed, cost, opens = self._plan(item)
         if self.used + cost > self.limit:
             return False
         self._titles_opened.add(item.group)
         if opens is not None:
             self.heading_clocks[opens] = self._when(item)[1]
-        for twin in twins:  # lengthened with it
-            self._placed[id(twin)] = self._placed[id(twin)]._replace(
-                id_length=placed.id_length)
-        if item.native_id:
-            self._twins.setdefault(short_id(item.native_id), []).append(item)
         self._placed.setdefault(id(item), placed)
         self.used += cost
         self.chosen.append(item)
@@ -369,9 +288,8 @@ class SectionPacker:
         return self._placed[id(item)]
 
     def placed_line(self, item: RetrievedItem) -> tuple[str, int]:
-        """A chosen item's line, as it was charged (its time and id form included)."""
-        placed = self._placement(item)
-        return self._line(item, placed.clock, placed.id_length)
+        """A chosen item's line, as it was charged (its time form included)."""
+        return self._line(item, self._placement(item).clock)
 
 
 def _layout(chosen: Sequence[RetrievedItem], packer: SectionPacker) -> list[tuple[str, int]]:

@@ -159,7 +159,7 @@ def test_scope_rejects_wildcards():
 def test_budget_validation():
     with pytest.raises(ValidationError, match="min_tokens"):
         nma.ContextBudget(max_tokens=10, min_tokens=20)
-    assert nma.ContextBudget(max_tokens=600).top_k() == 14  # 600 // (LABEL_TOKENS 11 + 30 + 1)
+    assert nma.ContextBudget(max_tokens=600).top_k() == 15  # 600 // (LABEL_TOKENS 7 + 30 + 1)
     assert nma.ContextBudget(max_tokens=600, max_items=3).top_k() == 3
 
 

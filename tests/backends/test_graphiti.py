@@ -374,7 +374,7 @@ async def test_search_uses_a_copied_recipe_and_budget_limit(adapter):
     )
     assert result.trace.native_request["limit"] == 3
     result = await adapter.retrieve(_request(scope, "Paris", max_tokens=400))
-    assert result.trace.native_request["limit"] == 400 // (LABEL_TOKENS + 15 + 1)  # 9
+    assert result.trace.native_request["limit"] == 400 // (LABEL_TOKENS + 15 + 1)  # 17
     assert EDGE_HYBRID_SEARCH_RRF.limit == before
     assert result.formatted_context.startswith('<memory-context backend="graphiti"')
 

@@ -322,15 +322,16 @@ async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter
         assert item.metadata["session_id"] == "s1" and item.metadata["timestamp"]
     scores = [i.score for i in result.items]
     assert scores == sorted(scores, reverse=True)  # mem0's order kept
-    # Relevance and the turn's time; mem0's storage time stays in created_at and raw.
+    # The turn's time in its day heading; relevance stays in the items and the trace,
+    # mem0's storage time in created_at and raw.
     day, first = result.formatted_context.splitlines()[1:3]
-    assert day.startswith("### 2024-") and first.startswith(
-        f"- [{result.items[0].score:.2f} ".replace("[0.", "[."))
+    assert day.startswith("### 2024-") and first.startswith("- ")
+    assert f"{result.items[0].score:.2f}".removeprefix("0") not in first
     assert "stored=" not in result.formatted_context
     # Budget by tokens only: top_k = what 300 tokens can show with compact labels
-    # (300 // (LABEL_TOKENS 16 + item_text_tokens 32 + 1) = 6).
+    # (300 // (LABEL_TOKENS 7 + item_text_tokens 32 + 1) = 7).
     by_tokens = await raw_adapter.retrieve(_request(scope, "cities", max_tokens=300))
-    assert by_tokens.trace.native_request["top_k"] == 6
+    assert by_tokens.trace.native_request["top_k"] == 7
 
 
 async def test_tags_are_metadata_and_filters(raw_adapter):
@@ -608,7 +609,7 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
         assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
         assert result.items[0].created_at != result.items[0].event_at
         # the turn's day and time (its heading), not storage
-        assert "### 2023-05-08 13:56\n- [" in result.formatted_context
+        assert "### 2023-05-08 13:56\n- " in result.formatted_context
     finally:
         await adapter.aclose()
 

@@ -459,15 +459,30 @@ async def test_a_session_recorded_before_the_crash_is_replayed_without_clobberin
     progress_path(part).write_text(json.dumps({**first, "next_started": True}))
     resumed = await run_bench(config(locomo_file, out, providers))
     assert resumed.resumed_mid_unit == 1
-    assert resumed.results["metrics_sha256"] == clean.results["metrics_sha256"]
+    # The replayed memories carry other ids, and ids order equal scores: syn-1 says
+    # "Thanks!" in both sessions, so which of the two a tied ask shows may differ from the
+    # uninterrupted run. Everything else is the same ask for ask.
+    texts = {r["event_id"]: r["text"] for r in read_traces(tmp_path / "clean" / "traces.jsonl")
+             if r.get("kind") == "record"}
+    clean_asks = {(r["question_id"], r["point"]): r for r in read_traces(
+        tmp_path / "clean" / "traces.jsonl") if r.get("kind") == "ask"}
+    resumed_asks = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "ask"]
+    assert len(resumed_asks) == len(clean_asks)
+    for ask in resumed_asks:
+        was = clean_asks[(ask["question_id"], ask["point"])]
+        if ask["shown_sources"] != was["shown_sources"]:
+            assert sorted(texts[e] for s in ask["shown_sources"] for e in s) == sorted(
+                texts[e] for s in was["shown_sources"] for e in s)
+    for name, metrics in clean.results["providers"].items():
+        assert resumed.results["providers"][name]["recall"] == metrics["recall"]
     replayed = [r for r in read_traces(out / "traces.jsonl") if r.get("kind") == "record"
                 and r["conversation"] == "syn-1" and r["session"] == 2]
     held = [any("already in mem0" in w for w in r["trace"]["warnings"]) for r in replayed]
     assert held == [True] * (len(second) - len(lost)) + [False] * len(lost)
     unit = json.loads((out / "checkpoint.json").read_text())["units"]["simple_rag::syn-1"]
     assert unit["resumed_after_sessions"] == [1]
-    # its ids differ from an uninterrupted run's (here every context still fits the
-    # budget, so the hash holds; in general it need not): the outputs say which units
+    # its ids differ from an uninterrupted run's, so its metrics hash need not hold: the
+    # outputs say which units
     assert unit["replayed_cut_sessions"] == [2]
     assert resumed.results["timing"]["replayed_cut_sessions"] == {"simple_rag::syn-1": [2]}
     assert "can differ" in resumed.results["notes"]["resume"]

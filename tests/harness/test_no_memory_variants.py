@@ -37,7 +37,7 @@ def _request(persona: str, query: str = "what should I cook tonight?") -> Retrie
 
 
 def _items(context: str) -> list[str]:
-    return [line for line in context.splitlines() if line.startswith("- [")]
+    return [line for line in context.splitlines() if line.startswith("- ")]
 
 
 async def test_named_shows_the_name_and_nothing_it_was_told():
@@ -164,7 +164,7 @@ async def test_locomo_bench_names_the_user_speaker_in_either_protocol(locomo_fil
         assert all(r["context_tokens"] > 0 for r in named)
         texts = [r["context"] for r in named if "context" in r]  # traced once, then hashed
         assert len(texts) == 1 and len({r["context_sha256"] for r in named}) == 1
-        assert [s.split("] ", 1)[1] for s in _items(texts[0])] == [
+        assert [s[2:] for s in _items(texts[0])] == [
             f"The user's name is {n}." for n in expected.values()]
         recall = outcome.results["providers"]["no_memory_named"]["recall"]["overall"]
         assert recall["turn"] == recall["session"] == 0.0
@@ -177,7 +177,7 @@ def test_answer_recall_reads_the_memory_not_its_frame():
     from nanobot_memory_adapters.harness.metrics import answer_present, context_answer_text
 
     context = ('<memory-context backend="no_memory_named" scope="locomo/conv-26">\n'
-               "- [#805] The user's name is Ann.\n</memory-context>")
+               "- The user's name is Ann.\n</memory-context>")
     assert not answer_present("No", context_answer_text(context))
     assert not answer_present("26", context_answer_text(context))
     assert answer_present("Ann", context_answer_text(context))
