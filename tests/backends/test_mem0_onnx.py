@@ -225,3 +225,49 @@ def test_a_fresh_process_on_onnx_remembers_without_loading_torch(cache_env, tmp_
     assert out["status"] == "committed"
     assert any("Porto" in t for t in out["texts"])
     assert out["torch"] is False and out["sentence_transformers"] is False
+
+
+def test_int8_is_a_quantized_export_of_its_own_with_other_vectors(onnx_cache):
+    """``onnx_int8`` quantizes the float export once into a folder of its own (recorded as
+    quantized), runs ~the same model with int8 weights: close to the float vectors, never
+    equal to them (so it is an option with its own results, never the float runtime
+    under another name)."""
+    plain = load_onnx_embedder(MODEL, cache_dir=onnx_cache)
+    int8 = load_onnx_embedder(MODEL, cache_dir=onnx_cache, runtime="onnx_int8")
+    assert int8.export_path == plain.export_path.with_name(plain.export_path.name + "-int8")
+    assert (plain.runtime, int8.runtime) == ("onnx", "onnx_int8")
+    assert int8.metadata["quantized"]["weights"] == "int8"
+    assert int8.metadata["weights_sha256"] == plain.metadata["weights_sha256"]
+    small, big = ((e.export_path / "model.onnx").stat().st_size for e in (int8, plain))
+    assert small < big / 3  # int8 weights: a quarter of float32's bytes
+    texts = [t for t in TURNS] + [LONG, "hi"]
+    a, b = plain.encode(texts), int8.encode(texts)
+    cosine = (a * b).sum(axis=1)
+    assert cosine.min() > 0.8 and cosine.mean() > 0.9
+    assert not np.allclose(a, b, atol=1e-3)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    again = load_onnx_embedder(MODEL, cache_dir=onnx_cache, runtime="onnx_int8")
+    assert again is int8  # made once, loaded once per process
+    with pytest.raises(ValueError, match="sentence_transformers"):
+        load_onnx_embedder(MODEL, cache_dir=onnx_cache, runtime="sentence_transformers")
+
+
+async def test_simple_rag_on_int8_is_chosen_in_config_and_says_so(cache_env, tmp_path):
+    config = SimpleRagConfig(embedding_runtime="onnx_int8")
+    assert Mem0Config.model_validate(
+        Mem0Config(embedding_runtime="onnx_int8").model_dump()).embedding_runtime == "onnx_int8"
+    adapter = Mem0Adapter(tmp_path / "int8", config)
+    try:
+        scope = _scope()
+        receipts = await adapter.record_events(_events(scope))
+        assert [r.status for r in receipts] == ["committed"] * len(TURNS)
+        memory = await adapter._native()
+        wrapped = memory.embedding_model._embedder
+        assert isinstance(wrapped, OnnxMem0Embedding) and wrapped.model.runtime == "onnx_int8"
+        found = await adapter.retrieve(RetrieveRequest(
+            query=QUESTIONS[0], scope=scope, budget=ContextBudget(max_tokens=1000)))
+        assert found.items
+        embedder = (await adapter.health()).details["embedder"]
+        assert embedder["provider"] == "onnx_int8" and embedder["export"].endswith("-int8")
+    finally:
+        await adapter.aclose()

@@ -93,7 +93,8 @@ class EmbedderSettings(BaseModel):
     device: str = "cpu"
     runtime: EmbeddingRuntime | None = Field(
         default=None,
-        description="local: 'onnx' (ONNX Runtime, no torch; docs/mem0.md) or "
+        description="local: 'onnx' (ONNX Runtime, no torch; docs/mem0.md), 'onnx_int8' "
+        "(its int8-quantized weights: less CPU, other vectors) or "
         "'sentence_transformers'. Default: 'onnx' for the bundled MiniLM, "
         "'sentence_transformers' for a model_path of your own.",
     )

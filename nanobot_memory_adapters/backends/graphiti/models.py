@@ -12,6 +12,7 @@ from graphiti_core.cross_encoder.client import CrossEncoderClient
 from graphiti_core.embedder.client import EmbedderClient, EmbedderConfig
 
 from nanobot_memory_adapters.onnx_embedder import (
+    ONNX_RUNTIMES,
     EmbeddingRuntime,
     OnnxSentenceEmbedder,
     load_onnx_embedder,
@@ -26,11 +27,11 @@ def _load_model(kind: str, path: str, device: str,
                 runtime: EmbeddingRuntime = "sentence_transformers") -> Any:
     """One model object per (kind, path, device or runtime) per process; loading is slow.
     An embedder on ONNX Runtime imports neither torch nor transformers."""
-    if kind == "embedder" and runtime == "onnx":
-        key = (kind, path, "onnx")
+    if kind == "embedder" and runtime in ONNX_RUNTIMES:
+        key = (kind, path, runtime)
         with _MODELS_LOCK:
             if key not in _MODELS:
-                _MODELS[key] = (load_onnx_embedder(path), threading.Lock())
+                _MODELS[key] = (load_onnx_embedder(path, runtime=runtime), threading.Lock())
             return _MODELS[key]
     key = (kind, path, device)
     with _MODELS_LOCK, quiet_progress():
@@ -48,8 +49,8 @@ def _load_model(kind: str, path: str, device: str,
 
 class LocalEmbedder(EmbedderClient):
     """Graphiti's embedder slot filled by a local sentence-transformers model (no network),
-    run by sentence-transformers (on ``device``) or, with ``runtime="onnx"``, by ONNX
-    Runtime."""
+    run by sentence-transformers (on ``device``) or, with ``runtime="onnx"`` (or
+    ``"onnx_int8"``), by ONNX Runtime."""
 
     def __init__(self, model_path: str, device: str = "cpu",
                  runtime: EmbeddingRuntime = "sentence_transformers") -> None:

@@ -74,6 +74,7 @@ from nanobot_memory_adapters.backends.mem0.embed_cache import (
     cache_query_embeddings,
 )
 from nanobot_memory_adapters.backends.mem0.embedder import (
+    ONNX_RUNTIMES,
     describe,
     install_runtime,
     native_embedder,
@@ -269,7 +270,7 @@ class Mem0Adapter(BaseAdapter):
             self._client_held = True
             try:
                 config = self._mem0_config(client)
-                if self.config.embedding_runtime == "onnx":
+                if self.config.embedding_runtime in ONNX_RUNTIMES:
                     # its placeholder embedder loads no model, and importing transformers
                     # only to quiet its progress bars costs ~0.5 s of a cold start
                     route_sdk_output()

@@ -1,6 +1,6 @@
 """Which embedder mem0 gets: the model on ONNX Runtime (``embedding_runtime: "onnx"``, the
-default for the bundled MiniLM), or mem0's own ``huggingface`` provider
-(sentence-transformers).
+default for the bundled MiniLM, or ``"onnx_int8"``, its int8-quantized weights), or mem0's
+own ``huggingface`` provider (sentence-transformers).
 
 mem0's own ONNX embedder (``fastembed``) loads models only by name from a hub, so it cannot
 run the bundled weights offline, and its ``huggingface`` module imports sentence-transformers
@@ -16,11 +16,18 @@ from typing import Any
 
 from nanobot_memory_adapters.backends.mem0.config import SimpleRagConfig
 from nanobot_memory_adapters.local_models import bundled_minilm_path
-from nanobot_memory_adapters.onnx_embedder import OnnxSentenceEmbedder, load_onnx_embedder
+from nanobot_memory_adapters.onnx_embedder import (
+    ONNX_RUNTIMES,
+    OnnxSentenceEmbedder,
+    load_onnx_embedder,
+)
 
 #: The placeholder's URL: port 9 (discard) on loopback, so a call that should never
 #: happen fails at once instead of leaving the machine.
 UNUSED_URL = "http://127.0.0.1:9/v1"
+
+__all__ = ["ONNX_RUNTIMES", "OnnxMem0Embedding", "describe", "install_runtime",
+           "model_path", "native_embedder"]
 
 
 def model_path(config: SimpleRagConfig) -> str:
@@ -31,9 +38,9 @@ def model_path(config: SimpleRagConfig) -> str:
 
 def native_embedder(config: SimpleRagConfig) -> dict[str, Any]:
     """mem0's ``embedder`` block for this config."""
-    if config.embedding_runtime == "onnx":
+    if config.embedding_runtime in ONNX_RUNTIMES:
         return {"provider": "openai", "config": {
-            "model": f"onnx:{model_path(config)}", "api_key": "unused",
+            "model": f"{config.embedding_runtime}:{model_path(config)}", "api_key": "unused",
             "openai_base_url": UNUSED_URL, "embedding_dims": config.embedding_dims,
         }}
     return {"provider": "huggingface", "config": {
@@ -59,9 +66,9 @@ class OnnxMem0Embedding:
 
 def install_runtime(memory: Any, config: SimpleRagConfig) -> None:
     """Give a freshly built ``AsyncMemory`` the configured runtime (no-op for the default)."""
-    if config.embedding_runtime != "onnx":
+    if config.embedding_runtime not in ONNX_RUNTIMES:
         return
-    model = load_onnx_embedder(model_path(config))
+    model = load_onnx_embedder(model_path(config), runtime=config.embedding_runtime)
     if model.dims != config.embedding_dims:
         raise ValueError(
             f"the ONNX embedder gives {model.dims} dims but embedding_dims is "
@@ -72,11 +79,11 @@ def install_runtime(memory: Any, config: SimpleRagConfig) -> None:
 
 def describe(config: SimpleRagConfig, memory: Any | None = None) -> dict[str, Any]:
     """The embedder as health reports it."""
-    if config.embedding_runtime != "onnx":
+    if config.embedding_runtime not in ONNX_RUNTIMES:
         return {"provider": "huggingface",
                 "model": config.embedding_model or "bundled all-MiniLM-L6-v2",
                 "dims": config.embedding_dims}
-    details: dict[str, Any] = {"provider": "onnx",
+    details: dict[str, Any] = {"provider": config.embedding_runtime,
                                "model": config.embedding_model or "bundled all-MiniLM-L6-v2",
                                "dims": config.embedding_dims}
     model = getattr(getattr(memory, "embedding_model", None), "model", None)
