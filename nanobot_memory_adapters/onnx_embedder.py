@@ -54,10 +54,13 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 EmbeddingRuntime = Literal["sentence_transformers", "onnx", "onnx_int8"]
 #: The runtimes served by ``load_onnx_embedder``. ``onnx_int8`` is the same export with its
-#: weights quantized to int8 (ONNX Runtime's dynamic quantization, done locally once): ~2.4x
-#: less CPU per text, but other vectors (cosine to the float ones ~0.95), hence other
-#: results; an option, never a default (docs/mem0.md, "int8").
+#: weights quantized to int8 (ONNX Runtime's dynamic quantization per channel, done locally
+#: once): ~1.9-2.4x less CPU per text, but other vectors (cosine to the float ones ~0.99),
+#: hence other results; an option, never a default (docs/mem0.md, "int8").
 ONNX_RUNTIMES: tuple[EmbeddingRuntime, ...] = ("onnx", "onnx_int8")
+#: The int8 export's folder: the float export's name plus this (bump it when the
+#: quantization changes: an old int8 export is then not reused).
+INT8_SUFFIX = "-int8pc"
 
 
 def default_runtime(model_path: str | None) -> EmbeddingRuntime:
@@ -375,8 +378,9 @@ class _DropQuantizerAdvice(logging.Filter):
 
 def quantize_int8(export_path: Path, target: Path) -> Path:
     """``export_path``'s model with int8 weights (ONNX Runtime's dynamic quantization:
-    MatMul weights per tensor, activations quantized at run time) into ``target``; atomic
-    like ``export``."""
+    MatMul weights per output channel, activations quantized at run time) into
+    ``target``; atomic like ``export``. Per channel: as fast as per tensor on MiniLM and
+    much closer to the float vectors (cosine 0.992 against 0.924 on 200-word turns)."""
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -395,14 +399,14 @@ def quantize_int8(export_path: Path, target: Path) -> Path:
         logging.getLogger().addFilter(advice)
         try:
             quantize_dynamic(str(export_path / "model.onnx"), str(work / "model.onnx"),
-                             weight_type=QuantType.QInt8,
+                             weight_type=QuantType.QInt8, per_channel=True,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         finally:
             logging.getLogger().removeFilter(advice)
         shutil.copy2(export_path / "tokenizer.json", work / "tokenizer.json")
         meta = json.loads((export_path / "export.json").read_text())
         meta["quantized"] = {"method": "onnxruntime.quantize_dynamic", "weights": "int8",
-                             "from": export_path.name}
+                             "per_channel": True, "from": export_path.name}
         (work / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
         try:
             work.rename(target)
@@ -445,7 +449,7 @@ def load_onnx_embedder(
                         f'{exc}); set embedding_runtime to "sentence_transformers"'
                     ) from exc
     if runtime == "onnx_int8":
-        plain, target = target, target.with_name(target.name + "-int8")
+        plain, target = target, target.with_name(target.name + INT8_SUFFIX)
         if not (target / "export.json").is_file():
             with _export_lock:
                 if not (target / "export.json").is_file():
