@@ -280,8 +280,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="mem0,simple_rag")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--embedding-runtime", choices=("sentence_transformers", "onnx"),
-                        default=None, help="mem0's embedding_runtime (default: the config's)")
+    parser.add_argument("--embedding-runtime",
+                        choices=("sentence_transformers", "onnx", "onnx_int8"), default=None,
+                        help="mem0's embedding_runtime (default: the config's)")
     parser.add_argument("--cold-processes", type=int, default=0, metavar="N",
                         help="measure first-turn cold start in N rounds of fresh processes "
                         "instead of the per-turn latency")

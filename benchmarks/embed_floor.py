@@ -28,23 +28,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("set", type=Path)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--runtime", choices=("sentence_transformers", "onnx", "both"),
-                        default="sentence_transformers")
+    parser.add_argument("--runtime", choices=("sentence_transformers", "onnx", "onnx_int8",
+                                              "both", "all"),
+                        default="sentence_transformers",
+                        help="both: sentence-transformers and onnx; all: the three")
     args = parser.parse_args()
     questions = json.loads(args.set.read_text(encoding="utf-8"))
     path = bundled_minilm_path(extra="mem0", setting="bench")
     encoders = {}
-    if args.runtime in ("sentence_transformers", "both"):
+    if args.runtime in ("sentence_transformers", "both", "all"):
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(path, device="cpu")
         encoders["sentence_transformers"] = (
             lambda texts, model=model: model.encode(texts, batch_size=args.batch))
-    if args.runtime in ("onnx", "both"):
+    if args.runtime in ("onnx", "both", "all"):
         from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
 
         onnx = load_onnx_embedder(path, threads=1)
         encoders["onnx"] = onnx.encode  # batches of 32, as sentence-transformers' default
+    if args.runtime in ("onnx_int8", "all"):
+        from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
+
+        int8 = load_onnx_embedder(path, threads=1, runtime="onnx_int8")
+        encoders["onnx_int8"] = int8.encode
     spent = {name: [0.0, 0.0] for name in encoders}
     for encode in encoders.values():
         encode(["warm up"])
@@ -61,10 +68,10 @@ def main() -> None:
     for name, (cpu, wall) in spent.items():
         print(f"{name}: {len(questions)} haystacks, {turns} turns: "
               f"CPU {cpu:.1f} s, wall {wall:.1f} s")
-    if len(spent) == 2:
-        (cpu_st, wall_st), (cpu_onnx, wall_onnx) = spent.values()
-        print(f"onnx / sentence_transformers: CPU {cpu_onnx / cpu_st:.2f}, "
-              f"wall {wall_onnx / wall_st:.2f}")
+    names = list(spent)
+    for other in names[1:]:  # each against the first, measured interleaved
+        (cpu_a, wall_a), (cpu_b, wall_b) = spent[names[0]], spent[other]
+        print(f"{other} / {names[0]}: CPU {cpu_b / cpu_a:.2f}, wall {wall_b / wall_a:.2f}")
 
 
 if __name__ == "__main__":
