@@ -80,7 +80,20 @@ def _senders_in(text: str) -> set[int]:
 
 @pytest.mark.long(360)
 async def test_twenty_senders_two_thousand_turns_with_a_kill(home, llm_double):
+    from nanobot.agent.skills import BUILTIN_SKILLS_DIR
+
+    from nanobot_memory_adapters.nanobot.skill import SKILL_NAME
+
     home.write_memory({"memory": {"condition": "full_history"}})
+    # nanobot reads every bundled skill's front matter (YAML) and checks its requirements
+    # on every turn: half of this test's CPU (alone: 260 s with them, 130 s without), none
+    # of it the plugin's. They are switched off here the way a user would
+    # (agents.defaults.disabledSkills); the plugin's own skill stays.
+    config = home.config_data()
+    config["agents"]["defaults"]["disabledSkills"] = sorted(
+        p.name for p in BUILTIN_SKILLS_DIR.iterdir() if (p / "SKILL.md").is_file())
+    assert SKILL_NAME not in config["agents"]["defaults"]["disabledSkills"]
+    home.config_path.write_text(json.dumps(config, indent=2))
     turns = _turns()
     turns_file = home.root / "turns.json"
     turns_file.write_text(json.dumps(turns, ensure_ascii=False), encoding="utf-8")
