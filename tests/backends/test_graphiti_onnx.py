@@ -44,6 +44,20 @@ async def test_onnx_and_sentence_transformers_give_the_same_vectors():
     assert onnx.config.embedding_dim == 384
 
 
+async def test_int8_is_graphitis_option_too_with_close_but_other_vectors():
+    """``runtime: "onnx_int8"`` reaches Graphiti's embedder slot: the int8 export, vectors
+    close to the float ones and never equal (docs/mem0.md, "int8 weights")."""
+    assert EmbedderSettings(runtime="onnx_int8").model_dump(mode="json")["runtime"] == \
+        "onnx_int8"
+    int8 = LocalEmbedder(MODEL, runtime="onnx_int8")
+    got = np.array(await int8.create_batch(TEXTS))
+    want = np.array(await LocalEmbedder(MODEL, runtime="onnx").create_batch(TEXTS))
+    assert got.shape == want.shape == (len(TEXTS), 384)
+    cosine = (got * want).sum(axis=1)
+    assert cosine.min() > 0.95 and not np.allclose(got, want, atol=1e-3)
+    assert int8._model.runtime == "onnx_int8"
+
+
 FRESH_PROCESS = """
 import asyncio, json, sys
 from datetime import datetime, UTC
