@@ -10,6 +10,11 @@ lines are memory text; the frame and group headings are counted apart.
     python benchmarks/bench_context_labels.py OUT_DIR --format-blind [--budget 2000]
                                               [--bare-pack simple_rag]
 
+The grammar mode reads the labels of before 2026-11-28 (``- [.57 Caroline #992] text``:
+relevance, speaker and a short id in the bracket). Sections in today's grammar
+(``- Caroline: text``, no id) would read as label-free, the speaker counted as text, so
+it refuses them with one line: use ``--format-blind``, which needs no grammar.
+
 ``--format-blind`` (issue 31) reads no label grammar: per ask, the share of the section's
 cl100k tokens that are not the shown turns' own text (labels, headings, frame, speaker
 names, escaping), from the section and the texts the bench recorded; per provider the
@@ -24,6 +29,7 @@ the agreement with P's recorded ranking is printed, so a different ranking shows
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -71,6 +77,19 @@ def measure(context: str) -> tuple[list[float], list[int], int]:
         if not members:
             other += tokens
     return labels, texts, other
+
+
+_SHORT_ID = re.compile(r"^- \[[^\]]*#\d{3,12}\] ", re.M)
+
+
+def _old_grammar(out: Path) -> bool:
+    """Whether any recorded section uses the bracket-with-id labels this mode reads."""
+    with (out / "traces.jsonl").open(encoding="utf-8") as fh:
+        for raw in fh:
+            rec = json.loads(raw)
+            if rec.get("kind") == "ask" and _SHORT_ID.search(rec.get("context") or ""):
+                return True
+    return False
 
 
 def collect(out_dirs: list[Path]) -> dict[str, dict[str, float]]:
@@ -270,6 +289,11 @@ def main(argv: list[str]) -> int:
     missing = [d for d in dirs if not (d / "traces.jsonl").is_file()]
     if missing:
         print(f"error: no traces.jsonl in {missing[0]}; give a bench or demo --out directory",
+              file=sys.stderr)
+        return 2
+    if not any(_old_grammar(out) for out in dirs):
+        print("error: these sections carry no short ids (`#992]`): they use the labels of "
+              "2026-11-28, which this grammar mode cannot read; run with --format-blind",
               file=sys.stderr)
         return 2
     table = collect(dirs)

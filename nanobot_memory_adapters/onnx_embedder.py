@@ -16,6 +16,7 @@ every run manifest (docs/mem0.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -189,9 +190,7 @@ def export(layout: SentenceModelLayout, target: Path) -> Path:
             "run: pip install 'nanobot-memory-adapters[mem0]', or set embedding_runtime "
             'to "sentence_transformers"'
         ) from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
-    try:
+    with _publishing(target) as work:
         with quiet_progress():
             # eager attention exports as plain MatMul/Softmax, which ONNX Runtime's BERT
             # optimizer fuses (fuse_bert); the SDPA export is left unfused
@@ -235,14 +234,25 @@ def export(layout: SentenceModelLayout, target: Path) -> Path:
             "max_seq_length": layout.max_seq_length, "dims": layout.dims,
             "normalize": layout.normalize,
         }, indent=2) + "\n")
+    return target
+
+
+@contextlib.contextmanager
+def _publishing(target: Path) -> Iterator[Path]:
+    """A work folder beside ``target`` that becomes ``target`` when the block ends without
+    an error: a folder is complete or absent, and when another process published the same
+    folder first, its copy stands."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    try:
+        yield work
         try:
             work.rename(target)
-        except OSError:  # another process finished the same export first
+        except OSError:  # another process finished the same folder first
             if not (target / "model.onnx").is_file():
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def fuse_bert(path: Path, config: Any) -> dict[str, int]:
@@ -389,9 +399,7 @@ def quantize_int8(export_path: Path, target: Path) -> Path:
             f'embedding_runtime "onnx_int8" needs onnx and onnxruntime ({exc}); run: pip '
             "install 'nanobot-memory-adapters[mem0]', or set embedding_runtime to \"onnx\""
         ) from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
-    try:
+    with _publishing(target) as work:
         # the fused graph's contrib ops defeat shape inference: their outputs are float.
         # The quantizer's advice to pre-process (static quantization's) goes to the root
         # logger: it is not the user's business.
@@ -408,14 +416,30 @@ def quantize_int8(export_path: Path, target: Path) -> Path:
         meta["quantized"] = {"method": "onnxruntime.quantize_dynamic", "weights": "int8",
                              "per_channel": True, "from": export_path.name}
         (work / "export.json").write_text(json.dumps(meta, indent=2) + "\n")
-        try:
-            work.rename(target)
-        except OSError:  # another process finished the same quantization first
-            if not (target / "model.onnx").is_file():
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _make_once(target: Path, make: Callable[[], object], what: str, fix: str) -> None:
+    """Run ``make`` unless ``target`` already holds a finished folder (one maker per
+    process; ``_publishing`` settles races between processes). Any failure is one
+    ``OnnxEmbedderError`` line naming ``what`` and the ``fix``."""
+    if (target / "export.json").is_file():
+        return
+    with _export_lock:
+        if (target / "export.json").is_file():
+            return
+        logger.info("{} once, into {}", what, target)
+        try:
+            make()
+        except OnnxEmbedderError:
+            raise
+        except OSError as exc:
+            raise OnnxEmbedderError(
+                f"cannot write into {target.parent} ({exc}); set NANOBOT_MEMORY_CACHE_DIR "
+                f"to a writable folder, or {fix}") from exc
+        except Exception as exc:
+            raise OnnxEmbedderError(
+                f"{what} failed ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
 def load_onnx_embedder(
@@ -429,39 +453,12 @@ def load_onnx_embedder(
     layout = SentenceModelLayout.read(model_path)
     _runtime_modules()  # a missing onnxruntime is said before an export, not after it
     target = export_dir_for(layout, cache_dir)
-    if not (target / "export.json").is_file():
-        with _export_lock:
-            if not (target / "export.json").is_file():
-                logger.info("exporting {} to ONNX once, into {}", layout.path.name, target)
-                try:
-                    export(layout, target)
-                except OnnxEmbedderError:
-                    raise
-                except OSError as exc:
-                    raise OnnxEmbedderError(
-                        f"cannot write the ONNX export into {target.parent} ({exc}); set "
-                        "NANOBOT_MEMORY_CACHE_DIR to a writable folder, or embedding_runtime "
-                        'to "sentence_transformers"'
-                    ) from exc
-                except Exception as exc:
-                    raise OnnxEmbedderError(
-                        f"exporting {layout.path} to ONNX failed ({type(exc).__name__}: "
-                        f'{exc}); set embedding_runtime to "sentence_transformers"'
-                    ) from exc
+    _make_once(target, lambda: export(layout, target), f"exporting {layout.path} to ONNX",
+               'set embedding_runtime to "sentence_transformers"')
     if runtime == "onnx_int8":
         plain, target = target, target.with_name(target.name + INT8_SUFFIX)
-        if not (target / "export.json").is_file():
-            with _export_lock:
-                if not (target / "export.json").is_file():
-                    logger.info("quantizing the ONNX export to int8 once, into {}", target)
-                    try:
-                        quantize_int8(plain, target)
-                    except OnnxEmbedderError:
-                        raise
-                    except Exception as exc:
-                        raise OnnxEmbedderError(
-                            f"quantizing {plain} to int8 failed ({type(exc).__name__}: "
-                            f'{exc}); set embedding_runtime to "onnx"') from exc
+        _make_once(target, lambda: quantize_int8(plain, target),
+                   f"quantizing {plain} to int8", 'set embedding_runtime to "onnx"')
     key = (str(target), threads)
     with _export_lock:
         if key not in _loaded:  # one session per export: adapters share its thread pool

@@ -87,3 +87,24 @@ def test_an_image_turns_caption_counts_as_its_text(tmp_path):
         "\n</memory-context>")
     assert share < without
     assert share <= (frame + 2) / count_tokens(context)  # the frame and the newlines only
+
+
+def test_the_grammar_mode_refuses_todays_labels_and_reads_the_old_ones(tmp_path, capsys):
+    """The grammar mode knows only the bracket-with-id labels of before 2026-11-28; on
+    today's sections (speaker before the text, no id) it would count the speaker as text,
+    so it refuses them in one line and points to ``--format-blind``."""
+    bench = _bench()
+    new = tmp_path / "new"
+    new.mkdir()
+    _traces(new, '<memory-context backend="p" scope="u">\n### 2023-05-08 13:56\n'
+            f"- Ana: {TEXTS['e1']}\n</memory-context>", ["e1"])
+    assert bench.main([str(new)]) == 2
+    err = capsys.readouterr().err
+    assert "--format-blind" in err and len(err.strip().splitlines()) == 1
+    old = tmp_path / "old"
+    old.mkdir()
+    _traces(old, '<memory-context backend="p" scope="u">\n### 2023-05-08 13:56\n'
+            f"- [.57 Ana #992] {TEXTS['e1']}\n</memory-context>", ["e1"])
+    assert bench.main([str(old), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["p"]
+    assert row["items_shown_mean"] == 1 and row["label_tokens_per_item_median"] > 5
