@@ -74,7 +74,6 @@ from nanobot_memory_adapters.backends.mem0.embed_cache import (
     cache_query_embeddings,
 )
 from nanobot_memory_adapters.backends.mem0.embedder import (
-    ONNX_RUNTIMES,
     describe,
     install_runtime,
     native_embedder,
@@ -116,6 +115,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
+from nanobot_memory_adapters.onnx_embedder import ONNX_RUNTIMES
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.sdk_output import quiet_progress, route_sdk_output
 from nanobot_memory_adapters.telemetry import quiet_mem0

@@ -26,9 +26,6 @@ from nanobot_memory_adapters.onnx_embedder import (
 #: happen fails at once instead of leaving the machine.
 UNUSED_URL = "http://127.0.0.1:9/v1"
 
-__all__ = ["ONNX_RUNTIMES", "OnnxMem0Embedding", "describe", "install_runtime",
-           "model_path", "native_embedder"]
-
 
 def model_path(config: SimpleRagConfig) -> str:
     return config.embedding_model or bundled_minilm_path(
