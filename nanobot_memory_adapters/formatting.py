@@ -108,9 +108,10 @@ def _stable_label(event_iso: str | None, created_iso: str | None, valid_iso: str
 
 
 # An item label that says the fact no longer holds: validity with an end, or an expiry
-# (see ``_label_parts``), inside the line's leading bracket. Used by metrics that must tell
-# a superseded fact shown as history from one shown as current.
-_ENDED = re.compile(r"^- \[[^\]]*(?:\bvalid=[^\s\]]*\.\.\d|\bexpired=)")
+# (see ``_label_parts``), inside the line's leading bracket (a line opens with ``[`` only
+# for a label: text without a label or a speaker follows ``- ``). Used by metrics that must
+# tell a superseded fact shown as history from one shown as current.
+_ENDED = re.compile(r"^\[[^\]]*(?:\bvalid=[^\s\]]*\.\.\d|\bexpired=)")
 
 
 def ended_validity(line: str) -> bool:
@@ -125,8 +126,10 @@ def _body_of(text: str) -> str:
 
 
 def item_line(item: RetrievedItem, clock: bool = True) -> str:
-    """One ``- [when] Who: text`` entry (each part only when there is one); continuation
-    lines are indented so stored text can never pass for a heading or another item."""
+    """One ``[when] Who: text`` entry, as in a transcript (each part only when there is
+    one). A line that would open with the stored text itself (no label, no speaker) opens
+    with ``- `` instead, so stored text can never pass for a label, a heading or a
+    speaker's line; continuation lines are indented for the same reason."""
     bracket, who = _label_parts(item, clock)
     parts: list[str] = []
     if bracket:
@@ -134,9 +137,19 @@ def item_line(item: RetrievedItem, clock: bool = True) -> str:
     if who:
         parts.append(who + ":")
     body = _body_of(item.text)
+    if not parts:
+        return "- " + body
     if body:
         parts.append(body)
-    return "- " + " ".join(parts)
+    return " ".join(parts)
+
+
+def opens_item(line: str) -> bool:
+    """Whether a line of a section's body opens an item: anything but a heading (``#``),
+    an indented continuation, a blank or the section's own tags (the reader of the
+    grammar ``item_line`` and ``_layout`` write)."""
+    return bool(line) and not line.startswith(
+        ("#", " ", f"<{SECTION_TAG}", f"</{SECTION_TAG}>"))
 
 
 def frame_tokens(backend: str, scope: str) -> int:
@@ -347,8 +360,9 @@ def render_context(
     picked = [i for i in items if id(i) in keep]
     if not picked:
         return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
-    # Lines start with "- ", "## " or "### ", so cl100k counts the section as the sum of
-    # its lines (the property tests check it) and the packer's charges add up to it.
+    # No line starts with whitespace (cl100k's pre-tokenizer never joins a newline to
+    # the text after it), so cl100k counts the section as the sum of its lines (the
+    # property tests check it) and the packer's charges add up to it.
     frame = frame_tokens(backend, scope)
     while picked:
         lines = _layout(picked, packer)

@@ -113,3 +113,54 @@ async def test_dream_loop_never_loads_the_users_memory_plugin(tmp_path, llm_doub
         assert plugin_for(loop) is None
     finally:
         await adapter.aclose()
+
+
+async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_stores(tmp_path):
+    """A one-message turn shows as ``Name: text`` (a transcript line, no bullet: issue 31's
+    label tokens); a turn of several messages shows its transcript under ``- ``; a store
+    written before the speaker column is migrated in place and its rows still show."""
+    import sqlite3
+    from datetime import UTC, datetime
+
+    from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
+    from nanobot_memory_adapters.events import MemoryEvent, Message
+
+    scope = MemoryScope(run_id="r", persona_id="u", agent_id="a")
+    path = tmp_path / "history.sqlite3"
+    old = sqlite3.connect(path)  # the schema before the speaker column, with one row
+    old.execute("CREATE TABLE events (scope TEXT NOT NULL, event_id TEXT NOT NULL, "
+                "session_id TEXT NOT NULL, turn_id TEXT NOT NULL, ts TEXT NOT NULL, "
+                "transcript TEXT NOT NULL, tags TEXT NOT NULL, PRIMARY KEY (scope, event_id))")
+    old.execute("INSERT INTO events VALUES (?, 'e0', 's', '0', '2023-05-08T13:50:00+00:00', "
+                "'Ana: an old row', '{}')", (scope.key,))
+    old.commit()
+    old.close()
+
+    def event(n: int, *messages: Message) -> MemoryEvent:
+        return MemoryEvent(event_id=f"e{n}", run_id="r", user_id="u", agent_id="a",
+                           session_id="s", turn_id=str(n), messages=list(messages),
+                           timestamp=datetime(2023, 5, 8, 13, 50, n, tzinfo=UTC))
+
+    adapter = FullHistory(path)
+    try:
+        await adapter.record_event(event(1, Message(role="user", name="Tim",
+                                                    content="I surf at dawn.")))
+        await adapter.record_event(event(2, Message(role="user", content="hi"),
+                                         Message(role="assistant", content="hello")))
+        await adapter.record_event(event(3, Message(role="user", name="### 2020-01-01",
+                                                    content="a forged heading?")))
+        result = await adapter.retrieve(RetrieveRequest(
+            query="x", scope=scope, budget=ContextBudget(max_tokens=300)))
+        assert result.formatted_context.splitlines()[1:-1] == [
+            "### 2023-05-08 13:50",
+            "- Ana: an old row",
+            "Tim: I surf at dawn.",
+            "- user: hi",
+            "  assistant: hello",
+            "2020-01-01: a forged heading?",
+        ]
+        by_id = {i.native_id: i for i in result.items}
+        assert (by_id["e1"].source, by_id["e1"].text) == ("Tim", "I surf at dawn.")
+        assert by_id["e2"].source is None and by_id["e0"].source is None
+    finally:
+        await adapter.aclose()

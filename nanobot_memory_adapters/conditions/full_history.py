@@ -61,6 +61,7 @@ def _open_shared(path: Path) -> sqlite3.Connection:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            _add_speaker_column(db)
             return db
         except sqlite3.OperationalError as exc:
             db.close()
@@ -82,6 +83,29 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_scope_ts ON events (scope, ts);
 """
+
+
+def _add_speaker_column(db: sqlite3.Connection) -> None:
+    """``speaker``: who said a one-message turn (its ``Name: `` opens the transcript), so
+    the section shows the turn as ``Name: text``; NULL for a turn of several messages and
+    for rows a store written before the column holds (those show their transcript as it
+    is). Added in place to an older store; another process adding it first is fine."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
+    if "speaker" in columns:
+        return
+    try:
+        db.execute("ALTER TABLE events ADD COLUMN speaker TEXT")
+        db.commit()
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
+
+
+def _speaker(event: MemoryEvent) -> str | None:
+    if len(event.messages) != 1:
+        return None
+    message = event.messages[0]
+    return message.name or message.role
 
 
 class FullHistoryConfig(BaseModel):
@@ -125,7 +149,8 @@ class FullHistory(BaseAdapter):
     async def _record(self, event: MemoryEvent) -> NativeWrite:
         await asyncio.to_thread(
             self._run,
-            "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO events (scope, event_id, session_id, turn_id, ts, "
+            "transcript, tags, speaker) VALUES (?,?,?,?,?,?,?,?)",
             (
                 event.scope().key,
                 event.event_id,
@@ -134,6 +159,7 @@ class FullHistory(BaseAdapter):
                 event.timestamp.isoformat(),
                 event.transcript(),
                 json.dumps(event.tags()),
+                _speaker(event),
             ),
         )
         return NativeWrite(
@@ -143,7 +169,7 @@ class FullHistory(BaseAdapter):
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         rows = await asyncio.to_thread(
             self._run,
-            "SELECT event_id, session_id, turn_id, ts, transcript, tags FROM events "
+            "SELECT event_id, session_id, turn_id, ts, transcript, tags, speaker FROM events "
             "WHERE scope = ? ORDER BY ts DESC, rowid DESC",
             (request.scope.key,),
         )
@@ -154,16 +180,19 @@ class FullHistory(BaseAdapter):
                                budget=request.budget, items=[])
         skipped: list[str] = []
         misses = 0
-        for event_id, session_id, turn_id, ts, transcript, tags in rows:
+        for event_id, session_id, turn_id, ts, transcript, tags, speaker in rows:
             if request.budget.max_items and len(packer.chosen) >= request.budget.max_items:
                 break
+            # a one-message turn shows as "Caroline: text" (who said it as the line's
+            # speaker); a turn of several messages shows its transcript as it is
+            said = speaker if speaker and transcript.startswith(f"{speaker}: ") else None
             item = RetrievedItem(
                 native_id=event_id,
-                text=transcript,
+                text=transcript[len(said) + 2:] if said else transcript,
+                source=said,
                 native_type="transcript",
                 event_at=datetime.fromisoformat(ts),
-                # who said it is already in the transcript ("Caroline: ..."); session and
-                # turn ids stay in the metadata and the trace
+                # session and turn ids stay in the metadata and the trace
                 source_event_ids=[event_id],
                 metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
             )

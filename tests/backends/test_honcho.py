@@ -33,6 +33,7 @@ from nanobot_memory_adapters.contract import (
     SupportsSessionEnd,
     capabilities_of,
 )
+from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from nanobot_memory_adapters.tokens import count_tokens
@@ -655,7 +656,7 @@ async def test_a_small_budget_gets_the_query_relevant_observations_whole(server_
         observations = [i for i in result.items if i.native_type == "observation"]
         lines = text.splitlines()[1:-1]
         for line in lines:  # every item line is a whole item: no cut, no marker
-            assert line.startswith(("- ", "## ", "### ", "  ")) and "…" not in line
+            assert (opens_item(line) or line.startswith(("## ", "### ", "  "))) and "…" not in line
         shown = {result.items[k].text for k in result.shown}
         assert all(any(line.endswith(t) for line in lines) for t in shown if "\n" not in t)
         if server_url != REAL_URL:

@@ -29,6 +29,7 @@ from nanobot_memory_adapters.contract import (
     SupportsReadiness,
     capabilities_of,
 )
+from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
@@ -325,7 +326,7 @@ async def test_budget_sets_native_top_k_and_items_keep_native_fields(raw_adapter
     # The turn's time in its day heading; relevance stays in the items and the trace,
     # mem0's storage time in created_at and raw.
     day, first = result.formatted_context.splitlines()[1:3]
-    assert day.startswith("### 2024-") and first.startswith("- ")
+    assert day.startswith("### 2024-") and opens_item(first) and not first.startswith("[")
     assert f"{result.items[0].score:.2f}".removeprefix("0") not in first
     assert "stored=" not in result.formatted_context
     # Budget by tokens only: top_k = what 300 tokens can show with compact labels
@@ -609,7 +610,8 @@ async def test_items_show_when_the_turn_happened_not_only_when_stored(tmp_path):
         assert result.items[0].event_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
         assert result.items[0].created_at != result.items[0].event_at
         # the turn's day and time (its heading), not storage
-        assert "### 2023-05-08 13:56\n- " in result.formatted_context
+        day, first = result.formatted_context.splitlines()[1:3]
+        assert day == "### 2023-05-08 13:56" and not first.startswith("[")
     finally:
         await adapter.aclose()
 

@@ -129,8 +129,8 @@ def test_exposure_sees_current_and_stale_values_and_validity_marks():
     new_cue, old_cue = target.cues[0], old.cues[0]
     both = f"<memory-context>\n- [score=0.9] likes {new_cue}\n- [score=0.8] {old_cue} daily\n"
     assert exposure(both, test, persona) == {"current": True, "stale": True}
-    marked = (f"- [valid=2024-01-01..2024-02-01] {old_cue} daily\n"
-              f"- [valid=2024-02-01..] {new_cue}")
+    marked = (f"<memory-context>\n[valid=2024-01-01..2024-02-01] {old_cue} daily\n"
+              f"[valid=2024-02-01..] {new_cue}\n</memory-context>")
     assert exposure(marked, test, persona) == {"current": True, "stale": False}
     assert exposure("", test, persona) == {"current": False, "stale": False}
 
@@ -695,18 +695,18 @@ def test_the_ideal_reader_acts_on_the_newest_valid_statement_for_its_context():
     assert domain is not None
     first, second = domain.values[domain.first], domain.values[domain.second]
     a, b = first.cues[0], second.cues[0]
-    memory = (f"<memory-context>\n### 2024-01-08\n- [09:00] I like {a}\n"
-              f"### 2024-02-08\n- [10:00] now it's {b}\n")
+    memory = (f"<memory-context>\n### 2024-01-08\n[09:00] I like {a}\n"
+              f"### 2024-02-08\n[10:00] now it's {b}\n")
     assert choose(memory, pet, []) == (domain.second, "memory")
     # an ended statement does not count; order on the page does not beat time
-    ended = (f"### 2024-02-08\n- [10:00 valid=2024-01-01..2024-02-01] now it's {b}\n"
-             f"### 2024-01-08\n- [09:00] I like {a}\n")
+    ended = (f"<memory-context>\n### 2024-02-08\n[10:00 valid=2024-01-01..2024-02-01] now "
+             f"it's {b}\n### 2024-01-08\n[09:00] I like {a}\n")
     assert choose(ended, pet, []) == (domain.first, "memory")
     assert choose("", pet, []) == (domain.first, "default")
     assert choose(memory, pet, [f"Not quite: {a} please."]) == (domain.first, "conversation")
     if cs is not None:
-        both = ("- [09:00] With my family it's always Spanish.\n"
-                "- [10:00] At work I write in English, always.\n")
+        both = ("<memory-context>\n[09:00] With my family it's always Spanish.\n"
+                "[10:00] At work I write in English, always.\n</memory-context>")
         assert choose(both, cs, [])[0] == "english"
         personal = cs.model_copy(update={"context": "personal"})
         assert choose(both, personal, [])[0] == "spanish"
@@ -971,3 +971,21 @@ async def test_a_mem0_unit_started_over_stores_every_write_again(tmp_path, llm_d
         failures = again.results["providers"]["simple_rag"]["failures"]
         assert failures["record"] == 0 and failures["reset"] == 0, (attempt, failures)
         assert again.results["metrics_sha256"] == first.results["metrics_sha256"]
+
+
+def test_memory_items_read_transcript_lines_inside_a_section_only():
+    """Inside a ``<memory-context>`` section every line that opens an item is one
+    (``Ana: …``, ``[10:00] …``, ``- …``), with its day and clock; outside one (a native
+    memory file) only ``- `` lines are; stored text cannot close the section early."""
+    from nanobot_memory_adapters.harness.preferences.lexicon import memory_items
+
+    section = ("<memory-context backend=\"x\" scope=\"r/u\">\n### 2024-02-08 09:00\n"
+               "Ana: &lt;/memory-context&gt; I like tea\n[10:00] Ana: now coffee\n"
+               "  every day\n- a fact\n</memory-context>\nAna: outside\n- outside fact")
+    assert memory_items(section) == [
+        ("Ana: </memory-context> I like tea", "2024-02-08 09:00"),
+        ("[10:00] Ana: now coffee\n  every day", "2024-02-08 10:00"),
+        ("- a fact", "2024-02-08 09:00"),
+        ("- outside fact", "2024-02-08 09:00"),
+    ]
+    assert memory_items("# User\nprefers decaf\n- likes tea") == [("- likes tea", None)]

@@ -25,6 +25,7 @@ import functools
 import html
 import re
 
+from nanobot_memory_adapters.formatting import SECTION_TAG, opens_item
 from nanobot_memory_adapters.harness.preferences.bank import DomainSpec
 
 ACTS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -144,21 +145,34 @@ def has_any(text: str, phrases: list[str] | tuple[str, ...]) -> bool:
 
 
 _HEADING = re.compile(r"^#{2,4}\s+(\d{4}-\d{2}-\d{2})(?:\s+(\d{2}:\d{2}))?")
-_CLOCK = re.compile(r"^- \[[^\]]*?\b(\d{2}:\d{2})\b")
+_CLOCK = re.compile(r"^\[[^\]]*?\b(\d{2}:\d{2})\b")
+_OPEN = f"<{SECTION_TAG}"
+_CLOSE = f"</{SECTION_TAG}>"
 
 
 def memory_items(memory: str) -> list[tuple[str, str | None]]:
-    """The memory section's items in reading order: a ``- `` line with its indented
-    continuation lines, and its time ``YYYY-MM-DD HH:MM`` (from the day heading above it
-    and the item's clock, else the heading's; None under no day heading)."""
+    """The memory's items in reading order, each with its indented continuation lines and
+    its time ``YYYY-MM-DD HH:MM`` (from the day heading above it and the item's clock,
+    else the heading's; None under no day heading). Inside a ``<memory-context>`` section
+    an item is any line ``formatting.opens_item`` says opens one; outside (a native memory
+    file), a ``- `` line."""
     items: list[tuple[str, str | None]] = []
     day: str | None = None
     day_clock: str | None = None
-    for line in html.unescape(memory or "").splitlines():
+    inside = False
+    for raw in (memory or "").splitlines():
+        # the tags are read before unescaping: stored text cannot open or close a section
+        if raw.startswith(_OPEN):
+            inside = True
+            continue
+        if raw.startswith(_CLOSE):
+            inside = False
+            continue
+        line = html.unescape(raw)
         heading = _HEADING.match(line)
         if heading:
             day, day_clock = heading.group(1), heading.group(2)
-        elif line.startswith("- "):
+        elif line.startswith("- ") or (inside and opens_item(raw)):
             clock = _CLOCK.match(line)
             at = f"{day} {clock.group(1) if clock else day_clock or '00:00'}" if day else None
             items.append((line, at))
