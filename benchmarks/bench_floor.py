@@ -10,10 +10,10 @@ load hits them alike; wall seconds each, and the ratios:
   Qdrant) through the harness's own ``run_unit`` (test point: the last session; traces
   written), the provider built inside as in a bench;
 - ``mem0``: mem0's ``AsyncMemory`` called directly (one ``add`` per turn, one ``search``
-  per question, top_k 45), without the adapter, harness or query cache;
+  per question, the unit's top_k), without the adapter, harness or query cache;
 - ``loop``: the 30 lines a user would write instead: embedded Qdrant +
-  sentence-transformers batch encode, one upsert, top-45 per question, cl100k packing up
-  to the budget;
+  sentence-transformers batch encode, one upsert, the unit's top_k per question, cl100k
+  packing up to the budget;
 - ``unit1`` (with ``--single-embed``): the bench unit with each turn embedded on its
   own, as before bulk ingest embedded a session's turns in one batch;
 - ``unitpad`` (with ``--padded-batches``): the bench unit with the ONNX embedder batching
@@ -48,11 +48,16 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from nanobot_memory_adapters.backends.mem0.config import VERBATIM_ITEM_TOKENS  # noqa: E402
+from nanobot_memory_adapters.contract import ContextBudget  # noqa: E402
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
 from nanobot_memory_adapters.local_models import bundled_minilm_path  # noqa: E402
 from nanobot_memory_adapters.tokens import encoding  # noqa: E402
 
-BUDGET, TOP_K = 2000, 45
+BUDGET = 2000
+# what the unit's simple_rag asks mem0 for at this budget (50 since the labels shrank on
+# 2026-11-28; the loop and mem0-direct ask for as many, so all three rank alike)
+TOP_K = ContextBudget(max_tokens=BUDGET).top_k(VERBATIM_ITEM_TOKENS)
 
 
 def _texts(conv: Conversation) -> list[str]:
