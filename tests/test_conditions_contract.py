@@ -118,7 +118,8 @@ async def test_dream_loop_never_loads_the_users_memory_plugin(tmp_path, llm_doub
 async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_stores(tmp_path):
     """A one-message turn shows as ``Name: text`` (a transcript line, no bullet: issue 31's
     label tokens); a turn of several messages shows its transcript under ``- ``; a store
-    written before the speaker column is migrated in place and its rows still show."""
+    written before speakers were kept still opens, its rows show as they were, and a
+    process still running the older version can go on writing to it."""
     import sqlite3
     from datetime import UTC, datetime
 
@@ -149,6 +150,12 @@ async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_st
                                          Message(role="assistant", content="hello")))
         await adapter.record_event(event(3, Message(role="user", name="### 2020-01-01",
                                                     content="a forged heading?")))
+        older_version = sqlite3.connect(path)  # its INSERT, as it was
+        older_version.execute("INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?)", (
+            scope.key, "e9", "s", "9", "2023-05-08T13:50:09+00:00", "Ana: written by the "
+            "older version", "{}"))
+        older_version.commit()
+        older_version.close()
         result = await adapter.retrieve(RetrieveRequest(
             query="x", scope=scope, budget=ContextBudget(max_tokens=300)))
         assert result.formatted_context.splitlines()[1:-1] == [
@@ -158,9 +165,13 @@ async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_st
             "- user: hi",
             "  assistant: hello",
             "2020-01-01: a forged heading?",
+            "- Ana: written by the older version",
         ]
         by_id = {i.native_id: i for i in result.items}
         assert (by_id["e1"].source, by_id["e1"].text) == ("Tim", "I surf at dawn.")
         assert by_id["e2"].source is None and by_id["e0"].source is None
+        await adapter.reset_scope(scope)  # the scope's speakers go with its turns
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM speakers").fetchone() == (0,)
     finally:
         await adapter.aclose()

@@ -11,15 +11,13 @@ last, newest first); the section shows them in that order until the budget is sp
 from __future__ import annotations
 
 import asyncio
-import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from nanobot_memory_adapters.base import NativeRetrieval
-from nanobot_memory_adapters.conditions.full_history import FullHistory
+from nanobot_memory_adapters.conditions.full_history import SELECT_TURNS, FullHistory, turn_item
 from nanobot_memory_adapters.contract import (
     ContextBudget,
     MemoryScope,
@@ -96,23 +94,11 @@ class Bm25(FullHistory):
 
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         rows = await asyncio.to_thread(
-            self._run,
-            "SELECT event_id, session_id, turn_id, ts, transcript, tags FROM events "
-            "WHERE scope = ? ORDER BY ts, rowid",
-            (request.scope.key,),
-        )
+            self._run, SELECT_TURNS + "e.ts, e.rowid", (request.scope.key,))
         k = min(self.top_k, request.budget.max_items or self.top_k)
+        # ranked over the whole transcript (the speaker's name included, as before)
         ranked = await asyncio.to_thread(bm25_rank, [r[4] for r in rows], request.query, k)
-        items = [
-            RetrievedItem(
-                native_id=rows[i][0], text=rows[i][4], native_type="transcript",
-                event_at=datetime.fromisoformat(rows[i][3]), score=score,
-                source_event_ids=[rows[i][0]],
-                metadata={"session_id": rows[i][1], "turn_id": rows[i][2],
-                          **json.loads(rows[i][5])},
-            )
-            for i, score in ranked
-        ]
+        items = [turn_item(rows[i], score) for i, score in ranked]
         raw: dict[str, Any] = {"total_events": len(rows), "ranked": len(items)}
         return NativeRetrieval(items=items, raw=raw, native_operation="bm25s.BM25.retrieve",
                                native_request={"k": k, "method": "lucene",

@@ -61,7 +61,6 @@ def _open_shared(path: Path) -> sqlite3.Connection:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
-            _add_speaker_column(db)
             return db
         except sqlite3.OperationalError as exc:
             db.close()
@@ -82,23 +81,25 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (scope, event_id)
 );
 CREATE INDEX IF NOT EXISTS events_scope_ts ON events (scope, ts);
+CREATE TABLE IF NOT EXISTS speakers (
+    scope TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    speaker TEXT NOT NULL,
+    PRIMARY KEY (scope, event_id)
+);
 """
+# ``speakers``: who said a one-message turn (its ``Name: `` opens the transcript), so the
+# section shows it as ``Name: text``. A table of its own, not a column: a process still
+# running an older version writes ``events`` as before (its turns, and every turn of a
+# store written before, show their transcript as it is).
 
-
-def _add_speaker_column(db: sqlite3.Connection) -> None:
-    """``speaker``: who said a one-message turn (its ``Name: `` opens the transcript), so
-    the section shows the turn as ``Name: text``; NULL for a turn of several messages and
-    for rows a store written before the column holds (those show their transcript as it
-    is). Added in place to an older store; another process adding it first is fine."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(events)")}
-    if "speaker" in columns:
-        return
-    try:
-        db.execute("ALTER TABLE events ADD COLUMN speaker TEXT")
-        db.commit()
-    except sqlite3.OperationalError as exc:
-        if "duplicate column" not in str(exc):
-            raise
+# Each row with its turn's speaker, if known: (event_id, session_id, turn_id, ts,
+# transcript, tags, speaker).
+SELECT_TURNS = (
+    "SELECT e.event_id, e.session_id, e.turn_id, e.ts, e.transcript, e.tags, s.speaker "
+    "FROM events e LEFT JOIN speakers s ON s.scope = e.scope AND s.event_id = e.event_id "
+    "WHERE e.scope = ? ORDER BY "
+)
 
 
 def _speaker(event: MemoryEvent) -> str | None:
@@ -106,6 +107,24 @@ def _speaker(event: MemoryEvent) -> str | None:
         return None
     message = event.messages[0]
     return message.name or message.role
+
+
+def turn_item(row: tuple, score: float | None = None) -> RetrievedItem:
+    """A stored turn as an item: a one-message turn with its speaker as the item's source
+    and its words as the text (shown ``Caroline: text``), any other as its transcript.
+    Session and turn ids stay in the metadata and the trace."""
+    event_id, session_id, turn_id, ts, transcript, tags, speaker = row
+    said = speaker if speaker and transcript.startswith(f"{speaker}: ") else None
+    return RetrievedItem(
+        native_id=event_id,
+        text=transcript[len(said) + 2:] if said else transcript,
+        source=said,
+        native_type="transcript",
+        event_at=datetime.fromisoformat(ts),
+        score=score,
+        source_event_ids=[event_id],
+        metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
+    )
 
 
 class FullHistoryConfig(BaseModel):
@@ -137,42 +156,50 @@ class FullHistory(BaseAdapter):
         return self._db
 
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self._run_all([(sql, args)])
+
+    def _run_all(self, statements: list[tuple[str, tuple]]) -> list[tuple]:
+        """Statements in one transaction; the last one's rows."""
         with self._lock:
             db = self._conn()
-            rows = db.execute(sql, args).fetchall()
-            db.commit()
+            rows: list[tuple] = []
+            try:
+                for sql, args in statements:
+                    rows = db.execute(sql, args).fetchall()
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
             return rows
 
     async def _setup(self, scope: MemoryScope) -> None:
         await asyncio.to_thread(self._conn)
 
     async def _record(self, event: MemoryEvent) -> NativeWrite:
-        await asyncio.to_thread(
-            self._run,
-            "INSERT OR IGNORE INTO events (scope, event_id, session_id, turn_id, ts, "
-            "transcript, tags, speaker) VALUES (?,?,?,?,?,?,?,?)",
+        key = event.scope().key
+        statements: list[tuple[str, tuple]] = [(
+            "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?)",
             (
-                event.scope().key,
+                key,
                 event.event_id,
                 event.session_id,
                 event.turn_id,
                 event.timestamp.isoformat(),
                 event.transcript(),
                 json.dumps(event.tags()),
-                _speaker(event),
             ),
-        )
+        )]
+        if (speaker := _speaker(event)) is not None:
+            statements.append(("INSERT OR IGNORE INTO speakers VALUES (?,?,?)",
+                               (key, event.event_id, speaker)))
+        await asyncio.to_thread(self._run_all, statements)
         return NativeWrite(
             status="committed", native_ids=[event.event_id], native_operation="sqlite.insert"
         )
 
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         rows = await asyncio.to_thread(
-            self._run,
-            "SELECT event_id, session_id, turn_id, ts, transcript, tags, speaker FROM events "
-            "WHERE scope = ? ORDER BY ts DESC, rowid DESC",
-            (request.scope.key,),
-        )
+            self._run, SELECT_TURNS + "e.ts DESC, e.rowid DESC", (request.scope.key,))
         # Newest first until the budget is spent, then back to chronological order. A turn
         # too large for the room left is skipped (and named in the trace), so one huge turn
         # never hides the whole past; after MAX_SKIPS_IN_A_ROW misses nothing more fits.
@@ -180,24 +207,12 @@ class FullHistory(BaseAdapter):
                                budget=request.budget, items=[])
         skipped: list[str] = []
         misses = 0
-        for event_id, session_id, turn_id, ts, transcript, tags, speaker in rows:
+        for row in rows:
             if request.budget.max_items and len(packer.chosen) >= request.budget.max_items:
                 break
-            # a one-message turn shows as "Caroline: text" (who said it as the line's
-            # speaker); a turn of several messages shows its transcript as it is
-            said = speaker if speaker and transcript.startswith(f"{speaker}: ") else None
-            item = RetrievedItem(
-                native_id=event_id,
-                text=transcript[len(said) + 2:] if said else transcript,
-                source=said,
-                native_type="transcript",
-                event_at=datetime.fromisoformat(ts),
-                # session and turn ids stay in the metadata and the trace
-                source_event_ids=[event_id],
-                metadata={"session_id": session_id, "turn_id": turn_id, **json.loads(tags)},
-            )
+            item = turn_item(row)
             if not packer.offer(item):  # its line and the day heading it may open
-                skipped.append(event_id)
+                skipped.append(row[0])
                 misses += 1
                 if misses >= MAX_SKIPS_IN_A_ROW:
                     break
@@ -231,7 +246,9 @@ class FullHistory(BaseAdapter):
                               budget=budget, packer=packer)
 
     async def _reset(self, scope: MemoryScope) -> str | None:
-        await asyncio.to_thread(self._run, "DELETE FROM events WHERE scope = ?", (scope.key,))
+        await asyncio.to_thread(self._run_all, [
+            ("DELETE FROM events WHERE scope = ?", (scope.key,)),
+            ("DELETE FROM speakers WHERE scope = ?", (scope.key,))])
         return "all transcripts of the scope deleted"
 
     async def _health(self) -> NativeHealth:
