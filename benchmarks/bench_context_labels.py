@@ -12,8 +12,9 @@ lines are memory text; the frame and group headings are counted apart.
 
 The grammar mode reads the labels of before 2026-11-28 (``- [.57 Caroline #992] text``:
 relevance, speaker and a short id in the bracket). Sections in today's grammar
-(``- Caroline: text``, no id) would read as label-free, the speaker counted as text, so
-it refuses them with one line: use ``--format-blind``, which needs no grammar.
+(``Caroline: text``, no bullet, no id) would read wrongly (the speaker as text, or no
+item at all), so it refuses them with one line: use ``--format-blind``, which needs no
+grammar.
 
 ``--format-blind`` (issue 31) reads no label grammar: per ask, the share of the section's
 cl100k tokens that are not the shown turns' own text (labels, headings, frame, speaker

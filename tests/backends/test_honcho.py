@@ -657,6 +657,8 @@ async def test_a_small_budget_gets_the_query_relevant_observations_whole(server_
         lines = text.splitlines()[1:-1]
         for line in lines:  # every item line is a whole item: no cut, no marker
             assert (opens_item(line) or line.startswith(("## ", "### ", "  "))) and "…" not in line
+        # one item-opening line per shown item: nothing cut in two, nothing forged
+        assert sum(opens_item(line) for line in lines) == len(result.shown)
         shown = {result.items[k].text for k in result.shown}
         assert all(any(line.endswith(t) for line in lines) for t in shown if "\n" not in t)
         if server_url != REAL_URL:
