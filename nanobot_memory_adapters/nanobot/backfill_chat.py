@@ -61,24 +61,23 @@ class Backfill:
             self.state.provider,
             include_tools=self.state.settings.plugin.include_tool_messages,
             include_forgotten=include_forgotten)
-        queued = await asyncio.to_thread(backfill.enqueue, self.state.outbox,
-                                         self.state.provider, plan)
-        scopes = list({e.scope().key: e.scope() for _, e in plan.events}.values())
-        self.progress = BackfillProgress(self.state.provider, queued, plan.turns,
-                                                  time.time(), scopes)
-        self._task = asyncio.get_running_loop().create_task(self._finish_backfill())
+        queued: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.get_running_loop().create_task(
+            self._finish_backfill(self.state.provider, plan, queued))
+        count = await queued  # the enqueue's error, if any, is this command's
         notes = "".join(f"\nnote: {n}" for n in plan.notes())
-        return (f"{switched}\nbackfill: {queued} turn(s) from {plan.sessions} nanobot "
+        return (f"{switched}\nbackfill: {count} turn(s) from {plan.sessions} nanobot "
                 f"session(s) queued ({plan.turns} found, {plan.already_delivered} already "
                 f"delivered, {plan.already_queued} already queued); /memory-health shows the "
                 f"progress{notes}").replace("--include-forgotten",
                                             f"/memory-mode {name} --backfill --include-forgotten")
 
-    async def _finish_backfill(self) -> None:
-        progress = self.progress
-        assert progress is not None
+    async def _finish_backfill(self, provider: str, plan: backfill.BackfillPlan,
+                               queued: asyncio.Future[int]) -> None:
         try:
-            await self._deliver_in_bulk(progress.provider)
+            await self._queue_and_deliver_in_bulk(provider, plan, queued)
+            progress = self.progress
+            assert progress is not None
             # what bulk left (retries, another drainer)
             while await self._delivery.flush(timeout_s=60.0):
                 state = self.state
@@ -91,14 +90,28 @@ class Backfill:
                     self.state.settings.plugin.startup_timeout_s)
             progress.done = True
         except Exception as exc:  # background work: report, never raise
+            if not queued.done():
+                queued.set_exception(exc)
+                return
             self.state.note_error("backfill", exc, retryable=True)
             logger.warning("{}: backfill did not finish: {}", LOG, exc)
+        finally:
+            if not queued.done():  # cancelled before queueing: the command must not hang
+                queued.cancel()
 
-    async def _deliver_in_bulk(self, provider: str) -> None:
-        """The queued turns through the provider's bulk ingest (``backfill.deliver``),
-        holding this process's and the outbox's drain locks so no other drainer runs beside
-        it; when another process is draining, the usual per-turn drain takes over."""
+    async def _queue_and_deliver_in_bulk(self, provider: str, plan: backfill.BackfillPlan,
+                                         queued: asyncio.Future[int]) -> None:
+        """Queue the turns, then deliver them through the provider's bulk ingest
+        (``backfill.deliver``), all under this process's drain lock: a drain the switch
+        started cannot take the fresh rows one by one between the two. The outbox's drain
+        lock keeps other processes' drainers out; when another process is draining, the
+        usual per-turn drain takes over."""
         async with self.state.draining():
+            count = await asyncio.to_thread(backfill.enqueue, self.state.outbox, provider,
+                                            plan)
+            scopes = list({e.scope().key: e.scope() for _, e in plan.events}.values())
+            self.progress = BackfillProgress(provider, count, plan.turns, time.time(), scopes)
+            queued.set_result(count)
             with self.state.outbox.drain_lock() as mine:
                 if not mine or self.state.adapter is None or self.state.provider != provider:
                     return

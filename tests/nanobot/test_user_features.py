@@ -268,6 +268,50 @@ async def test_switching_with_backfill_brings_the_past_along(home, monkeypatch):
     assert sorted(await _simple_rag_memories(plugin, ALICE)) == sorted(stored)
 
 
+async def test_a_drain_started_as_the_turns_are_queued_leaves_them_to_bulk_ingest(
+        home, monkeypatch):
+    """A drain that starts right after the backfill queues its turns (the one the switch
+    schedules, a live turn's) waits for the bulk delivery instead of taking the fresh
+    rows one by one (CI once saw all 31 go through ``record_event``)."""
+    loop, plugin = await _told_under_full_history(home, bob=False)
+    from nanobot_memory_adapters.nanobot import backfill
+    from nanobot_memory_adapters.registry import available_providers, provider_class
+
+    cls = provider_class(available_providers()["simple_rag"])
+    bulk_calls: list[int] = []
+    single_calls: list[str] = []
+    original_bulk, original_single = cls.record_events, cls.record_event
+
+    async def counting_bulk(self, events):
+        bulk_calls.append(len(events))
+        return await original_bulk(self, events)
+
+    async def counting_single(self, event):
+        single_calls.append(event.event_id)
+        return await original_single(self, event)
+
+    monkeypatch.setattr(cls, "record_events", counting_bulk)
+    monkeypatch.setattr(cls, "record_event", counting_single)
+    running = asyncio.get_running_loop()
+    real_enqueue = backfill.enqueue
+    drains: list[asyncio.Future[int]] = []
+
+    def enqueue_then_a_drain_starts(*args):
+        count = real_enqueue(*args)
+        drains.append(asyncio.run_coroutine_threadsafe(plugin.flush(), running))  # type: ignore[arg-type]
+        time.sleep(0.5)  # the drain runs while the queueing thread finishes
+        return count
+
+    monkeypatch.setattr(backfill, "enqueue", enqueue_then_a_drain_starts)
+    reply = await say(loop, "alice", "/memory-mode simple_rag --backfill")
+    assert f"backfill: {len(TURNS)} turn(s)" in reply, reply
+    await _wait_backfilled(plugin)
+    assert drains and await asyncio.wrap_future(drains[0]) == 0
+    assert single_calls == [] and sum(bulk_calls) == len(TURNS), (single_calls, bulk_calls)
+    stored = await _simple_rag_memories(plugin, ALICE)
+    assert all(stored.count(text) == 1 for text in TURNS)
+
+
 @pytest.mark.long(40)
 @pytest.mark.servers
 async def test_a_killed_backfill_resumes_without_duplicates(home):
