@@ -887,3 +887,64 @@ async def test_a_question_asked_again_is_embedded_once_with_the_same_results(dat
     finally:
         for adapter in adapters:
             await adapter.aclose()
+
+
+_WRITER = """
+import asyncio, sys, time
+from datetime import UTC, datetime
+from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
+from nanobot_memory_adapters.contract import MemoryEvent
+
+async def main():
+    adapter = SimpleRagAdapter(sys.argv[1])
+    for i, text in enumerate(sys.argv[2:]):
+        receipt = await adapter.record_event(MemoryEvent(
+            event_id=f"k{i}", run_id="killed", user_id="alice", agent_id="nanobot",
+            session_id="s1", turn_id=str(i), timestamp=datetime(2024, 5, 8, tzinfo=UTC),
+            messages=[{"role": "user", "content": text}]))
+        assert receipt.status == "committed", receipt
+    print("stored", flush=True)
+    time.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.servers
+async def test_mem0s_files_commit_through_a_wal_and_survive_a_kill(data_dir):
+    """mem0's history and the local Qdrant's storage are put in WAL mode (a commit per
+    stored message syncs once instead of three times); what a killed process committed
+    is there for the next one."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    facts = ["I play the cello.", "My sister lives in Lyon.", "I am allergic to cats."]
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(data_dir), *facts],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "stored", (line, proc.stderr.read() if proc.poll() else "")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    history = data_dir / "mem0" / "history-simple_rag.db"
+    files = [history,
+             *sorted((data_dir / "mem0" / "qdrant").glob("collection/*/storage.sqlite"))]
+    assert len(files) >= 2 and all(f.exists() for f in files), files
+    for f in files:
+        with sqlite3.connect(f) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal", f
+    adapter = SimpleRagAdapter(data_dir)
+    try:
+        scope = MemoryScope(run_id="killed", persona_id="alice", agent_id="nanobot")
+        shown = (await adapter.retrieve(_request(scope, "What do I play, where does my "
+                                                 "sister live, what am I allergic to?"))
+                 ).formatted_context
+        assert all(fact in shown for fact in facts), shown
+        with sqlite3.connect(history) as db:
+            assert db.execute("SELECT count(*) FROM history").fetchone()[0] == len(facts)
+    finally:
+        await adapter.aclose()

@@ -82,6 +82,7 @@ from nanobot_memory_adapters.backends.mem0.extraction_log import (
     problems_of_this_add,
     write_failures,
 )
+from nanobot_memory_adapters.backends.mem0.journals import qdrant_storage_files, use_wal
 from nanobot_memory_adapters.backends.mem0.native_ops import Mem0NativeOps
 from nanobot_memory_adapters.backends.mem0.qdrant import (
     QDRANT,
@@ -266,6 +267,7 @@ class Mem0Adapter(BaseAdapter):
             from mem0 import AsyncMemory
 
             self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
+            use_wal([self.history_db_path])
             client = acquire_client(self.qdrant_path)
             self._client_held = True
             try:
@@ -278,6 +280,7 @@ class Mem0Adapter(BaseAdapter):
                 else:
                     with quiet_progress():
                         memory = AsyncMemory(config)
+                use_wal(qdrant_storage_files(self.qdrant_path))  # the collections mem0 made
                 self._pin_llm_endpoint(memory, config)
                 install_runtime(memory, self.config)
                 cache_query_embeddings(memory, "|".join(
