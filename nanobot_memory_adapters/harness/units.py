@@ -62,14 +62,17 @@ class UnitJob:
 
 
 def unit_key(provider: str, conversation: str) -> str:
-    return f"{provider}::{conversation}"
+    """``provider::conversation``, one key per unit: a ``:`` (and ``%``) in the provider's
+    name is percent-encoded, so the first ``::`` always ends it (a provider ``a::b`` with
+    conversation ``c`` and a provider ``a`` with conversation ``b::c`` stay two units)."""
+    return f"{provider.replace('%', '%25').replace(':', '%3A')}::{conversation}"
 
 
 def part_name(key: str) -> str:
     """The file name of a unit's traces: ``<provider>__<conversation>.jsonl``, both ids
     through ``safe_name`` (one name per unit, never a path)."""
     provider, _, conversation = key.partition("::")
-    return joined_name(provider, conversation) + ".jsonl"
+    return joined_name(provider.replace("%3A", ":").replace("%25", "%"), conversation) + ".jsonl"
 
 
 def shippable(job: UnitJob) -> UnitJob:

@@ -110,6 +110,17 @@ def test_unit_file_names_are_injective(p1, c1, p2, c2):
     if (p1, c1) != (p2, c2):
         assert part_name(unit_key(p1, c1)) != part_name(unit_key(p2, c2))
     assert joined_name("full_history", "conv-26") == "full_history__conv-26"  # readable
+    if (p1, c1) != (p2, c2):
+        assert unit_key(p1, c1) != unit_key(p2, c2)
+
+
+def test_a_colon_in_a_provider_name_keeps_units_apart():
+    """Hypothesis found ``:`` as a provider name breaking the key (``:::0``)."""
+    assert part_name(unit_key(":", "0")) == "%3A__0.jsonl"
+    assert unit_key("a::b", "c") != unit_key("a", "b::c")
+    assert part_name(unit_key("a::b", "c")) != part_name(unit_key("a", "b::c"))
+    assert part_name(unit_key("%3A", "c")) != part_name(unit_key(":", "c"))
+    assert unit_key("full_history", "conv-26") == "full_history::conv-26"  # readable
 
 
 def test_plain_ids_keep_their_names():
