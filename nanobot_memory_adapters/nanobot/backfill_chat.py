@@ -26,16 +26,26 @@ if TYPE_CHECKING:
 @dataclass
 class BackfillProgress:
     provider: str
-    queued: int
+    queued: int  # planned turns until they are queued, then the rows queued
     turns: int
     started_at: float
     scopes: list[MemoryScope]
     done: bool = False
     readiness: list[str] = field(default_factory=list)
+    waiting: bool = True  # for the delivery in progress to finish before queueing
+    stopped: str | None = None  # why it ended before it was done
+
+
+class BackfillNotStarted(Exception):
+    """The state changed while the backfill waited for the delivery in progress."""
 
 
 #: The plugin's provider switch (``/memory-mode NAME``): its reply.
 Switch = Callable[[str], Awaitable[str]]
+
+#: How long the command waits for a delivery in progress before replying that the turns
+#: are queued once it finishes (/memory-health shows when).
+QUEUE_WAIT_S = 5.0
 
 
 class Backfill:
@@ -61,27 +71,41 @@ class Backfill:
             self.state.provider,
             include_tools=self.state.settings.plugin.include_tool_messages,
             include_forgotten=include_forgotten)
+        scopes = list({e.scope().key: e.scope() for _, e in plan.events}.values())
+        progress = BackfillProgress(self.state.provider, len(plan.events), plan.turns,
+                                    time.time(), scopes)
+        self.progress = progress
         queued: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._task = asyncio.get_running_loop().create_task(
-            self._finish_backfill(self.state.provider, plan, queued))
-        count = await queued  # the enqueue's error, if any, is this command's
+            self._finish_backfill(progress, plan, queued))
+        counts = (f"from {plan.sessions} nanobot session(s)", f"({plan.turns} found, "
+                  f"{plan.already_delivered} already delivered, {plan.already_queued} "
+                  "already queued); /memory-health shows the progress")
+        try:
+            # shielded: a /stop of this command leaves the backfill running
+            count = await asyncio.wait_for(asyncio.shield(queued), QUEUE_WAIT_S)
+        except TimeoutError:
+            queued.add_done_callback(_retrieved)  # the task notes its own failure
+            what = (f"backfill: {len(plan.events)} turn(s) {counts[0]} to queue once the "
+                    f"delivery in progress finishes {counts[1]}")
+        except BackfillNotStarted as exc:
+            return f"{switched}\nbackfill: not started ({exc})"
+        else:
+            what = f"backfill: {count} turn(s) {counts[0]} queued {counts[1]}"
         notes = "".join(f"\nnote: {n}" for n in plan.notes())
-        return (f"{switched}\nbackfill: {count} turn(s) from {plan.sessions} nanobot "
-                f"session(s) queued ({plan.turns} found, {plan.already_delivered} already "
-                f"delivered, {plan.already_queued} already queued); /memory-health shows the "
-                f"progress{notes}").replace("--include-forgotten",
-                                            f"/memory-mode {name} --backfill --include-forgotten")
+        return f"{switched}\n{what}{notes}".replace(
+            "--include-forgotten", f"/memory-mode {name} --backfill --include-forgotten")
 
-    async def _finish_backfill(self, provider: str, plan: backfill.BackfillPlan,
+    async def _finish_backfill(self, progress: BackfillProgress, plan: backfill.BackfillPlan,
                                queued: asyncio.Future[int]) -> None:
         try:
-            await self._queue_and_deliver_in_bulk(provider, plan, queued)
-            progress = self.progress
-            assert progress is not None
+            await self._queue_and_deliver_in_bulk(progress, plan, queued)
             # what bulk left (retries, another drainer)
             while await self._delivery.flush(timeout_s=60.0):
-                state = self.state
-                if state.closed or state.provider != progress.provider or state.read_only:
+                try:
+                    _still_wanted(self.state, progress.provider)
+                except BackfillNotStarted as exc:
+                    progress.stopped = f"stopped ({exc}); the rest stays queued"
                     return
                 await asyncio.sleep(1.0)
             if self.state.adapter is not None:
@@ -89,41 +113,74 @@ class Backfill:
                     self.state.adapter, progress.scopes,
                     self.state.settings.plugin.startup_timeout_s)
             progress.done = True
-        except Exception as exc:  # background work: report, never raise
+        except BackfillNotStarted as exc:
+            progress.stopped = f"not started ({exc})"
             if not queued.done():
                 queued.set_exception(exc)
-                return
+        except Exception as exc:  # background work: report, never raise
+            progress.stopped = (f"not started ({exc})" if progress.waiting else
+                                f"did not finish ({exc}); what is queued goes through the "
+                                "usual delivery")
             self.state.note_error("backfill", exc, retryable=True)
             logger.warning("{}: backfill did not finish: {}", LOG, exc)
+            if not queued.done():  # the command, if it still waits, says so too
+                queued.set_exception(exc)
         finally:
-            if not queued.done():  # cancelled before queueing: the command must not hang
-                queued.cancel()
+            if not queued.done():  # cancelled (nanobot closing): the command must not hang
+                progress.stopped = "not started (nanobot is closing)"
+                queued.set_exception(BackfillNotStarted("nanobot is closing"))
 
-    async def _queue_and_deliver_in_bulk(self, provider: str, plan: backfill.BackfillPlan,
+    async def _queue_and_deliver_in_bulk(self, progress: BackfillProgress,
+                                         plan: backfill.BackfillPlan,
                                          queued: asyncio.Future[int]) -> None:
         """Queue the turns, then deliver them through the provider's bulk ingest
         (``backfill.deliver``), all under this process's drain lock: a drain the switch
         started cannot take the fresh rows one by one between the two. The outbox's drain
         lock keeps other processes' drainers out; when another process is draining, the
         usual per-turn drain takes over."""
+        provider = progress.provider
         async with self.state.draining():
+            _still_wanted(self.state, provider)  # what changed while this waited
             count = await asyncio.to_thread(backfill.enqueue, self.state.outbox, provider,
                                             plan)
-            scopes = list({e.scope().key: e.scope() for _, e in plan.events}.values())
-            self.progress = BackfillProgress(provider, count, plan.turns, time.time(), scopes)
-            queued.set_result(count)
+            progress.queued, progress.waiting = count, False
+            if not queued.done():
+                queued.set_result(count)
             with self.state.outbox.drain_lock() as mine:
-                if not mine or self.state.adapter is None or self.state.provider != provider:
+                state = self.state
+                if (not mine or state.adapter is None or state.provider != provider
+                        or state.read_only or state.closed):
                     return
-                await backfill.deliver(self.state.adapter, self.state.outbox, provider)
+                await backfill.deliver(state.adapter, state.outbox, provider)
 
     def line(self) -> str | None:
         progress = self.progress
         if progress is None:
             return None
+        head = f"backfill into {progress.provider}"
+        if progress.stopped:
+            return f"{head}: {progress.stopped}"
+        if progress.waiting:
+            return (f"{head}: {progress.queued} turn(s) planned {ago(progress.started_at)}, "
+                    "queued once the delivery in progress finishes")
         if not progress.done:
             stats = self.state.outbox.stats(progress.provider)
-            return (f"backfill into {progress.provider}: {progress.queued} turn(s) queued "
-                    f"{ago(progress.started_at)}, {stats.pending} still pending")
-        return (f"backfill into {progress.provider}: done ({progress.queued} turn(s)); "
-                + "; ".join(progress.readiness))
+            return (f"{head}: {progress.queued} turn(s) queued {ago(progress.started_at)}, "
+                    f"{stats.pending} still pending")
+        return f"{head}: done ({progress.queued} turn(s)); " + "; ".join(progress.readiness)
+
+
+def _still_wanted(state: PluginState, provider: str) -> None:
+    """Raise ``BackfillNotStarted`` if the backfill no longer applies."""
+    if state.closed:
+        raise BackfillNotStarted("nanobot is closing")
+    if state.provider != provider or state.status != "active":
+        raise BackfillNotStarted(f"the provider changed to '{state.provider}' meanwhile")
+    if state.read_only:
+        raise BackfillNotStarted("read-only mode: nothing is written")
+
+
+def _retrieved(future: asyncio.Future[int]) -> None:
+    """Mark a result nobody awaits any more as seen (no 'exception never retrieved')."""
+    if not future.cancelled():
+        future.exception()

@@ -275,23 +275,8 @@ async def test_a_drain_started_as_the_turns_are_queued_leaves_them_to_bulk_inges
     rows one by one (CI once saw all 31 go through ``record_event``)."""
     loop, plugin = await _told_under_full_history(home, bob=False)
     from nanobot_memory_adapters.nanobot import backfill
-    from nanobot_memory_adapters.registry import available_providers, provider_class
 
-    cls = provider_class(available_providers()["simple_rag"])
-    bulk_calls: list[int] = []
-    single_calls: list[str] = []
-    original_bulk, original_single = cls.record_events, cls.record_event
-
-    async def counting_bulk(self, events):
-        bulk_calls.append(len(events))
-        return await original_bulk(self, events)
-
-    async def counting_single(self, event):
-        single_calls.append(event.event_id)
-        return await original_single(self, event)
-
-    monkeypatch.setattr(cls, "record_events", counting_bulk)
-    monkeypatch.setattr(cls, "record_event", counting_single)
+    bulk_calls, single_calls = _bulk_counter(monkeypatch)
     running = asyncio.get_running_loop()
     real_enqueue = backfill.enqueue
     drains: list[asyncio.Future[int]] = []
@@ -310,6 +295,102 @@ async def test_a_drain_started_as_the_turns_are_queued_leaves_them_to_bulk_inges
     assert single_calls == [] and sum(bulk_calls) == len(TURNS), (single_calls, bulk_calls)
     stored = await _simple_rag_memories(plugin, ALICE)
     assert all(stored.count(text) == 1 for text in TURNS)
+
+
+def _bulk_counter(monkeypatch) -> tuple[list[int], list[str]]:
+    """Count simple_rag's bulk and single writes (events per bulk call, single event ids)."""
+    from nanobot_memory_adapters.registry import available_providers, provider_class
+
+    cls = provider_class(available_providers()["simple_rag"])
+    bulk_calls: list[int] = []
+    single_calls: list[str] = []
+    original_bulk, original_single = cls.record_events, cls.record_event
+
+    async def counting_bulk(self, events):
+        bulk_calls.append(len(events))
+        return await original_bulk(self, events)
+
+    async def counting_single(self, event):
+        single_calls.append(event.event_id)
+        return await original_single(self, event)
+
+    monkeypatch.setattr(cls, "record_events", counting_bulk)
+    monkeypatch.setattr(cls, "record_event", counting_single)
+    return bulk_calls, single_calls
+
+
+def _a_delivery_starts_after_planning(plugin, monkeypatch) -> asyncio.Lock:
+    """Once the backfill is planned (the switch is over), something takes this process's
+    drain lock, as a delivery of live turns would; the test releases it."""
+    from nanobot_memory_adapters.nanobot import backfill
+
+    lock = plugin.state.draining()
+    running = asyncio.get_running_loop()
+    real_plan = backfill.plan_backfill
+
+    def plan_then_a_delivery_starts(*args, **kwargs):
+        plan = real_plan(*args, **kwargs)
+        asyncio.run_coroutine_threadsafe(lock.acquire(), running).result(timeout=30)
+        return plan
+
+    monkeypatch.setattr(backfill, "plan_backfill", plan_then_a_delivery_starts)
+    return lock
+
+
+async def test_a_stopped_backfill_command_leaves_the_backfill_running(home, monkeypatch):
+    """Cancelling the command while it waits for a delivery in progress (nanobot's /stop)
+    leaves the backfill to queue and deliver in bulk once the delivery finishes."""
+    _loop, plugin = await _told_under_full_history(home, bob=False)
+    bulk_calls, single_calls = _bulk_counter(monkeypatch)
+    lock = _a_delivery_starts_after_planning(plugin, monkeypatch)
+    command = asyncio.ensure_future(plugin.switch_with_backfill("simple_rag"))
+    try:
+        deadline = time.monotonic() + 30
+        while "planned" not in (plugin.backfill_line() or ""):
+            assert time.monotonic() < deadline and not command.done(), plugin.backfill_line()
+            await asyncio.sleep(0.05)
+        assert plugin.backfill_line().endswith(
+            "queued once the delivery in progress finishes"), plugin.backfill_line()
+        command.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await command
+    finally:
+        if lock.locked():
+            lock.release()
+    await _wait_backfilled(plugin)
+    assert single_calls == [] and sum(bulk_calls) == len(TURNS), (single_calls, bulk_calls)
+    stored = await _simple_rag_memories(plugin, ALICE)
+    assert all(stored.count(text) == 1 for text in TURNS)
+
+
+async def test_a_backfill_that_waited_does_not_start_after_read_only(home, monkeypatch):
+    """The command answers after ``QUEUE_WAIT_S`` when a delivery is in progress; what
+    changed meanwhile (read-only here) is checked before anything is queued."""
+    loop, plugin = await _told_under_full_history(home, bob=False)
+    from nanobot_memory_adapters.nanobot import backfill_chat
+
+    bulk_calls, single_calls = _bulk_counter(monkeypatch)
+    monkeypatch.setattr(backfill_chat, "QUEUE_WAIT_S", 0.3)
+    lock = _a_delivery_starts_after_planning(plugin, monkeypatch)
+    try:
+        reply = await say(loop, "alice", "/memory-mode simple_rag --backfill")
+        assert (f"backfill: {len(TURNS)} turn(s) from 1 nanobot session(s) to queue once the "
+                "delivery in progress finishes") in reply, reply
+        reply = await say(loop, "alice", "/memory-mode read-only on")
+        assert "memory is now read-only" in reply, reply
+    finally:
+        if lock.locked():
+            lock.release()
+    deadline = time.monotonic() + 30
+    while "not started" not in (plugin.backfill_line() or ""):
+        assert time.monotonic() < deadline, plugin.backfill_line()
+        await asyncio.sleep(0.1)
+    assert plugin.backfill_line() == ("backfill into simple_rag: not started (read-only "
+                                      "mode: nothing is written)")
+    health = await say(loop, "alice", "/memory-health")
+    assert "backfill into simple_rag: not started (read-only mode" in health, health
+    assert plugin.outbox.stats("simple_rag").pending == 0  # nothing queued
+    assert bulk_calls == [] and single_calls == []
 
 
 @pytest.mark.long(40)
