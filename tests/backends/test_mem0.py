@@ -912,21 +912,25 @@ asyncio.run(main())
 
 @pytest.mark.servers
 async def test_mem0s_files_commit_through_a_wal_and_survive_a_kill(data_dir):
-    """mem0's history and the local Qdrant's storage are put in WAL mode (a commit per
-    stored message syncs once instead of three times); what a killed process committed
-    is there for the next one."""
+    """mem0's history and the local Qdrant's storage are put in WAL mode, where a new
+    connection still syncs every commit (synchronous FULL); what a killed process
+    committed is recovered from the log by the next one."""
+    import select
     import signal
     import sqlite3
     import subprocess
     import sys
 
     facts = ["I play the cello.", "My sister lives in Lyon.", "I am allergic to cats."]
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(data_dir), *facts],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = data_dir.parent / "writer.err"
+    with errors.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(data_dir), *facts],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "stored", (line, proc.stderr.read() if proc.poll() else "")
+        ready = select.select([proc.stdout], [], [], 120)[0]
+        line = proc.stdout.readline() if ready else ""
+        assert line.strip() == "stored", (line, errors.read_text()[-2000:])
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -937,6 +941,7 @@ async def test_mem0s_files_commit_through_a_wal_and_survive_a_kill(data_dir):
     for f in files:
         with sqlite3.connect(f) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal", f
+            assert db.execute("PRAGMA synchronous").fetchone()[0] == 2, f  # FULL
     adapter = SimpleRagAdapter(data_dir)
     try:
         scope = MemoryScope(run_id="killed", persona_id="alice", agent_id="nanobot")
@@ -948,3 +953,29 @@ async def test_mem0s_files_commit_through_a_wal_and_survive_a_kill(data_dir):
             assert db.execute("SELECT count(*) FROM history").fetchone()[0] == len(facts)
     finally:
         await adapter.aclose()
+
+
+def test_wal_is_not_used_where_it_would_not_sync_every_commit(tmp_path, monkeypatch):
+    """A SQLite built with a WAL default of NORMAL keeps the rollback journal; a file
+    another connection holds keeps its mode without an error."""
+    import sqlite3
+
+    from nanobot_memory_adapters.backends.mem0 import journals
+
+    synced, relaxed = tmp_path / "synced.db", tmp_path / "relaxed.db"
+    journals.use_wal([synced])
+    monkeypatch.setattr(journals, "_synchronous", lambda path: 1)  # NORMAL
+    journals.use_wal([relaxed])
+    modes = {p.name: sqlite3.connect(p).execute("PRAGMA journal_mode").fetchone()[0]
+             for p in (synced, relaxed)}
+    assert modes == {"synced.db": "wal", "relaxed.db": "delete"}
+    busy = tmp_path / "busy.db"
+    holder = sqlite3.connect(busy, isolation_level=None)
+    holder.execute("CREATE TABLE t(x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        journals.use_wal([busy])  # locked: logged, not raised
+    finally:
+        holder.execute("ROLLBACK")
+    assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    holder.close()

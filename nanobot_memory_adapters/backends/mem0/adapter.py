@@ -267,10 +267,10 @@ class Mem0Adapter(BaseAdapter):
             from mem0 import AsyncMemory
 
             self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
-            use_wal([self.history_db_path])
             client = acquire_client(self.qdrant_path)
             self._client_held = True
             try:
+                use_wal([self.history_db_path])  # before mem0 opens it (docs/mem0.md)
                 config = self._mem0_config(client)
                 if self.config.embedding_runtime in ONNX_RUNTIMES:
                     # its placeholder embedder loads no model, and importing transformers

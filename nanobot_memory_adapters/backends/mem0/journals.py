@@ -22,17 +22,41 @@ QDRANT_STORAGE_GLOB = "collection/*/storage.sqlite"
 def use_wal(paths: Iterable[Path]) -> None:
     """Put each SQLite file in WAL mode (creating an empty one where none exists yet).
 
-    A file another connection is writing at that moment keeps its mode: this is a speed
-    setting, never a reason to fail."""
+    Only where SQLite then still syncs every commit (``synchronous`` FULL for a connection
+    that opens the file, as mem0's and qdrant-client's do: they set nothing): a build whose
+    WAL default is NORMAL gets its rollback journal back. A file another connection is
+    writing at that moment keeps its mode: this is a speed setting, never a reason to
+    fail."""
     for path in paths:
         try:
-            db = sqlite3.connect(path, timeout=1.0)
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-            finally:
-                db.close()
+            if _set_mode(path, "WAL") == "wal" and _synchronous(path) < FULL:
+                _set_mode(path, "DELETE")
+                logger.debug("{} keeps its rollback journal: this SQLite's WAL mode would "
+                             "not sync every commit", path)
         except sqlite3.Error as exc:
             logger.debug("{} stays in its journal mode: {}", path, exc)
+
+
+#: ``PRAGMA synchronous`` FULL: every commit is synced before it returns.
+FULL = 2
+
+
+def _set_mode(path: Path, mode: str) -> str:
+    db = sqlite3.connect(path, timeout=1.0)
+    try:
+        return str(db.execute(f"PRAGMA journal_mode={mode}").fetchone()[0])
+    finally:
+        db.close()
+
+
+def _synchronous(path: Path) -> int:
+    """What a new connection to ``path`` syncs with (SQLite's default for its mode)."""
+    db = sqlite3.connect(path, timeout=1.0)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens it in its mode
+        return int(db.execute("PRAGMA synchronous").fetchone()[0])
+    finally:
+        db.close()
 
 
 def qdrant_storage_files(qdrant_path: Path) -> list[Path]:
