@@ -140,8 +140,10 @@ def _die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-#: Imported once in the fork server, so each worker starts without paying for them.
-PRELOAD = ["nanobot_memory_adapters.harness.units", "torch", "sentence_transformers",
+#: Imported once in the fork server, so each worker starts without paying for them; the
+#: first routes the SDKs' import-time warnings away from the bench's stderr.
+PRELOAD = ["nanobot_memory_adapters.harness.worker_preload",
+           "nanobot_memory_adapters.harness.units", "torch", "sentence_transformers",
            "onnxruntime", "qdrant_client", "mem0", "graphiti_core", "kuzu"]
 
 

@@ -66,6 +66,24 @@ async def test_workers_do_not_change_the_outputs(locomo_file, tmp_path, llm_doub
         n: m["recall"] for n, m in four.results["providers"].items()}
 
 
+@pytest.mark.servers  # a process pool
+def test_worker_processes_print_no_sdk_warnings(locomo_file, tmp_path):
+    """The fork server imports the SDKs before any worker runs; what they warn at import
+    (graphiti-core's pydantic deprecations) stays off the bench's stderr."""
+    import subprocess
+    import sys
+
+    cli = Path(sys.executable).parent / "nanobot-memory"
+    done = subprocess.run(
+        [str(cli), "bench", "--dataset", str(locomo_file), "--providers", "full_history",
+         "--workers", "2", "--test-points", "last", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    noise = [line for line in done.stderr.splitlines()
+             if "Warning" in line or "Deprecat" in line or "warnings.warn" in line]
+    assert noise == [], noise
+
+
 @pytest.mark.long(32)
 @pytest.mark.servers
 async def test_ray_executor_gives_the_same_outputs(locomo_file, tmp_path, llm_double):
