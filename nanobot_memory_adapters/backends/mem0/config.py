@@ -10,11 +10,15 @@ from nanobot_memory_adapters.contract import ProviderInfo
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 from nanobot_memory_adapters.onnx_embedder import EmbeddingRuntime, default_runtime
 
-#: Mean text tokens of one mem0 memory shown in a section (the mean, not the median, sets
-#: how many fit): an extracted fact 18.6-21.0 (conv-26, the shared 1.5B model), a verbatim
-#: chat message 30.9-33.5 (conv-26, simple_rag); benchmarks/bench_context_labels.py.
+#: Text tokens of one mem0 memory shown in a section, which size the native ``top_k``: an
+#: extracted fact, 18.6-21.0 on average (conv-26, the shared 1.5B model); a verbatim chat
+#: message, the median LoCoMo turn (24-28 tokens; its mean is 26-31). Sized by the mean, a
+#: verbatim ``top_k`` (50 at 2,000 tokens) left the budget unfilled whenever the best turns
+#: were short (conv-26: 1,335 of 1,930 asks showed every result, 1,878 tokens on
+#: average); by the median it asks for 60 and the packer keeps what fits.
+#: benchmarks/bench_context_labels.py measures both.
 EXTRACTED_ITEM_TOKENS = 20
-VERBATIM_ITEM_TOKENS = 32
+VERBATIM_ITEM_TOKENS = 25
 ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
 IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
 
