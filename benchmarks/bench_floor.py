@@ -23,9 +23,24 @@ load hits them alike; wall seconds each, and the ratios:
   question, a dot product (model already loaded).
 
 The model load is inside ``unit``, ``mem0`` and ``loop`` (each builds what it needs, as
-its user would) and outside ``floor``. Each line also shows the process CPU seconds (all
-threads) of the contender: on a shared machine the wall ratios move with the load, the
-CPU ratios much less. Not a timed test: run it by hand, niced.
+its user would) and outside ``floor``. Every round starts each contender as a fresh
+process would, after the libraries are imported: before round 1 every contender's
+imports are done (sentence-transformers and torch for the loop and floor; mem0, Qdrant,
+the harness and the cl100k tokenizer for the unit), so whichever runs first does not pay
+the others' share; and before each unit the process's query vectors, token counts and
+ONNX session are dropped (a unit on its own embeds its questions once and loads its
+model; the loop loads its model in every round too). Before 2026-11-28 they were kept, so
+the unit's later rounds reused round 1's query vectors.
+
+``--commands K`` also runs whole commands, K times each, interleaved: a fresh process per
+run, imports and model loads included (what a user waits for at the shell): ``bench``
+(``nanobot-memory bench --providers simple_rag --test-points last`` on the conversation:
+the CLI, its manifest, results and report included), ``unit`` (this script running the
+unit alone) and ``loop`` (this script running the loop alone).
+
+Each line also shows the process CPU seconds (all threads) of the contender: on a
+shared machine the wall ratios move with the load, the CPU ratios much less. Not a
+timed test: run it by hand, niced.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,10 +80,41 @@ def _texts(conv: Conversation) -> list[str]:
     return [f"{t.speaker}: {t.content}" for t in conv.turns]
 
 
+def import_every_contender() -> float:
+    """Seconds to import what the unit needs beyond the loop (which needs torch and
+    sentence-transformers, imported by ``main`` for the floor): done once before the
+    rounds, so no round pays another contender's imports."""
+    t = time.perf_counter()
+    from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter  # noqa: F401
+    from nanobot_memory_adapters.harness.timeline import BenchConfig  # noqa: F401
+    from nanobot_memory_adapters.harness.units import run_unit  # noqa: F401
+    from nanobot_memory_adapters.telemetry import quiet_mem0
+
+    quiet_mem0()
+    import onnxruntime  # noqa: F401
+    import qdrant_client  # noqa: F401
+
+    encoding()
+    return time.perf_counter() - t
+
+
+def as_a_new_process() -> None:
+    """Drop what the process kept from an earlier unit: query vectors, token counts and
+    the ONNX session (a unit run on its own has none of them)."""
+    from nanobot_memory_adapters.backends.mem0 import embed_cache
+    from nanobot_memory_adapters.onnx_embedder import forget_sessions
+    from nanobot_memory_adapters.tokens import clear_token_count_cache
+
+    embed_cache.clear()
+    forget_sessions()
+    clear_token_count_cache()
+
+
 async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
     from nanobot_memory_adapters.harness.timeline import BenchConfig
     from nanobot_memory_adapters.harness.units import UnitJob, run_unit
 
+    as_a_new_process()
     t = time.perf_counter()
     cfg = BenchConfig(dataset=data, out=tmp / "out", providers=["simple_rag"],
                       conversations=[conv.sample_id], budget_tokens=BUDGET,
@@ -109,6 +156,7 @@ async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> fl
 async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
     from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
 
+    as_a_new_process()
     t = time.perf_counter()
     adapter = SimpleRagAdapter(tmp)  # only to build mem0's AsyncMemory with its config
     memory = await adapter._native()
@@ -165,6 +213,49 @@ def run_floor(conv: Conversation, model: object) -> float:
     return time.perf_counter() - t
 
 
+def _command(name: str, data: Path, sample: str, tmp: Path) -> list[str]:
+    if name == "bench":
+        cli = Path(sys.executable).with_name("nanobot-memory")
+        return [str(cli), "bench", "--dataset", str(data), "--conversations", sample,
+                "--providers", "simple_rag", "--test-points", "last", "--budget-tokens",
+                str(BUDGET), "--out", str(tmp / "out")]
+    return [sys.executable, __file__, "--only", name, "--data", str(data), "--sample", sample]
+
+
+def whole_commands(k: int, data: Path, sample: str) -> None:
+    """The bench, the unit and the loop as whole commands, rotating which goes first: a
+    fresh process each, imports and model loads included."""
+    import resource
+
+    from nanobot_memory_adapters.stats import mean_ci
+
+    names = ["bench", "unit", "loop"]
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(k):
+        for name in names[r % 3:] + names[:r % 3]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            with tempfile.TemporaryDirectory() as tmp:
+                subprocess.run(_command(name, data, sample, Path(tmp)), check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall[name].append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime + after.ru_stime
+                             - before.ru_utime - before.ru_stime)
+            print(f"command {r + 1}: {name:<7} {wall[name][-1]:7.1f} s wall "
+                  f"{cpu[name][-1]:7.1f} s CPU", flush=True)
+    for a in ("bench", "unit"):
+        for kind, per in (("wall", wall), ("CPU", cpu)):
+            ratios = [u / lo for u, lo in zip(per[a], per["loop"], strict=True)]
+            if len(ratios) >= 2:
+                est = mean_ci(ratios)
+                print(f"{a}/loop as whole commands, {kind}: {est.value:.2f} "
+                      f"[{est.low:.2f}, {est.high:.2f}] (mean of {est.n}, 95 % bootstrap)")
+            else:
+                print(f"{a}/loop as whole commands, {kind}: {ratios[0]:.2f}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     shared = Path(__file__).resolve().parents[2] / "shared"
@@ -176,9 +267,19 @@ async def main() -> None:
                         help="also run the unit with one embedding call per turn (unit1)")
     parser.add_argument("--padded-batches", action="store_true",
                         help="also run the unit with length-blind ONNX batches (unitpad)")
+    parser.add_argument("--commands", type=int, default=0, metavar="K",
+                        help="also run the unit and the loop as whole commands, K each")
+    parser.add_argument("--only", choices=["unit", "loop"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     data = args.data
     conv = load_locomo(data, [args.sample])[0]
+    if args.only:  # one whole command, timed by the parent
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.only == "unit":
+                await run_bench_unit(data, conv, Path(tmp))
+            else:
+                run_loop(conv, Path(tmp))
+        return
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
@@ -187,6 +288,8 @@ async def main() -> None:
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions")
+    print(f"imports the unit needs beyond the loop's, before the rounds: "
+          f"{import_every_contender():.1f} s", flush=True)
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
@@ -217,6 +320,8 @@ async def main() -> None:
                     est = mean_ci([x / y for x, y in zip(per[a], per[b], strict=True)])
                     print(f"{a}/{b} {kind}: {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] "
                           f"(mean of {est.n} rounds, 95 % bootstrap)")
+    if args.commands:
+        whole_commands(args.commands, data, args.sample)
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
     print("CPU: " + "  ".join(f"{a}/{b} = {best_cpu[a] / best_cpu[b]:.2f}" for a, b in (

@@ -442,6 +442,13 @@ def _make_once(target: Path, make: Callable[[], object], what: str, fix: str) ->
                 f"{what} failed ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
+def forget_sessions() -> None:
+    """Drop the loaded sessions, so the next build loads its model again (benchmarks use it
+    to charge every round the load a fresh process pays)."""
+    with _export_lock:
+        _loaded.clear()
+
+
 def load_onnx_embedder(
     model_path: str | Path, *, cache_dir: str | Path | None = None, threads: int | None = None,
     runtime: EmbeddingRuntime = "onnx",

@@ -32,6 +32,7 @@ from nanobot_memory_adapters.onnx_embedder import (
     SentenceModelLayout,
     _batches,
     export_dir_for,
+    forget_sessions,
     load_onnx_embedder,
 )
 from nanobot_memory_adapters.registry import load_provider
@@ -109,6 +110,17 @@ def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_pa
     os.utime(weights, ns=(stamp, weights.stat().st_mtime_ns + 1_000_000))
     assert SentenceModelLayout.read(copy).digest() != before
     assert export_dir_for(SentenceModelLayout.read(copy), onnx_cache) != target
+
+
+def test_a_process_shares_one_session_until_it_forgets_it(onnx_cache):
+    """Adapters share a loaded session; ``forget_sessions`` (what bench_floor calls before
+    each unit) makes the next load a new one, from the same export, with the same vectors."""
+    first = load_onnx_embedder(MODEL, cache_dir=onnx_cache)
+    assert load_onnx_embedder(MODEL, cache_dir=onnx_cache) is first
+    forget_sessions()
+    fresh = load_onnx_embedder(MODEL, cache_dir=onnx_cache)
+    assert fresh is not first and fresh.export_path == first.export_path
+    assert np.array_equal(fresh.encode(["a turn"]), first.encode(["a turn"]))
 
 
 def test_a_model_it_cannot_run_is_refused_with_the_fix(tmp_path):
