@@ -48,7 +48,9 @@ async def one_round(conv: Conversation, model: object, tmp: Path) -> dict[str, f
     from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter, embed_cache
     from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
     from nanobot_memory_adapters.harness.locomo_mapping import turn_event
+    from nanobot_memory_adapters.tokens import clear_token_count_cache
 
+    clear_token_count_cache()  # each round as a fresh process: no counts from an earlier one
     scope = MemoryScope(run_id="phases", persona_id=conv.sample_id)
     adapter = SimpleRagAdapter(tmp / "store")
     out: dict[str, float] = {}
