@@ -63,6 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
+from _ratios import ratio_line  # noqa: E402
 
 from nanobot_memory_adapters.backends.mem0.config import VERBATIM_ITEM_TOKENS  # noqa: E402
 from nanobot_memory_adapters.contract import ContextBudget  # noqa: E402
@@ -227,8 +228,6 @@ def whole_commands(k: int, data: Path, sample: str) -> None:
     fresh process each, imports and model loads included."""
     import resource
 
-    from nanobot_memory_adapters.stats import mean_ci
-
     names = ["bench", "unit", "loop"]
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
@@ -247,13 +246,9 @@ def whole_commands(k: int, data: Path, sample: str) -> None:
                   f"{cpu[name][-1]:7.1f} s CPU", flush=True)
     for a in ("bench", "unit"):
         for kind, per in (("wall", wall), ("CPU", cpu)):
-            ratios = [u / lo for u, lo in zip(per[a], per["loop"], strict=True)]
-            if len(ratios) >= 2:
-                est = mean_ci(ratios)
-                print(f"{a}/loop as whole commands, {kind}: {est.value:.2f} "
-                      f"[{est.low:.2f}, {est.high:.2f}] (mean of {est.n}, 95 % bootstrap)")
-            else:
-                print(f"{a}/loop as whole commands, {kind}: {ratios[0]:.2f}")
+            print(ratio_line(f"{a}/loop as whole commands, {kind}",
+                             [u / lo for u, lo in zip(per[a], per["loop"], strict=True)],
+                             of="runs"))
 
 
 async def main() -> None:
@@ -312,14 +307,11 @@ async def main() -> None:
             print(f"round {r + 1}: {name:<7} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
                   flush=True)
     if args.rounds >= 2:  # each round's own ratio: the interval says how steady it is
-        from nanobot_memory_adapters.stats import mean_ci
-
         for a, b in (("unit", "loop"), ("unit", "floor"), ("unit", "unitpad")):
             if a in cpu and b in cpu:
                 for kind, per in (("CPU", cpu), ("wall", times)):
-                    est = mean_ci([x / y for x, y in zip(per[a], per[b], strict=True)])
-                    print(f"{a}/{b} {kind}: {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] "
-                          f"(mean of {est.n} rounds, 95 % bootstrap)")
+                    print(ratio_line(f"{a}/{b} {kind}",
+                                     [x / y for x, y in zip(per[a], per[b], strict=True)]))
     if args.commands:
         whole_commands(args.commands, data, args.sample)
     best = {k: min(v) for k, v in times.items()}

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
+from _ratios import ratio_line  # noqa: E402
 
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
 
@@ -98,7 +99,6 @@ async def main() -> None:
     args = parser.parse_args()
     from nanobot_memory_adapters.local_models import bundled_minilm_path
     from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
-    from nanobot_memory_adapters.stats import mean_ci
 
     conv = load_locomo(args.data, [args.sample])[0]
     model = load_onnx_embedder(bundled_minilm_path(extra="mem0", setting="bench"))
@@ -116,13 +116,7 @@ async def main() -> None:
     for label, a, b in (("ingest / floor, wall", "ingest_s", "ingest_floor_s"),
                         ("ingest / floor, CPU", "ingest_cpu_s", "ingest_floor_cpu_s"),
                         ("ask p50 / floor p50", "ask_p50_ms", "ask_floor_p50_ms")):
-        ratios = [x[a] / x[b] for x in rounds]
-        if len(ratios) >= 2:
-            est = mean_ci(ratios)
-            print(f"{label}: {est.value:.2f} [{est.low:.2f}, {est.high:.2f}] "
-                  f"(mean of {est.n} rounds, 95 % bootstrap)")
-        else:
-            print(f"{label}: {ratios[0]:.2f} (one round)")
+        print(ratio_line(label, [x[a] / x[b] for x in rounds]))
 
 
 if __name__ == "__main__":
