@@ -331,6 +331,44 @@ def test_no_group_heading_without_an_item_under_it():
             assert count_tokens(out.text) <= limit
 
 
+#: every kind of character the pre-tokenizer treats apart: letters, digits, contractions,
+#: punctuation, ASCII and Unicode whitespace, both newlines, scripts and emoji
+_LINE_PIECES = st.sampled_from([
+    "a", "Caroline", " the", "'s", "'ll", "'", "7", "2023", "-", ":", ".", "!?", "...",
+    " ", "  ", "\t", "\n", "\n", "\n", "\r", "\u0085", "\u00a0", "\u2028", "\u3000",
+    "é", "张三", "🚀", "### ", "- ", "<memory-context>", "&lt;",
+])
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(st.lists(_LINE_PIECES, max_size=60).map("".join),
+                      st.text(max_size=300)))
+def test_counting_by_line_is_counting_the_whole_text(text):
+    from nanobot_memory_adapters.tokens import count_tokens_by_line
+
+    assert count_tokens_by_line(text) == count_tokens(text)
+
+
+def test_a_section_is_counted_from_its_lines_not_encoded_whole(monkeypatch):
+    """A rendered section takes the per-line path (its lines recur ask after ask)."""
+    from nanobot_memory_adapters import tokens
+
+    items = [RetrievedItem(native_id=str(i), text=f"turn {i}: we talked about the lake",
+                           source="Tim", event_at=datetime(2023, 5, 8, 13, 56, tzinfo=UTC))
+             for i in range(20)]
+    section = render_context(backend="simple_rag", scope="s", items=items,
+                             budget=ContextBudget(max_tokens=2000)).text
+    encoded: list[str] = []
+    real = tokens.count_tokens
+    monkeypatch.setattr(tokens, "count_tokens", lambda t: encoded.append(t) or real(t))
+    tokens.clear_token_count_cache()
+    assert tokens.count_tokens_by_line(section) == real(section)
+    assert section not in encoded and max(len(t) for t in encoded) < 100
+    encoded.clear()
+    assert tokens.count_tokens_by_line(section) == real(section)
+    assert encoded == []  # the second time, every line is remembered
+
+
 def test_token_count_cache_is_exact_bounded_and_clearable():
     from nanobot_memory_adapters import tokens
 

@@ -47,7 +47,7 @@ from nanobot_memory_adapters.harness.trace_sink import (
     switch_mode,
 )
 from nanobot_memory_adapters.harness.unit_progress import UnitProgress
-from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tokens import count_tokens_by_line
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.harness.bench_config import BenchConfig, Progress
@@ -352,7 +352,7 @@ class UnitRunner(LocomoIngest):
             asked = Asked("", [], [], "set_mode(read_only) failed", 0.0, [])
         context = asked.context
         sha = hashlib.sha256(context.encode("utf-8")).hexdigest()
-        tokens = count_tokens(context)
+        tokens = count_tokens_by_line(context)
         norm = normalize_text(context)
         th = turn_hits(evidence_text, norm)
         sh = session_hits(q.evidence_sessions, evidence_text, self.distinctive, norm)

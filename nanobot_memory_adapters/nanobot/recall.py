@@ -33,7 +33,7 @@ from nanobot_memory_adapters.nanobot.turns import (
     chat_scope,
     tags_from,
 )
-from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tokens import count_tokens_by_line
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.nanobot.delivery import Delivery
@@ -188,7 +188,7 @@ class Recall:
                 entry = CacheEntry(text, scope.key, self.state.provider, time.time(), query)
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=len(result.shown),
-                    tokens=count_tokens(text) if text else 0, latency_ms=latency_ms))
+                    tokens=count_tokens_by_line(text) if text else 0, latency_ms=latency_ms))
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry

@@ -40,7 +40,7 @@ from nanobot_memory_adapters.harness.trace_sink import (
     probe_read_only_gate,
     switch_mode,
 )
-from nanobot_memory_adapters.tokens import count_tokens
+from nanobot_memory_adapters.tokens import count_tokens_by_line
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.harness.preferences.config import PreferenceBenchConfig, TestTags
@@ -268,7 +268,7 @@ class PreferenceUnit:
         self.unit.retrieve_latency_ms.append((time.perf_counter() - t0) * 1000)
         retrieves = [t for t in held if t.operation == "retrieve"]
         record["exposure"] = exposure(context, test, self.persona)
-        record["context_tokens"] = count_tokens(context)
+        record["context_tokens"] = count_tokens_by_line(context)
         record["query"] = retrievals[0]["query"] if retrievals else None
         record["query_leak"] = any(r.get("leak") and not r.get("after_correction")
                                    for r in retrievals)
