@@ -1,10 +1,13 @@
 """The bench against its floor, in one process, interleaved: is the harness worth its cost?
 
     python benchmarks/bench_floor.py [--data PATH] [--sample conv-26] [--rounds 1]
+    python benchmarks/bench_floor.py --task longmemeval --data lme-s.json [--sample ID]
 
-Four ways to do the same LoCoMo job on one conversation (ingest every turn, then ask
-every question once with a 2,000-token budget), run in turn in every round so machine
-load hits them alike; wall seconds each, and the ratios:
+Four ways to do the same job on one LoCoMo conversation or one LongMemEval haystack
+(``--task longmemeval``: e.g. one made by ``longmemeval_gen.py --questions 1 --sessions
+50 --turns 10 --turn-words 200``, S-sized; ingest every turn, then ask every question
+once with a 2,000-token budget), run in turn in every round so machine load hits them
+alike; wall seconds each, and the ratios:
 
 - ``unit``: the bench unit, ``simple_rag`` (mem0 ``add(infer=False)``, MiniLM, embedded
   Qdrant) through the harness's own ``run_unit`` (test point: the last session; traces
@@ -111,15 +114,26 @@ def as_a_new_process() -> None:
     clear_token_count_cache()
 
 
+def load_conversation(task: str, data: Path, sample: str | None) -> Conversation:
+    """The LoCoMo conversation or LongMemEval haystack ``sample`` (default: the first)."""
+    if task == "longmemeval":
+        from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
+
+        return load_longmemeval(data, [sample] if sample else None)[0]
+    return load_locomo(data, [sample or "conv-26"])[0]
+
+
 async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
+    from nanobot_memory_adapters.harness.datasets.longmemeval import LmeConversation
     from nanobot_memory_adapters.harness.timeline import BenchConfig
     from nanobot_memory_adapters.harness.units import UnitJob, run_unit
 
     as_a_new_process()
     t = time.perf_counter()
+    task = "longmemeval" if isinstance(conv, LmeConversation) else "locomo"
     cfg = BenchConfig(dataset=data, out=tmp / "out", providers=["simple_rag"],
                       conversations=[conv.sample_id], budget_tokens=BUDGET,
-                      test_points="last")
+                      test_points="last", task=task)
     job = UnitJob(cfg, "simple_rag", conv, [conv.sessions[-1].number], store_dir=tmp / "store")
     await run_unit(job, tmp / "traces.jsonl")
     return time.perf_counter() - t
@@ -214,16 +228,17 @@ def run_floor(conv: Conversation, model: object) -> float:
     return time.perf_counter() - t
 
 
-def _command(name: str, data: Path, sample: str, tmp: Path) -> list[str]:
+def _command(name: str, task: str, data: Path, sample: str, tmp: Path) -> list[str]:
     if name == "bench":
         cli = Path(sys.executable).with_name("nanobot-memory")
-        return [str(cli), "bench", "--dataset", str(data), "--conversations", sample,
-                "--providers", "simple_rag", "--test-points", "last", "--budget-tokens",
-                str(BUDGET), "--out", str(tmp / "out")]
-    return [sys.executable, __file__, "--only", name, "--data", str(data), "--sample", sample]
+        return [str(cli), "bench", "--task", task, "--dataset", str(data), "--conversations",
+                sample, "--providers", "simple_rag", "--test-points", "last",
+                "--budget-tokens", str(BUDGET), "--out", str(tmp / "out")]
+    return [sys.executable, __file__, "--only", name, "--task", task, "--data", str(data),
+            "--sample", sample]
 
 
-def whole_commands(k: int, data: Path, sample: str) -> None:
+def whole_commands(k: int, task: str, data: Path, sample: str) -> None:
     """The bench, the unit and the loop as whole commands, rotating which goes first: a
     fresh process each, imports and model loads included."""
     import resource
@@ -236,7 +251,7 @@ def whole_commands(k: int, data: Path, sample: str) -> None:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:
-                subprocess.run(_command(name, data, sample, Path(tmp)), check=True,
+                subprocess.run(_command(name, task, data, sample, Path(tmp)), check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wall[name].append(time.perf_counter() - t)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -256,7 +271,9 @@ async def main() -> None:
     shared = Path(__file__).resolve().parents[2] / "shared"
     parser.add_argument("--data", type=Path,
                         default=shared / "data" / "locomo" / "locomo7.json")
-    parser.add_argument("--sample", default="conv-26")
+    parser.add_argument("--task", choices=["locomo", "longmemeval"], default="locomo")
+    parser.add_argument("--sample", default=None,
+                        help="conversation or haystack id (default: conv-26, or the first)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--single-embed", action="store_true",
                         help="also run the unit with one embedding call per turn (unit1)")
@@ -267,7 +284,7 @@ async def main() -> None:
     parser.add_argument("--only", choices=["unit", "loop"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     data = args.data
-    conv = load_locomo(data, [args.sample])[0]
+    conv = load_conversation(args.task, data, args.sample)
     if args.only:  # one whole command, timed by the parent
         with tempfile.TemporaryDirectory() as tmp:
             if args.only == "unit":
@@ -313,7 +330,7 @@ async def main() -> None:
                     print(ratio_line(f"{a}/{b} {kind}",
                                      [x / y for x, y in zip(per[a], per[b], strict=True)]))
     if args.commands:
-        whole_commands(args.commands, data, args.sample)
+        whole_commands(args.commands, args.task, data, conv.sample_id)
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
     print("CPU: " + "  ".join(f"{a}/{b} = {best_cpu[a] / best_cpu[b]:.2f}" for a, b in (

@@ -27,6 +27,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.onnx_embedder import (
     BATCH_SIZE,
+    BATCH_TOKENS,
     OnnxEmbedderError,
     OnnxSentenceEmbedder,
     SentenceModelLayout,
@@ -84,10 +85,22 @@ def test_batches_keep_padding_low_and_cover_every_text_once():
     for a, b in runs:
         assert all(n >= 0.8 * lengths[a] for n in lengths[a:b]) or b - a == 1
     assert runs[0] == (0, 1)  # 95 < 0.8 x 120: the longest text goes alone
-    equal = [30] * (2 * BATCH_SIZE + 3)
+    equal = [10] * (2 * BATCH_SIZE + 3)
     assert _batches(equal) == [(0, BATCH_SIZE), (BATCH_SIZE, 2 * BATCH_SIZE),
                                (2 * BATCH_SIZE, 2 * BATCH_SIZE + 3)]
     assert _batches([]) == []
+
+
+def test_long_texts_run_in_small_batches():
+    """At most BATCH_TOKENS padded tokens per batch; a text longer than that goes alone."""
+    per = BATCH_TOKENS // 200
+    assert _batches([200] * 5) == [(i, min(i + per, 5)) for i in range(0, 5, per)]
+    assert _batches([BATCH_TOKENS + 1] * 3) == [(0, 1), (1, 2), (2, 3)]
+    lengths = [256] * 7 + [12] * 70  # long turns, then short ones: these still fill up
+    runs = _batches(lengths)
+    assert [i for a, b in runs for i in range(a, b)] == list(range(len(lengths)))
+    assert all(b - a <= BATCH_SIZE and (b - a) * lengths[a] <= BATCH_TOKENS for a, b in runs)
+    assert max(b - a for a, b in runs) == BATCH_SIZE
 
 
 def test_the_export_is_made_once_and_keyed_by_the_model_files(onnx_cache, tmp_path):
