@@ -160,12 +160,13 @@ async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path)
 async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> float:
     from nanobot_memory_adapters import onnx_embedder
 
-    kept = onnx_embedder.MIN_FILL
-    onnx_embedder.MIN_FILL = 0.0  # every batch up to BATCH_SIZE texts, however uneven
+    kept = onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS
+    # every batch up to BATCH_SIZE texts, however uneven and however long
+    onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS = 0.0, 1 << 30
     try:
         return await run_bench_unit(data, conv, tmp)
     finally:
-        onnx_embedder.MIN_FILL = kept
+        onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS = kept
 
 
 async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
@@ -251,8 +252,11 @@ def whole_commands(k: int, task: str, data: Path, sample: str) -> None:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:
-                subprocess.run(_command(name, task, data, sample, Path(tmp)), check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                done = subprocess.run(_command(name, task, data, sample, Path(tmp)),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True, check=False)
+            if done.returncode:  # a failed command has no time worth comparing
+                sys.exit(f"{name} exited {done.returncode}: {done.stderr[-2000:]}")
             wall[name].append(time.perf_counter() - t)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[name].append(after.ru_utime + after.ru_stime
@@ -280,7 +284,8 @@ async def main() -> None:
     parser.add_argument("--padded-batches", action="store_true",
                         help="also run the unit with length-blind ONNX batches (unitpad)")
     parser.add_argument("--commands", type=int, default=0, metavar="K",
-                        help="also run the unit and the loop as whole commands, K each")
+                        help="also run the bench, the unit and the loop as whole commands, "
+                             "K each")
     parser.add_argument("--only", choices=["unit", "loop"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     data = args.data

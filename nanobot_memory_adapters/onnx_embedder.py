@@ -51,9 +51,9 @@ OPSET = 17
 BATCH_SIZE = 32  # sentence-transformers' default encode batch
 MIN_FILL = 0.8  # a batch runs at its longest text's width: see _batches
 #: Padded tokens per batch (texts x the longest's width). On one CPU thread MiniLM runs
-#: faster in small batches of long texts: 150 LongMemEval-S-sized turns (~256 tokens)
-#: took 8.4 CPU-s capped at 512 against 10.6 in batches of 32, conv-26's 419 turns 3.9
-#: against 4.6 (medians of 5, 2026-11-28); the vectors are the same.
+#: faster in small batches of long texts: capped at 512, 150 LongMemEval-S-sized turns
+#: (~256 tokens) take 0.824x [0.802, 0.846] the CPU of batches of 32, conv-26's 419 turns
+#: 0.872x [0.845, 0.891] (paired, n = 6, 2026-11-28); the vectors are the same.
 BATCH_TOKENS = 512
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
