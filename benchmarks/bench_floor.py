@@ -14,6 +14,9 @@ alike; wall seconds each, and the ratios:
   written), the provider built inside as in a bench;
 - ``mem0``: mem0's ``AsyncMemory`` called directly (one ``add`` per turn, one ``search``
   per question, the unit's top_k), without the adapter, harness or query cache;
+- ``mem0held`` (with ``--mem0-held``): the same, but the conversation's turns embedded
+  first in one batch of mem0's own embedder (``embed_cache.hold``), each ``add`` served
+  from it: the least any adapter on mem0 can cost for this job;
 - ``loop``: the 30 lines a user would write instead: embedded Qdrant +
   sentence-transformers batch encode, one upsert, the unit's top_k per question, cl100k
   packing up to the budget;
@@ -57,6 +60,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -169,15 +173,35 @@ async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> fl
         onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS = kept
 
 
-async def run_mem0_direct(conv: Conversation, tmp: Path) -> float:
+class _HeldAddsOnly:
+    """mem0's embedder with the held batch serving its adds and no query cache (a
+    unit run on its own embeds each question once)."""
+
+    def __init__(self, cached: Any) -> None:
+        self._cached = cached
+
+    def embed(self, text: Any, memory_action: Any = None) -> Any:
+        if memory_action == "add":
+            return self._cached.embed(text, memory_action)
+        return self._cached._embedder.embed(text, memory_action)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cached, name)
+
+
+async def run_mem0_direct(conv: Conversation, tmp: Path, held: bool = False) -> float:
     from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
 
     as_a_new_process()
     t = time.perf_counter()
     adapter = SimpleRagAdapter(tmp)  # only to build mem0's AsyncMemory with its config
     memory = await adapter._native()
-    memory.embedding_model = getattr(memory.embedding_model, "_embedder",
-                                     memory.embedding_model)  # mem0's own embedder
+    if held:  # every turn in one batch first; queries are still embedded one by one
+        memory.embedding_model.hold([turn.content for turn in conv.turns])
+        memory.embedding_model = _HeldAddsOnly(memory.embedding_model)
+    else:
+        memory.embedding_model = getattr(memory.embedding_model, "_embedder",
+                                         memory.embedding_model)  # mem0's own embedder
     try:
         ids = {"user_id": "p", "run_id": "r"}
         for turn in conv.turns:
@@ -281,6 +305,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--single-embed", action="store_true",
                         help="also run the unit with one embedding call per turn (unit1)")
+    parser.add_argument("--mem0-held", action="store_true",
+                        help="also run mem0 direct with the turns embedded in one batch first")
     parser.add_argument("--padded-batches", action="store_true",
                         help="also run the unit with length-blind ONNX batches (unitpad)")
     parser.add_argument("--commands", type=int, default=0, metavar="K",
@@ -300,7 +326,8 @@ async def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(bundled_minilm_path(extra="mem0", setting="bench"), device="cpu")
-    names = (["unit", "mem0", "loop", "floor"] + (["unit1"] if args.single_embed else [])
+    names = (["unit", "mem0", "loop", "floor"] + (["mem0held"] if args.mem0_held else [])
+             + (["unit1"] if args.single_embed else [])
              + (["unitpad"] if args.padded_batches else []))
     times: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
@@ -320,6 +347,8 @@ async def main() -> None:
                     s = await run_bench_unit_single_embed(data, conv, Path(tmp))
                 elif name == "mem0":
                     s = await run_mem0_direct(conv, Path(tmp))
+                elif name == "mem0held":
+                    s = await run_mem0_direct(conv, Path(tmp), held=True)
                 elif name == "loop":
                     s = run_loop(conv, Path(tmp))
                 else:
@@ -329,7 +358,9 @@ async def main() -> None:
             print(f"round {r + 1}: {name:<7} {s:7.1f} s wall {cpu[name][-1]:7.1f} s CPU",
                   flush=True)
     if args.rounds >= 2:  # each round's own ratio: the interval says how steady it is
-        for a, b in (("unit", "loop"), ("unit", "floor"), ("unit", "unitpad")):
+        for a, b in (("unit", "loop"), ("unit", "floor"), ("unit", "unitpad"),
+                     ("mem0", "loop"), ("mem0held", "loop"), ("unit", "mem0"),
+                     ("unit", "mem0held")):
             if a in cpu and b in cpu:
                 for kind, per in (("CPU", cpu), ("wall", times)):
                     print(ratio_line(f"{a}/{b} {kind}",

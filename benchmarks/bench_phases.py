@@ -12,10 +12,17 @@ Each round, on a fresh store, in turn:
   query cache cleared first (each question embedded once, as at a bench's first test
   point): mem0's search on the local Qdrant, then packing the section;
 - ``ask floor``: per question, one query embedding and a dot product with the stored
-  turns' vectors (numpy), as the issue defines it.
+  turns' vectors (numpy), as the issue defines it;
+- ``mem0 search`` (the bound of any adapter on mem0): per question, mem0's own
+  ``AsyncMemory.search`` with exactly the arguments the adapter passes, on the same store,
+  its query embedded by mem0's embedder (no query cache): no adapter, packing or trace;
+- ``ingest held``: a second fresh store, the same sessions inside one
+  ``ingest_lookahead`` over the whole conversation (its turns embedded in one batch of
+  mem0's embedder first, as a bench unit does since 2026-11-29); ``ingest`` is without it.
 
-Printed: wall and CPU of both ingests and their ratio; per-ask p50 of both and their
-ratio; over rounds, the mean of the per-round ratios with a 95 % bootstrap interval.
+The three asks of a question run in a rotating order, as do the two ingests of a round.
+Printed: wall and CPU of the ingests and their ratios; per-ask p50s and their ratios;
+over rounds, the mean of the per-round ratios with a 95 % bootstrap interval.
 Not a timed test: run it by hand on an idle machine.
 """
 
@@ -45,7 +52,8 @@ from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_l
 BUDGET = 2000
 
 
-async def one_round(conv: Conversation, model: object, tmp: Path) -> dict[str, float]:
+async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
+                    ) -> dict[str, float]:
     from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter, embed_cache
     from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
     from nanobot_memory_adapters.harness.locomo_mapping import turn_event
@@ -54,38 +62,65 @@ async def one_round(conv: Conversation, model: object, tmp: Path) -> dict[str, f
     clear_token_count_cache()  # each round as a fresh process: no counts from an earlier one
     scope = MemoryScope(run_id="phases", persona_id=conv.sample_id)
     adapter = SimpleRagAdapter(tmp / "store")
+    held_adapter = SimpleRagAdapter(tmp / "store-held")
+    budget = ContextBudget(max_tokens=BUDGET)
     out: dict[str, float] = {}
-    try:
-        await adapter.setup_scope(scope)
-        await adapter.retrieve(RetrieveRequest(  # loads mem0, Qdrant and the model
-            query="warm-up", scope=scope, budget=ContextBudget(max_tokens=BUDGET)))
-        wall, cpu = time.perf_counter(), time.process_time()
+
+    async def sessions(which: SimpleRagAdapter) -> None:
         for session in conv.sessions:
-            receipts = await adapter.record_events(
+            receipts = await which.record_events(
                 [turn_event(conv, t, scope) for t in session.turns])
             assert all(r.status == "committed" for r in receipts), receipts
-        out["ingest_s"] = time.perf_counter() - wall
-        out["ingest_cpu_s"] = time.process_time() - cpu
+
+    async def ingest(which: SimpleRagAdapter, ahead: bool) -> None:
+        if not ahead:
+            return await sessions(which)
+        # the whole conversation in one batch before any session, as a bench unit does
+        async with which.ingest_lookahead([turn_event(conv, t, scope) for t in conv.turns]):
+            await sessions(which)
+
+    try:
+        for which in (adapter, held_adapter):
+            await which.setup_scope(scope)
+            await which.retrieve(RetrieveRequest(  # loads mem0, Qdrant and the model
+                query="warm-up", scope=scope, budget=budget))
+        for name in (("ingest", "ingest_held") if flip else ("ingest_held", "ingest")):
+            wall, cpu = time.perf_counter(), time.process_time()
+            await ingest(adapter if name == "ingest" else held_adapter, name == "ingest_held")
+            out[f"{name}_s"] = time.perf_counter() - wall
+            out[f"{name}_cpu_s"] = time.process_time() - cpu
         texts = [t.content for t in conv.turns]
         wall, cpu = time.perf_counter(), time.process_time()
         vectors = model.encode(texts)  # type: ignore[attr-defined]
         out["ingest_floor_s"] = time.perf_counter() - wall
         out["ingest_floor_cpu_s"] = time.process_time() - cpu
         embed_cache.clear()
-        asks, floors = [], []
-        for q in conv.questions:
-            t = time.perf_counter()
-            await adapter.retrieve(RetrieveRequest(
-                query=q.question, scope=scope, budget=ContextBudget(max_tokens=BUDGET)))
-            asks.append((time.perf_counter() - t) * 1000)
-            t = time.perf_counter()
-            query = model.encode([q.question])[0]  # type: ignore[attr-defined]
-            np.argsort(-(vectors @ query))
-            floors.append((time.perf_counter() - t) * 1000)
-        out["ask_p50_ms"] = statistics.median(asks)
-        out["ask_floor_p50_ms"] = statistics.median(floors)
+        memory = await adapter._native()
+        cached, own = memory.embedding_model, memory.embedding_model._embedder
+        spent: dict[str, list[float]] = {"ask": [], "floor": [], "native": []}
+        for i, q in enumerate(conv.questions):
+            for kind in ("ask", "floor", "native")[i % 3:] + ("ask", "floor", "native")[:i % 3]:
+                request = RetrieveRequest(query=q.question, scope=scope, budget=budget)
+                t = time.perf_counter()
+                if kind == "ask":
+                    await adapter.retrieve(request)
+                elif kind == "floor":
+                    query = model.encode([q.question])[0]  # type: ignore[attr-defined]
+                    np.argsort(-(vectors @ query))
+                else:  # mem0 alone: the adapter's own arguments, mem0's own embedder
+                    memory.embedding_model = own
+                    try:
+                        text, kwargs = adapter.search_arguments(request)
+                        await memory.search(text, **kwargs)
+                    finally:
+                        memory.embedding_model = cached
+                spent[kind].append((time.perf_counter() - t) * 1000)
+        out["ask_p50_ms"] = statistics.median(spent["ask"])
+        out["ask_floor_p50_ms"] = statistics.median(spent["floor"])
+        out["native_p50_ms"] = statistics.median(spent["native"])
     finally:
         await adapter.aclose()
+        await held_adapter.aclose()
     return out
 
 
@@ -107,15 +142,22 @@ async def main() -> None:
     rounds = []
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory() as tmp:
-            got = await one_round(conv, model, Path(tmp))
+            got = await one_round(conv, model, Path(tmp), flip=r % 2 == 0)
         rounds.append(got)
         print(f"round {r + 1}: ingest {got['ingest_s']:.2f} s ({got['ingest_cpu_s']:.2f} CPU), "
+              f"held {got['ingest_held_s']:.2f} s ({got['ingest_held_cpu_s']:.2f} CPU), "
               f"floor {got['ingest_floor_s']:.2f} s ({got['ingest_floor_cpu_s']:.2f} CPU); "
-              f"ask p50 {got['ask_p50_ms']:.1f} ms, floor p50 {got['ask_floor_p50_ms']:.1f} ms",
+              f"ask p50 {got['ask_p50_ms']:.1f} ms, mem0 search p50 "
+              f"{got['native_p50_ms']:.1f} ms, floor p50 {got['ask_floor_p50_ms']:.1f} ms",
               flush=True)
     for label, a, b in (("ingest / floor, wall", "ingest_s", "ingest_floor_s"),
                         ("ingest / floor, CPU", "ingest_cpu_s", "ingest_floor_cpu_s"),
-                        ("ask p50 / floor p50", "ask_p50_ms", "ask_floor_p50_ms")):
+                        ("ingest held / floor, wall", "ingest_held_s", "ingest_floor_s"),
+                        ("ingest held / floor, CPU", "ingest_held_cpu_s", "ingest_floor_cpu_s"),
+                        ("ingest held / ingest, wall", "ingest_held_s", "ingest_s"),
+                        ("ask p50 / floor p50", "ask_p50_ms", "ask_floor_p50_ms"),
+                        ("mem0 search p50 / floor p50", "native_p50_ms", "ask_floor_p50_ms"),
+                        ("ask p50 / mem0 search p50", "ask_p50_ms", "native_p50_ms")):
         print(ratio_line(label, [x[a] / x[b] for x in rounds]))
 
 

@@ -5,9 +5,13 @@
 Batch-encodes every haystack's turns (``--batch`` at a time) and each question once, with
 the bundled MiniLM that ``simple_rag`` uses, model loaded first, one thread; prints the
 process CPU and wall seconds. ``--runtime`` picks sentence-transformers, ONNX Runtime
-(simple_rag's default, ``nanobot_memory_adapters.onnx_embedder``) or both, interleaved
-haystack by haystack, with their ratio. Divide a bench run's CPU on the same set by it (docs/
-harness.md, "LongMemEval-S cost"). Not a timed test: run it by hand, on a quiet machine.
+(simple_rag's default, ``nanobot_memory_adapters.onnx_embedder``: length-aware batches of
+at most 512 padded tokens, whatever ``--batch`` says) or both, interleaved haystack by
+haystack, with their ratio. Per runtime it also prints the CPU per haystack with its 95 %
+interval and that times ``--extrapolate`` haystacks (500: LongMemEval-S) in CPU-hours:
+the least any simple_rag bench on that runtime can cost, since every turn must be
+embedded once. Divide a bench run's CPU on the same set by it (docs/harness.md,
+"LongMemEval-S cost"). Not a timed test: run it by hand, on a quiet machine.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from nanobot_memory_adapters.local_models import bundled_minilm_path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("set", type=Path)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--extrapolate", type=int, default=500, metavar="N",
+                        help="haystacks the per-haystack CPU is multiplied by (default 500)")
     parser.add_argument("--runtime", choices=("sentence_transformers", "onnx", "onnx_int8",
                                               "both", "all"),
                         default="sentence_transformers",
@@ -46,13 +52,14 @@ def main() -> None:
         from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
 
         onnx = load_onnx_embedder(path, threads=1)
-        encoders["onnx"] = onnx.encode  # batches of 32, as sentence-transformers' default
+        encoders["onnx"] = onnx.encode  # its own length-aware batches (BATCH_TOKENS)
     if args.runtime in ("onnx_int8", "all"):
         from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
 
         int8 = load_onnx_embedder(path, threads=1, runtime="onnx_int8")
         encoders["onnx_int8"] = int8.encode
     spent = {name: [0.0, 0.0] for name in encoders}
+    per_haystack: dict[str, list[float]] = {name: [] for name in encoders}
     for encode in encoders.values():
         encode(["warm up"])
     turns = 0
@@ -63,11 +70,22 @@ def main() -> None:
             cpu, wall = time.process_time(), time.perf_counter()
             encode(texts)
             encode([q["question"]])
-            spent[name][0] += time.process_time() - cpu
+            per_haystack[name].append(time.process_time() - cpu)
+            spent[name][0] += per_haystack[name][-1]
             spent[name][1] += time.perf_counter() - wall
     for name, (cpu, wall) in spent.items():
         print(f"{name}: {len(questions)} haystacks, {turns} turns: "
               f"CPU {cpu:.1f} s, wall {wall:.1f} s")
+    if len(questions) >= 2:
+        from nanobot_memory_adapters.stats import mean_ci
+
+        for name, values in per_haystack.items():
+            est = mean_ci(values)
+            hours = args.extrapolate / 3600
+            print(f"{name}: CPU per haystack {est.value:.1f} s [{est.low:.1f}, {est.high:.1f}]"
+                  f" (95 % bootstrap, n={est.n}); x {args.extrapolate}: "
+                  f"{est.value * hours:.2f} CPU-hours [{est.low * hours:.2f}, "
+                  f"{est.high * hours:.2f}]")
     names = list(spent)
     for other in names[1:]:  # each against the first, measured interleaved
         (cpu_a, wall_a), (cpu_b, wall_b) = spent[names[0]], spent[other]

@@ -7,6 +7,7 @@ fields a backend cannot supply stay ``None`` and are never invented.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -44,6 +45,7 @@ __all__ = [
     "RetrievedItem",
     "SupportsBulkIngest",
     "SupportsFeedback",
+    "SupportsIngestLookahead",
     "SupportsNativeMutation",
     "SupportsNativeQuery",
     "SupportsProvenance",
@@ -73,11 +75,11 @@ MemoryForm = Literal["verbatim", "derived", "mixed", "none"]
 # ``ProviderInfo.capabilities``; what it offers may depend on its config.
 Capability = Literal[
     "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
-    "session_end",
+    "session_end", "ingest_lookahead",
 ]
 CAPABILITIES: tuple[Capability, ...] = (
     "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
-    "session_end",
+    "session_end", "ingest_lookahead",
 )
 
 # -- write statuses: one place ---------------------------------------------------------
@@ -529,6 +531,20 @@ class SupportsSessionEnd(Protocol, metaclass=_DeclaredCapability):
     async def end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]: ...
 
 
+@runtime_checkable
+class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
+    """Work done ahead for events the provider is about to be given: ``simple_rag`` embeds
+    their texts in one batch of its own embedder (a whole conversation sorts and batches
+    better than one session at a time). Inside the context the events arrive as usual
+    (``record_event``/``record_events``) and every result is what it would be without
+    it; nothing is stored or retrievable before they are recorded, and leaving the
+    context drops what was prepared. A hint only: it never fails an ingest."""
+
+    def ingest_lookahead(
+        self, events: Sequence[MemoryEvent]
+    ) -> AbstractAsyncContextManager[None]: ...
+
+
 _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "feedback": SupportsFeedback,
     "bulk_ingest": SupportsBulkIngest,
@@ -537,6 +553,7 @@ _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "provenance": SupportsProvenance,
     "native_query": SupportsNativeQuery,
     "session_end": SupportsSessionEnd,
+    "ingest_lookahead": SupportsIngestLookahead,
 }
 # (kept outside the Protocols: a class attribute there would become a protocol member)
 _CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {

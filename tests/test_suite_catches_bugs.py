@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 
 import pytest
@@ -186,3 +187,48 @@ async def test_a_declared_capability_without_its_methods_fails_the_suite():
 
     result = await run_item(1, SuiteTarget(make=make, no_native_backend="dict"))
     assert result.status == "failed" and "['feedback']" in result.detail
+
+
+class RecordsAhead(FullHistory):
+    """Declares ``ingest_lookahead`` and stores the announced events at once."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.info = self.info.model_copy(update={
+            "capabilities": (*(self.info.capabilities or ()), "ingest_lookahead")})
+
+    @contextlib.asynccontextmanager
+    async def ingest_lookahead(self, events):  # type: ignore[no-untyped-def]
+        for e in events:
+            await self._record(e)
+        yield
+
+
+class LookaheadChangesResults(RecordsAhead):
+    """Stores nothing ahead, but shows only one of the announced events afterwards."""
+
+    @contextlib.asynccontextmanager
+    async def ingest_lookahead(self, events):  # type: ignore[no-untyped-def]
+        yield
+        for e in events[1:]:
+            self._run("DELETE FROM events WHERE event_id = ?", (e.event_id,))
+
+
+@pytest.mark.parametrize(("cls", "says"), [
+    (RecordsAhead, "retrievable before it was recorded"),
+    (LookaheadChangesResults, "with the lookahead"),
+])
+async def test_item_12_catches_a_lookahead_that_stores_ahead_or_changes_results(
+    tmp_path, cls, says
+):
+    async def make():
+        return cls(tmp_path / "h.sqlite3")
+
+    result = await run_item(12, SuiteTarget(make=make))
+    assert result.status == "failed" and says in result.detail, result.detail
+    plain = await run_item(12, SuiteTarget(make=lambda: _full_history(tmp_path)))
+    assert plain.status == "not_applicable"
+
+
+async def _full_history(tmp_path):  # type: ignore[no-untyped-def]
+    return FullHistory(tmp_path / "plain.sqlite3")

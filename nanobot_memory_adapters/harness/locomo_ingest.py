@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
 from nanobot_memory_adapters.contract import (
@@ -12,11 +13,13 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     MemoryEvent,
     SupportsBulkIngest,
+    SupportsIngestLookahead,
     Trace,
     WriteReceipt,
 )
 from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
+    Session,
     Turn,
 )
 from nanobot_memory_adapters.harness.locomo_mapping import (
@@ -30,10 +33,17 @@ from nanobot_memory_adapters.harness.trace_sink import (
     error_text,
     failure_trace,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.tokens import count_tokens
 
 if TYPE_CHECKING:
     pass
+
+#: Turns a provider's ``ingest_lookahead`` is given at once: whole sessions, from the next
+#: one to record, until the next would pass this (one session at least). A LoCoMo
+#: conversation (<= ~700 turns) or a LongMemEval-S haystack (~500) is one window; the
+#: window bounds what is held (a MiniLM vector as Python floats is ~12 KiB).
+LOOKAHEAD_TURNS = 1024
 
 
 class LocomoIngest:
@@ -42,6 +52,7 @@ class LocomoIngest:
     sink: AnnotatingSink
     conv: Conversation
     unit: UnitState
+    personas: list[Persona]
     dia_of_event: dict[str, str]
 
     def _record_line(
@@ -64,6 +75,52 @@ class LocomoIngest:
             distinctive=turn.distinctive,
             status=status,
         )
+
+    _lookahead: AbstractAsyncContextManager[None] | None = None
+    _lookahead_sessions: frozenset[int] = frozenset()
+
+    async def _look_ahead(self, upcoming: Sequence[Session]) -> None:
+        """Before recording ``upcoming[0]``: if the provider declares ``ingest_lookahead``
+        and no open window covers that session, close the window and open one over the
+        sessions from it, up to ``LOOKAHEAD_TURNS`` turns, for every persona. Its time
+        counts as ingest time (``lookahead_s`` says how much of it)."""
+        adapter = self.adapter
+        if (not upcoming or upcoming[0].number in self._lookahead_sessions
+                or not isinstance(adapter, SupportsIngestLookahead)):
+            return
+        await self._end_lookahead()
+        window: list[Session] = []
+        turns = 0
+        for session in upcoming:
+            if window and turns + len(session.turns) > LOOKAHEAD_TURNS:
+                break
+            window.append(session)
+            turns += len(session.turns)
+        events = [turn_event(self.conv, t, persona.scope, persona.speaker)
+                  for persona in self.personas for s in window for t in s.turns]
+        started = time.perf_counter()
+        context = adapter.ingest_lookahead(events)
+        try:
+            await context.__aenter__()
+        except Exception as exc:  # a hint: the sessions are recorded as they would be
+            logger.warning("{}: ingest_lookahead failed ({}); recording without it",
+                           self.p.name, error_text(exc))
+        else:
+            self._lookahead = context
+            self._lookahead_sessions = frozenset(s.number for s in window)
+        spent = time.perf_counter() - started
+        self.unit.ingest_s += spent
+        self.unit.lookahead_s = (self.unit.lookahead_s or 0.0) + spent
+
+    async def _end_lookahead(self) -> None:
+        context, self._lookahead = self._lookahead, None
+        self._lookahead_sessions = frozenset()
+        if context is not None:
+            try:
+                await context.__aexit__(None, None, None)
+            except Exception as exc:
+                logger.warning("{}: ending ingest_lookahead failed ({})", self.p.name,
+                               error_text(exc))
 
     async def _record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
         if not turns:

@@ -52,6 +52,8 @@ class UnitState:
     resumed_after_sessions: list[int] | None = None  # sessions it went on after, per resume
     replayed_cut_sessions: list[int] | None = None  # sessions a crash cut short, replayed
     wall_s: float | None = None  # the unit's time over all attempts (set when it ends)
+    # of ingest_s, the provider's ingest_lookahead (a conversation embedded ahead)
+    lookahead_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The unit's result as it is stored and aggregated."""
@@ -94,11 +96,11 @@ _ORDER = (
     "record_latency_ms", "record_latency_per_event_ms", "ingest_s", "readiness",
     "mode_failures", "gate_violations", "gate_probes", "asks", "judged", "behavioural",
     "reset_status", "ingest_tokens", "behavioural_writes", "resumed_after_sessions",
-    "replayed_cut_sessions", "wall_s",
+    "replayed_cut_sessions", "wall_s", "lookahead_s",
 )
 _OPTIONAL = frozenset(
     ("ingest_tokens", "behavioural_writes", "resumed_after_sessions", "replayed_cut_sessions",
-     "wall_s")
+     "wall_s", "lookahead_s")
 )
 _REQUIRED = tuple(k for k in _ORDER if k not in _OPTIONAL)
 _ADAPTER = TypeAdapter(UnitState)

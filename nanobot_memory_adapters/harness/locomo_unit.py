@@ -129,12 +129,24 @@ class UnitRunner(LocomoIngest):
                 self.progress.advance(self.p.name, done,
                                       f"{self.conv.sample_id} resumed after s{resume.session}")
         final = self.points[-1] if self.points else None
-        for session in self.conv.sessions:
+        try:
+            await self._sessions(resume, final, done_s, started)
+        finally:
+            await self._end_lookahead()
+        self.unit.wall_s = done_s + time.perf_counter() - started
+        return self.unit.to_dict()
+
+    async def _sessions(self, resume: UnitProgress | None, final: int | None, done_s: float,
+                        started: float) -> None:
+        """Each session not recorded yet: its turns, then its test point if it has one."""
+        sessions = self.conv.sessions
+        for index, session in enumerate(sessions):
             if resume is not None and session.number <= resume.session:
                 continue
             self._reseed(session.number)
             if self._saved is not None:  # from here on the store may hold this session
                 self._save(self._saved.session, self._saved.elapsed_s, next_started=True)
+            await self._look_ahead(sessions[index:])
             for copy, persona in enumerate(self.personas):
                 await self._record_session(session.turns, persona, copy)
             if session.number in self.points:
@@ -148,8 +160,6 @@ class UnitRunner(LocomoIngest):
             self._save(session.number, elapsed, next_started=False)
             if self.progress:
                 self.progress.advance(self.p.name, 1, f"{self.conv.sample_id} s{session.number}")
-        self.unit.wall_s = done_s + time.perf_counter() - started
-        return self.unit.to_dict()
 
     def _reseed(self, session: int) -> None:
         """Ids per session (``provider/conversation/sN``), so a resumed unit draws, from

@@ -290,6 +290,9 @@ def provider_metrics(
                 [x for u in units for x in u.get("record_latency_per_event_ms", [])]
             ),
             "ingest_s": _r(sum(u["ingest_s"] for u in units)),
+            # of which the provider's ingest_lookahead (where it has one)
+            **({"ingest_lookahead_s": _r(sum(u.get("lookahead_s", 0.0) for u in units))}
+               if any("lookahead_s" in u for u in units) else {}),
             # throughput: tokens of the turns sent over the time spent recording them
             # (summed over units, so per worker); timing, so outside metrics_sha256
             "ingest_tokens": ingested,

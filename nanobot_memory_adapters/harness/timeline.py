@@ -3,7 +3,8 @@
 For each provider and conversation (a *unit*), in a fresh scope:
 
 1. record the sessions in order, one event per turn (``record_events`` in one call per
-   session where the provider declares ``SupportsBulkIngest``);
+   session where the provider declares ``SupportsBulkIngest``; inside its
+   ``ingest_lookahead`` over the coming sessions where it declares that);
 2. at each test point (default: after every session) wait for readiness (when declared),
    switch the provider read-only (``reason="test_session"``), ask every question whose
    evidence lies at or before that point — the question is the retrieve query and every

@@ -28,6 +28,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveResult,
     SupportsBulkIngest,
     SupportsFeedback,
+    SupportsIngestLookahead,
     SupportsReadiness,
     SupportsSessionEnd,
     WriteReceipt,
@@ -452,6 +453,36 @@ def _has_text(text: str, word: str) -> bool:
     return word.lower() in text.lower()
 
 
+async def item_12_ingest_lookahead(ctx: _Ctx) -> str:
+    """Declared ``ingest_lookahead``: nothing of the announced events is retrievable before
+    they are recorded, and what is retrieved after is what the same turns give without
+    the lookahead."""
+    adapter = ctx.adapter
+    if not isinstance(adapter, SupportsIngestLookahead):
+        raise NotApplicable("ingest_lookahead not declared")
+    ahead, plain = ctx.scope("alice"), ctx.scope("bob")
+    turns = ["I live in Zanzibar and my pet axolotl is called Quetzal.",
+             "My sister Ana keeps bees in Porto."]
+    query = "Where do I live and what is my axolotl called?"
+    for scope in (ahead, plain):
+        await adapter.setup_scope(scope)
+    events = [ctx.event(ahead, t) for t in turns]
+    async with adapter.ingest_lookahead(events):
+        early = await ctx.retrieve(ahead, query)
+        _expect(not _has(early, "zanzibar"), "an announced event was retrievable before "
+                "it was recorded")
+        for event in events:
+            await ctx.record(event)
+    for t in turns:
+        await ctx.record(ctx.event(plain, t))
+    for scope in (ahead, plain):
+        await ctx.ready(scope)
+    got = [[i.text for i in (await ctx.retrieve(s, query)).items] for s in (ahead, plain)]
+    _expect(any("Zanzibar" in t for t in got[0]), "not retrievable after the lookahead")
+    _expect(got[0] == got[1], f"with the lookahead {got[0]}, without {got[1]}")
+    return f"{len(got[0])} item(s), the same with and without the lookahead"
+
+
 ITEMS: list[tuple[int, str, str, Callable[[_Ctx], Awaitable[str]]]] = [
     (1, "record_receipt", "record_event accepts a turn and returns a receipt",
      item_1_record_receipt),
@@ -472,6 +503,8 @@ ITEMS: list[tuple[int, str, str, Callable[[_Ctx], Awaitable[str]]]] = [
      item_10_no_reset_in_test_session),
     (11, "gate_every_write", "every write path obeys the read-only gate",
      item_11_gate_every_write),
+    (12, "ingest_lookahead", "a declared lookahead stores nothing ahead and changes no result",
+     item_12_ingest_lookahead),
 ]
 
 

@@ -550,9 +550,10 @@ async def test_concurrent_writes_and_searches_on_a_shared_client(data_dir):
 
 
 def test_capabilities_declared(data_dir):
-    adapter = Mem0Adapter(data_dir)
+    adapter = Mem0Adapter(data_dir)  # no LLM: simple_rag, which embeds the turns themselves
     assert set(capabilities_of(adapter)) == {
-        "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"
+        "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
+        "ingest_lookahead",
     }
 
 

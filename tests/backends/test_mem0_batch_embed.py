@@ -18,6 +18,7 @@ from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
     RetrieveRequest,
+    capabilities_of,
 )
 from nanobot_memory_adapters.events import Message
 
@@ -167,3 +168,83 @@ async def test_a_failed_batch_embedding_leaves_each_add_to_embed_on_its_own(data
         assert [t for t, action in counting.single if action == "add"] == TURNS
     finally:
         await adapter.aclose()
+
+
+async def test_ingest_lookahead_embeds_a_conversation_once_and_stores_nothing_ahead(data_dir):
+    """simple_rag's ``ingest_lookahead``: the events' distinct texts in one batch of mem0's
+    embedder when the context opens; the sessions recorded inside it embed nothing more;
+    nothing is retrievable before its session is recorded; leaving drops the vectors,
+    and the stored vectors are mem0's one-by-one ones."""
+    adapter = Mem0Adapter(data_dir)
+    try:
+        assert "ingest_lookahead" in capabilities_of(adapter)
+        memory = await adapter._native()
+        proxy = memory.embedding_model
+        inner = proxy._embedder
+        counting = Counting(inner)
+        proxy._embedder = counting
+        scope = _scope()
+        events = _events(scope)
+        first, second = events[:3], events[3:]
+        async with adapter.ingest_lookahead(events):
+            assert counting.batches == [list(dict.fromkeys(TURNS))]
+            assert (await adapter.retrieve(RetrieveRequest(  # held is not stored
+                query="Where does my sister live?", scope=scope,
+                budget=ContextBudget(max_tokens=1000)))).items == []
+            receipts = [*await adapter.record_events(first),
+                        *await adapter.record_events(second)]
+            assert [r.status for r in receipts] == ["committed"] * len(TURNS)
+            assert counting.batches == [list(dict.fromkeys(TURNS))]  # no other batch
+            assert [c for c in counting.single if c[1] == "add"] == []
+            assert proxy._batch  # held until the context ends
+        assert proxy._batch == {} and not proxy._holders
+        points = memory.vector_store.client.retrieve(
+            memory.vector_store.collection_name,
+            ids=[i for r in receipts for i in r.native_ids], with_vectors=True)
+        by_id = {str(p.id): p for p in points}
+        for receipt, text in zip(receipts, TURNS, strict=True):
+            (native_id,) = receipt.native_ids
+            assert np.abs(_unit(by_id[native_id].vector)
+                          - _unit(inner.embed(text, "add"))).max() < 1e-6
+        found = await adapter.retrieve(RetrieveRequest(
+            query="Where does my sister live?", scope=scope,
+            budget=ContextBudget(max_tokens=1000)))
+        assert "My sister Ana lives in Porto." in [i.text for i in found.items]
+    finally:
+        await adapter.aclose()
+
+
+async def test_ingest_lookahead_releases_on_error_and_a_failed_batch_is_only_skipped(data_dir):
+    """An exception inside the context still drops what was held; an embedder that cannot
+    embed the batch leaves the context a no-op (each add then embeds on its own)."""
+    adapter = Mem0Adapter(data_dir)
+    try:
+        proxy = (await adapter._native()).embedding_model
+        with pytest.raises(RuntimeError, match="cut"):
+            async with adapter.ingest_lookahead(_events(_scope())):
+                assert proxy._batch
+                raise RuntimeError("cut")
+        assert proxy._batch == {} and not proxy._holders
+        counting = Counting(proxy._embedder)
+
+        def broken_batch(texts, memory_action="add"):
+            raise RuntimeError("batch endpoint down")
+
+        counting.embed_batch = broken_batch
+        proxy._embedder = counting
+        scope = _scope()
+        async with adapter.ingest_lookahead(_events(scope)):
+            receipts = await adapter.record_events(_events(scope))
+        assert [r.status for r in receipts] == ["committed"] * len(TURNS)
+        assert [t for t, action in counting.single if action == "add"] == TURNS
+    finally:
+        await adapter.aclose()
+
+
+def test_mem0_with_extraction_does_not_offer_the_lookahead(data_dir):
+    """With infer=True mem0 embeds the facts its LLM extracts, not the turns."""
+    from nanobot_memory_adapters.backends.mem0.config import LLMSettings, Mem0Config
+
+    adapter = Mem0Adapter(data_dir, Mem0Config(
+        llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")))
+    assert "ingest_lookahead" not in capabilities_of(adapter)

@@ -323,6 +323,43 @@ async def test_conv26_conditions_at_2000_tokens(tmp_path):
     assert_within_budget(out, results)
 
 
+async def test_a_unit_embeds_its_conversation_ahead_in_one_batch_with_the_same_results(
+    locomo_file, tmp_path, monkeypatch
+):
+    """simple_rag declares ``ingest_lookahead``: a unit embeds each conversation's turns in
+    one batch before its first session (one ``embed_batch`` per unit, where one per
+    session before), its ingest time counts it, and every metric is what it is without
+    it (the metrics hash)."""
+    pytest.importorskip("mem0")
+    from nanobot_memory_adapters.backends.mem0.embedder import OnnxMem0Embedding
+    from nanobot_memory_adapters.harness import locomo_ingest
+
+    batches: list[int] = []
+    plain = OnnxMem0Embedding.embed_batch
+
+    def counted(self, texts, memory_action="add"):
+        batches.append(len(texts))
+        return plain(self, texts, memory_action)
+
+    monkeypatch.setattr(OnnxMem0Embedding, "embed_batch", counted)
+    ahead = await run_bench(config(locomo_file, tmp_path / "ahead", ["simple_rag"]))
+    conversations = load_locomo(locomo_file)
+    assert len(batches) == len(conversations)
+    assert batches == [len({t.content for t in c.turns}) for c in conversations]
+    timing = ahead.results["providers"]["simple_rag"]["timing"]
+    assert 0 < timing["ingest_lookahead_s"] <= timing["ingest_s"]
+
+    class Never:  # no provider offers the lookahead
+        pass
+
+    batches.clear()
+    monkeypatch.setattr(locomo_ingest, "SupportsIngestLookahead", Never)
+    without = await run_bench(config(locomo_file, tmp_path / "without", ["simple_rag"]))
+    assert len(batches) == sum(len(c.sessions) for c in conversations)
+    assert "ingest_lookahead_s" not in without.results["providers"]["simple_rag"]["timing"]
+    assert ahead.results["metrics_sha256"] == without.results["metrics_sha256"]
+
+
 async def test_resumed_simple_rag_unit_equals_an_uninterrupted_one(locomo_file, tmp_path):
     """mem0 keeps history rows keyed by the run's seeded ids after ``delete_all``; a unit
     re-run after an interruption must not collide with them (it used to fail 'UNIQUE

@@ -53,9 +53,10 @@ client to ``llm.base_url``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -594,23 +595,42 @@ class Mem0Adapter(BaseAdapter):
         events = list(events)
         if self.infer or self.mode.read_only or not events:
             return await self.bulk.record_events(events)
-        texts = [m["content"] for m in self.requests.messages(events)
-                 if m["role"] != "system" and isinstance(m.get("content"), str)]
-        embedder: CachedQueryEmbedder | None = None
-        held: list[str] = []
-        try:
-            native = getattr(await self._native(), "embedding_model", None)
-            if isinstance(native, CachedQueryEmbedder):
-                held = await asyncio.to_thread(native.hold, texts)
-                embedder = native
-        except Exception as exc:  # every add then embeds (and reports failures) on its own
-            logger.debug(f"mem0 batch embedding skipped: {type(exc).__name__}")
-        if embedder is None:
-            return await self.bulk.record_events(events)
+        embedder, held = await self._hold(events)
         try:
             return await self.bulk.record_events(events)
         finally:
-            embedder.release(held)
+            if embedder is not None:
+                embedder.release(held)
+
+    @contextlib.asynccontextmanager
+    async def ingest_lookahead(self, events: Sequence[MemoryEvent]) -> AsyncIterator[None]:
+        """With ``infer=False``: the events' texts embedded in one batch of mem0's own
+        embedder now, each later ``add`` of them served from it (as ``record_events``
+        does for one call) until the context ends. Declared by ``simple_rag`` only: with
+        ``infer=True`` mem0 embeds the facts its LLM extracts, not the turns."""
+        embedder, held = (None, []) if self.infer else await self._hold(list(events))
+        try:
+            yield
+        finally:
+            if embedder is not None:
+                embedder.release(held)
+
+    async def _hold(self, events: list[MemoryEvent]
+                    ) -> tuple[CachedQueryEmbedder | None, list[str]]:
+        """The events' texts in one ``embed_batch`` of mem0's embedder (``embed_cache.hold``),
+        and the handle to release; (None, []) when that cannot be done (each ``add`` then
+        embeds, and reports a failure, on its own)."""
+        if not events:
+            return None, []
+        try:
+            texts = [m["content"] for m in self.requests.messages(events)
+                     if m["role"] != "system" and isinstance(m.get("content"), str)]
+            native = getattr(await self._native(), "embedding_model", None)
+            if isinstance(native, CachedQueryEmbedder):
+                return native, await asyncio.to_thread(native.hold, texts)
+        except Exception as exc:
+            logger.debug(f"mem0 batch embedding skipped: {type(exc).__name__}")
+        return None, []
 
     async def _record_batch(self, batch: list[MemoryEvent]) -> list[NativeWrite]:
         """One multi-message ``add`` for the events of ``batch`` mem0 does not hold yet

@@ -47,6 +47,9 @@ SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
         "native_memory_types": ("message",),
         "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
         "requires_llm": False,
+        # the turns are what it embeds, so a whole conversation can be embedded ahead
+        "capabilities": ("bulk_ingest", "readiness", "native_mutation", "provenance",
+                         "native_query", "ingest_lookahead"),
         "description": "mem0 with infer=False: messages stored verbatim, semantic search "
         "(ablation).",
     }
