@@ -20,9 +20,12 @@ grammar.
 cl100k tokens that are not the shown turns' own text (labels, headings, frame, speaker
 names, escaping), from the section and the texts the bench recorded; per provider the
 pooled share and the mean per-ask share with a 95 % interval (cluster bootstrap by
-question). ``--bare-pack P`` also packs provider P's own ranking as bare text (one turn
-per line, nothing else) into the same budget and compares turn recall with P's section,
-paired per ask, with the interval of the difference. The ranking is the bundled MiniLM's
+question), and that share split three ways: heading lines (``#``: days, groups), the
+frame (the section's two tags), and what item lines add to their texts (the speaker's
+``Name:``, a time, a bullet, the newline). ``--bare-pack P`` also packs provider P's
+own ranking as bare text (one turn per line, nothing else) into the same budget and
+compares turn recall with P's section, paired per ask, with the interval of the
+difference. The ranking is the bundled MiniLM's
 cosine over the turns P had stored at that ask (what simple_rag's mem0 search ranks by);
 the agreement with P's recorded ranking is printed, so a different ranking shows.
 """
@@ -162,6 +165,9 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
     from nanobot_memory_adapters.stats import mean_ci, paired_difference
 
     share: dict[str, list[float]] = defaultdict(list)
+    # the non-text share split: headings (``#`` lines), the frame (the two tags), and
+    # what each item line adds to its text (speaker, time, bullet, newline)
+    parts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     pooled: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     qids: dict[str, list[str]] = defaultdict(list)
     own_recall: list[float] = []
@@ -180,6 +186,13 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
                    for e in item[:1])
         provider = rec["provider"]
         share[provider].append(max(0.0, 1 - text / total) if total else 0.0)
+        if total:
+            lines = context.split("\n")
+            headings = sum(count_tokens(line + "\n") for line in lines if line.startswith("#"))
+            frame = count_tokens(lines[0] + "\n") + count_tokens(lines[-1]) if lines else 0
+            parts[provider]["headings"].append(headings / total)
+            parts[provider]["frame"].append(frame / total)
+            parts[provider]["per item"].append(max(0, total - text - headings - frame) / total)
         pooled[provider][0] += max(0, total - text)
         pooled[provider][1] += total
         qids[provider].append(rec["question_id"])
@@ -216,6 +229,13 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
         print(f"{provider:14} non-text share of the section: pooled {row['pooled_share']:.3f}, "
               f"per ask {est.value:.3f} [{est.low:.3f}, {est.high:.3f}] (n={est.n}, "
               f"{est.n_clusters} questions)")
+        split = {}
+        for part, values in parts[provider].items():
+            e = mean_ci(values, clusters=qids[provider])
+            split[part] = [round(e.value, 4), round(e.low, 4), round(e.high, 4)]
+        row["of_which"] = split
+        print("  of which, per ask: " + ", ".join(
+            f"{part} {v:.3f} [{lo:.3f}, {hi:.3f}]" for part, (v, lo, hi) in split.items()))
     if bare_pack and bare_recall:
         d = paired_difference(own_recall, bare_recall, clusters=bare_qids,
                               names=(bare_pack, "bare text"))

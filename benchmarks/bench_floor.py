@@ -21,10 +21,10 @@ alike; wall seconds each, and the ratios:
   sentence-transformers batch encode, one upsert, the unit's top_k per question, cl100k
   packing up to the budget;
 - ``unit1`` (with ``--single-embed``): the bench unit with each turn embedded on its
-  own, as before bulk ingest embedded a session's turns in one batch;
+  own, as before bulk ingest embedded a session's turns in one batch (and no lookahead);
 - ``unitpad`` (with ``--padded-batches``): the bench unit with the ONNX embedder batching
   up to 32 texts whatever their lengths (before 2026-11-27: a session's turns ran at the
-  longest turn's width);
+  longest turn's width; no lookahead, so one session per batch call, as then);
 - ``floor``: the embedding work alone: one batch encode of the turns, one encode per
   question, a dot product (model already loaded).
 
@@ -53,12 +53,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,20 @@ async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
     return time.perf_counter() - t
 
 
+@contextlib.contextmanager
+def lookahead_off() -> Iterator[None]:
+    """The harness with no provider offering ``ingest_lookahead``: each session's turns
+    are embedded in their own batch (a bench unit before 2026-11-29)."""
+    from nanobot_memory_adapters.harness import locomo_ingest
+
+    kept = locomo_ingest.SupportsIngestLookahead
+    locomo_ingest.SupportsIngestLookahead = type("NoLookahead", (), {})  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        locomo_ingest.SupportsIngestLookahead = kept  # type: ignore[misc]
+
+
 async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path) -> float:
     from collections.abc import Sequence
 
@@ -156,7 +172,8 @@ async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path)
     batched = Mem0Adapter.record_events
     Mem0Adapter.record_events = one_by_one  # type: ignore[method-assign]
     try:
-        return await run_bench_unit(data, conv, tmp)
+        with lookahead_off():  # no batch ahead either
+            return await run_bench_unit(data, conv, tmp)
     finally:
         Mem0Adapter.record_events = batched  # type: ignore[method-assign]
 
@@ -168,7 +185,8 @@ async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> fl
     # every batch up to BATCH_SIZE texts, however uneven and however long
     onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS = 0.0, 1 << 30
     try:
-        return await run_bench_unit(data, conv, tmp)
+        with lookahead_off():  # a session per batch call, as then
+            return await run_bench_unit(data, conv, tmp)
     finally:
         onnx_embedder.MIN_FILL, onnx_embedder.BATCH_TOKENS = kept
 

@@ -11,6 +11,9 @@ Per haystack, in an order that alternates:
   Runtime), through the harness's own ``run_unit`` (every turn ingested, the question
   asked at the last session, traces written), as a fresh process would run it (no query
   vectors, token counts or ONNX session kept from the haystack before);
+- ``unit0`` (with ``--without-lookahead``): the same unit with the harness's
+  ``ingest_lookahead`` off (each session's turns embedded in their own batch, the code
+  before 2026-11-29);
 - ``floor``: what no bench on that embedder can skip: the haystack's turns batch-encoded
   by the same embedder, and the question once (model already loaded).
 
@@ -24,12 +27,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_floor import as_a_new_process, run_bench_unit  # the same unit, the same reset
+from bench_floor import (  # the same unit, the same reset
+    as_a_new_process,
+    lookahead_off,
+    run_bench_unit,
+)
 
 from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
 from nanobot_memory_adapters.local_models import bundled_minilm_path
@@ -42,6 +50,8 @@ async def main() -> int:
     parser.add_argument("set", type=Path)
     parser.add_argument("--haystacks", type=int, default=20)
     parser.add_argument("--extrapolate", type=int, default=500, metavar="N")
+    parser.add_argument("--without-lookahead", action="store_true",
+                        help="also run the unit without ingest_lookahead (unit0)")
     args = parser.parse_args()
     if not args.set.is_file():
         print(f"error: no such set {args.set}; make one with benchmarks/longmemeval_gen.py",
@@ -50,22 +60,23 @@ async def main() -> int:
     haystacks = load_longmemeval(args.set)[: args.haystacks]
     model = load_onnx_embedder(bundled_minilm_path(extra="mem0", setting="bench"))
     model.encode(["warm up"])
-    cpu: dict[str, list[float]] = {"unit": [], "floor": []}
+    names = ["unit", "floor"] + (["unit0"] if args.without_lookahead else [])
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for i, conv in enumerate(haystacks):
-        order = ("unit", "floor") if i % 2 == 0 else ("floor", "unit")
-        for name in order:
+        for name in names[i % len(names):] + names[:i % len(names)]:
             started = time.process_time()
-            if name == "unit":
-                with tempfile.TemporaryDirectory() as tmp:
+            if name in ("unit", "unit0"):
+                ahead = contextlib.nullcontext() if name == "unit" else lookahead_off()
+                with tempfile.TemporaryDirectory() as tmp, ahead:
                     await run_bench_unit(args.set, conv, Path(tmp))
+                as_a_new_process()
             else:
                 model.encode([t.content for t in conv.turns])
                 for q in conv.questions:
                     model.encode([q.question])
             cpu[name].append(time.process_time() - started)
-        as_a_new_process()
-        print(f"{conv.sample_id}: {len(conv.turns)} turns; unit {cpu['unit'][-1]:.1f} s CPU, "
-              f"floor {cpu['floor'][-1]:.1f} s CPU", flush=True)
+        print(f"{conv.sample_id}: {len(conv.turns)} turns; " + ", ".join(
+            f"{name} {cpu[name][-1]:.1f} s CPU" for name in names), flush=True)
     if len(haystacks) < 2:
         print("one haystack: no interval")
         return 0
@@ -75,9 +86,11 @@ async def main() -> int:
         print(f"{name}: {est.value:.1f} s CPU per haystack [{est.low:.1f}, {est.high:.1f}] "
               f"(n={est.n}); x {args.extrapolate}: {est.value * hours:.2f} CPU-hours "
               f"[{est.low * hours:.2f}, {est.high * hours:.2f}]")
-    ratio = mean_ci([u / f for u, f in zip(cpu["unit"], cpu["floor"], strict=True)])
-    print(f"unit / floor, CPU: {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
-          f"(mean of {ratio.n} haystacks, 95 % bootstrap)")
+    for a, b in (("unit", "floor"), ("unit0", "floor"), ("unit", "unit0")):
+        if a in cpu and b in cpu:
+            ratio = mean_ci([x / y for x, y in zip(cpu[a], cpu[b], strict=True)])
+            print(f"{a} / {b}, CPU: {ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}] "
+                  f"(mean of {ratio.n} haystacks, 95 % bootstrap)")
     return 0
 
 

@@ -536,9 +536,12 @@ class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
     """Work done ahead for events the provider is about to be given: ``simple_rag`` embeds
     their texts in one batch of its own embedder (a whole conversation sorts and batches
     better than one session at a time). Inside the context the events arrive as usual
-    (``record_event``/``record_events``) and every result is what it would be without
-    it; nothing is stored or retrievable before they are recorded, and leaving the
-    context drops what was prepared. A hint only: it never fails an ingest."""
+    (``record_event``/``record_events``) and what they store and retrieve is what it
+    would be without it (up to a batch's float noise in a vector; contract item 12, and
+    the bench's metrics hashes); nothing is stored or retrievable before they are
+    recorded, and leaving the context drops what was prepared. The bench leaves it
+    without exception info, however the unit ends. A hint only: a failure to open or
+    leave it is logged, and the events are recorded as they would be."""
 
     def ingest_lookahead(
         self, events: Sequence[MemoryEvent]

@@ -99,20 +99,24 @@ class LocomoIngest:
         events = [turn_event(self.conv, t, persona.scope, persona.speaker)
                   for persona in self.personas for s in window for t in s.turns]
         started = time.perf_counter()
-        context = adapter.ingest_lookahead(events)
+        # the window counts as covered even when the lookahead fails: it is not retried
+        # for each of its sessions
+        self._lookahead_sessions = frozenset(s.number for s in window)
         try:
+            context = adapter.ingest_lookahead(events)
             await context.__aenter__()
         except Exception as exc:  # a hint: the sessions are recorded as they would be
             logger.warning("{}: ingest_lookahead failed ({}); recording without it",
                            self.p.name, error_text(exc))
         else:
             self._lookahead = context
-            self._lookahead_sessions = frozenset(s.number for s in window)
         spent = time.perf_counter() - started
         self.unit.ingest_s += spent
         self.unit.lookahead_s = (self.unit.lookahead_s or 0.0) + spent
 
     async def _end_lookahead(self) -> None:
+        """Leave the open window, if any (as the contract says: without exception info,
+        whether the unit ends well or not; a failure to leave is logged, never raised)."""
         context, self._lookahead = self._lookahead, None
         self._lookahead_sessions = frozenset()
         if context is not None:

@@ -144,9 +144,9 @@ class UnitRunner(LocomoIngest):
             if resume is not None and session.number <= resume.session:
                 continue
             self._reseed(session.number)
+            await self._look_ahead(sessions[index:])  # stores nothing: not yet "started"
             if self._saved is not None:  # from here on the store may hold this session
                 self._save(self._saved.session, self._saved.elapsed_s, next_started=True)
-            await self._look_ahead(sessions[index:])
             for copy, persona in enumerate(self.personas):
                 await self._record_session(session.turns, persona, copy)
             if session.number in self.points:

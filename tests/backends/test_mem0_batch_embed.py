@@ -248,3 +248,50 @@ def test_mem0_with_extraction_does_not_offer_the_lookahead(data_dir):
     adapter = Mem0Adapter(data_dir, Mem0Config(
         llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")))
     assert "ingest_lookahead" not in capabilities_of(adapter)
+
+
+async def test_a_cancelled_hold_releases_what_its_thread_held():
+    """The batch runs in a worker thread that a cancelled caller cannot stop: what it holds
+    once it finishes is released, not left held for the adapter's life."""
+    import asyncio
+    import threading
+
+    from nanobot_memory_adapters.backends.mem0.adapter import _held_or_released
+
+    started, go = threading.Event(), threading.Event()
+
+    class Slow:
+        def embed(self, text, memory_action=None):
+            return [0.0]
+
+        def embed_batch(self, texts, memory_action="add"):
+            started.set()
+            go.wait(5)
+            return [[1.0] for _ in texts]
+
+    proxy = CachedQueryEmbedder(Slow(), f"slow-{uuid.uuid4().hex}")
+    finished = threading.Event()
+    hold = proxy.hold
+
+    def hold_then_say(texts):  # type: ignore[no-untyped-def]
+        try:
+            return hold(texts)
+        finally:
+            finished.set()
+
+    proxy.hold = hold_then_say  # type: ignore[method-assign]
+    task = asyncio.ensure_future(_held_or_released(proxy, ["a", "b"]))
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    go.set()
+    assert await asyncio.to_thread(finished.wait, 5)  # the thread held "a" and "b"
+    for _ in range(200):  # and the loop then runs the release
+        if proxy._batch == {} and not proxy._holders:
+            break
+        await asyncio.sleep(0.01)
+    assert proxy._batch == {} and not proxy._holders
+    assert await _held_or_released(proxy, ["c"]) == ["c"]  # uncancelled: held
+    assert "c" in proxy._batch

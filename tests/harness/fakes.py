@@ -3,7 +3,10 @@ timeline must catch, or exercises a capability path (bulk ingest, readiness)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -178,6 +181,42 @@ class ExitingAdapter(_Store):
         sys.exit(3)
 
 
+class LookaheadAdapter(_Store):
+    """Declares ``ingest_lookahead`` and logs what the harness does with it: each window's
+    announced event ids when it opens, each record, each close. ``FAIL`` makes the call,
+    the opening or the closing raise."""
+
+    NAME = "lookahead"
+    LOG: ClassVar[list[tuple[str, ...]]] = []
+    FAIL: ClassVar[str | None] = None  # "call" | "enter" | "exit"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": ("ingest_lookahead",)})
+
+    def ingest_lookahead(self, events: Sequence[MemoryEvent]
+                         ) -> AbstractAsyncContextManager[None]:
+        if self.FAIL == "call":
+            raise RuntimeError("lookahead refused")
+        return self._window([e.event_id for e in events])
+
+    @contextlib.asynccontextmanager
+    async def _window(self, ids: list[str]) -> AsyncIterator[None]:
+        if self.FAIL == "enter":
+            raise RuntimeError("lookahead failed to open")
+        self.LOG.append(("open", *ids))
+        try:
+            yield
+        finally:
+            self.LOG.append(("close",))
+            if self.FAIL == "exit":
+                raise RuntimeError("lookahead failed to close")
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        self.LOG.append(("record", event.event_id))
+        return await super()._record(event)
+
+
 FAKES = {
     "exits": ExitingAdapter,
     "with_feedback": FeedbackAdapter,
@@ -187,4 +226,5 @@ FAKES = {
     "needs_llm": NeedsLLMAdapter,
     "bulk_ready": BulkReadyAdapter,
     "never_ready": PendingAdapter,
+    "lookahead": LookaheadAdapter,
 }

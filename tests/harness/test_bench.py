@@ -549,3 +549,80 @@ def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):
                                        "full_history", "--out", str(tmp_path / "bad"), *args])
         assert bad.exit_code == 2 and said in bad.stderr, bad.output
         assert bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.output
+
+
+def _windows(log: list[tuple[str, ...]]) -> list[tuple[list[str], list[str]]]:
+    """(announced ids, recorded ids) per window, in order; fails on a record outside a
+    window or a window left open."""
+    out: list[tuple[list[str], list[str]]] = []
+    open_ = False
+    for entry in log:
+        if entry[0] == "open":
+            assert not open_, "a window opened inside another"
+            out.append((list(entry[1:]), []))
+            open_ = True
+        elif entry[0] == "close":
+            assert open_
+            open_ = False
+        else:
+            assert open_, f"{entry[1]} recorded outside a window"
+            out[-1][1].append(entry[1])
+    assert not open_, "a window was left open"
+    return out
+
+
+@pytest.mark.parametrize("speakers", ["single", "dual"])
+async def test_lookahead_windows_cover_whole_sessions_before_they_are_recorded(
+    locomo_file, tmp_path, fake_providers, monkeypatch, speakers
+):
+    """Windows of whole sessions up to LOOKAHEAD_TURNS (one session at least), each opened
+    before its first session is recorded and closed before the next opens: every turn is
+    announced (for every persona) by the window it is recorded in, and nothing else is."""
+    from nanobot_memory_adapters.harness import locomo_ingest
+    from tests.harness.fakes import LookaheadAdapter
+
+    conversations = load_locomo(locomo_file)
+    longest = max(len(s.turns) for c in conversations for s in c.sessions)
+    monkeypatch.setattr(locomo_ingest, "LOOKAHEAD_TURNS", longest + 1)
+    monkeypatch.setattr(LookaheadAdapter, "LOG", [])
+    outcome = await run_bench(config(locomo_file, tmp_path / "out", ["lookahead"],
+                                     speakers=speakers))
+    assert sum(outcome.results["providers"]["lookahead"]["failures"].values()) == 0
+    windows = _windows(LookaheadAdapter.LOG)
+    sessions = sum(len(c.sessions) for c in conversations)
+    assert len(conversations) <= len(windows) < sessions  # some windows hold two sessions
+    for announced, recorded in windows:
+        assert sorted(announced) == sorted(recorded)
+    recorded = [e for _, r in windows for e in r]
+    assert len(recorded) == len(set(recorded)) == outcome.results["providers"][
+        "lookahead"]["events_recorded"]
+
+
+@pytest.mark.parametrize("fail", ["call", "enter", "exit"])
+async def test_a_failing_lookahead_is_only_logged_and_changes_no_result(
+    locomo_file, tmp_path, fake_providers, monkeypatch, fail
+):
+    """A lookahead that cannot be called, opened or closed fails no unit: every session is
+    recorded as without it, with the same metrics, and a window that failed to open is not
+    retried for each of its sessions."""
+    from nanobot_memory_adapters.harness import locomo_ingest
+    from tests.harness.fakes import LookaheadAdapter
+
+    monkeypatch.setattr(LookaheadAdapter, "LOG", [])
+    plain = await run_bench(config(locomo_file, tmp_path / "plain", ["lookahead"]))
+    monkeypatch.setattr(LookaheadAdapter, "FAIL", fail)
+    opened: list[int] = []
+    real = LookaheadAdapter.ingest_lookahead
+
+    def counted(self, events):  # type: ignore[no-untyped-def]
+        opened.append(len(events))
+        return real(self, events)
+
+    monkeypatch.setattr(LookaheadAdapter, "ingest_lookahead", counted)
+    failing = await run_bench(config(locomo_file, tmp_path / "failing", ["lookahead"]))
+    rows = failing.results["providers"]["lookahead"]
+    assert sum(rows["failures"].values()) == 0
+    assert rows["events_recorded"] == plain.results["providers"]["lookahead"]["events_recorded"]
+    assert failing.results["metrics_sha256"] == plain.results["metrics_sha256"]
+    assert len(opened) == len(load_locomo(locomo_file))  # one window per conversation
+    assert locomo_ingest.LOOKAHEAD_TURNS == 1024

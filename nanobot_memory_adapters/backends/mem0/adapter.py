@@ -627,7 +627,7 @@ class Mem0Adapter(BaseAdapter):
                      if m["role"] != "system" and isinstance(m.get("content"), str)]
             native = getattr(await self._native(), "embedding_model", None)
             if isinstance(native, CachedQueryEmbedder):
-                return native, await asyncio.to_thread(native.hold, texts)
+                return native, await _held_or_released(native, texts)
         except Exception as exc:
             logger.debug(f"mem0 batch embedding skipped: {type(exc).__name__}")
         return None, []
@@ -662,6 +662,21 @@ class Mem0Adapter(BaseAdapter):
                                    list(warnings)))
             cursor += n
         return out
+
+async def _held_or_released(embedder: CachedQueryEmbedder, texts: list[str]) -> list[str]:
+    """``embedder.hold(texts)`` in a worker thread; if the caller is cancelled meanwhile,
+    the thread still finishes, and what it held is released then (never left held)."""
+    job = asyncio.ensure_future(asyncio.to_thread(embedder.hold, texts))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        def release(done: asyncio.Future[list[str]]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                embedder.release(done.result())
+
+        job.add_done_callback(release)
+        raise
+
 
 class SimpleRagAdapter(Mem0Adapter):
     """The ``simple_rag`` control condition: mem0 with ``infer=False``, always."""
