@@ -22,11 +22,11 @@ names, escaping), from the section and the texts the bench recorded; per provide
 pooled share and the mean per-ask share with a 95 % interval (cluster bootstrap by
 question), and that share split three ways: heading lines (``#``: days, groups), the
 frame (the section's two tags), and what item lines add to their texts (the speaker's
-``Name:``, a time, a bullet, the newline). ``--bare-pack P`` also packs provider P's
-own ranking as bare text (one turn per line, nothing else) into the same budget and
-compares turn recall with P's section, paired per ask, with the interval of the
-difference. The ranking is the bundled MiniLM's
-cosine over the turns P had stored at that ask (what simple_rag's mem0 search ranks by);
+``Name:``, a time, a bullet, the newline), with the heading and item lines per section.
+``--bare-pack P`` also packs provider P's own ranking as bare text (one turn per line,
+nothing else) into the same budget and compares turn recall with P's section, paired per
+ask, with the interval of the difference. The ranking is the bundled MiniLM's cosine
+over the turns P had stored at that ask (what simple_rag's mem0 search ranks by);
 the agreement with P's recorded ranking is printed, so a different ranking shows.
 """
 
@@ -161,6 +161,7 @@ def _asks_and_turns(out: Path, budget: int):  # type: ignore[no-untyped-def]
 
 
 def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, object]:
+    from nanobot_memory_adapters.formatting import opens_item
     from nanobot_memory_adapters.harness.metrics import normalize_text, turn_hits
     from nanobot_memory_adapters.stats import mean_ci, paired_difference
 
@@ -168,6 +169,7 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
     # the non-text share split: headings (``#`` lines), the frame (the two tags), and
     # what each item line adds to its text (speaker, time, bullet, newline)
     parts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    counts: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     pooled: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     qids: dict[str, list[str]] = defaultdict(list)
     own_recall: list[float] = []
@@ -193,6 +195,9 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
             parts[provider]["headings"].append(headings / total)
             parts[provider]["frame"].append(frame / total)
             parts[provider]["per item"].append(max(0, total - text - headings - frame) / total)
+            inner = lines[1:-1]
+            counts[provider]["headings"].append(float(sum(1 for x in inner if x.startswith("#"))))
+            counts[provider]["items"].append(float(sum(1 for x in inner if opens_item(x))))
         pooled[provider][0] += max(0, total - text)
         pooled[provider][1] += total
         qids[provider].append(rec["question_id"])
@@ -236,6 +241,13 @@ def format_blind(out: Path, budget: int, bare_pack: str | None) -> dict[str, obj
         row["of_which"] = split
         print("  of which, per ask: " + ", ".join(
             f"{part} {v:.3f} [{lo:.3f}, {hi:.3f}]" for part, (v, lo, hi) in split.items()))
+        lines_per_ask = {}
+        for what, values in counts[provider].items():
+            e = mean_ci(values, clusters=qids[provider])
+            lines_per_ask[what] = [round(e.value, 2), round(e.low, 2), round(e.high, 2)]
+        row["lines_per_ask"] = lines_per_ask
+        print("  per section: " + ", ".join(
+            f"{what} {v:.1f} [{lo:.1f}, {hi:.1f}]" for what, (v, lo, hi) in lines_per_ask.items()))
     if bare_pack and bare_recall:
         d = paired_difference(own_recall, bare_recall, clusters=bare_qids,
                               names=(bare_pack, "bare text"))

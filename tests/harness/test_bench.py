@@ -605,7 +605,6 @@ async def test_a_failing_lookahead_is_only_logged_and_changes_no_result(
     """A lookahead that cannot be called, opened or closed fails no unit: every session is
     recorded as without it, with the same metrics, and a window that failed to open is not
     retried for each of its sessions."""
-    from nanobot_memory_adapters.harness import locomo_ingest
     from tests.harness.fakes import LookaheadAdapter
 
     monkeypatch.setattr(LookaheadAdapter, "LOG", [])
@@ -625,4 +624,3 @@ async def test_a_failing_lookahead_is_only_logged_and_changes_no_result(
     assert rows["events_recorded"] == plain.results["providers"]["lookahead"]["events_recorded"]
     assert failing.results["metrics_sha256"] == plain.results["metrics_sha256"]
     assert len(opened) == len(load_locomo(locomo_file))  # one window per conversation
-    assert locomo_ingest.LOOKAHEAD_TURNS == 1024

@@ -663,6 +663,7 @@ class Mem0Adapter(BaseAdapter):
             cursor += n
         return out
 
+
 async def _held_or_released(embedder: CachedQueryEmbedder, texts: list[str]) -> list[str]:
     """``embedder.hold(texts)`` in a worker thread; if the caller is cancelled meanwhile,
     the thread still finishes, and what it held is released then (never left held)."""

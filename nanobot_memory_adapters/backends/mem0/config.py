@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nanobot_memory_adapters.contract import ProviderInfo
+from nanobot_memory_adapters.contract import Capability, ProviderInfo
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 from nanobot_memory_adapters.onnx_embedder import EmbeddingRuntime, default_runtime
 
@@ -22,6 +22,9 @@ VERBATIM_ITEM_TOKENS = 25
 ITEM_FIELDS = ("native_id", "score", "created_at", "updated_at", "source_event_ids")
 IDENTITY_KEYS = frozenset({"user_id", "agent_id", "run_id", "actor_id"})
 
+_MEM0_CAPABILITIES: tuple[Capability, ...] = (
+    "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query")
+
 MEM0_INFO = ProviderInfo(
     name="mem0",
     condition_kind="architecture",
@@ -34,7 +37,7 @@ MEM0_INFO = ProviderInfo(
     native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
     requires_llm=True,
     replay_checked_writes=True,  # event ids per scope, listed once (stored_events.py)
-    capabilities=("bulk_ingest", "readiness", "native_mutation", "provenance", "native_query"),
+    capabilities=_MEM0_CAPABILITIES,
     description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
 )
 
@@ -48,8 +51,7 @@ SIMPLE_RAG_INFO = MEM0_INFO.model_copy(
         "native_ingest_modes": ("add(infer=False)", "add(multi-message, infer=False)"),
         "requires_llm": False,
         # the turns are what it embeds, so a whole conversation can be embedded ahead
-        "capabilities": ("bulk_ingest", "readiness", "native_mutation", "provenance",
-                         "native_query", "ingest_lookahead"),
+        "capabilities": (*_MEM0_CAPABILITIES, "ingest_lookahead"),
         "description": "mem0 with infer=False: messages stored verbatim, semantic search "
         "(ablation).",
     }

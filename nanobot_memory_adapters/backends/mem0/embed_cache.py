@@ -8,7 +8,9 @@ time (a copy is handed out), so search results are identical with and without it
 
 Bulk ingest (``infer=False``) embeds its turns in one batch: ``hold`` asks mem0's own
 embedder for ``embed_batch(texts, "add")`` once, and mem0's per-message
-``embed(text, "add")`` inside that bulk call is served from it. A batched vector is
+``embed(text, "add")`` inside that bulk call is served from it; the adapter's
+``ingest_lookahead`` holds a whole conversation's turns the same way, so the bulk calls
+inside it find their texts held and embed nothing. A batched vector is
 not always bit-identical to a single one (padding and kernel order: up to ~3e-7 per
 component measured on LoCoMo conv-26, MiniLM); the vectors, the stored points and the
 search results are otherwise the same, and the demo's metrics hash does not change.
