@@ -11,12 +11,13 @@ finished by then; only work whose awaiting task was cancelled can still run.
 
 An abandoned thread must not be inside torch when the interpreter finalizes: Python 3.11
 ends a daemon thread that wants the GIL back with ``pthread_exit``, and unwinding through
-torch's C++ frames aborts the process ("terminate called without an active exception",
-exit -6), e.g. a ``/memory-health`` process leaving while it loads the embedder for an
-earlier turn. So at exit each abandoned thread is asked to stop at its next Python step
-(an asynchronous ``ProcessExiting``, which no ``except Exception`` catches), and one inside
-those packages gets up to ``NATIVE_WAIT_S`` to get out; a thread waiting on a socket (a
-model answering) is left where it is: no C++ frame is on its stack.
+torch's C++ frames (or ONNX Runtime's) aborts the process ("terminate called without an
+active exception", exit -6), e.g. a ``/memory-health`` process leaving while it loads the
+embedder for an earlier turn. So at exit each abandoned thread is asked to stop at its
+next Python step (an asynchronous ``ProcessExiting``, which no ``except Exception``
+catches), and one inside those packages (``NATIVE_PACKAGES``) gets up to ``NATIVE_WAIT_S``
+to get out; a thread waiting on a socket (a model answering) is left where it is: no C++
+frame is on its stack.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 GRACE_S = 1.0
 NATIVE_WAIT_S = 30.0
-# Packages whose C++ code releases the GIL and takes it back (torch, and the libraries that
-# run their models through it).
-NATIVE_PACKAGES = frozenset({"torch", "sentence_transformers", "transformers"})
+# Packages whose C++ (or Rust) code releases the GIL and takes it back: torch and the
+# libraries that run their models through it, ONNX Runtime (the bundled MiniLM's default
+# runtime) and tokenizers (its tokenizer).
+NATIVE_PACKAGES = frozenset({"torch", "sentence_transformers", "transformers", "onnxruntime",
+                             "tokenizers"})
 _abandoned: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
 
