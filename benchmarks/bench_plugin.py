@@ -17,7 +17,9 @@ both alike; turns of all rounds are pooled:
 - ``plugin``: nanobot with the plugin on mem0 — ``mem0`` is mem0 with extraction
   (``add(infer=True)``; its LLM is a second double), ``simple_rag`` is mem0 with
   ``infer=False``. Both use local Qdrant and the bundled MiniLM embedder. Mode
-  ``full_history`` is the full-history condition instead (no embedder, no mem0); mode
+  ``full_history`` is the full-history condition instead (no embedder, no mem0), its
+  recall prepared after each turn's writes land and served while the store is unchanged
+  (``full_history_unprepared``: the same with ``prepare_recall: false``); mode
   ``graphiti`` is Graphiti on embedded Kuzu (its extraction LLM the second double, its
   embedder the bundled MiniLM).
 
@@ -132,11 +134,12 @@ async def run_once(
         elif runtime is not None:
             block["embedding_runtime"] = runtime
         memory: dict[str, Any] = (
-            {"condition": "full_history"} if mode == "full_history"
+            {"condition": "full_history"} if mode.startswith("full_history")
             else {"backend": "graphiti", "graphiti": block} if mode == "graphiti"
             else {"backend": "mem0", "mem0": block})
         (root / "memory.json").write_text(json.dumps(
-            {"memory": {**memory, "budget": {"max_tokens": 800}}}))
+            {"memory": {**memory, "budget": {"max_tokens": 800}},
+             "nanobot": {"prepare_recall": mode != "full_history_unprepared"}}))
         original = ToolLoader._discover_plugins
         if not plugin:
             ToolLoader._discover_plugins = lambda self: {}  # type: ignore[method-assign]
@@ -178,6 +181,7 @@ async def run_once(
                 outbox={"pending": pending, "delivered": stats.delivered,
                         "failed": stats.failed},
                 backend=memory_plugin.adapter.backend_name if memory_plugin.adapter else None,
+                prepared_served=memory_plugin.prepared.served,
             )
         await loop.aclose()
         if memory_plugin is not None:
@@ -334,6 +338,8 @@ async def main() -> None:
                 "cold_start_ms": {"plugin": [r["cold_start_ms"] for r in runs["plugin"]],
                                   "baseline": [r["cold_start_ms"] for r in runs["baseline"]]},
                 "outbox": [r["outbox"] for r in runs["plugin"]],
+                "prepared_served": sum(r.get("prepared_served", 0) for r in runs["plugin"]),
+                "plugin_reply_list": pooled("plugin", "reply_list"),
             }
             print(f"\n== {mode} (backend label: {last.get('backend')}), {args.turns} turns x "
                   f"{args.rounds} rounds, {args.users} users, gap {args.gap_ms:.0f} ms")
@@ -353,6 +359,17 @@ async def main() -> None:
             print(f"cold start (first turn)      : plugin {[round(c) for c in cold['plugin']]} ms, "
                   f"baseline {[round(c) for c in cold['baseline']]} ms")
             print(f"outbox after flush           : {report['modes'][mode]['outbox']}")
+            print(f"served a prepared recall     : {report['modes'][mode]['prepared_served']} "
+                  f"of {p['n']} timed turns (+ {args.rounds} cold)")
+    modes = report["modes"]
+    if {"full_history", "full_history_unprepared"} <= modes.keys():
+        from nanobot_memory_adapters.stats import median_difference
+
+        gap = median_difference(modes["full_history"]["plugin_reply_list"],
+                                modes["full_history_unprepared"]["plugin_reply_list"])
+        report["prepared_minus_unprepared_p50_ms"] = [gap.value, gap.low, gap.high]
+        print(f"\nfull_history reply p50, prepared - unprepared: {gap.value:+.1f} ms "
+              f"[{gap.low:.1f}, {gap.high:.1f}] (bootstrap, n={gap.n})")
     report["loadavg_end"] = os.getloadavg()
     print(f"\nload average start {report['loadavg_start']}, end {report['loadavg_end']}")
     if args.json:

@@ -178,7 +178,7 @@ def conformance(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the contract suite (docs/design.md: items 1-12) against a provider; non-zero on failure.
+    """Run the contract suite (docs/design.md: items 1-13) against a provider; non-zero on failure.
 
     Without --data-dir, embedded stores live in a temporary directory that is removed
     afterwards, so a conformance run never touches your real memory.

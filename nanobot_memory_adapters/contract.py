@@ -51,6 +51,7 @@ __all__ = [
     "SupportsProvenance",
     "SupportsReadiness",
     "SupportsSessionEnd",
+    "SupportsStoreVersion",
     "TagMapping",
     "Trace",
     "WriteReceipt",
@@ -75,11 +76,11 @@ MemoryForm = Literal["verbatim", "derived", "mixed", "none"]
 # ``ProviderInfo.capabilities``; what it offers may depend on its config.
 Capability = Literal[
     "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
-    "session_end", "ingest_lookahead",
+    "session_end", "ingest_lookahead", "store_version",
 ]
 CAPABILITIES: tuple[Capability, ...] = (
     "feedback", "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
-    "session_end", "ingest_lookahead",
+    "session_end", "ingest_lookahead", "store_version",
 )
 
 # -- write statuses: one place ---------------------------------------------------------
@@ -356,6 +357,11 @@ class ProviderInfo(BaseModel):
     native_memory_types: tuple[str, ...] = ()
     native_ingest_modes: tuple[str, ...] = ()
     requires_llm: bool = False
+    query_independent: bool = Field(
+        default=False,
+        description="retrieve's result does not depend on the request's query (full_history, "
+        "static_profile, no_memory): a recall can be prepared before the message is known.",
+    )
     host_native: bool = Field(
         default=False,
         description="The provider is the host's own memory (rolling_summary: nanobot's "
@@ -548,6 +554,17 @@ class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
     ) -> AbstractAsyncContextManager[None]: ...
 
 
+@runtime_checkable
+class SupportsStoreVersion(Protocol, metaclass=_DeclaredCapability):
+    """A cheap token (no scan of the store) that changes whenever what ``retrieve`` can
+    return for the scope may have changed, by this process or any other sharing the
+    store, and stays equal otherwise. With ``ProviderInfo.query_independent`` it lets the
+    nanobot plugin prepare a turn's recall after the previous turn's writes land and serve
+    it while the token holds (off the reply path; contract item 13)."""
+
+    async def store_version(self, scope: MemoryScope) -> str: ...
+
+
 _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "feedback": SupportsFeedback,
     "bulk_ingest": SupportsBulkIngest,
@@ -557,6 +574,7 @@ _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "native_query": SupportsNativeQuery,
     "session_end": SupportsSessionEnd,
     "ingest_lookahead": SupportsIngestLookahead,
+    "store_version": SupportsStoreVersion,
 }
 # (kept outside the Protocols: a class attribute there would become a protocol member)
 _CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {

@@ -232,3 +232,53 @@ async def test_item_12_catches_a_lookahead_that_stores_ahead_or_changes_results(
 
 async def _full_history(tmp_path):  # type: ignore[no-untyped-def]
     return FullHistory(tmp_path / "plain.sqlite3")
+
+
+class IgnoresOwnWrites(FullHistory):
+    """A version from SQLite's data_version alone: blind to this connection's commits."""
+
+    async def store_version(self, scope):  # type: ignore[no-untyped-def]
+        return str(self._run("PRAGMA data_version")[0][0])
+
+
+class BlindToOtherWriters(FullHistory):
+    """A version that counts only this adapter's writes: another process's go unseen."""
+
+    async def store_version(self, scope):  # type: ignore[no-untyped-def]
+        return str(self._writes.get(scope.key, 0))
+
+
+class FollowsTheQuery(FullHistory):
+    """Declares query_independent but shows only items that share a word with the query."""
+
+    async def _retrieve(self, request):  # type: ignore[no-untyped-def]
+        native = await super()._retrieve(request)
+        words = set(request.query.lower().split())
+        native.items = [i for i in native.items if words & set(i.text.lower().split())]
+        return native
+
+
+@pytest.mark.parametrize(("cls", "says"), [
+    (IgnoresOwnWrites, "two writes to the scope left the version unchanged"),
+    (BlindToOtherWriters, "another adapter's write changed this one's section"),
+    (FollowsTheQuery, "gave two queries different sections"),
+])
+async def test_item_13_catches_a_stale_version_or_a_query_dependent_section(
+    tmp_path, cls, says
+):
+    async def make():
+        return cls(tmp_path / "h.sqlite3")  # every adapter on the one file: two writers
+
+    result = await run_item(13, SuiteTarget(make=make))
+    assert result.status == "failed" and says in result.detail, result.detail
+    plain = await run_item(13, SuiteTarget(make=lambda: _full_history(tmp_path)))
+    assert plain.status == "passed", plain.detail
+    assert "another writer seen" in plain.detail
+
+
+async def test_item_13_does_not_apply_without_either_declaration():
+    async def make():
+        return ReferenceAdapter()
+
+    result = await run_item(13, SuiteTarget(make=make))
+    assert result.status == "not_applicable", result.detail

@@ -40,7 +40,8 @@ INFO = ProviderInfo(
     memory_form="verbatim",
     item_fields=("native_id", "event_at", "source_event_ids"),
     native_ingest_modes=("transcript",),
-    capabilities=(),
+    query_independent=True,
+    capabilities=("store_version",),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
 
@@ -141,6 +142,8 @@ class FullHistory(BaseAdapter):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._opened = 0  # connections opened so far (a reopened one restarts its counters)
+        self._writes: dict[str, int] = {}  # per scope: writes through this connection
 
     @classmethod
     def from_config(cls, config: FullHistoryConfig, env: ProviderEnv) -> FullHistory:
@@ -153,6 +156,7 @@ class FullHistory(BaseAdapter):
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _open_shared(self.path)
+            self._opened += 1
         return self._db
 
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -171,6 +175,23 @@ class FullHistory(BaseAdapter):
                 db.rollback()
                 raise
             return rows
+
+    def _wrote(self, key: str) -> None:
+        with self._lock:
+            self._writes[key] = self._writes.get(key, 0) + 1
+
+    def _version(self, key: str) -> str:
+        with self._lock:
+            db = self._conn()
+            # another connection's commit (any scope) changes data_version; this one's own
+            # commits do not, so they are counted per scope
+            (changed_elsewhere,) = db.execute("PRAGMA data_version").fetchone()
+            return f"{self._opened}.{changed_elsewhere}.{self._writes.get(key, 0)}"
+
+    async def store_version(self, scope: MemoryScope) -> str:
+        """Changes when this process writes to the scope or another process commits
+        anything to the file (conservative: a write to another scope counts too)."""
+        return await asyncio.to_thread(self._version, scope.key)
 
     async def _setup(self, scope: MemoryScope) -> None:
         await asyncio.to_thread(self._conn)
@@ -192,7 +213,10 @@ class FullHistory(BaseAdapter):
         if (speaker := _speaker(event)) is not None:
             statements.append(("INSERT OR IGNORE INTO speakers VALUES (?,?,?)",
                                (key, event.event_id, speaker)))
-        await asyncio.to_thread(self._run_all, statements)
+        try:
+            await asyncio.to_thread(self._run_all, statements)
+        finally:  # a failed commit may still have changed the file: count it
+            self._wrote(key)
         return NativeWrite(
             status="committed", native_ids=[event.event_id], native_operation="sqlite.insert"
         )
@@ -249,6 +273,7 @@ class FullHistory(BaseAdapter):
         await asyncio.to_thread(self._run_all, [
             ("DELETE FROM events WHERE scope = ?", (scope.key,)),
             ("DELETE FROM speakers WHERE scope = ?", (scope.key,))])
+        self._wrote(scope.key)
         return "all transcripts of the scope deleted"
 
     async def _health(self) -> NativeHealth:

@@ -32,6 +32,7 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=False,
     memory_form="none",
+    query_independent=True,
     capabilities=(),
     description="Retrieve returns an empty context; nothing is stored (anonymized).",
 )
@@ -42,6 +43,7 @@ NAMED_INFO = ProviderInfo(
     stores_events=False,
     memory_form="none",
     item_fields=("native_id",),
+    query_independent=True,
     capabilities=(),
     description="Retrieve shows the user's name and nothing else; nothing is stored.",
 )

@@ -51,6 +51,7 @@ INFO = ProviderInfo(
     host_native=True,
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
+    query_independent=True,
     capabilities=("readiness",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
 )

@@ -24,6 +24,7 @@ INFO = ProviderInfo(
     stores_events=False,
     memory_form="none",
     item_fields=("native_id",),
+    query_independent=True,
     capabilities=(),
     description="A fixed profile text (per persona or shared); no writes.",
 )

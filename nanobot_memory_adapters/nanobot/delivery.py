@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +74,8 @@ class Delivery:
         self._exit_deadline: float | None = None
         self._exit_timeouts: set[asyncio.Timeout] = set()
         self._left_said = False
+        # told the session of each write that landed (the recall prepares its next section)
+        self.on_settled: Callable[[str], None] | None = None
 
     async def on_turn_persisted(self, event: Any) -> None:
         """Bus subscriber: queue the whole turn. Never raises; waits for the outbox at most
@@ -427,6 +429,8 @@ class Delivery:
 
     async def _settle(self, row: OutboxRow) -> None:
         self._unsettle(row.session_key)
+        if self.on_settled is not None and self._exit_deadline is None:  # not when leaving
+            self.on_settled(row.session_key)
         async with self._condition():
             self._condition().notify_all()
 

@@ -22,6 +22,7 @@ from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.people import attribute
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
+from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.state import (
     CACHE_SESSIONS,
     LOG,
@@ -50,6 +51,8 @@ class Recall:
         self._delivery = delivery  # read-your-writes: this session's turns land first
         self.last_recall: RecallNote | None = None  # /memory-health's "last recall"
         self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
+        # the next turn's section, retrieved once this turn's writes land (full_history)
+        self.prepared = PreparedRecalls(state)
 
     def text_for_prompt(self) -> str | None:
         """Sync, no I/O: the cached context for the current turn, or None for MEMORY.md.
@@ -165,6 +168,19 @@ class Recall:
             await self._delivery.wait_for_own_writes(
                 session_key, self.state.settings.plugin.read_your_writes_s)
             started = time.perf_counter()
+            self.prepared.remember(session_key, request)
+            if (prepared := await self.prepared.take(session_key, request)) is not None:
+                latency_ms = (time.perf_counter() - started) * 1000
+                self.state.retrieve_stats.add(latency_ms)
+                entry = CacheEntry(prepared.text, scope.key, self.state.provider, time.time(),
+                                   query)
+                self._note_recall(session_key, RecallNote(
+                    self.state.provider, "recalled", items=prepared.items,
+                    tokens=count_tokens_by_line(prepared.text) if prepared.text else 0,
+                    latency_ms=latency_ms, detail="prepared"))
+                entry.in_system = who.shared
+                self._remember(session_key, entry)
+                return entry
             try:
                 result = await asyncio.wait_for(
                     self.state.adapter.retrieve(request),

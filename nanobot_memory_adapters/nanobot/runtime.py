@@ -35,6 +35,7 @@ from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
+from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.recall import Recall
 from nanobot_memory_adapters.nanobot.reports import Reports
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
@@ -97,6 +98,7 @@ class MemoryPlugin:
                                   ensure_scope=self._ensure_scope)
         self._recall = Recall(self.state, ensure_adapter=self._ensure_adapter,
                               ensure_scope=self._ensure_scope, delivery=self._delivery)
+        self._delivery.on_settled = self._recall.prepared.soon
         self._backfill = Backfill(self.state, switch=self.switch_provider,
                                   delivery=self._delivery)
         self._reports = Reports(self.state, ensure_adapter=self._ensure_adapter,
@@ -148,6 +150,11 @@ class MemoryPlugin:
     @property
     def cache(self) -> OrderedDict[str, CacheEntry]:
         return self.state.cache
+
+    @property
+    def prepared(self) -> PreparedRecalls:
+        """Recall prepared after a turn's writes land (query-independent providers)."""
+        return self._recall.prepared
 
     @property
     def unqueued(self) -> UnqueuedTurns:
@@ -366,6 +373,7 @@ class MemoryPlugin:
             self.state.opened_outbox = None
 
     async def _close_adapter(self) -> None:
+        await self._recall.prepared.aclose()  # nothing prepares from a closing provider
         adapter, self.state.adapter = self.state.adapter, None
         if adapter is not None and self._owns_adapter:
             try:

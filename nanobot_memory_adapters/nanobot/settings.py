@@ -73,6 +73,12 @@ class PluginSettings(BaseModel):
         "session's previous turns to reach the backend (0: never; the reply path then "
         "never waits on a write)."
     )
+    prepare_recall: bool = Field(
+        default=True, description="Once a turn's writes land, retrieve the session's next "
+        "section in the background and serve it to the next turn while the store is "
+        "unchanged; only for providers whose recall ignores the message and that report "
+        "a store version (full_history)."
+    )
     write_timeout_s: float = Field(
         default=600.0, gt=0, description="Per record_event call (in the background; an "
         "extracting backend on a small local model needs minutes for a cold prompt)."

@@ -47,7 +47,7 @@ class RecallNote:
         if self.outcome == "recalled":
             return (f"memory: {self.provider} — {self.items} item"
                     f"{'' if self.items == 1 else 's'}, {self.tokens} tokens, "
-                    f"{self.latency_ms:.0f} ms")
+                    f"{self.latency_ms:.0f} ms{f' ({self.detail})' if self.detail else ''}")
         extra = f" ({self.detail})" if self.detail else ""
         return f"memory: {self.provider} — {self.outcome}{extra}"
 

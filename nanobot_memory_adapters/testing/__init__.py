@@ -1,7 +1,7 @@
 """The reusable contract suite: run it on your own adapter to show it keeps the contract.
 
 From pytest, subclass ``ContractSuite`` (see ``pytest_suite``); from code or the CLI,
-``await run_contract_suite(SuiteTarget(make=...))`` returns a report of items 1-12.
+``await run_contract_suite(SuiteTarget(make=...))`` returns a report of items 1-13.
 """
 
 from nanobot_memory_adapters.testing.suite import (

@@ -1,4 +1,4 @@
-"""The contract checks (docs/design.md: items 1-12), runnable from pytest or the CLI.
+"""The contract checks (docs/design.md: items 1-13), runnable from pytest or the CLI.
 
 Each check gets a fresh adapter from the target's ``make`` and its own run id, so items
 never see each other's data. A check returns normally when the item passes and raises
@@ -31,6 +31,7 @@ from nanobot_memory_adapters.contract import (
     SupportsIngestLookahead,
     SupportsReadiness,
     SupportsSessionEnd,
+    SupportsStoreVersion,
     WriteReceipt,
     undelivered_capabilities,
 )
@@ -487,6 +488,63 @@ async def item_12_ingest_lookahead(ctx: _Ctx) -> str:
     return f"{len(got[0])} item(s), the same with and without the lookahead"
 
 
+async def item_13_prepared_recall(ctx: _Ctx) -> str:
+    """Declared ``query_independent``: two queries get the same section. Declared
+    ``store_version``: it holds while nothing is written (a retrieve is no write), and
+    changes on a write to the scope, on a write through another adapter on the same
+    store that this one can see, and on a reset: a recall prepared under it is never
+    staler than a retrieve."""
+    adapter = ctx.adapter
+    independent = adapter.info.query_independent
+    versioned = isinstance(adapter, SupportsStoreVersion)
+    if not independent and not versioned:
+        raise NotApplicable("neither query_independent nor store_version declared")
+    scope = ctx.scope("alice")
+    await adapter.setup_scope(scope)
+    checked: list[str] = []
+    empty: str | None = None
+    if isinstance(adapter, SupportsStoreVersion):
+        empty = await adapter.store_version(scope)
+        _expect(await adapter.store_version(scope) == empty, "the version changed with no write")
+    for text in ("I live in Zanzibar and my pet axolotl is called Quetzal.",
+                 "My sister Ana keeps bees in Porto."):
+        await ctx.record(ctx.event(scope, text))
+    await ctx.ready(scope)
+    if independent:
+        one = await ctx.retrieve(scope, "Where do I live?")
+        two = await ctx.retrieve(scope, "zzz unrelated words about volcano geology")
+        _expect(one.formatted_context == two.formatted_context,
+                "a provider declaring query_independent gave two queries different sections")
+        checked.append("query ignored")
+    if not versioned:
+        return ", ".join(checked)
+    assert isinstance(adapter, SupportsStoreVersion)
+    held = await adapter.store_version(scope)
+    if ctx.stores:
+        _expect(held != empty, "two writes to the scope left the version unchanged")
+    await ctx.retrieve(scope, "Where do I live?")
+    _expect(await adapter.store_version(scope) == held, "a retrieve changed the version")
+    other = await ctx.target.make()
+    try:
+        before = (await ctx.retrieve(scope, "Where does my cousin work?")).formatted_context
+        await other.setup_scope(scope)
+        await other.record_event(ctx.event(scope, "My cousin Oskar works in Reykjavik."))
+        await ctx.ready(scope)
+        after = (await ctx.retrieve(scope, "Where does my cousin work?")).formatted_context
+        if after != before:
+            _expect(await adapter.store_version(scope) != held,
+                    "another adapter's write changed this one's section but not its version")
+            checked.append("another writer seen")
+    finally:
+        await other.aclose()
+    held = await adapter.store_version(scope)
+    await adapter.reset_scope(scope)
+    if ctx.stores:
+        _expect(await adapter.store_version(scope) != held, "a reset left the version unchanged")
+    checked.append("version follows writes and resets")
+    return ", ".join(checked)
+
+
 ITEMS: list[tuple[int, str, str, Callable[[_Ctx], Awaitable[str]]]] = [
     (1, "record_receipt", "record_event accepts a turn and returns a receipt",
      item_1_record_receipt),
@@ -509,6 +567,8 @@ ITEMS: list[tuple[int, str, str, Callable[[_Ctx], Awaitable[str]]]] = [
      item_11_gate_every_write),
     (12, "ingest_lookahead", "a declared lookahead stores nothing ahead and changes no result",
      item_12_ingest_lookahead),
+    (13, "prepared_recall", "a query-independent section and a store version that follows "
+     "every write", item_13_prepared_recall),
 ]
 
 

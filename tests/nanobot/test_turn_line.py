@@ -13,8 +13,10 @@ from tests.nanobot.conftest import agent_request, long_term_memory, say
 
 
 def _memory(**plugin: object) -> dict:
+    # recall on the reply path every turn (no prepared section): these tests count the
+    # retrieves a turn makes (test_prepared_recall.py covers the prepared path)
     return {"memory": {"condition": "full_history", "budget": {"max_tokens": 800}},
-            "nanobot": dict(plugin)}
+            "nanobot": {"prepare_recall": False, **plugin}}
 
 
 def _count_retrieves(plugin) -> list[str]:

@@ -1,0 +1,137 @@
+"""Recall prepared off the reply path (full_history: query-independent, with a store
+version): a turn is served the section retrieved after the previous turn's writes landed,
+and never one that a write since — this process's or another process's — made stale."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+
+import pytest
+
+from nanobot_memory_adapters.contract import (
+    ContextBudget,
+    MemoryEvent,
+    MemoryScope,
+    Message,
+    RetrieveRequest,
+)
+from nanobot_memory_adapters.nanobot import plugin_for
+from tests.nanobot.conftest import agent_request, long_term_memory, say
+
+FULL_HISTORY = {"memory": {"condition": "full_history", "budget": {"max_tokens": 800}},
+                "nanobot": {"turn_line": True}}
+ALICE = MemoryScope(run_id="default", persona_id="telegram-alice", agent_id="nanobot")
+
+
+async def _alice_told(home, llm_double):
+    home.write_memory(FULL_HISTORY)
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await say(loop, "alice", "I keep three ferrets called Ada, Bo and Cy.")
+    assert await plugin.flush() == 0
+    await plugin.prepared.wait_idle()
+    return loop, plugin
+
+
+async def _section_now(plugin) -> str:
+    """What a retrieve gives right now for alice's next turn."""
+    result = await plugin.adapter.retrieve(RetrieveRequest(
+        query="anything", scope=ALICE, session_id=None,
+        budget=plugin.settings.memory.budget.to_budget()))
+    return result.formatted_context
+
+
+async def test_next_turn_is_served_the_prepared_section_equal_to_a_retrieve(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    expected = await _section_now(plugin)
+    assert "three ferrets" in expected
+    served = plugin.prepared.served
+
+    reply = await say(loop, "alice", "What pets do I have?")
+    assert plugin.prepared.served == served + 1
+    shown = long_term_memory(agent_request(llm_double, "What pets do I have?"))
+    assert shown == expected
+    assert "(prepared)" in reply  # the per-turn line says where the recall came from
+
+
+async def test_a_write_by_this_process_since_is_not_served_stale(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    # this process writes to alice's scope outside a turn (as a backfill or an import)
+    await plugin.adapter.record_event(MemoryEvent(
+        event_id="own-1", run_id="default", user_id="telegram-alice", agent_id="nanobot",
+        session_id="import", turn_id="1", timestamp=datetime.now(UTC),
+        messages=[Message(role="user", content="I also adopted a tortoise named Dot.")]))
+    served = plugin.prepared.served
+    await say(loop, "alice", "Which animals live with me?")
+    assert plugin.prepared.served == served  # the version moved: retrieved, not served
+    shown = long_term_memory(agent_request(llm_double, "Which animals live with me?"))
+    assert "tortoise named Dot" in shown
+    assert "three ferrets" in shown
+
+
+@pytest.mark.servers  # a second process
+async def test_a_write_by_another_process_since_is_not_served_stale(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    # another process (a second nanobot on the same config dir) writes to the same file
+    script = textwrap.dedent(f"""
+        import asyncio
+        from datetime import UTC, datetime
+        from nanobot_memory_adapters.conditions.full_history import FullHistory
+        from nanobot_memory_adapters.contract import MemoryEvent, Message
+
+        async def main():
+            adapter = FullHistory({str(plugin.adapter.path)!r})
+            receipt = await adapter.record_event(MemoryEvent(
+                event_id="other-1", run_id="default", user_id="telegram-alice",
+                agent_id="nanobot", session_id="elsewhere", turn_id="1",
+                timestamp=datetime.now(UTC),
+                messages=[Message(role="user", content="I moved to Reykjavik last week.")]))
+            assert receipt.status == "committed", receipt
+            await adapter.aclose()
+
+        asyncio.run(main())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    served = plugin.prepared.served
+    await say(loop, "alice", "Where do I live now?")
+    assert plugin.prepared.served == served
+    shown = long_term_memory(agent_request(llm_double, "Where do I live now?"))
+    assert "moved to Reykjavik" in shown
+    assert shown == await _section_now(plugin)
+
+
+async def test_another_persons_turn_never_gets_alices_prepared_section(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    served = plugin.prepared.served
+    await say(loop, "bob", "What pets do I have?")
+    assert plugin.prepared.served == served
+    shown = long_term_memory(agent_request(llm_double, "What pets do I have?"))
+    assert "ferrets" not in shown
+
+
+async def test_a_provider_switch_drops_what_was_prepared(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    await say(loop, "alice", "/memory-mode no_memory")
+    served = plugin.prepared.served
+    await say(loop, "alice", "Do you remember my pets?")
+    assert plugin.prepared.served == served
+    assert "ferrets" not in long_term_memory(
+        agent_request(llm_double, "Do you remember my pets?"))
+
+
+def test_budget_is_part_of_what_must_match() -> None:
+    """A prepared section is keyed by the whole request but its query."""
+    from nanobot_memory_adapters.nanobot.prepared import request_key
+
+    one = RetrieveRequest(query="a", scope=ALICE, budget=ContextBudget(max_tokens=800))
+    assert request_key(one) == request_key(one.model_copy(update={"query": "b"}))
+    assert request_key(one) != request_key(
+        one.model_copy(update={"budget": ContextBudget(max_tokens=700)}))
+    assert request_key(one) != request_key(one.model_copy(update={
+        "scope": MemoryScope(run_id="default", persona_id="telegram-bob", agent_id="nanobot")}))
