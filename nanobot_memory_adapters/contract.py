@@ -360,7 +360,8 @@ class ProviderInfo(BaseModel):
     query_independent: bool = Field(
         default=False,
         description="retrieve's result does not depend on the request's query (full_history, "
-        "static_profile, no_memory): a recall can be prepared before the message is known.",
+        "static_profile, no_memory, rolling_summary): a recall can be prepared before the "
+        "message is known.",
     )
     host_native: bool = Field(
         default=False,
@@ -558,9 +559,10 @@ class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
 class SupportsStoreVersion(Protocol, metaclass=_DeclaredCapability):
     """A cheap token (no scan of the store) that changes whenever what ``retrieve`` can
     return for the scope may have changed, by this process or any other sharing the
-    store, and stays equal otherwise. With ``ProviderInfo.query_independent`` it lets the
-    nanobot plugin prepare a turn's recall after the previous turn's writes land and serve
-    it while the token holds (off the reply path; contract item 13)."""
+    store (or with time, for a provider whose results age: a request without ``as_of``
+    means now), and stays equal otherwise. With ``ProviderInfo.query_independent`` it
+    lets the nanobot plugin prepare a turn's recall after the previous turn's writes land
+    and serve it while the token holds (off the reply path; contract item 13)."""
 
     async def store_version(self, scope: MemoryScope) -> str: ...
 

@@ -162,8 +162,11 @@ class FullHistory(BaseAdapter):
     def _run(self, sql: str, args: tuple = ()) -> list[tuple]:
         return self._run_all([(sql, args)])
 
-    def _run_all(self, statements: list[tuple[str, tuple]]) -> list[tuple]:
-        """Statements in one transaction; the last one's rows."""
+    def _run_all(self, statements: list[tuple[str, tuple]],
+                 writes: str | None = None) -> list[tuple]:
+        """Statements in one transaction; the last one's rows. ``writes``: the scope they
+        change, counted (for ``store_version``) under the same lock as the commit, so no
+        version is read between the two, whether the commit succeeds or not."""
         with self._lock:
             db = self._conn()
             rows: list[tuple] = []
@@ -174,11 +177,10 @@ class FullHistory(BaseAdapter):
             except BaseException:
                 db.rollback()
                 raise
+            finally:
+                if writes is not None:
+                    self._writes[writes] = self._writes.get(writes, 0) + 1
             return rows
-
-    def _wrote(self, key: str) -> None:
-        with self._lock:
-            self._writes[key] = self._writes.get(key, 0) + 1
 
     def _version(self, key: str) -> str:
         with self._lock:
@@ -213,10 +215,7 @@ class FullHistory(BaseAdapter):
         if (speaker := _speaker(event)) is not None:
             statements.append(("INSERT OR IGNORE INTO speakers VALUES (?,?,?)",
                                (key, event.event_id, speaker)))
-        try:
-            await asyncio.to_thread(self._run_all, statements)
-        finally:  # a failed commit may still have changed the file: count it
-            self._wrote(key)
+        await asyncio.to_thread(self._run_all, statements, key)
         return NativeWrite(
             status="committed", native_ids=[event.event_id], native_operation="sqlite.insert"
         )
@@ -272,8 +271,7 @@ class FullHistory(BaseAdapter):
     async def _reset(self, scope: MemoryScope) -> str | None:
         await asyncio.to_thread(self._run_all, [
             ("DELETE FROM events WHERE scope = ?", (scope.key,)),
-            ("DELETE FROM speakers WHERE scope = ?", (scope.key,))])
-        self._wrote(scope.key)
+            ("DELETE FROM speakers WHERE scope = ?", (scope.key,))], scope.key)
         return "all transcripts of the scope deleted"
 
     async def _health(self) -> NativeHealth:

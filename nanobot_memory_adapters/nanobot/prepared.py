@@ -12,7 +12,6 @@ the turn retrieves as usual: a prepared section is never staler than a retrieve 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -57,7 +56,7 @@ class PreparedRecalls:
         self._prepared: dict[str, PreparedRecall] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
-        self.served = 0  # turns answered from a prepared section (``/memory-health``, tests)
+        self.served = 0  # turns answered from a prepared section (the bench, tests)
 
     def remember(self, session_key: str, request: RetrieveRequest) -> None:
         """The session's latest recall request: what its next turn will most likely ask."""
@@ -114,27 +113,42 @@ class PreparedRecalls:
         result = await asyncio.wait_for(adapter.retrieve(request), timeout)
         if adapter is not self.state.adapter:  # switched meanwhile: not this provider's
             return
+        self.state.reads_failing_since = None  # a retrieve succeeded
         self._prepared[session_key] = PreparedRecall(
             adapter, request_key(request), version, result.formatted_context or "",
             len(result.shown))
 
-    async def take(self, session_key: str, request: RetrieveRequest) -> PreparedRecall | None:
+    def prepared_for(self, session_key: str) -> PreparedRecall | None:
+        """The section prepared for the session's next turn, if any."""
+        return self._prepared.get(session_key)
+
+    async def take(self, session_key: str, request: RetrieveRequest,
+                   timeout_s: float) -> PreparedRecall | None:
         """The section prepared for this turn, if it is still what a retrieve would give:
-        same provider instance, same request but for the query, same store version."""
-        prepared = self._prepared.get(session_key)
+        same provider instance, same request but for the query, same store version. A
+        preparation still running for the session is awaited (it is this retrieve, begun
+        earlier); all of it within ``timeout_s``."""
         adapter = self.state.adapter
-        if (prepared is None or prepared.adapter is not adapter
-                or prepared.request_key != request_key(request)
-                or not isinstance(adapter, SupportsStoreVersion)):
+        if (not isinstance(adapter, SupportsStoreVersion)
+                or session_key not in self._requests):
             return None
         try:
-            version = await asyncio.wait_for(adapter.store_version(request.scope),
-                                             self.state.settings.plugin.recall_timeout_s)
-        except Exception as exc:  # cannot tell: retrieve as usual
-            logger.debug("{}: store version unavailable ({}); retrieving", LOG, exc)
+            async with asyncio.timeout(timeout_s):
+                running = self._tasks.get(session_key)
+                if running is not None and not running.done():
+                    await asyncio.wait({running})
+                prepared = self._prepared.get(session_key)
+                if (prepared is None or prepared.adapter is not adapter
+                        or prepared.request_key != request_key(request)):
+                    return None
+                version = await adapter.store_version(request.scope)
+        except Exception as exc:  # cannot tell in time: retrieve as usual
+            logger.debug("{}: no prepared recall for {} ({})", LOG, session_key,
+                         exc or type(exc).__name__)
             return None
         if version != prepared.version:
-            del self._prepared[session_key]
+            if self._prepared.get(session_key) is prepared:  # not a newer one
+                del self._prepared[session_key]
             return None
         self.served += 1
         return prepared
@@ -149,7 +163,5 @@ class PreparedRecalls:
         tasks = [t for t in self._tasks.values() if not t.done()]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._prepared.clear()

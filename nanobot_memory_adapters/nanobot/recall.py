@@ -168,8 +168,10 @@ class Recall:
             await self._delivery.wait_for_own_writes(
                 session_key, self.state.settings.plugin.read_your_writes_s)
             started = time.perf_counter()
+            timeout_s = self.state.settings.plugin.recall_timeout_s  # for the whole recall
             self.prepared.remember(session_key, request)
-            if (prepared := await self.prepared.take(session_key, request)) is not None:
+            if (prepared := await self.prepared.take(session_key, request, timeout_s)
+                    ) is not None:
                 latency_ms = (time.perf_counter() - started) * 1000
                 self.state.retrieve_stats.add(latency_ms)
                 entry = CacheEntry(prepared.text, scope.key, self.state.provider, time.time(),
@@ -184,7 +186,7 @@ class Recall:
             try:
                 result = await asyncio.wait_for(
                     self.state.adapter.retrieve(request),
-                    self.state.settings.plugin.recall_timeout_s,
+                    max(0.0, timeout_s - (time.perf_counter() - started)),
                 )
             except (AdapterError, TimeoutError) as exc:
                 self.state.note_read_failure("retrieve", exc, f"retrieve took longer than "

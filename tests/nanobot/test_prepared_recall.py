@@ -34,6 +34,8 @@ async def _alice_told(home, llm_double):
     await say(loop, "alice", "I keep three ferrets called Ada, Bo and Cy.")
     assert await plugin.flush() == 0
     await plugin.prepared.wait_idle()
+    prepared = plugin.prepared.prepared_for("telegram:alice")
+    assert prepared is not None and "three ferrets" in prepared.text  # there to be served
     return loop, plugin
 
 
@@ -115,9 +117,38 @@ async def test_another_persons_turn_never_gets_alices_prepared_section(home, llm
     assert "ferrets" not in shown
 
 
+async def test_in_a_group_the_next_speaker_never_gets_the_last_speakers_section(
+        home, llm_double):
+    """One session, two people (``group_recall: personal``): the section prepared after
+    Ann's turn is Ann's; Ben's turn in the same session retrieves his own."""
+    home.write_memory({**FULL_HISTORY, "nanobot": {"group_recall": "personal"}})
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+
+    async def group(sender: str, text: str) -> None:
+        await loop.process_direct(text, session_key="telegram:-500", channel="telegram",
+                                  chat_id="-500", sender_id=sender)
+
+    await loop.process_direct("My codename is ZEBRA-PAPAYA.", session_key="telegram:1001",
+                              channel="telegram", chat_id="1001", sender_id="1001|ann")
+    assert await plugin.flush() == 0
+    await group("1001|ann", "Hi all, what is my codename?")
+    assert "ZEBRA-PAPAYA" in agent_request(llm_double, "Hi all, what is my codename?").system
+    assert await plugin.flush() == 0
+    await plugin.prepared.wait_idle()
+    prepared = plugin.prepared.prepared_for("telegram:-500")
+    assert prepared is not None and "ZEBRA-PAPAYA" in prepared.text  # Ann's, ready
+    served = plugin.prepared.served
+    await group("2002|ben", "Ben here, any codename for me?")
+    assert plugin.prepared.served == served
+    assert "ZEBRA" not in agent_request(llm_double, "Ben here, any codename").all_text
+
+
 async def test_a_provider_switch_drops_what_was_prepared(home, llm_double):
     loop, plugin = await _alice_told(home, llm_double)
     await say(loop, "alice", "/memory-mode no_memory")
+    assert plugin.prepared.prepared_for("telegram:alice") is None
     served = plugin.prepared.served
     await say(loop, "alice", "Do you remember my pets?")
     assert plugin.prepared.served == served
