@@ -220,27 +220,38 @@ class FullHistory(BaseAdapter):
             status="committed", native_ids=[event.event_id], native_operation="sqlite.insert"
         )
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
-        rows = await asyncio.to_thread(
-            self._run, SELECT_TURNS + "e.ts DESC, e.rowid DESC", (request.scope.key,))
-        # Newest first until the budget is spent, then back to chronological order. A turn
-        # too large for the room left is skipped (and named in the trace), so one huge turn
-        # never hides the whole past; after MAX_SKIPS_IN_A_ROW misses nothing more fits.
+    def _pack_newest(self, request: RetrieveRequest) -> tuple[SectionPacker, list[str], int]:
+        """Newest first until the budget is spent, reading only as far as packing goes
+        (the ``(scope, ts)`` index walked backwards: a long history costs what is shown,
+        not what is stored). A turn too large for the room left is skipped (and named in
+        the trace), so one huge turn never hides the whole past; after
+        MAX_SKIPS_IN_A_ROW misses nothing more fits."""
         packer = SectionPacker(backend=self.backend_name, scope=request.scope.key,
                                budget=request.budget, items=[])
         skipped: list[str] = []
         misses = 0
-        for row in rows:
-            if request.budget.max_items and len(packer.chosen) >= request.budget.max_items:
-                break
-            item = turn_item(row)
-            if not packer.offer(item):  # its line and the day heading it may open
-                skipped.append(row[0])
-                misses += 1
-                if misses >= MAX_SKIPS_IN_A_ROW:
-                    break
-                continue
-            misses = 0
+        with self._lock:
+            db = self._conn()
+            (total,) = db.execute("SELECT count(*) FROM events WHERE scope = ?",
+                                  (request.scope.key,)).fetchone()
+            cursor = db.execute(SELECT_TURNS + "e.ts DESC, e.rowid DESC", (request.scope.key,))
+            try:
+                for row in cursor:
+                    if request.budget.max_items and len(packer.chosen) >= request.budget.max_items:
+                        break
+                    if not packer.offer(turn_item(row)):  # its line, and the heading it opens
+                        skipped.append(row[0])
+                        misses += 1
+                        if misses >= MAX_SKIPS_IN_A_ROW:
+                            break
+                        continue
+                    misses = 0
+            finally:
+                cursor.close()
+        return packer, skipped, total
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        packer, skipped, total = await asyncio.to_thread(self._pack_newest, request)
         picked = list(reversed(packer.chosen))
         warnings = []
         if skipped:
@@ -250,7 +261,7 @@ class FullHistory(BaseAdapter):
             )
         return NativeRetrieval(
             items=picked,
-            raw={"total_events": len(rows), "packed": len(picked), "skipped": skipped},
+            raw={"total_events": total, "packed": len(picked), "skipped": skipped},
             native_operation="sqlite.select_recent",
             native_request={"max_tokens": request.budget.max_tokens},
             warnings=warnings,
