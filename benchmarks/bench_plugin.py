@@ -25,7 +25,8 @@ both alike; turns of all rounds are pooled:
 
 Reported per mode: the reply latency (``process_direct`` wall time) p50/p95 of both runs
 and their difference (what a user waits extra, including CPU contention from background
-writes), and the plugin's own timings: recall (retrieve from mem0 on the reply path),
+writes), and the plugin's own timings: recall (the retrieve on the reply path, or for a
+turn served a prepared section the version check that replaces it),
 enqueue (local SQLite outbox append on the reply path), their per-turn sum (the plugin's
 work on the reply path) and record (the backend's write, in the background — not on the reply
 path). The first

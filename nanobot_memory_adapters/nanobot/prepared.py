@@ -129,7 +129,8 @@ class PreparedRecalls:
         preparation still running for the session is awaited (it is this retrieve, begun
         earlier); all of it within ``timeout_s``."""
         adapter = self.state.adapter
-        if (not isinstance(adapter, SupportsStoreVersion)
+        if (not self.state.settings.plugin.prepare_recall  # switched off since it was made
+                or not isinstance(adapter, SupportsStoreVersion)
                 or session_key not in self._requests):
             return None
         try:

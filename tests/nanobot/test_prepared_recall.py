@@ -166,3 +166,13 @@ def test_budget_is_part_of_what_must_match() -> None:
         one.model_copy(update={"budget": ContextBudget(max_tokens=700)}))
     assert request_key(one) != request_key(one.model_copy(update={
         "scope": MemoryScope(run_id="default", persona_id="telegram-bob", agent_id="nanobot")}))
+
+
+async def test_switched_off_nothing_prepared_earlier_is_served(home, llm_double):
+    loop, plugin = await _alice_told(home, llm_double)
+    plugin.settings.plugin = plugin.settings.plugin.model_copy(update={"prepare_recall": False})
+    served = plugin.prepared.served
+    await say(loop, "alice", "What pets do I have, again?")
+    assert plugin.prepared.served == served
+    assert "three ferrets" in long_term_memory(
+        agent_request(llm_double, "What pets do I have, again?"))
