@@ -31,6 +31,10 @@ enqueue (local SQLite outbox append on the reply path), their per-turn sum (the 
 work on the reply path) and record (the backend's write, in the background — not on the reply
 path). The first
 turn (mem0 loading its embedder) is reported separately as the cold start and excluded.
+The chat double records its own time on each call (``handled_s``); the difference is
+also printed less it, so a longer prompt's cost on the model side is not counted as
+nanobot's or the plugin's. ``--skill-ab`` runs each round a third time with
+``nanobot.install_skill: false`` and prints what the memory-context skill adds.
 Turns follow each other with ``--gap-ms`` between them (0 = back to back, the worst
 case for background writes competing with the next turn). Not a timed test.
 
@@ -110,7 +114,7 @@ def summary(values: list[float]) -> dict[str, float]:
 async def run_once(
     *, mode: str, plugin: bool, turns: list[tuple[str, str]], gap_s: float,
     chat_url: str, mem0_url: str, runtime: str | None = None,
-    first_reply: Any = None,
+    first_reply: Any = None, chat: Any = None, skill: bool = True,
 ) -> dict[str, Any]:
     from nanobot.agent.loop import AgentLoop
     from nanobot.agent.tools.loader import ToolLoader
@@ -140,7 +144,8 @@ async def run_once(
             else {"backend": "mem0", "mem0": block})
         (root / "memory.json").write_text(json.dumps(
             {"memory": {**memory, "budget": {"max_tokens": 800}},
-             "nanobot": {"prepare_recall": mode != "full_history_unprepared"}}))
+             "nanobot": {"prepare_recall": mode != "full_history_unprepared",
+                         "install_skill": skill}}))
         original = ToolLoader._discover_plugins
         if not plugin:
             ToolLoader._discover_plugins = lambda self: {}  # type: ignore[method-assign]
@@ -151,12 +156,17 @@ async def run_once(
             ToolLoader._discover_plugins = original  # type: ignore[method-assign]
         memory_plugin = plugin_for(loop) if plugin else None
         latencies: list[float] = []
+        model: list[float] = []
         cold = None
         for i, (who, text) in enumerate(turns):
+            calls_before = len(chat.requests) if chat is not None else 0
             started = time.perf_counter()
             await loop.process_direct(text, session_key=f"bench:{who}", channel="bench",
                                       chat_id=who, sender_id=who)
             elapsed = (time.perf_counter() - started) * 1000
+            if chat is not None and i:
+                model.append(1000 * sum(r.get("handled_s", 0.0)
+                                        for r in chat.requests[calls_before:]))
             if i == 0:
                 cold = elapsed
                 if first_reply is not None:
@@ -167,7 +177,8 @@ async def run_once(
                 latencies.append(elapsed)
             if gap_s:
                 await asyncio.sleep(gap_s)
-        result: dict[str, Any] = {"reply_list": latencies, "cold_start_ms": cold}
+        result: dict[str, Any] = {"reply_list": latencies, "cold_start_ms": cold,
+                                  "model_list": model}
         if memory_plugin is not None:
             pending = await memory_plugin.flush(timeout_s=300)
             stats = memory_plugin.outbox.stats(memory_plugin.provider)
@@ -288,6 +299,9 @@ async def main() -> None:
     parser.add_argument("--embedding-runtime",
                         choices=("sentence_transformers", "onnx", "onnx_int8"), default=None,
                         help="mem0's embedding_runtime (default: the config's)")
+    parser.add_argument("--skill-ab", action="store_true",
+                        help="each round also runs the plugin with nanobot.install_skill "
+                        "false, and reports what the memory-context skill adds per turn")
     parser.add_argument("--cold-processes", type=int, default=0, metavar="N",
                         help="measure first-turn cold start in N rounds of fresh processes "
                         "instead of the per-turn latency")
@@ -302,6 +316,7 @@ async def main() -> None:
     turns = conversation(args.turns + 1, args.users)
     report: dict[str, Any] = {"turns": args.turns, "users": args.users, "gap_ms": args.gap_ms,
                               "rounds": args.rounds, "cpus": os.cpu_count(),
+                              "skill_ab": args.skill_ab,
                               "loadavg_start": os.getloadavg(), "modes": {}}
     with LLMDouble() as chat, LLMDouble() as mem0_llm:
         if args.cold_processes:
@@ -310,13 +325,15 @@ async def main() -> None:
                 for mode in [m.strip() for m in args.modes.split(",") if m.strip()]}
             args.modes = ""
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "plugin": []}
+            kinds = ("baseline", "plugin", "no_skill") if args.skill_ab else ("baseline", "plugin")
+            runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
             for _ in range(args.rounds):
-                for kind in ("baseline", "plugin"):
+                for kind in kinds:
                     runs[kind].append(await run_once(
-                        mode=mode, plugin=kind == "plugin", turns=turns,
+                        mode=mode, plugin=kind != "baseline", turns=turns,
                         gap_s=args.gap_ms / 1000, chat_url=chat.base_url,
-                        mem0_url=mem0_llm.base_url, runtime=args.embedding_runtime))
+                        mem0_url=mem0_llm.base_url, runtime=args.embedding_runtime,
+                        chat=chat, skill=kind != "no_skill"))
 
             def pooled(kind: str, key: str, runs: dict[str, Any] = runs) -> list[float]:
                 return [v for run in runs[kind] for v in run.get(key, [])]
@@ -329,6 +346,15 @@ async def main() -> None:
             p50_ci = median_difference(pooled("plugin", "reply_list"),
                                        pooled("baseline", "reply_list"))
             added["p50_ci95"] = [p50_ci.low, p50_ci.high]
+            # The same turns less the chat double's own time on them: what nanobot and the
+            # plugin add, without the model side reading a longer prompt.
+            def less_model(kind: str, runs: dict[str, Any] = runs) -> list[float]:
+                return [r - m for run in runs[kind]
+                        for r, m in zip(run["reply_list"], run["model_list"], strict=True)]
+
+            beyond = median_difference(less_model("plugin"), less_model("baseline"))
+            model_b = summary(pooled("baseline", "model_list"))
+            model_p = summary(pooled("plugin", "model_list"))
             parts = {key: summary(pooled("plugin", f"{key}_list"))
                      for key in ("recall", "enqueue", "record")}
             parts["path"] = summary(pooled("plugin", "path_ms"))
@@ -336,6 +362,8 @@ async def main() -> None:
             report["modes"][mode] = {
                 "baseline_reply_ms": b, "plugin_reply_ms": p, "added_reply_ms": added,
                 "plugin_parts_ms": parts, "backend": last.get("backend"),
+                "model_ms": {"baseline": model_b, "plugin": model_p},
+                "added_less_model_p50_ms": [beyond.value, beyond.low, beyond.high],
                 "cold_start_ms": {"plugin": [r["cold_start_ms"] for r in runs["plugin"]],
                                   "baseline": [r["cold_start_ms"] for r in runs["baseline"]]},
                 "outbox": [r["outbox"] for r in runs["plugin"]],
@@ -349,6 +377,10 @@ async def main() -> None:
             print(f"difference                   : p50 {added['p50']:7.1f} ms  "
                   f"p95 {added['p95']:7.1f} ms  (p50 95 % interval "
                   f"[{p50_ci.low:.1f}, {p50_ci.high:.1f}], bootstrap, n={p50_ci.n})")
+            print(f"the chat double's own time   : p50 {model_b['p50']:7.1f} ms without, "
+                  f"{model_p['p50']:7.1f} ms with the plugin (its longer prompt)")
+            print(f"difference less the double's : p50 {beyond.value:7.1f} ms  (95 % interval "
+                  f"[{beyond.low:.1f}, {beyond.high:.1f}]): nanobot + plugin, no model side")
             for key, label in (("path", "plugin work on reply path"),
                                ("recall", "  recall (retrieve)"),
                                ("enqueue", "  outbox append"),
@@ -360,6 +392,19 @@ async def main() -> None:
             print(f"cold start (first turn)      : plugin {[round(c) for c in cold['plugin']]} ms, "
                   f"baseline {[round(c) for c in cold['baseline']]} ms")
             print(f"outbox after flush           : {report['modes'][mode]['outbox']}")
+            if args.skill_ab:
+                bare = median_difference(pooled("no_skill", "reply_list"),
+                                         pooled("baseline", "reply_list"))
+                skill_cost = median_difference(pooled("plugin", "reply_list"),
+                                               pooled("no_skill", "reply_list"))
+                report["modes"][mode]["added_without_skill_p50_ms"] = [
+                    bare.value, bare.low, bare.high]
+                report["modes"][mode]["skill_p50_ms"] = [
+                    skill_cost.value, skill_cost.low, skill_cost.high]
+                print(f"difference without the skill : p50 {bare.value:7.1f} ms  (95 % interval "
+                      f"[{bare.low:.1f}, {bare.high:.1f}], install_skill false)")
+                print(f"the memory-context skill     : p50 {skill_cost.value:+7.1f} ms  (95 % "
+                      f"interval [{skill_cost.low:.1f}, {skill_cost.high:.1f}], with - without)")
             print(f"served a prepared recall     : {report['modes'][mode]['prepared_served']} "
                   f"of {p['n']} timed turns (+ {args.rounds} cold)")
     modes = report["modes"]

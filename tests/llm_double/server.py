@@ -264,6 +264,7 @@ class LLMDouble:
         return int(match.group(1)) if match else self.embedding_dim
 
     async def _chat(self, request: Request) -> JSONResponse | StreamingResponse:
+        started = time.perf_counter()
         body = await request.json()
         record = {"path": request.url.path, "body": body, "at": time.time()}
         with self._lock:
@@ -273,12 +274,14 @@ class LLMDouble:
 
             await asyncio.sleep(self.delay_s)
         chat = ChatRequest(body)
+        held_s = self.delay_s
         if HOLD_MARKER in chat.last_user:
             import asyncio
 
             held_at = time.monotonic()
             while not self._released and time.monotonic() - held_at < HOLD_MAX_S:
                 await asyncio.sleep(0.05)
+            held_s += time.monotonic() - held_at
         if FAIL_MARKER in json.dumps(body.get("messages", []), ensure_ascii=False):
             return JSONResponse(
                 {"error": {"message": "rejected by the test double (fail marker)",
@@ -296,8 +299,15 @@ class LLMDouble:
             record["handler"] = reply.handler
         reply = self._cut(body, reply)
         if chat.stream:
-            return StreamingResponse(self._sse(body, reply), media_type="text/event-stream")
-        return JSONResponse(self._completion(body, reply))
+            response: JSONResponse | StreamingResponse = StreamingResponse(
+                self._sse(body, reply), media_type="text/event-stream")
+        else:
+            response = JSONResponse(self._completion(body, reply))
+        # The double's own time on the call (parse, dispatch, answer; not the delay or a
+        # hold): a benchmark subtracts what a longer prompt costs the model's side.
+        with self._lock:
+            record["handled_s"] = time.perf_counter() - started - held_s
+        return response
 
     def _cut(self, body: dict[str, Any], reply: ChatReply) -> ChatReply:
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
