@@ -16,6 +16,10 @@ Each round, on a fresh store, in turn:
 - ``mem0 search`` (the bound of any adapter on mem0): per question, mem0's own
   ``AsyncMemory.search`` with exactly the arguments the adapter passes, on the same store,
   its query embedded by mem0's embedder (no query cache): no adapter, packing or trace;
+  timed from inside by part (its query embedding, the entity embeddings and entity-store
+  search of its entity boost, its semantic vector-store search, its keyword search, the
+  rest), and its semantic search repeated right after without the scope filter (the same
+  vectors and ``top_k``), which shows what the local Qdrant's filter costs;
 - ``ingest held``: a second fresh store, the same sessions inside one
   ``ingest_lookahead`` over the whole conversation (its turns embedded in one batch of
   mem0's embedder first, as a bench unit does since 2026-11-29); ``ingest`` is without it.
@@ -36,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -50,6 +55,11 @@ from _ratios import ratio_line  # noqa: E402
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
 
 BUDGET = 2000
+
+
+SEARCH_PARTS = ("query embedding", "entity embeddings", "vector store search",
+                "keyword search", "entity store search", "the rest of mem0's search",
+                "vector store search, no filter")
 
 
 async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
@@ -98,6 +108,34 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
         memory = await adapter._native()
         cached, own = memory.embedding_model, memory.embedding_model._embedder
         spent: dict[str, list[float]] = {"ask": [], "floor": [], "native": []}
+        # Where mem0's own search spends its time: its calls timed from inside, plus its
+        # semantic search repeated without the scope filter (same vectors and top_k).
+        inside: dict[str, float] = {}
+        searched: dict[str, Any] = {}
+        split: dict[str, list[float]] = {part: [] for part in SEARCH_PARTS}
+        store_search = memory.vector_store.search
+
+        def timed(part: str, call: Any) -> Any:
+            def run(*args: Any, **kwargs: Any) -> Any:
+                if part == "vector store search":
+                    searched.update(kwargs)
+                started = time.perf_counter()
+                try:
+                    return call(*args, **kwargs)
+                finally:
+                    inside[part] = inside.get(part, 0.0) + (time.perf_counter() - started) * 1000
+            return run
+
+        entities = getattr(memory, "entity_store", None)
+        if entities is memory.vector_store:  # one store: its searches are not told apart
+            entities = None
+        for part, owner, name in (("query embedding", own, "embed"),
+                                  ("entity embeddings", own, "embed_batch"),
+                                  ("vector store search", memory.vector_store, "search"),
+                                  ("keyword search", memory.vector_store, "keyword_search"),
+                                  ("entity store search", entities, "search")):
+            if owner is not None and hasattr(owner, name):
+                setattr(owner, name, timed(part, getattr(owner, name)))
         for i, q in enumerate(conv.questions):
             for kind in ("ask", "floor", "native")[i % 3:] + ("ask", "floor", "native")[:i % 3]:
                 request = RetrieveRequest(query=q.question, scope=scope, budget=budget)
@@ -109,15 +147,28 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
                     np.argsort(-(vectors @ query))
                 else:  # mem0 alone: the adapter's own arguments, mem0's own embedder
                     memory.embedding_model = own
+                    inside.clear()
                     try:
                         text, kwargs = adapter.search_arguments(request)
                         await memory.search(text, **kwargs)
                     finally:
                         memory.embedding_model = cached
                 spent[kind].append((time.perf_counter() - t) * 1000)
+                if kind == "native":
+                    for part in SEARCH_PARTS[:-2]:
+                        split[part].append(inside.get(part, 0.0))
+                    split["the rest of mem0's search"].append(
+                        spent["native"][-1] - sum(inside.values()))
+                    unfiltered = {**searched, "filters": None}
+                    t = time.perf_counter()
+                    store_search(**unfiltered)
+                    split["vector store search, no filter"].append(
+                        (time.perf_counter() - t) * 1000)
         out["ask_p50_ms"] = statistics.median(spent["ask"])
         out["ask_floor_p50_ms"] = statistics.median(spent["floor"])
         out["native_p50_ms"] = statistics.median(spent["native"])
+        for part in SEARCH_PARTS:
+            out[f"split {part}"] = statistics.median(split[part])
     finally:
         await adapter.aclose()
         await held_adapter.aclose()
@@ -150,6 +201,15 @@ async def main() -> None:
               f"ask p50 {got['ask_p50_ms']:.1f} ms, mem0 search p50 "
               f"{got['native_p50_ms']:.1f} ms, floor p50 {got['ask_floor_p50_ms']:.1f} ms",
               flush=True)
+    print("mem0's search, p50 per part (ms) by round; 'no filter' is its semantic search "
+          "repeated without the scope filter, outside the search:")
+    for part in SEARCH_PARTS:
+        print(f"  {part:32}: " + ", ".join(f"{x[f'split {part}']:.1f}" for x in rounds))
+    print(ratio_line("vector store search p50 / mem0 search p50",
+                     [x["split vector store search"] / x["native_p50_ms"] for x in rounds]))
+    print(ratio_line("vector store search, no filter / with it",
+                     [x["split vector store search, no filter"] / x["split vector store search"]
+                      for x in rounds]))
     for label, a, b in (("ingest / floor, wall", "ingest_s", "ingest_floor_s"),
                         ("ingest / floor, CPU", "ingest_cpu_s", "ingest_floor_cpu_s"),
                         ("ingest held / floor, wall", "ingest_held_s", "ingest_floor_s"),
