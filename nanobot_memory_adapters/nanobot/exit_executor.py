@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 GRACE_S = 1.0
 NATIVE_WAIT_S = 30.0
-SETTLE_S = 1.0
 # Packages whose C++ (or Rust) code releases the GIL and takes it back: torch and the
 # libraries that run their models through it, ONNX Runtime (the bundled MiniLM's default
 # runtime) and tokenizers (its tokenizer).
@@ -68,15 +67,10 @@ def _stop_abandoned_threads() -> None:
     for thread in threads:
         _raise_in(thread)
     deadline = time.monotonic() + NATIVE_WAIT_S
-    settle = time.monotonic() + SETTLE_S
     for thread in threads:
         asked = time.monotonic()
-        # Between two calls into torch a thread is briefly in plain Python, often waiting
-        # for the GIL with the exception not yet raised; left there, it is ended inside
-        # the interpreter's finalization and the process can still abort (1 in 8 under
-        # load). So every asked thread gets SETTLE_S to stop, a native one NATIVE_WAIT_S.
-        while (thread.is_alive() and time.monotonic() < deadline
-               and (in_native_package(thread) or time.monotonic() < settle)):
+        while (thread.is_alive() and in_native_package(thread)
+               and time.monotonic() < deadline):
             if time.monotonic() - asked > 0.2:  # it caught the last one (or took new work)
                 _raise_in(thread)
                 asked = time.monotonic()
