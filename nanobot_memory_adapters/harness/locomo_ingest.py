@@ -39,11 +39,32 @@ from nanobot_memory_adapters.tokens import count_tokens
 if TYPE_CHECKING:
     pass
 
-#: Turns a provider's ``ingest_lookahead`` is given at once: whole sessions, from the next
-#: one to record, until the next would pass this (one session at least). A LoCoMo
-#: conversation (<= ~700 turns) or a LongMemEval-S haystack (~500) is one window; the
-#: window bounds what is held (a MiniLM vector as Python floats is ~12 KiB).
+#: Turns a provider's ``ingest_lookahead`` is given at once: whole sessions, until the next
+#: would pass this (one session at least). A LoCoMo conversation (<= ~700 turns) or a
+#: LongMemEval-S haystack (~500) is one window; the window bounds what is held (a MiniLM
+#: vector as Python floats is ~12 KiB).
 LOOKAHEAD_TURNS = 1024
+
+
+def lookahead_window(sessions: Sequence[Session], number: int) -> list[Session]:
+    """The window that holds session ``number``: the conversation's sessions cut from its
+    first one, greedily, into windows of whole sessions up to ``LOOKAHEAD_TURNS`` turns.
+
+    The cut never depends on where recording starts. A unit resumed mid-way embeds the
+    same batch of texts an uninterrupted run did, so each turn gets the same vector: an
+    embedder's batch changes the last bits of a vector (padding), and two equal turns in
+    different batches would then rank in another order (a resumed run's contexts, and so
+    its metrics hash, differed from the uninterrupted run's in 5 of 8 kills)."""
+    window: list[Session] = []
+    turns = 0
+    for session in sessions:
+        if window and turns + len(session.turns) > LOOKAHEAD_TURNS:
+            if any(s.number == number for s in window):
+                return window
+            window, turns = [], 0
+        window.append(session)
+        turns += len(session.turns)
+    return window if any(s.number == number for s in window) else []
 
 
 class LocomoIngest:
@@ -79,23 +100,17 @@ class LocomoIngest:
     _lookahead: AbstractAsyncContextManager[None] | None = None
     _lookahead_sessions: frozenset[int] = frozenset()
 
-    async def _look_ahead(self, upcoming: Sequence[Session]) -> None:
-        """Before recording ``upcoming[0]``: if the provider declares ``ingest_lookahead``
-        and no open window covers that session, close the window and open one over the
-        sessions from it, up to ``LOOKAHEAD_TURNS`` turns, for every persona. Its time
-        counts as ingest time (``lookahead_s`` says how much of it)."""
+    async def _look_ahead(self, session: Session) -> None:
+        """Before recording ``session``: if the provider declares ``ingest_lookahead`` and
+        no open window covers that session, close the window and open the one that holds
+        it (``lookahead_window``), for every persona. Its time counts as ingest time
+        (``lookahead_s`` says how much of it)."""
         adapter = self.adapter
-        if (not upcoming or upcoming[0].number in self._lookahead_sessions
+        if (session.number in self._lookahead_sessions
                 or not isinstance(adapter, SupportsIngestLookahead)):
             return
         await self._end_lookahead()
-        window: list[Session] = []
-        turns = 0
-        for session in upcoming:
-            if window and turns + len(session.turns) > LOOKAHEAD_TURNS:
-                break
-            window.append(session)
-            turns += len(session.turns)
+        window = lookahead_window(self.conv.sessions, session.number)
         events = [turn_event(self.conv, t, persona.scope, persona.speaker)
                   for persona in self.personas for s in window for t in s.turns]
         started = time.perf_counter()

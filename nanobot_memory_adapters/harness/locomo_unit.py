@@ -139,12 +139,11 @@ class UnitRunner(LocomoIngest):
     async def _sessions(self, resume: UnitProgress | None, final: int | None, done_s: float,
                         started: float) -> None:
         """Each session not recorded yet: its turns, then its test point if it has one."""
-        sessions = self.conv.sessions
-        for index, session in enumerate(sessions):
+        for session in self.conv.sessions:
             if resume is not None and session.number <= resume.session:
                 continue
             self._reseed(session.number)
-            await self._look_ahead(sessions[index:])  # stores nothing: not yet "started"
+            await self._look_ahead(session)  # stores nothing: not yet "started"
             if self._saved is not None:  # from here on the store may hold this session
                 self._save(self._saved.session, self._saved.elapsed_s, next_started=True)
             for copy, persona in enumerate(self.personas):

@@ -598,6 +598,29 @@ async def test_lookahead_windows_cover_whole_sessions_before_they_are_recorded(
         "lookahead"]["events_recorded"]
 
 
+def test_a_lookahead_window_is_the_same_wherever_recording_starts(monkeypatch):
+    """The windows are cut from the conversation's first session, so a unit resumed at
+    session N embeds the batch an uninterrupted run embedded for it (a batch's padding
+    changes a vector's last bits; a window cut from N on held other texts)."""
+    from datetime import datetime
+
+    from nanobot_memory_adapters.harness import locomo_ingest
+    from nanobot_memory_adapters.harness.datasets.locomo import Session, Turn
+
+    at = datetime(2023, 5, 8)
+
+    def session(number: int, turns: int) -> Session:
+        return Session(number, "", at, tuple(
+            Turn(f"D{number}:{i}", number, i, "A", "t", "t", at, False) for i in range(turns)))
+
+    sessions = [session(n, t) for n, t in [(1, 3), (2, 2), (3, 4), (4, 1), (5, 5)]]
+    monkeypatch.setattr(locomo_ingest, "LOOKAHEAD_TURNS", 5)
+    windows = [[s.number for s in locomo_ingest.lookahead_window(sessions, n)]
+               for n in range(1, 6)]
+    assert windows == [[1, 2], [1, 2], [3, 4], [3, 4], [5]]
+    assert locomo_ingest.lookahead_window(sessions, 9) == []
+
+
 @pytest.mark.parametrize("fail", ["call", "enter", "exit"])
 async def test_a_failing_lookahead_is_only_logged_and_changes_no_result(
     locomo_file, tmp_path, fake_providers, monkeypatch, fail

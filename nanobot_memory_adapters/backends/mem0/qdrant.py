@@ -4,6 +4,15 @@ Qdrant's local mode allows one client per path and process, and is not thread-sa
 mem0 calls it from worker threads (``asyncio.to_thread``, ``gather`` inside
 ``delete_all``): adapters on the same path share one client (``embedded.SharedStores``)
 whose engine is called one call at a time.
+
+A collection reopened from disk gets its vectors as the write path keeps them
+(``vectors_as_written``): qdrant-client's local mode (1.20) loads a cosine collection's
+raw vectors as float64, not float32 and unit length as ``upsert`` stores them
+(qdrant/qdrant-client PR #1381, open). A search normalizes them again, in float64, so
+after a restart the memories stored before it score a few 1e-8 off what they scored
+before: enough to swap two equal memories (the same text in two sessions) at the edge
+of the top k, and a resumed bench gave another metrics hash than the uninterrupted run
+in 5 of 8 kills.
 """
 
 from __future__ import annotations
@@ -45,10 +54,40 @@ def _open(key: str) -> Any:
             f"{exc} — another process holds {key}; Qdrant local mode allows one "
             "process per path (stop it, or give this one another mem0 path)"
         ) from exc
+    vectors_as_written(client._client)
     client._client = _Serialized(  # pyright: ignore[reportAttributeAccessIssue]
         client._client, threading.RLock()
     )
     return client
+
+
+def vectors_as_written(local: Any) -> int:
+    """Give each cosine collection of a local Qdrant engine, as loaded from disk, the
+    vectors ``upsert`` would have stored: float32, divided by their norm as
+    ``LocalCollection._add_point`` does, row by row so every bit matches. A collection
+    already float32 (nothing loaded, or a qdrant-client that fixed its load) is left as
+    it is. Returns how many rows it rewrote."""
+    import numpy as np
+    from qdrant_client import models
+    from qdrant_client.local.local_collection import EPSILON
+
+    rewritten = 0
+    for collection in getattr(local, "collections", {}).values():
+        for name, vectors in list(collection.vectors.items()):
+            if (vectors.dtype == np.float32
+                    or collection.get_vector_params(name).distance != models.Distance.COSINE):
+                continue
+            deleted = collection.deleted_per_vector.get(name)
+            out = np.empty(vectors.shape, dtype=np.float32)
+            for index, row in enumerate(vectors):
+                vector = np.array(row, dtype=np.float32)
+                if deleted is None or not deleted[index]:  # a missing vector stays ones
+                    norm = np.linalg.norm(vector)
+                    vector = vector / norm if norm > EPSILON else vector
+                    rewritten += 1
+                out[index] = vector
+            collection.vectors[name] = out
+    return rewritten
 
 
 QDRANT: SharedStores[Any] = SharedStores(close=lambda client: client.close())
