@@ -23,6 +23,7 @@ from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.people import attribute
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
+from nanobot_memory_adapters.nanobot.skill import guidance
 from nanobot_memory_adapters.nanobot.state import (
     CACHE_SESSIONS,
     LOG,
@@ -55,25 +56,29 @@ class Recall:
         self.prepared = PreparedRecalls(state)
 
     def text_for_prompt(self) -> str | None:
-        """Sync, no I/O: the cached context for the current turn, or None for MEMORY.md.
+        """Sync, no I/O: the memory slot for the current turn, or None for MEMORY.md.
 
-        The session's entry is served only when it was retrieved for the scope of the
-        turn being built (never a previous speaker's recall). With ``context_placement:
-        user_message`` the memory slot stays empty (the context travels in the user
-        message; MEMORY.md is still not shown), except for a shared chat's personal
-        recall, which goes here so it is never saved in the group's history."""
+        The slot holds ``skill.guidance`` (what the memory section is; the same text every
+        turn, so the system prompt stays cacheable), then the cached context. The session's
+        entry is served only when it was retrieved for the scope of the turn being built
+        (never a previous speaker's recall). With ``context_placement: user_message`` the
+        context travels in the user message (MEMORY.md is still not shown), except for a
+        shared chat's personal recall, which goes here so it is never saved in the group's
+        history."""
         if self.state.status != "active":
             return None
         request = seams.current_request()
         key = getattr(request, "session_key", None)
         if not key or key.startswith("dream:"):
             return None
+        plugin = self.state.settings.plugin
+        told = guidance(plugin.install_skill)
         entry = self.state.cache.get(key)
         if entry is None or entry.scope_key != self._scope_key_now(request):
-            return ""
-        if self.state.settings.plugin.context_placement == "user_message" and not entry.in_system:
-            return ""
-        return entry.text
+            return told
+        if plugin.context_placement == "user_message" and not entry.in_system:
+            return told
+        return f"{told}\n\n{entry.text}" if entry.text else told
 
     def _scope_key_now(self, request: Any) -> str | None:
         """The scope key of the turn being built, from this process's memory only."""

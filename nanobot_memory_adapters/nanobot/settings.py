@@ -136,7 +136,9 @@ class PluginSettings(BaseModel):
         "assistant text only)."
     )
     install_skill: bool = Field(
-        default=True, description="Keep the memory-context skill in the workspace's skills/."
+        default=True, description="Keep the memory-context skill (how to read the memory "
+        "section, the /memory-* commands) in the workspace's skills/, for the model to read "
+        "when it needs it; the short guidance in every prompt then names it."
     )
     search_tool: bool = Field(
         default=True, description="Offer the model the read-only memory_search tool."

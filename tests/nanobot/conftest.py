@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from loguru import logger
 
+from nanobot_memory_adapters.nanobot.skill import guidance
 from tests.llm_double.server import ChatRequest
 
 VENV_BIN = Path(sys.executable).parent
@@ -129,7 +130,13 @@ def long_term_memory(req: ChatRequest) -> str:
     system = req.system
     marker = "## Long-term Memory\n"
     if marker in system:
-        return system.split(marker, 1)[1].split("\n\n---\n\n", 1)[0]
+        slot = system.split(marker, 1)[1].split("\n\n---\n\n", 1)[0]
+        for told in (guidance(True), guidance(False)):  # the plugin's guidance opens it
+            if slot.startswith(told):
+                slot = slot[len(told):].removeprefix("\n\n")
+                break
+        if slot:
+            return slot
     found = re.search(r"<memory-context .*?</memory-context>", req.last_user, re.S)
     return found.group(0) if found else ""
 

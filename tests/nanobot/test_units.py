@@ -208,8 +208,9 @@ def test_skill_copy_matches_the_repository_skill(tmp_path):
 
     path.unlink()
     install_skill(tmp_path)
-    loader = SkillsLoader(tmp_path)
-    assert "memory-context" in loader.get_always_skills()
+    loader = SkillsLoader(tmp_path)  # listed for the model to read, not always in the prompt
+    assert "memory-context" not in loader.get_always_skills()
+    assert "**memory-context**" in loader.build_skills_summary()
 
 
 def test_incompatible_nanobot_means_plugin_disabled(monkeypatch, tmp_path):
