@@ -161,10 +161,11 @@ async def test_a_fact_told_to_nanobot_reaches_the_next_sessions_prompt(real_llm,
         (home / "memory.json").write_text(json.dumps({
             "memory": {**_mem0_block(real_llm), "budget": {"max_tokens": 600}},
             # The test is about the memory path, not the chat model's replies: offered the
-            # tool, the 1.5B model writes a memory_search call as its answer; shown the
-            # skill, it echoes the skill's example section. Either answer beside the fact
-            # makes its own extraction come back empty.
-            "nanobot": {"search_tool": False, "install_skill": False},
+            # tool, the 1.5B model writes a memory_search call as its answer, and beside
+            # that answer its own extraction of the fact comes back empty. The skill is
+            # installed as by default (read on demand; until 2026-12-02 it was always in
+            # the prompt and the model echoed its example section).
+            "nanobot": {"search_tool": False},
         }))
         loop = AgentLoop.from_config(load_config(home / "config.json"),
                                      tool_registry=ToolRegistry())
