@@ -50,11 +50,11 @@ def lookahead_window(sessions: Sequence[Session], number: int) -> list[Session]:
     """The window that holds session ``number``: the conversation's sessions cut from its
     first one, greedily, into windows of whole sessions up to ``LOOKAHEAD_TURNS`` turns.
 
-    The cut never depends on where recording starts. A unit resumed mid-way embeds the
-    same batch of texts an uninterrupted run did, so each turn gets the same vector: an
-    embedder's batch changes the last bits of a vector (padding), and two equal turns in
-    different batches would then rank in another order (a resumed run's contexts, and so
-    its metrics hash, differed from the uninterrupted run's in 5 of 8 kills)."""
+    The cut never depends on where recording starts, so a unit resumed mid-way embeds the
+    same batch of texts an uninterrupted run did: a batched vector can differ from another
+    batch's in its last bits (padding; up to ~3e-7 measured on conv-26), which can swap
+    two memories of near-equal score. On the synthetic kill test's data the vectors were
+    the same either way; the cut removes the possibility, not a measured difference."""
     window: list[Session] = []
     turns = 0
     for session in sessions:

@@ -58,13 +58,13 @@ class Recall:
     def text_for_prompt(self) -> str | None:
         """Sync, no I/O: the memory slot for the current turn, or None for MEMORY.md.
 
-        The slot holds ``skill.guidance`` (what the memory section is; the same text every
-        turn, so the system prompt stays cacheable), then the cached context. The session's
-        entry is served only when it was retrieved for the scope of the turn being built
-        (never a previous speaker's recall). With ``context_placement: user_message`` the
-        context travels in the user message (MEMORY.md is still not shown), except for a
-        shared chat's personal recall, which goes here so it is never saved in the group's
-        history."""
+        The slot holds ``skill.guidance`` (what the memory section is, whether turns are
+        saved: the same text every turn while the read-only switch stays, so the system
+        prompt stays cacheable), then the cached context. The session's entry is served
+        only when it was retrieved for the scope of the turn being built (never a previous
+        speaker's recall). With ``context_placement: user_message`` the context travels in
+        the user message (MEMORY.md is still not shown), except for a shared chat's
+        personal recall, which goes here so it is never saved in the group's history."""
         if self.state.status != "active":
             return None
         request = seams.current_request()
@@ -72,7 +72,7 @@ class Recall:
         if not key or key.startswith("dream:"):
             return None
         plugin = self.state.settings.plugin
-        told = guidance(plugin.install_skill)
+        told = guidance(plugin.install_skill, saving=not self.state.read_only)
         entry = self.state.cache.get(key)
         if entry is None or entry.scope_key != self._scope_key_now(request):
             return told

@@ -132,8 +132,12 @@ async def test_read_only_mode_writes_nothing_retrievable(home, llm_double):
     assert plugin.adapter.mode.read_only  # the adapter's own gate is closed too
     # letters a timestamp or an id cannot hold ("4321" was found in a microsecond field)
     await say(loop, "gus", "My bank PIN is zulu-quebec, keep it secret.")
+    # the model is told this turn is not saved, and told again when saving is back
+    told = agent_request(llm_double, "My bank PIN is zulu-quebec").system
+    assert guidance(True, saving=False) in told
     assert "read-write" in await say(loop, "gus", "/memory-mode read-only off")
     await say(loop, "gus", "What do you remember about me?")
+    assert guidance(True) in agent_request(llm_double, "What do you remember").system
     assert await plugin.flush() == 0
 
     memory = long_term_memory(agent_request(llm_double, "What do you remember about me?"))
