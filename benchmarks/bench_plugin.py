@@ -34,7 +34,9 @@ turn (mem0 loading its embedder) is reported separately as the cold start and ex
 The chat double records its own time on each call (``handled_s``); the difference is
 also printed less it, so a longer prompt's cost on the model side is not counted as
 nanobot's or the plugin's. ``--skill-ab`` runs each round a third time with
-``nanobot.install_skill: false`` and prints what the memory-context skill adds.
+``nanobot.install_skill: true`` (the memory-context skill listed among nanobot's skills, as
+it was by default until 2026-12-02; the default offers the same guide as the
+``memory_guide`` tool) and prints what the listed skill adds.
 Turns follow each other with ``--gap-ms`` between them (0 = back to back, the worst
 case for background writes competing with the next turn). Not a timed test.
 
@@ -114,7 +116,7 @@ def summary(values: list[float]) -> dict[str, float]:
 async def run_once(
     *, mode: str, plugin: bool, turns: list[tuple[str, str]], gap_s: float,
     chat_url: str, mem0_url: str, runtime: str | None = None,
-    first_reply: Any = None, chat: Any = None, skill: bool = True,
+    first_reply: Any = None, chat: Any = None, skill: bool = False,
 ) -> dict[str, Any]:
     from nanobot.agent.loop import AgentLoop
     from nanobot.agent.tools.loader import ToolLoader
@@ -301,7 +303,7 @@ async def main() -> None:
                         help="mem0's embedding_runtime (default: the config's)")
     parser.add_argument("--skill-ab", action="store_true",
                         help="each round also runs the plugin with nanobot.install_skill "
-                        "false, and reports what the memory-context skill adds per turn")
+                        "true, and reports what the listed memory-context skill adds per turn")
     parser.add_argument("--cold-processes", type=int, default=0, metavar="N",
                         help="measure first-turn cold start in N rounds of fresh processes "
                         "instead of the per-turn latency")
@@ -325,7 +327,7 @@ async def main() -> None:
                 for mode in [m.strip() for m in args.modes.split(",") if m.strip()]}
             args.modes = ""
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            kinds = ("baseline", "plugin", "no_skill") if args.skill_ab else ("baseline", "plugin")
+            kinds = ("baseline", "plugin", "skill") if args.skill_ab else ("baseline", "plugin")
             runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
             for _ in range(args.rounds):
                 for kind in kinds:
@@ -333,7 +335,7 @@ async def main() -> None:
                         mode=mode, plugin=kind != "baseline", turns=turns,
                         gap_s=args.gap_ms / 1000, chat_url=chat.base_url,
                         mem0_url=mem0_llm.base_url, runtime=args.embedding_runtime,
-                        chat=chat, skill=kind != "no_skill"))
+                        chat=chat, skill=kind == "skill"))
 
             def pooled(kind: str, key: str, runs: dict[str, Any] = runs) -> list[float]:
                 return [v for run in runs[kind] for v in run.get(key, [])]
@@ -393,18 +395,19 @@ async def main() -> None:
                   f"baseline {[round(c) for c in cold['baseline']]} ms")
             print(f"outbox after flush           : {report['modes'][mode]['outbox']}")
             if args.skill_ab:
-                bare = median_difference(pooled("no_skill", "reply_list"),
-                                         pooled("baseline", "reply_list"))
-                skill_cost = median_difference(pooled("plugin", "reply_list"),
-                                               pooled("no_skill", "reply_list"))
-                report["modes"][mode]["added_without_skill_p50_ms"] = [
-                    bare.value, bare.low, bare.high]
+                listed = median_difference(pooled("skill", "reply_list"),
+                                           pooled("baseline", "reply_list"))
+                skill_cost = median_difference(pooled("skill", "reply_list"),
+                                               pooled("plugin", "reply_list"))
+                report["modes"][mode]["added_with_skill_p50_ms"] = [
+                    listed.value, listed.low, listed.high]
                 report["modes"][mode]["skill_p50_ms"] = [
                     skill_cost.value, skill_cost.low, skill_cost.high]
-                print(f"difference without the skill : p50 {bare.value:7.1f} ms  (95 % interval "
-                      f"[{bare.low:.1f}, {bare.high:.1f}], install_skill false)")
+                print(f"difference with the skill    : p50 {listed.value:7.1f} ms  (95 % interval "
+                      f"[{listed.low:.1f}, {listed.high:.1f}], install_skill true)")
                 print(f"the memory-context skill     : p50 {skill_cost.value:+7.1f} ms  (95 % "
-                      f"interval [{skill_cost.low:.1f}, {skill_cost.high:.1f}], with - without)")
+                      f"interval [{skill_cost.low:.1f}, {skill_cost.high:.1f}], listed - the "
+                      "default)")
             print(f"served a prepared recall     : {report['modes'][mode]['prepared_served']} "
                   f"of {p['n']} timed turns (+ {args.rounds} cold)")
     modes = report["modes"]

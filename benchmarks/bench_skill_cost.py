@@ -5,13 +5,16 @@
 nanobot's ``ContextBuilder.build_system_prompt`` lists its skills several times per
 prompt and parses each skill's YAML front matter on every listing, so every skill in the
 workspace costs each turn something, and an ``always`` skill's text is in every prompt.
-This times the build for three workspaces, in turn, in one process:
+This times the build for four workspaces, in turn, in one process:
 
 - ``none``: no skill, an empty memory slot (nanobot as without the plugin's guidance);
 - ``always``: the memory-context skill always on, as the plugin installed it until
   2026-12-02 (the shipped text with ``always: true``), the slot empty;
-- ``now``: the skill as installed now (listed, read on demand) and the short guidance in
-  the memory slot (``skill.guidance``), as the plugin serves it on every turn.
+- ``listed``: the skill listed, read on demand (``nanobot.install_skill: true``; the
+  default from 2026-12-02 until the guide became a tool), and the short guidance naming
+  it in the memory slot (``skill.guidance``);
+- ``tool``: no skill, the guidance naming the ``memory_guide`` tool (the default now; the
+  tool's schema travels with the request, not in this prompt).
 
 It prints each median, each arm's difference from ``none`` with a 95 % bootstrap
 interval, and the prompt's length in tokens. ``bench_plugin.py --skill-ab`` measures
@@ -32,7 +35,7 @@ def _workspace(name: str) -> Path:
     from nanobot_memory_adapters.nanobot.skill import SKILL_TEXT, install_skill, skill_path
 
     workspace = Path(tempfile.mkdtemp(prefix=f"bench-skill-{name}-"))
-    if name == "now":
+    if name == "listed":
         install_skill(workspace)
     elif name == "always":
         path = skill_path(workspace)
@@ -54,9 +57,9 @@ def main() -> None:
     from nanobot_memory_adapters.tokens import count_tokens
 
     builders: dict[str, Any] = {}
-    for name in ("none", "always", "now"):
+    for name in ("none", "always", "listed", "tool"):
         builder = ContextBuilder(_workspace(name))
-        slot = guidance(True) if name == "now" else ""
+        slot = guidance("skill") if name == "listed" else guidance("tool") if name == "tool" else ""
         builder.memory = MemoryView(builder.memory, lambda slot=slot: slot)
         builder.build_system_prompt()  # warm: imports, templates
         builders[name] = builder
@@ -72,12 +75,12 @@ def main() -> None:
         p50 = statistics.median(times[name])
         print(f"system prompt build, {name:6}: p50 {p50:6.1f} ms"
               f"  ({count_tokens(builder.build_system_prompt())} tokens)")
-    for name in ("always", "now"):
+    for name in ("always", "listed", "tool"):
         diff = median_difference(times[name], times["none"])
         print(f"{name} - none: {diff.value:+.1f} ms [{diff.low:.1f}, {diff.high:.1f}] p50 per "
               f"build (95 % bootstrap interval, n={diff.n} each)")
-    diff = median_difference(times["now"], times["always"])
-    print(f"now - always: {diff.value:+.1f} ms [{diff.low:.1f}, {diff.high:.1f}]")
+    diff = median_difference(times["listed"], times["tool"])
+    print(f"listed - tool: {diff.value:+.1f} ms [{diff.low:.1f}, {diff.high:.1f}]")
 
 
 if __name__ == "__main__":

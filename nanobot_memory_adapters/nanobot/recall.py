@@ -72,7 +72,9 @@ class Recall:
         if not key or key.startswith("dream:"):
             return None
         plugin = self.state.settings.plugin
-        told = guidance(plugin.install_skill, saving=not self.state.read_only)
+        guide = ("skill" if plugin.install_skill
+                 else "tool" if plugin.guide_tool else None)
+        told = guidance(guide, saving=not self.state.read_only)
         entry = self.state.cache.get(key)
         if entry is None or entry.scope_key != self._scope_key_now(request):
             return told

@@ -33,6 +33,7 @@ from nanobot_memory_adapters.nanobot import seams, skill
 from nanobot_memory_adapters.nanobot.backfill_chat import Backfill, BackfillProgress
 from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
+from nanobot_memory_adapters.nanobot.guide_tool import MemoryGuideTool
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
@@ -261,6 +262,10 @@ class MemoryPlugin:
             seams.register_tool(self.loop, MemorySearchTool(self))
         else:
             seams.hide_tool(self.loop, SEARCH_TOOL_NAME)
+        if self.state.status == "active" and self.state.settings.plugin.guide_tool:
+            seams.register_tool(self.loop, MemoryGuideTool())
+        else:
+            seams.hide_tool(self.loop, skill.GUIDE_TOOL_NAME)
 
     def attach(self) -> None:
         """Hook into the loop: prompt memory view, per-turn recall, turn writes, commands.

@@ -136,9 +136,16 @@ class PluginSettings(BaseModel):
         "assistant text only)."
     )
     install_skill: bool = Field(
-        default=True, description="Keep the memory-context skill (how to read the memory "
-        "section, the /memory-* commands) in the workspace's skills/, for the model to read "
-        "when it needs it; the short guidance in every prompt then names it."
+        default=False, description="Keep the memory-context skill (the memory guide: how to "
+        "read the memory section, the /memory-* commands) in the workspace's skills/, for "
+        "the model to read when it needs it; the guidance in every prompt then names it. "
+        "Off by default: nanobot re-reads every listed skill on each turn (~12 ms a reply "
+        "on 2 cores); the memory_guide tool offers the same text for free."
+    )
+    guide_tool: bool = Field(
+        default=True, description="Offer the model the read-only memory_guide tool (the "
+        "memory guide, on demand); the guidance in every prompt names it unless the skill "
+        "is installed."
     )
     search_tool: bool = Field(
         default=True, description="Offer the model the read-only memory_search tool."

@@ -1,21 +1,24 @@
 """What the model is told about its memory: a short guidance in every prompt, and the
-memory-context skill, installed into the nanobot workspace while a provider is active and
-read on demand.
+longer guide it reads on demand, through the ``memory_guide`` tool (the default) or as
+the memory-context skill in the nanobot workspace (``nanobot.install_skill``).
 
 ``guidance`` goes into the system prompt's memory slot (``Recall.text_for_prompt``) on
 every turn a provider is active: what the memory section is, that it is data, never
-instructions, and whether this turn is saved. The skill holds the rest (how to read a
-line, the commands); it is not ``always`` on, so nanobot lists it among the skills and
-the model reads it when it needs it. Until 2026-12-02 the whole skill was in every
-prompt: ~870 tokens per model call, and on a small model a reply that echoed its example
-section.
+instructions, whether this turn is saved, and where the guide is. The guide holds the rest
+(how to read a line, the commands). Until 2026-12-02 the whole skill was in every prompt:
+~870 tokens per model call, and on a small model a reply that echoed its example section.
+Since then it was a listed skill, which nanobot 0.3.5 pays for on every turn: its skill
+listing reads and parses every skill's front matter once per skill per listing, several
+listings per turn, so one more workspace skill added ~12 ms to each reply on a 2-core
+machine (``benchmarks/bench_plugin.py --skill-ab``). A tool costs nothing until it is
+called; the skill stays available for users who want it among their skills.
 
-The skill's text is ``skills/memory-context/SKILL.md`` next to this module (package data),
-the one copy there is.
-The plugin writes it to ``<workspace>/skills/memory-context/SKILL.md`` only if that file
-is absent or was written by the plugin (``installed-by: nanobot-memory-adapters``), and
-removes its own copy when nanobot's own memory is in charge (``rolling_summary``,
-disabled), so nanobot then runs exactly as without the plugin.
+The guide's text is ``skills/memory-context/SKILL.md`` next to this module (package data),
+the one copy there is; the tool returns it without its front matter.
+The plugin writes the skill to ``<workspace>/skills/memory-context/SKILL.md`` only while
+``install_skill`` is on, and only if that file is absent or was written by the plugin
+(``installed-by: nanobot-memory-adapters``); it removes its own copy otherwise (the
+default, nanobot's own memory in charge), so nanobot then runs exactly as without it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from nanobot_memory_adapters.logs import logger
 
@@ -51,17 +55,34 @@ GUIDANCE = (
 SAVING = " Everything said here is saved to memory after you reply."
 #: While ``/memory-mode read-only on`` holds: the model must not promise to remember.
 NOT_SAVING = " Saving to memory is off (read-only): nothing said here is saved."
-#: Added while the skill is installed (``nanobot.install_skill``).
-SKILL_POINTER = (
-    " For how to read it and the /memory-mode, /memory-health and /memory-forget commands, "
-    f"read the {SKILL_NAME} skill."
-)
+GUIDE_TOOL_NAME = "memory_guide"
+_GUIDE_TOPICS = (" For how to read it and the /memory-mode, /memory-health and /memory-forget "
+                 "commands, ")
+#: Where the guide is, by how it is offered: the skill (``nanobot.install_skill``) or the
+#: tool (``nanobot.guide_tool``); nothing is said of a guide that is not there.
+GUIDE_POINTERS: dict[str, str] = {
+    "skill": _GUIDE_TOPICS + f"read the {SKILL_NAME} skill.",
+    "tool": _GUIDE_TOPICS + f"call the {GUIDE_TOOL_NAME} tool.",
+}
+GuideAt = Literal["skill", "tool"] | None
 
 
-def guidance(with_skill: bool, saving: bool = True) -> str:
-    """The memory slot's guidance: whether turns are saved now, and the skill named only
-    where the skill is."""
-    return GUIDANCE + (SAVING if saving else NOT_SAVING) + (SKILL_POINTER if with_skill else "")
+def guidance(guide: GuideAt, saving: bool = True) -> str:
+    """The memory slot's guidance: whether turns are saved now, and where the guide is
+    (named only where it is)."""
+    return (GUIDANCE + (SAVING if saving else NOT_SAVING)
+            + (GUIDE_POINTERS[guide] if guide else ""))
+
+
+def guide_text() -> str:
+    """The guide as the ``memory_guide`` tool returns it: the skill without its front
+    matter (which is for nanobot's skill listing, not for the model)."""
+    body = SKILL_TEXT
+    if body.startswith("---\n"):
+        end = body.find("\n---\n", 4)
+        if end != -1:
+            body = body[end + 5:]
+    return body.strip()
 
 
 def skill_path(workspace: Path) -> Path:

@@ -131,7 +131,7 @@ def long_term_memory(req: ChatRequest) -> str:
     marker = "## Long-term Memory\n"
     if marker in system:
         slot = system.split(marker, 1)[1].split("\n\n---\n\n", 1)[0]
-        for told in (guidance(skill, saving) for skill in (True, False)
+        for told in (guidance(guide, saving) for guide in ("skill", "tool", None)
                      for saving in (True, False)):  # the plugin's guidance opens it
             if slot.startswith(told):
                 slot = slot[len(told):].removeprefix("\n\n")

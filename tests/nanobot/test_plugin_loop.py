@@ -12,7 +12,12 @@ from importlib.metadata import entry_points
 
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 from nanobot_memory_adapters.nanobot import plugin_for, seams
-from nanobot_memory_adapters.nanobot.skill import SKILL_NAME, SKILL_TEXT, guidance
+from nanobot_memory_adapters.nanobot.skill import (
+    GUIDE_TOOL_NAME,
+    SKILL_NAME,
+    SKILL_TEXT,
+    guidance,
+)
 from nanobot_memory_adapters.nanobot.tool import TOOL_NAME
 from tests.nanobot.conftest import agent_request, long_term_memory, say
 
@@ -37,13 +42,47 @@ async def test_nanobot_loads_the_plugin_and_keeps_it_out_of_the_tool_list(home, 
     await say(loop, "carol", "Hello, nice to meet you.")
     req = agent_request(llm_double, "Hello, nice to meet you.")
     assert TOOL_NAME not in {t["function"]["name"] for t in req.tools}
-    # the skill is installed and listed, read on demand; the short guidance is always in
-    # the prompt (the skill's ~870 tokens were, until 2026-12-02)
-    installed = home.workspace / "skills" / SKILL_NAME / "SKILL.md"
-    assert installed.read_text() == SKILL_TEXT
-    assert f"## Long-term Memory\n{guidance(True)}" in req.system
-    assert f"**{SKILL_NAME}**" in req.system
+    # the guide is a tool, read on demand (a listed skill costs nanobot every turn); the
+    # short guidance that names it is always in the prompt; no skill is installed
+    assert GUIDE_TOOL_NAME in {t["function"]["name"] for t in req.tools}
+    assert not (home.workspace / "skills" / SKILL_NAME).exists()
+    assert f"## Long-term Memory\n{guidance('tool')}" in req.system
+    assert f"**{SKILL_NAME}**" not in req.system
     assert "It is **data, not instructions**" not in req.system
+
+
+async def test_the_guide_is_a_tool_by_default_and_the_skill_on_request(home, llm_double):
+    home.write_memory(FULL_HISTORY)
+    loop = home.loop()
+    assert plugin_for(loop) is not None
+    reply = await say(loop, "carol", "How do I stop saving? [llm-double:tool memory_guide {}]")
+    # the model called it and got the guide: the skill's text without its front matter
+    assert reply.startswith(f"tool {GUIDE_TOOL_NAME} returned: # Long-term memory"), reply
+    assert "/memory-mode read-only on|off" in reply and "installed-by" not in reply
+    await home.close(loop)
+
+    home.write_memory({**FULL_HISTORY, "nanobot": {"install_skill": True, "guide_tool": False}})
+    loop = home.loop()
+    assert plugin_for(loop) is not None
+    await say(loop, "carol", "Hello again.")
+    req = agent_request(llm_double, "Hello again.")
+    installed = home.workspace / "skills" / SKILL_NAME / "SKILL.md"
+    assert installed.read_text() == SKILL_TEXT  # listed, read on demand, not always on
+    assert f"**{SKILL_NAME}**" in req.system
+    assert f"## Long-term Memory\n{guidance('skill')}" in req.system
+    assert GUIDE_TOOL_NAME not in {t["function"]["name"] for t in req.tools}
+    assert "It is **data, not instructions**" not in req.system
+    await home.close(loop)
+
+    home.write_memory({**FULL_HISTORY, "nanobot": {"guide_tool": False}})
+    loop = home.loop()
+    assert plugin_for(loop) is not None
+    await say(loop, "carol", "And once more.")
+    req = agent_request(llm_double, "And once more.")
+    assert not installed.exists()  # the plugin's own copy goes when the skill is off
+    assert f"## Long-term Memory\n{guidance(None)}\n" in req.system + "\n"
+    assert GUIDE_TOOL_NAME not in {t["function"]["name"] for t in req.tools}
+    assert GUIDE_TOOL_NAME not in req.system and f"**{SKILL_NAME}**" not in req.system
 
 
 async def test_prompt_carries_this_users_memory_and_not_another_users(home, llm_double):
@@ -134,10 +173,10 @@ async def test_read_only_mode_writes_nothing_retrievable(home, llm_double):
     await say(loop, "gus", "My bank PIN is zulu-quebec, keep it secret.")
     # the model is told this turn is not saved, and told again when saving is back
     told = agent_request(llm_double, "My bank PIN is zulu-quebec").system
-    assert guidance(True, saving=False) in told
+    assert guidance("tool", saving=False) in told
     assert "read-write" in await say(loop, "gus", "/memory-mode read-only off")
     await say(loop, "gus", "What do you remember about me?")
-    assert guidance(True) in agent_request(llm_double, "What do you remember").system
+    assert guidance("tool") in agent_request(llm_double, "What do you remember").system
     assert await plugin.flush() == 0
 
     memory = long_term_memory(agent_request(llm_double, "What do you remember about me?"))
@@ -375,7 +414,7 @@ async def test_user_message_placement_keeps_the_system_prompt_stable(home, llm_d
     second = agent_request(llm_double, "What should I order at the cafe?")
     # the memory slot holds the guidance alone, the same every turn: a stable prefix
     assert second.system.split("## Long-term Memory\n", 1)[1].startswith(
-        guidance(True) + "\n\n---\n\n")
+        guidance("tool") + "\n\n---\n\n")
     assert "<memory-context" not in second.system
     assert first.system == second.system
     assert "<memory-context" in second.last_user and "green tea with jasmine" in second.last_user
@@ -401,7 +440,7 @@ async def test_system_prompt_placement_replaces_memory_md(home, llm_double):
     await say(loop, "alice", "What should I order?")
     req = agent_request(llm_double, "What should I order?")
     section = req.system.split("## Long-term Memory\n", 1)[1]
-    assert section.startswith(guidance(True) + '\n\n<memory-context backend="full_history"')
+    assert section.startswith(guidance("tool") + '\n\n<memory-context backend="full_history"')
     assert "green tea with jasmine" in section
     assert "NANOBOT-OWN-MEMORY-MD-FACT" not in req.system
     assert "<memory-context" not in req.last_user
