@@ -17,6 +17,7 @@ import pytest
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
+from nanobot_memory_adapters.nanobot.skill import GUIDE_TOOL_NAME
 from tests.nanobot.conftest import VENV_BIN, agent_request, say
 
 FULL_HISTORY = {"memory": {"condition": "full_history"}}
@@ -60,10 +61,13 @@ async def test_memory_search_cannot_write_and_is_gone_without_a_provider(home):
     assert "only inside a conversation turn" in str(await tool.execute(query="x", text="save"))
     stats = plugin.outbox.stats(plugin.provider)
     assert (stats.pending, stats.delivered, stats.failed) == (0, 0, 0)
+    guide = loop.tools.get(GUIDE_TOOL_NAME)
+    assert guide is not None and guide.read_only and not guide.parameters["properties"]
     await plugin.switch_provider("rolling_summary")  # nanobot's own memory in charge
-    assert loop.tools.get(SEARCH_TOOL_NAME) is None
+    assert loop.tools.get(SEARCH_TOOL_NAME) is None and loop.tools.get(GUIDE_TOOL_NAME) is None
     await plugin.switch_provider("full_history")
     assert loop.tools.get(SEARCH_TOOL_NAME) is not None
+    assert loop.tools.get(GUIDE_TOOL_NAME) is not None
 
 
 # -- /memory-forget ---------------------------------------------------------------------

@@ -188,10 +188,11 @@ async def test_a_fact_told_to_nanobot_reaches_the_next_sessions_prompt(real_llm,
             "memory": {**_mem0_block(real_llm), "budget": {"max_tokens": 600}},
             # The test is about the memory path, not the chat model's replies: offered the
             # tool, the 1.5B model writes a memory_search call as its answer, and beside
-            # that answer its own extraction of the fact comes back empty. The skill is
-            # installed as by default (read on demand; until 2026-12-02 it was always in
-            # the prompt and the model echoed its example section).
-            "nanobot": {"search_tool": False},
+            # that answer its own extraction of the fact comes back empty; the guide is
+            # therefore the listed skill here, not the memory_guide tool (the default
+            # since 2026-12-02), so no tool of the plugin's is offered. Until 2026-12-02
+            # the skill was always in the prompt and the model echoed its example section.
+            "nanobot": {"search_tool": False, "guide_tool": False, "install_skill": True},
         }))
         loop = AgentLoop.from_config(load_config(home / "config.json"),
                                      tool_registry=ToolRegistry())
