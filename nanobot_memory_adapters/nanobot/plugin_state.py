@@ -43,6 +43,9 @@ class PluginState:
     reason: str = ""
     provider: str = ""
     read_only: bool = False
+    # the plugin's own memory-context skill is in the workspace (not a user's file of
+    # that name): only then does the guidance point the model to it
+    skill_listed: bool = False
     data_dir: Path | None = None
     adapter: MemoryAdapter | None = None
     closed: bool = False

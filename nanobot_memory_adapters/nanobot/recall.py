@@ -72,7 +72,7 @@ class Recall:
         if not key or key.startswith("dream:"):
             return None
         plugin = self.state.settings.plugin
-        guide = ("skill" if plugin.install_skill
+        guide = ("skill" if self.state.skill_listed
                  else "tool" if plugin.guide_tool else None)
         told = guidance(guide, saving=not self.state.read_only)
         entry = self.state.cache.get(key)

@@ -255,8 +255,10 @@ class MemoryPlugin:
     def _sync_skill(self) -> None:
         if self.state.status == "active" and self.state.settings.plugin.install_skill:
             skill.install_skill(self.workspace)
+            self.state.skill_listed = skill.skill_is_ours(self.workspace)
         else:
             skill.remove_skill(self.workspace)
+            self.state.skill_listed = False
         # the read-only search tool is offered only while a provider is in charge
         if self.state.status == "active" and self.state.settings.plugin.search_tool:
             seams.register_tool(self.loop, MemorySearchTool(self))

@@ -9,7 +9,7 @@ instructions, whether this turn is saved, and where the guide is. The guide hold
 ~870 tokens per model call, and on a small model a reply that echoed its example section.
 Since then it was a listed skill, which nanobot 0.3.5 pays for on every turn: its skill
 listing reads and parses every skill's front matter once per skill per listing, several
-listings per turn, so one more workspace skill added ~10 ms to each reply on a 2-core
+listings per turn, so one more workspace skill added up to ~10 ms a reply on a 2-core
 machine (mem0 +9.5 ms [6.3, 14.0], ``bench_plugin.py --skill-ab``). A tool costs nothing
 until it is called; the skill stays available for users who want it among their skills.
 
@@ -94,6 +94,12 @@ def _ours(path: Path) -> bool:
         return MARKER in path.read_text(encoding="utf-8")[:1000]
     except OSError:
         return False
+
+
+def skill_is_ours(workspace: Path) -> bool:
+    """The workspace holds the plugin's copy of the skill (a user's own file of that name
+    is not the guide, so the guidance must not point to it)."""
+    return _ours(skill_path(workspace))
 
 
 def install_skill(workspace: Path) -> bool:

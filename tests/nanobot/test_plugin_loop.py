@@ -83,6 +83,20 @@ async def test_the_guide_is_a_tool_by_default_and_the_skill_on_request(home, llm
     assert f"## Long-term Memory\n{guidance(None)}\n" in req.system + "\n"
     assert GUIDE_TOOL_NAME not in {t["function"]["name"] for t in req.tools}
     assert GUIDE_TOOL_NAME not in req.system and f"**{SKILL_NAME}**" not in req.system
+    await home.close(loop)
+
+    # a user's own skill of that name is kept and is not the guide: the guidance names the
+    # tool, not their file
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    installed.write_text("---\nname: memory-context\ndescription: mine\n---\nmy notes\n")
+    home.write_memory({**FULL_HISTORY, "nanobot": {"install_skill": True}})
+    loop = home.loop()
+    assert plugin_for(loop) is not None
+    await say(loop, "carol", "One last time.")
+    req = agent_request(llm_double, "One last time.")
+    assert installed.read_text().endswith("my notes\n")
+    assert f"## Long-term Memory\n{guidance('tool')}" in req.system
+    assert GUIDE_TOOL_NAME in {t["function"]["name"] for t in req.tools}
 
 
 async def test_prompt_carries_this_users_memory_and_not_another_users(home, llm_double):
@@ -252,7 +266,9 @@ async def test_rolling_summary_leaves_nanobots_memory_and_dream_untouched(
         return req.system.replace(str(h.root), "<root>").replace(who, "<who>"), memory_md, \
             long_term_memory(req)
 
-    home.write_memory({"memory": {"condition": "rolling_summary"}})
+    # the skill switched on, so its absence below is the passive plugin's doing
+    home.write_memory({"memory": {"condition": "rolling_summary"},
+                       "nanobot": {"install_skill": True}})
     with_plugin = await run(home, "jay")
     assert not home.data_dir.exists()  # no outbox, no store: the plugin stayed passive
     assert not (home.workspace / "skills" / SKILL_NAME).exists()
@@ -315,6 +331,7 @@ async def test_broken_memory_config_leaves_nanobot_running(home, log_lines):
         assert any("memory disabled" in line and plugin.reason in line for line in log_lines)
         # nanobot runs as without the plugin: its own MEMORY.md path is used
         assert loop.context.memory.read_memory() == loop.context.memory.wrapped_store.read_memory()
+        assert loop.tools.get(GUIDE_TOOL_NAME) is None, label  # no plugin tool offered
         await home.close(loop)
     assert "is not valid JSON" in reasons["not json"]
     assert "unknown backend 'mem-zero'" in reasons["unknown provider"]

@@ -88,7 +88,7 @@ async def test_twenty_senders_two_thousand_turns_with_a_kill(home, llm_double):
     # nanobot reads every bundled skill's front matter (YAML) and checks its requirements
     # on every turn: half of this test's CPU (alone: 260 s with them, 130 s without), none
     # of it the plugin's. They are switched off here the way a user would
-    # (agents.defaults.disabledSkills); the plugin's own skill stays.
+    # (agents.defaults.disabledSkills); the plugin lists no skill by default.
     config = home.config_data()
     config["agents"]["defaults"]["disabledSkills"] = sorted(
         p.name for p in BUILTIN_SKILLS_DIR.iterdir() if (p / "SKILL.md").is_file())
