@@ -37,7 +37,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.people import flagged_shared
-from nanobot_memory_adapters.nanobot.turns import event_from_messages
+from nanobot_memory_adapters.nanobot.turns import event_from_messages, is_recorded
 
 IN_FLIGHT = "backfill: in flight"
 BATCH = 50
@@ -77,7 +77,6 @@ class BackfillPlan:
 def session_turns(messages: Sequence[Mapping[str, Any]], *, include_tools: bool = False
                   ) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:
     """(index of the turn's user message, the turn's messages) in session order."""
-    roles = {"user", "assistant", "tool"} if include_tools else {"user", "assistant"}
     start: int | None = None
     turn: list[Mapping[str, Any]] = []
     for index, message in enumerate(messages):
@@ -87,7 +86,7 @@ def session_turns(messages: Sequence[Mapping[str, Any]], *, include_tools: bool 
             if start is not None:
                 yield start, turn
             start, turn = index, []
-        if start is not None and message.get("role") in roles:
+        if start is not None and is_recorded(message, include_tools=include_tools):
             turn.append(message)
     if start is not None:
         yield start, turn

@@ -26,10 +26,10 @@ class MemoryGuideTool(Tool):
 
     @property
     def description(self) -> str:
-        return ("How your long-term memory works: how to read a <memory-context> section, "
-                "the memory_search tool, and the /memory-mode, /memory-health and "
-                "/memory-forget commands the user can type. Call it when the user asks about "
-                "their memory or its settings.")
+        # names no other tool: memory_search may be switched off (``search_tool``)
+        return ("How your long-term memory works: how to read a <memory-context> section "
+                "and the /memory-mode, /memory-health and /memory-forget commands the user "
+                "can type. Call it when the user asks about their memory or its settings.")
 
     @property
     def parameters(self) -> dict[str, Any]:

@@ -255,7 +255,10 @@ class MemoryPlugin:
     def _sync_skill(self) -> None:
         if self.state.status == "active" and self.state.settings.plugin.install_skill:
             skill.install_skill(self.workspace)
-            self.state.skill_listed = skill.skill_is_ours(self.workspace)
+            # named in the guidance only if it is the guide and nanobot lists it (a user's
+            # own file of that name, or the skill in nanobot's disabledSkills, is not)
+            self.state.skill_listed = skill.skill_is_ours(self.workspace) and seams.lists_skill(
+                self.loop, skill.SKILL_NAME) is not False
         else:
             skill.remove_skill(self.workspace)
             self.state.skill_listed = False

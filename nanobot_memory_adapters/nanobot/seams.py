@@ -304,6 +304,20 @@ def hide_tool(loop: Any, name: str) -> None:
         tools.unregister(name)
 
 
+def lists_skill(loop: Any, name: str) -> bool | None:
+    """Whether nanobot's skills loader lists the skill ``name`` (its ``disabledSkills``
+    honoured); None when the loop has no loader of the known shape."""
+    skills = getattr(getattr(loop, "context", None), "skills", None)
+    lister = getattr(skills, "list_skills", None)
+    if not callable(lister):
+        return None
+    try:  # without the requirement checks: a listing, no front matter parsed
+        entries: Any = lister(filter_unavailable=False)
+        return any(entry.get("name") == name for entry in entries)
+    except Exception:
+        return None
+
+
 def runtime_context_block(text: str) -> Any:
     """A nanobot runtime-context block carrying the memory section (appended to the user
     message by nanobot, marked so ``public_message`` strips it again)."""

@@ -139,8 +139,9 @@ class PluginSettings(BaseModel):
         default=False, description="Keep the memory-context skill (the memory guide: how to "
         "read the memory section, the /memory-* commands) in the workspace's skills/, for "
         "the model to read when it needs it; the guidance in every prompt then names it. "
-        "Off by default: nanobot re-reads every listed skill on each turn (up to ~10 ms a "
-        "reply on 2 cores); the memory_guide tool offers the same text for free."
+        "Off by default: nanobot re-reads every listed skill on each turn (about 10 ms a "
+        "reply on 2 cores); the memory_guide tool offers the same text for ~84 tokens of "
+        "schema per request."
     )
     guide_tool: bool = Field(
         default=True, description="Offer the model the read-only memory_guide tool (the "

@@ -9,9 +9,10 @@ instructions, whether this turn is saved, and where the guide is. The guide hold
 ~870 tokens per model call, and on a small model a reply that echoed its example section.
 Since then it was a listed skill, which nanobot 0.3.5 pays for on every turn: its skill
 listing reads and parses every skill's front matter once per skill per listing, several
-listings per turn, so one more workspace skill added up to ~10 ms a reply on a 2-core
-machine (mem0 +9.5 ms [6.3, 14.0], ``bench_plugin.py --skill-ab``). A tool costs nothing
-until it is called; the skill stays available for users who want it among their skills.
+listings per turn, so one more workspace skill added about 10 ms a reply on a 2-core
+machine (mem0 +9.5 ms [6.3, 14.0], ``bench_plugin.py --skill-ab``). A tool costs its
+schema (~84 tokens a request) until it is called; the skill stays available for users
+who want it among their skills.
 
 The guide's text is ``skills/memory-context/SKILL.md`` next to this module (package data),
 the one copy there is; the tool returns it without its front matter.

@@ -5,7 +5,10 @@ user's messages of the turn, including ones injected while it ran, and the assis
 replies). Slash-command exchanges, summary checkpoints and the placeholders nanobot
 writes after a crash or a model error are nanobot's own, not conversation, and are left
 out; runtime-context blocks appended to user messages (the memory
-context itself, skill hints, quotes) are stripped so memory never re-ingests memory.
+context itself, skill hints, quotes) are stripped so memory never re-ingests memory. For
+the same reason, with tool results recorded (``include_tool_messages``), what the plugin's
+own tools return is not: ``memory_search`` returns memory, ``memory_guide`` the plugin's
+guide (whose example lines would read as things this user said).
 """
 
 from __future__ import annotations
@@ -19,9 +22,24 @@ from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.people import canonical_sender
+from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME
+from nanobot_memory_adapters.nanobot.skill import GUIDE_TOOL_NAME
 from nanobot_memory_adapters.scope import MemoryScope
 
 _TAG_KEYS = ("scenario", "context", "attribute")
+
+# Tools whose results are memory or the plugin's guide, never new conversation.
+MEMORY_TOOL_NAMES = frozenset({SEARCH_TOOL_NAME, GUIDE_TOOL_NAME})
+
+
+def is_recorded(message: Mapping[str, Any], *, include_tools: bool = False) -> bool:
+    """Whether a session message of a turn goes into its memory event: the user's and
+    the assistant's messages, and with ``include_tools`` the results of tools other than
+    the plugin's own (nanobot's internal and synthetic messages are checked by callers)."""
+    role = message.get("role")
+    if role == "tool":
+        return include_tools and message.get("name") not in MEMORY_TOOL_NAMES
+    return role in ("user", "assistant")
 
 
 def identity_values(
@@ -123,9 +141,8 @@ def turn_messages(
             if message.get("role") == "user" and not seams.is_internal_message(message):
                 break
         picked.reverse()
-    roles = {"user", "assistant", "tool"} if include_tools else {"user", "assistant"}
-    return [m for m in picked if m.get("role") in roles and not seams.is_internal_message(m)
-            and not seams.is_synthetic_message(m)]
+    return [m for m in picked if is_recorded(m, include_tools=include_tools)
+            and not seams.is_internal_message(m) and not seams.is_synthetic_message(m)]
 
 
 def turn_event_id(session_key: str, turn_id: str) -> str:

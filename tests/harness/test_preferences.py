@@ -324,6 +324,12 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     replies = [r for r in lines if r["outcome"]]
     assert len(replies) == 6 * 12
     assert all(r["recognition_transcript"][1]["content"].startswith("(") for r in replies)
+    # the memory guide is pinned off, whatever the plugin's defaults: no request offered
+    # the memory_guide tool, and the manifest says so
+    offered = [t["function"]["name"] for q in llm_double.requests
+               if isinstance(q["body"], dict) for t in q["body"].get("tools") or []]
+    assert "memory_search" in offered and "memory_guide" not in offered
+    assert "no memory guide" in manifest["settings"]["agent_mode"]
     persona = generate(1, 0).personas[0]
     by_id = {t.test_id: t for t in persona.tests}
     for r in lines:

@@ -97,6 +97,22 @@ async def test_the_guide_is_a_tool_by_default_and_the_skill_on_request(home, llm
     assert installed.read_text().endswith("my notes\n")
     assert f"## Long-term Memory\n{guidance('tool')}" in req.system
     assert GUIDE_TOOL_NAME in {t["function"]["name"] for t in req.tools}
+    await home.close(loop)
+
+    # the plugin's own copy, but in nanobot's disabledSkills: nanobot does not list it, so
+    # the guidance names the tool that is there
+    installed.unlink()
+    config = home.config_data()
+    config["agents"]["defaults"]["disabledSkills"] = [SKILL_NAME]
+    home.config_path.write_text(json.dumps(config))
+    loop = home.loop()
+    assert plugin_for(loop) is not None
+    await say(loop, "carol", "And a disabled skill.")
+    req = agent_request(llm_double, "And a disabled skill.")
+    assert installed.read_text() == SKILL_TEXT
+    assert f"**{SKILL_NAME}**" not in req.system
+    assert f"## Long-term Memory\n{guidance('tool')}" in req.system
+    assert GUIDE_TOOL_NAME in {t["function"]["name"] for t in req.tools}
 
 
 async def test_prompt_carries_this_users_memory_and_not_another_users(home, llm_double):

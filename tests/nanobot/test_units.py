@@ -12,6 +12,7 @@ import pytest
 from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.backfill import session_turns
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.settings import (
     load_settings,
@@ -140,6 +141,45 @@ def test_turn_messages_take_the_whole_turn_and_skip_commands():
            {"role": "assistant", "content": "...", "_command": True, "timestamp": _ts(1)}]
     assert build_event(memory=memory, messages=cmd, turn_id=command_turn, channel="t",
                        chat_id="a", sender_id="a", session_key="t:a") is None
+
+
+def test_recorded_tool_results_leave_out_the_plugins_own_tools():
+    """With tool results recorded, a memory_search or memory_guide result is not: it is
+    memory (or the guide's made-up examples) and would come back as this user's words."""
+    turn_id = f"telegram:a:{time.time_ns()}"
+
+    def call(cid: str, name: str) -> dict:
+        return {"role": "assistant", "content": None, "timestamp": _ts(2), "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+
+    messages = [
+        {"role": "user", "content": "what do you remember?", "timestamp": _ts(1)},
+        call("c1", "memory_guide"),
+        {"role": "tool", "tool_call_id": "c1", "name": "memory_guide",
+         "content": "Jolene: something Jolene said then", "timestamp": _ts(2)},
+        call("c2", "memory_search"),
+        {"role": "tool", "tool_call_id": "c2", "name": "memory_search",
+         "content": "<memory-context>Ann: I live in Oslo</memory-context>", "timestamp": _ts(3)},
+        call("c3", "grep"),
+        {"role": "tool", "tool_call_id": "c3", "name": "grep", "content": "hits",
+         "timestamp": _ts(3)},
+        {"role": "assistant", "content": "You live in Oslo.", "timestamp": _ts(4)},
+    ]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    ev = build_event(memory=memory, messages=messages, turn_id=turn_id, channel="telegram",
+                     chat_id="a", sender_id="a", session_key="telegram:a",
+                     include_tools=True)
+    assert ev is not None
+    assert [(m.role, m.content) for m in ev.messages] == [
+        ("user", "what do you remember?"), ("tool", "hits"),
+        ("assistant", "You live in Oslo.")]
+    assert ev.metadata["tools_used"] == ["grep", "memory_guide", "memory_search"]
+    # the backfill of nanobot's session files picks a turn's messages the same way
+    turns = list(session_turns(messages, include_tools=True))
+    assert [[m.get("name") or m["role"] for m in turn] for _, turn in turns] == [
+        ["user", "assistant", "assistant", "assistant", "grep", "assistant"]]
+    assert not any(m.get("role") == "tool" for _, turn in session_turns(messages)
+                   for m in turn)
 
 
 def test_runtime_context_is_stripped_from_recorded_user_messages():

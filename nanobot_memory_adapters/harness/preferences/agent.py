@@ -105,9 +105,13 @@ class NanobotAgent:
                           "agent_id": scope.agent_id or "nanobot",
                           "session_id": "{session_key}"},
             },
+            # the memory guide pinned off (not left to the plugin's defaults, which
+            # changed): a test's requests are not about memory, and a small model offered
+            # one more tool answers with a call to it
             "nanobot": {"read_only": True, "recall_timeout_s": recall_timeout_s,
                         "startup_timeout_s": recall_timeout_s,
-                        "context_placement": placement},
+                        "context_placement": placement,
+                        "guide_tool": False, "install_skill": False},
         }
         self.loop: Any = None
         self.plugin: Any = None

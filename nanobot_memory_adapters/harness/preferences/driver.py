@@ -244,7 +244,8 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
                 "all": "scenario, context and attribute reach RetrieveRequest",
                 "none": "no tags"}[cfg.test_tags],
             "agent": cfg.agent.describe() if cfg.agent else None,
-            "agent_mode": "nanobot AgentLoop + memory plugin (read-only, provided adapter)"
+            "agent_mode": "nanobot AgentLoop + memory plugin (read-only, provided adapter; "
+            "no memory guide: neither the memory_guide tool nor the memory-context skill)"
             if isinstance(cfg.agent, AgentLLM) else
             "ideal reader (deterministic agent double; recalls as the plugin does, acts on "
             "the newest valid statement in the memory section, else the default)"
