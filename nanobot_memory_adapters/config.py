@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
-from nanobot_memory_adapters.redaction import looks_like_a_key
+from nanobot_memory_adapters.redaction import looks_like_a_key, redact_text
 from nanobot_memory_adapters.scope import ScopeTemplates
 
 
@@ -158,8 +158,8 @@ def validation_to_config_error(exc: ValidationError, prefix: str) -> ConfigError
         fix = "use a positive number"
     elif error["type"] in ("less_than", "less_than_equal"):
         fix = "use a smaller number"
-    elif error["type"] == "int_type":
-        msg = f"must be a whole number, not {error.get('input')!r}"
+    elif error["type"] == "int_type":  # the value quoted, unless it may be a key
+        msg = f"must be a whole number, not {redact_text(repr(error.get('input')))}"
         fix = "write it without quotes, e.g. 2000"
     return ConfigError(key, msg, fix)
 

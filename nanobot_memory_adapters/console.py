@@ -22,8 +22,12 @@ def wide_console() -> Console:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print one ``error:`` line naming the input and the fix; raise the returned Exit."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    """Print one ``error:`` line naming the input and the fix; raise the returned Exit.
+    The line is redacted: an error often quotes the input, and the input can be a key."""
+    from nanobot_memory_adapters.redaction import redact_text
+
+    err_console.print(f"[red]error:[/red] {redact_text(message)}", highlight=False,
+                      soft_wrap=True)
     return typer.Exit(code)
 
 

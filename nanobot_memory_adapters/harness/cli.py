@@ -20,6 +20,7 @@ from nanobot_memory_adapters.console import (
 from nanobot_memory_adapters.harness.cli_options import (
     check_llm_options,
     check_out_dir,
+    check_seconds,
     check_workers,
     parse_budgets,
     provider_configs,
@@ -104,6 +105,7 @@ def swap_command(
     from nanobot_memory_adapters.harness.swap import run_swap
     from nanobot_memory_adapters.nanobot_llm import cli_source
 
+    check_seconds(readiness_timeout)
     source = cli_source(memory_config_source(config, backend, condition), nanobot_config)
     path = manifest or swap_manifest_path(source, data_dir)
 
@@ -316,6 +318,7 @@ def bench_command(
         raise fail("--task beam needs --dataset FOLDER (a BEAM conversation folder such as "
                    "chats/100K/1, or chats/100K; not shipped: see docs/harness.md)")
     names = provider_names(providers)
+    check_seconds(readiness_timeout)
     if speakers not in SPEAKER_PROTOCOLS:
         raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
     cfg = BenchConfig(

@@ -4,6 +4,7 @@ the option and the fix (exit 2), before anything runs."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,14 @@ def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
                    f"{exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise fail('--provider-config must be a JSON object {"provider": {block...}}')
+    from nanobot_memory_adapters.config import _suggest
+    from nanobot_memory_adapters.registry import available_providers
+
+    known = list(available_providers())
+    for name in data:  # a misspelt block would be ignored and its provider run on defaults
+        if name.split("+", 1)[0] not in known:
+            raise fail(f"--provider-config {path}: no provider is called {name!r} — "
+                       f"{_suggest(name, known)}")
     return data
 
 
@@ -104,6 +113,12 @@ def check_out_dir(out: Path, option: str = "--out") -> None:
                    "created; give a path under a directory")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         raise fail(f"{option} {out}: {existing} is not writable; give a writable directory")
+
+
+def check_seconds(value: float | None, option: str = "--readiness-timeout") -> None:
+    """A wait in seconds: a positive, finite number (``None``: the config's own)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise fail(f"{option} {value}: give a positive number of seconds, e.g. 120")
 
 
 def check_names(names: list[str]) -> None:

@@ -92,9 +92,11 @@ def demo_command(
     and simple_rag (mem0 without extraction), then the LoCoMo timeline on one conversation
     at two budgets (a recall-vs-budget curve), and the comparison table."""
     from nanobot_memory_adapters.harness.bench_config import BenchConfig
+    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError, load_locomo
     from nanobot_memory_adapters.harness.manifest import provider_source
+    from nanobot_memory_adapters.harness.safe_paths import NotARunFolder, claim_run_folder
     from nanobot_memory_adapters.harness.swap import run_swap
-    from nanobot_memory_adapters.harness.timeline import clear_outputs
+    from nanobot_memory_adapters.harness.timeline import RUN_NAMES, clear_outputs
     from nanobot_memory_adapters.logs import default_log_file
 
     started = time.perf_counter()
@@ -105,6 +107,11 @@ def demo_command(
         raise fail(f"LoCoMo file {data} not found; pass --dataset or set ${DATASET_ENV}")
     check_out_dir(out)
     budgets = parse_budgets(budget_tokens)
+    try:  # bad input is refused before anything in --out is touched
+        load_locomo(data, [conversation])
+        claim_run_folder(out, (*RUN_NAMES, "swap", "preferences"))
+    except (DatasetError, NotARunFolder) as exc:
+        raise fail(str(exc)) from None
     if not resume:
         clear_outputs(out)
     default_log_file(out)

@@ -86,7 +86,8 @@ def cost_table(results: dict[str, Any]) -> Table:
 
 
 EXIT_PENDING = 3  # a readiness wait timed out (results measured on pending memory)
-EXIT_FAILURES = 4  # a record, retrieve, mode switch or reset failed, or a gate leaked
+EXIT_FAILURES = 4  # a record, retrieve, mode switch or reset failed, a gate leaked, or a
+# provider asked for was skipped (its results are missing)
 
 
 def failure_counts(results: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -100,7 +101,8 @@ def failure_counts(results: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 def outcome_exit_code(results: dict[str, Any]) -> int:
     counts = failure_counts(results)
-    if any(k != "readiness_pending" for c in counts.values() for k in c):
+    if results.get("skipped") or any(
+            k != "readiness_pending" for c in counts.values() for k in c):
         return EXIT_FAILURES
     return EXIT_PENDING if counts else 0
 
@@ -113,9 +115,17 @@ def report_failures(results: dict[str, Any]) -> int:
             f"[red]{name}[/red]: " + ", ".join(f"{k}={v}" for k, v in counts.items()),
             highlight=False, soft_wrap=True,
         )
+    skipped = [str(s.get("name")) for s in results.get("skipped") or []]
+    if skipped:
+        ran = len(results.get("providers") or {})
+        err_console.print(
+            f"[red]skipped[/red]: {', '.join(skipped)} (reasons above); "
+            + (f"results hold the other {ran}" if ran else "no provider ran"),
+            highlight=False, soft_wrap=True)
     if code == EXIT_FAILURES:
         err_console.print(f"[red]failures above[/red]: exit {code} (results are written, but "
-                          "they include failed writes, reads or judge calls)", highlight=False)
+                          "they include failed writes, reads or judge calls, or lack a "
+                          "skipped provider)", highlight=False)
     elif code == EXIT_PENDING:
         err_console.print(f"[yellow]readiness pending[/yellow]: exit {code}", highlight=False)
     return code

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nanobot_memory_adapters.config import ConfigError
+from pydantic import ValidationError
+
+from nanobot_memory_adapters.config import ConfigError, validation_to_config_error
 from nanobot_memory_adapters.contract import (
     MemoryAdapter,
 )
@@ -51,6 +53,8 @@ async def prepare_provider(
         )
     except ConfigError as exc:
         return None, f"config: {exc}"
+    except ValidationError as exc:  # the provider's block, said as one setting and its fix
+        return None, f"config: {validation_to_config_error(exc, prefix=name)}"
     except ImportError as exc:
         return None, f"not installed: {exc}"
     except Exception as exc:  # a provider that cannot even be built is skipped, not fatal

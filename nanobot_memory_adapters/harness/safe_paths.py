@@ -6,6 +6,8 @@ writes or what it removes. ``safe_name`` maps any id to one path component (no `
 no ``..``, not absolute), injectively: two different ids never share a folder.
 ``remove_tree`` and ``remove_file`` delete only inside the run's own folder
 (``ensure_inside``); every ``rmtree`` and ``unlink`` of the harness goes through them.
+``claim_run_folder`` keeps a run from deleting or overwriting files that only share a
+name with its outputs (a folder a user chose as ``--out`` that never held a run).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -100,3 +103,28 @@ def _link_inside(root: Path, link: Path) -> None:
     base, folder = Path(root).resolve(), link.parent.resolve()
     if folder != base and base not in folder.parents:
         raise UnsafePath(f"refusing to delete {str(link)!r}: it is not inside {str(root)!r}")
+
+
+#: written into an output folder when a run first claims it; a folder with it (or with a
+#: run's ``checkpoint.json``) holds a run of this tool
+RUN_MARKER = ".nanobot-memory-run"
+
+
+class NotARunFolder(ValueError):
+    """An output folder holds files with a run's names that no run of this tool wrote."""
+
+
+def claim_run_folder(out: Path, names: Sequence[str], option: str = "--out") -> None:
+    """Claim ``out`` for a run that may delete or overwrite ``names`` in it: refuse (one
+    line, nothing touched) when some of them are there but the folder never held a run
+    (no marker, no ``checkpoint.json``); otherwise mark it as a run's folder."""
+    marker = out / RUN_MARKER
+    if not marker.is_file() and not (out / "checkpoint.json").is_file():
+        found = sorted(name for name in names if os.path.lexists(out / name))
+        if found:
+            raise NotARunFolder(
+                f"{option} {out} holds {', '.join(found)}, but no run of nanobot-memory "
+                "wrote them; nothing was deleted: give an empty or new folder"
+            )
+    out.mkdir(parents=True, exist_ok=True)
+    marker.touch()

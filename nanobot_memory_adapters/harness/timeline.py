@@ -72,6 +72,7 @@ from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
 from nanobot_memory_adapters.harness.progress import UnitsProgress, token_sizes
 from nanobot_memory_adapters.harness.safe_paths import (
     PROBE_DIR,
+    claim_run_folder,
     remove_file,
     remove_tree,
     safe_name,
@@ -92,6 +93,8 @@ __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner",
 RESULTS_SCHEMA = "nanobot-memory-results/1"
 OUTPUT_FILES = ("manifest.json", "traces.jsonl", "results.json", "report.html", "checkpoint.json")
 PARTS_DIR = "units"  # each unit's traces until the run joins them into traces.jsonl
+#: what a bench run writes into its folder (and may delete or overwrite there)
+RUN_NAMES = (*OUTPUT_FILES, "stores", PARTS_DIR)
 REPLAY_NOTE = (
     "units in timing.replayed_cut_sessions resumed in the middle of a session: that session "
     "was recorded again under ids of its own, so contexts, token statistics and "
@@ -112,9 +115,13 @@ def resolve_test_points(spec: str, sessions: Sequence[int]) -> list[int]:
     if spec == "last":
         return [numbers[-1]]
     if spec.startswith("every:"):
-        step = int(spec.split(":", 1)[1])
+        try:
+            step = int(spec.split(":", 1)[1])
+        except ValueError:
+            step = 0
         if step < 1:
-            raise ValueError("test points every:N needs N >= 1")
+            raise ValueError(f"test points {spec!r}: every:N needs a whole number N >= 1 "
+                             "(every:3 tests after every third session)")
         points = numbers[step - 1 :: step]
         return sorted({*points, numbers[-1]})
     try:
@@ -155,10 +162,7 @@ def store_dir(out: Path, provider: str, sample_id: str) -> Path:
 async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> BenchOutcome:
     """Run (or resume) a bench; see the module docstring."""
     random.seed(cfg.seed)
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    if cfg.fresh:
-        clear_outputs(cfg.out)
-    convs = load_units(cfg)
+    convs = load_units(cfg)  # bad input is refused before anything in --out is touched
     if not convs:
         raise ValueError(f"{cfg.dataset} holds no conversations")
     corrected: dict[str, Any] | None = None
@@ -174,6 +178,9 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         c.sample_id: resolve_test_points(cfg.test_points, [s.number for s in c.sessions])
         for c in convs
     }
+    claim_run_folder(cfg.out, RUN_NAMES)
+    if cfg.fresh:
+        clear_outputs(cfg.out)
     evidence = EvidenceStats()
     for c in convs:
         evidence.add(c.evidence_stats)

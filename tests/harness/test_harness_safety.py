@@ -222,3 +222,125 @@ def test_llm_options_refuse_a_key_or_a_non_url_without_echoing_it(tmp_path, opti
                             "--out", str(tmp_path / "out"),
                             *[x for kv in args.items() for x in kv]), 2, option)
     assert value not in line and "Zq8xY2kL9" not in line
+
+
+# -- an --out folder of the user's: never deleted, never overwritten ---------------------------
+
+def users_folder(root: Path) -> Path:
+    """A folder a user might give as --out: files that share names with a run's outputs."""
+    out = root / "mine"
+    (out / "stores").mkdir(parents=True)
+    (out / "stores" / "thesis.txt").write_text("chapter 1\n")
+    (out / "results.json").write_text('{"mine": true}\n')
+    (out / "scenarios.json").write_text('{"mine": true}\n')
+    (out / "notes.txt").write_text("notes\n")
+    return out
+
+
+def untouched(out: Path) -> None:
+    assert (out / "stores" / "thesis.txt").read_text() == "chapter 1\n"
+    assert (out / "results.json").read_text() == '{"mine": true}\n'
+    assert (out / "scenarios.json").read_text() == '{"mine": true}\n'
+    # the CLI's debug log is the only addition (appended to, never replaced)
+    assert sorted(p.name for p in out.iterdir() if p.name != "debug.log") == [
+        "notes.txt", "results.json", "scenarios.json", "stores"]
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_bench_refuses_a_folder_of_the_users_files(tmp_path, fresh):
+    """Before: --fresh deleted stores/ and results.json of a folder that never held a run,
+    and without it the run overwrote results.json; both exited 0 or said nothing."""
+    path = dataset(tmp_path, ["s-1"])
+    out = users_folder(tmp_path)
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out),
+                     *(["--fresh"] if fresh else [])),
+              2, str(out), "results.json", "stores", "nothing was deleted")
+    untouched(out)
+
+
+def test_bad_input_is_refused_before_a_fresh_run_clears_its_folder(tmp_path):
+    """A run's own folder, started over with a conversation the file does not hold: the
+    refusal comes first and the earlier run's files stay."""
+    path = dataset(tmp_path, ["s-1"])
+    out = tmp_path / "run"
+    first = _bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out),
+                   "--test-points", "last")
+    assert first.exit_code == 0, first.output
+    before = (out / "results.json").read_bytes()
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out),
+                     "--fresh", "--conversations", "nope"), 2, "nope")
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out),
+                     "--fresh", "--test-points", "every:abc"), 2, "every:abc", "whole number")
+    assert (out / "results.json").read_bytes() == before
+    # and the run's own folder is still its own: a fresh start there works
+    again = _bench("--dataset", str(path), "--providers", "no_memory", "--out", str(out),
+                   "--test-points", "last", "--fresh")
+    assert again.exit_code == 0, again.output
+
+
+def test_demo_refuses_bad_input_and_a_users_folder_before_touching_it(tmp_path):
+    path = dataset(tmp_path, ["s-1"])
+    out = users_folder(tmp_path)
+    for extra in (["--conversation", "nope"], ["--conversation", "s-1"]):
+        result = CliRunner().invoke(app, ["demo", "--dataset", str(path), "--out", str(out),
+                                          "--no-preferences", "--no-probe", *extra])
+        _one_line(result, 2, "nope" if "nope" in extra else "nothing was deleted")
+        untouched(out)
+
+
+def test_preferences_refuses_its_own_input_folder(tmp_path):
+    """``--out`` the folder that holds the scenario file: never deleted or rewritten."""
+    out = users_folder(tmp_path)
+    result = CliRunner().invoke(app, ["preferences", "run", "--dataset",
+                                      str(out / "scenarios.json"), "--out", str(out),
+                                      "--providers", "no_memory", "--fresh"])
+    assert result.exit_code != 0
+    untouched(out)
+
+
+def test_a_skipped_provider_is_a_failure_said_as_a_setting(tmp_path):
+    """Before: a block with an unknown setting skipped its provider with a raw pydantic
+    dump, and the run (no provider left) exited 0."""
+    path = dataset(tmp_path, ["s-1"])
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps({"full_history": {"bogus": 1}}))
+    result = _bench("--dataset", str(path), "--providers", "full_history,no_memory",
+                    "--provider-config", str(blocks), "--out", str(tmp_path / "out"),
+                    "--test-points", "last")
+    assert result.exit_code == 4, result.output
+    assert "full_history.bogus: unknown setting" in result.output
+    assert "errors.pydantic.dev" not in result.output and "Traceback" not in result.output
+    assert "results hold the other 1" in result.output
+    alone = _bench("--dataset", str(path), "--providers", "full_history",
+                   "--provider-config", str(blocks), "--out", str(tmp_path / "out2"))
+    assert alone.exit_code == 4 and "no provider ran" in alone.output, alone.output
+
+
+def test_a_block_for_no_provider_is_refused_naming_it(tmp_path):
+    path = dataset(tmp_path, ["s-1"])
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps({"ful_history": {"budget": {"max_tokens": 100}}}))
+    _one_line(_bench("--dataset", str(path), "--providers", "full_history",
+                     "--provider-config", str(blocks), "--out", str(tmp_path / "out")),
+              2, "'ful_history'", "full_history")
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_an_error_line_never_quotes_a_key(tmp_path):
+    config = tmp_path / "memory.json"
+    config.write_text(json.dumps({"memory": {"condition": "full_history",
+                                             "budget": {"max_tokens": "sk-test-SECRET123456"}}}))
+    result = CliRunner().invoke(app, ["health", "--config", str(config)])
+    line = _one_line(result, 2, "max_tokens", "whole number")
+    assert "SECRET123456" not in result.output, line
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "0"])
+def test_a_wait_must_be_a_positive_number_of_seconds(tmp_path, value):
+    path = dataset(tmp_path, ["s-1"])
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory", "--out",
+                     str(tmp_path / "out"), "--readiness-timeout", value),
+              2, "--readiness-timeout", "positive number of seconds")
+    _one_line(CliRunner().invoke(app, ["swap", "--condition", "full_history",
+                                       "--readiness-timeout", value]),
+              2, "--readiness-timeout")

@@ -91,3 +91,21 @@ def test_real_file_quirks_are_reported():
     assert total == 1347 and placed + skipped == total
     assert sum(c.evidence_stats.no_evidence for c in convs) >= 2
     assert sum(c.evidence_stats.malformed_strings for c in convs) >= 4
+
+
+def test_an_undatable_session_after_the_calendars_last_day_is_one_error(tmp_path):
+    """A session without a readable date takes the day after the one before; after
+    31 December 9999 there is none (before: an OverflowError traceback)."""
+    import json
+
+    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
+    from tests.harness.conftest import synthetic_locomo
+
+    sample = json.loads(json.dumps(synthetic_locomo()[0]))
+    conv = sample["conversation"]
+    conv["session_1_date_time"] = "11:59 pm on 31 December, 9999"
+    conv["session_2_date_time"] = "someday"
+    path = tmp_path / "far.json"
+    path.write_text(json.dumps([sample]))
+    with pytest.raises(DatasetError, match="session_2_date_time 'someday'"):
+        load_locomo(path)

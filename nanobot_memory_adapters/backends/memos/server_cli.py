@@ -45,7 +45,8 @@ HomeOpt = Annotated[
 @memos_app.command()
 def start(
     home: HomeOpt = None,
-    port: Annotated[int, typer.Option(help="127.0.0.1 port (0 = any free port).")] = DEFAULT_PORT,
+    port: Annotated[int, typer.Option(help="127.0.0.1 port (0 = any free port).", min=0,
+                                      max=65535)] = DEFAULT_PORT,
     llm_base_url: Annotated[
         str | None,
         typer.Option(

@@ -268,7 +268,13 @@ def _conversation(item: dict[str, Any]) -> Conversation:
         start = parse_session_date(date_text)
         parsed = start is not None
         if start is None:  # keep the order: one day after the previous session
-            start = (previous or datetime(2000, 1, 1, tzinfo=UTC)) + timedelta(days=1)
+            try:
+                start = (previous or datetime(2000, 1, 1, tzinfo=UTC)) + timedelta(days=1)
+            except OverflowError:
+                raise DatasetError(
+                    f"{sample_id}: session_{n}_date_time {date_text!r} cannot be read and "
+                    "the session before it is dated on the calendar's last day, so it has "
+                    "no date to take; give it a date") from None
         previous = start
         turns = []
         for i, t in enumerate(raw_turns):

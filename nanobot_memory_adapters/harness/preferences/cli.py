@@ -29,6 +29,7 @@ def generate_command(
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
 ) -> None:
     """Write a generated, seeded scenario set (license-clean: this project's phrase bank)."""
+    from nanobot_memory_adapters.harness.cli_options import check_out_dir
     from nanobot_memory_adapters.harness.preferences.format import dump_scenarios
     from nanobot_memory_adapters.harness.preferences.generator import generate
 
@@ -38,6 +39,7 @@ def generate_command(
         raise fail(f"--personas: {exc}") from None
     if out.is_dir():
         raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
+    check_out_dir(out.parent, "--out's folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_scenarios(scenario), encoding="utf-8")
     tests = sum(len(p.tests) for p in scenario.personas)
@@ -101,6 +103,7 @@ def build_config(
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
+        check_seconds,
         provider_configs,
         provider_names,
     )
@@ -119,6 +122,7 @@ def build_config(
 
     names = provider_names(providers, base=lambda n: split_group(n)[0])
     check_budget(budget_tokens)
+    check_seconds(readiness_timeout)
     if test_tags not in ("context", "all", "none"):
         raise fail(f"--test-tags {test_tags!r}: use context, all or none")
     if placement not in ("system_prompt", "user_message"):

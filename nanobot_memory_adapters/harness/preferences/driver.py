@@ -119,6 +119,10 @@ class PreferenceOutcome(RunOutcome):
     """A preference run's outcome (results.json holds the scores)."""
 
 
+#: what a preference run writes into its folder (and may delete or overwrite there)
+RUN_NAMES = (*OUTPUT_FILES, "stores", "agents")
+
+
 def clear_outputs(out: Path) -> None:
     from nanobot_memory_adapters.harness.safe_paths import remove_file, remove_tree
 
@@ -141,8 +145,10 @@ async def run_preferences(cfg: PreferenceBenchConfig, progress: Any = None
 
 
 async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> PreferenceOutcome:
+    from nanobot_memory_adapters.harness.safe_paths import claim_run_folder
+
     random.seed(cfg.seed)
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    claim_run_folder(cfg.out, RUN_NAMES)  # never a folder of the user's files
     if cfg.fresh:
         clear_outputs(cfg.out)
     (cfg.out / "scenarios.json").write_text(dump_scenarios(cfg.scenario), encoding="utf-8")
