@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
-from nanobot_memory_adapters.redaction import looks_like_a_key, redact_text
+from nanobot_memory_adapters.redaction import looks_like_a_key, names_a_secret, redact_text
 from nanobot_memory_adapters.scope import ScopeTemplates
 
 
@@ -27,7 +27,10 @@ class ConfigError(ValueError):
         self.key = key
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{key}: {problem}" + (f" — {fix}" if fix else ""))
+        # "api_key: refers to ..." reads to every redactor as a credential and its value;
+        # "api_key (secret): ..." keeps the explanation whole through one
+        named = f"{key} (secret)" if names_a_secret(key) else key
+        super().__init__(f"{named}: {problem}" + (f" — {fix}" if fix else ""))
 
 
 class BudgetConfig(BaseModel):

@@ -23,10 +23,11 @@ def wide_console() -> Console:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one ``error:`` line naming the input and the fix; raise the returned Exit.
-    The line is redacted: an error often quotes the input, and the input can be a key."""
-    from nanobot_memory_adapters.redaction import redact_text
+    Keys and URL passwords in it are redacted: an error often quotes the input, and the
+    input can be a key (the line's prose is kept: it names settings such as api_key)."""
+    from nanobot_memory_adapters.redaction import redact_shapes
 
-    err_console.print(f"[red]error:[/red] {redact_text(message)}", highlight=False,
+    err_console.print(f"[red]error:[/red] {redact_shapes(message)}", highlight=False,
                       soft_wrap=True)
     return typer.Exit(code)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_memory_adapters.config import ConfigError, MemoryConfig
+from nanobot_memory_adapters.redaction import redact_text
 
 NANOBOT = "nanobot"
 # Providers whose block takes an OpenAI-compatible ``llm`` block.
@@ -33,9 +34,34 @@ def _wants_nanobot(llm: Any) -> bool:
     return llm == NANOBOT or (isinstance(llm, dict) and llm.get("from") == NANOBOT)
 
 
+def load_nanobot_config(config_path: Path) -> Any:
+    """nanobot's ``Config`` from ``config_path`` (nanobot's own loader), or ConfigError
+    naming the file, what nanobot found wrong (never a value from it) and the fix."""
+    from nanobot.config.errors import ConfigLoadError, validation_issues
+    from nanobot.config.loader import load_config
+    from pydantic import ValidationError
+
+    try:
+        return load_config(config_path)
+    except ConfigLoadError as exc:
+        problem, issues = exc.summary, exc.issues
+    except ValidationError as exc:  # not wrapped by nanobot: its message holds the values
+        problem, issues = "invalid settings", validation_issues(exc)
+    shown = "; ".join(f"{issue.location} {_lower_first(issue.message.rstrip('.'))}"
+                      for issue in issues[:3])
+    more = f"; {len(issues) - 3} more" if len(issues) > 3 else ""
+    detail = redact_text(problem.rstrip(".") + (f": {shown}{more}" if shown else ""))
+    raise ConfigError("--nanobot-config", f"nanobot cannot load {config_path} ({detail})",
+                      "fix that file (nanobot itself will not start with it), or give "
+                      "another with --nanobot-config PATH") from None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
 def nanobot_endpoint(config_path: Path, model: str | None = None) -> dict[str, Any]:
     """``{"base_url", "api_key", "model"}`` of the chat model nanobot's config selects."""
-    from nanobot.config.loader import load_config
     from nanobot.providers.openai_compat_provider import OpenAICompatProvider
     from nanobot.providers.registry import find_by_name
 
@@ -43,7 +69,10 @@ def nanobot_endpoint(config_path: Path, model: str | None = None) -> dict[str, A
         raise ConfigError("llm", f'is "nanobot" but there is no nanobot config at {config_path}',
                           "give the path with --nanobot-config, or an llm block with "
                           "base_url, model and api_key")
-    config = load_config(config_path)
+    try:
+        config = load_nanobot_config(config_path)
+    except ConfigError as exc:
+        raise ConfigError("llm", f'is "nanobot" but {exc.problem}', exc.fix) from None
     preset = config.resolve_preset()
     chosen = model or preset.model
     name = config.get_provider_name(preset.model, preset=preset)

@@ -104,6 +104,22 @@ def scrub_work(text: str) -> tuple[str, int]:
     return _key_shapes(text, work), work[0]
 
 
+def redact_shapes(text: str) -> str:
+    """``text`` with URL passwords and key-shaped tokens (``sk-…``, ``ghp_…``, a JWT)
+    replaced, and nothing else: for prose that names settings (an error line saying
+    ``api_key: refers to …`` would lose its next word to ``redact_text``)."""
+    if not text or not may_hold_a_secret(text):
+        return text
+    work = [0]
+    return _key_shapes(_url_passwords(text, work), work)
+
+
+def names_a_secret(key: str) -> bool:
+    """A setting's name says it holds a credential (``api_key``, ``token``, ...); dotted
+    paths are judged by their last part."""
+    return _SECRET_KEY.search(key.rsplit(".", 1)[-1]) is not None
+
+
 def looks_like_a_key(text: str) -> bool:
     """``text`` holds an API key by its shape (``sk-…``, ``ghp_…``, ``AKIA…``, a JWT)."""
     return _KEY_SHAPED.search(text) is not None

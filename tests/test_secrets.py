@@ -287,3 +287,17 @@ def test_redaction_of_megabyte_pathological_inputs_finishes_under_a_hard_cap():
         pytest.fail(f"redacting 1 MiB of each of {_PATHOLOGICAL} took over {_SCRUB_CAP_S} s:"
                     " a pattern backtracks (super-linear)")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_an_error_line_keeps_its_prose_and_loses_its_keys():
+    """Error lines name settings: `api_key: refers to ...` lost its next word to the
+    redactor (`api_key: *** to ...`); keys and URL passwords in them still go."""
+    from nanobot_memory_adapters.config import ConfigError
+    from nanobot_memory_adapters.redaction import redact_shapes, redact_text
+
+    said = str(ConfigError("memory.honcho.api_key", "refers to ${NOPE}, which is not set"))
+    assert "api_key (secret): refers to ${NOPE}" in redact_text(said)
+    assert str(ConfigError("memory.budget", "too big")) == "memory.budget: too big"
+    assert redact_shapes("--secret: expected KEY=VALUE") == "--secret: expected KEY=VALUE"
+    line = redact_shapes("not 'sk-test-SECRET123456'; see http://u:hunter2SECRET@127.0.0.1/v1")
+    assert "SECRET123456" not in line and "hunter2SECRET" not in line, line

@@ -24,6 +24,7 @@ from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.nanobot import backfill as backfill_steps
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.outbox_cli import open_outbox
 from nanobot_memory_adapters.nanobot.settings import (
     LoadedSettings,
     data_dir_for,
@@ -32,7 +33,7 @@ from nanobot_memory_adapters.nanobot.settings import (
     with_provider,
 )
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
-from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
+from nanobot_memory_adapters.nanobot_llm import load_nanobot_config, resolve_nanobot_llm
 
 
 def _settings_for(memory_json: Path, provider: str | None) -> LoadedSettings:
@@ -41,6 +42,8 @@ def _settings_for(memory_json: Path, provider: str | None) -> LoadedSettings:
     settings = load_settings(memory_json)
     if not settings.exists:
         raise fail(f"--config {memory_json}: no such file; give the plugin's memory.json")
+    if settings.error and not settings.raw:  # unreadable: its data_dir is unknown too
+        raise fail(f"--config {memory_json}: {settings.error}")
     if provider is not None:
         specs = available_providers()
         if provider not in specs:
@@ -95,13 +98,17 @@ def backfill(
     assert memory is not None
     name = memory.provider_name
     try:
+        load_nanobot_config(nanobot_path)  # one line naming what is wrong in it
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    try:
         manager = seams.session_manager_for(nanobot_path)
     except Exception as exc:
         raise fail(f"--nanobot-config {nanobot_config}: nanobot cannot load it ({exc})") from None
     if session is not None and not any(s["key"] == session for s in manager.list_sessions()):
         raise fail(f"--session {session}: nanobot has no such session; see `nanobot` "
                    "sessions in its WebUI or the sessions/ folder")
-    outbox = Outbox(data_dir_for(settings) / OUTBOX_FILE)
+    outbox = open_outbox(data_dir_for(settings) / OUTBOX_FILE)
     try:
         plan = backfill_steps.plan_backfill(manager, memory, outbox, name, since=start,
                                             session=session,

@@ -26,7 +26,7 @@ from nanobot_memory_adapters.nanobot.forget import (
     held_reply,
     provider_builder,
 )
-from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.outbox_cli import open_outbox
 from nanobot_memory_adapters.nanobot.settings import data_dir_for, load_settings
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
@@ -91,9 +91,10 @@ def forget(
     build = provider_builder(settings.raw, settings.path,
                              nanobot_path if nanobot_path.is_file() else None, exclude=name)
 
+    outbox = open_outbox(data_dir / OUTBOX_FILE)  # a damaged file: one line, nothing done
+
     async def run_forget() -> ForgetOutcome:
         adapter = load_provider(built, data_dir=data_dir)
-        outbox = Outbox(data_dir / OUTBOX_FILE)
         try:
             return await forget_scope(adapter, outbox, scope, provider=name, build=build)
         finally:

@@ -323,6 +323,12 @@ class Outbox:
         with self._lock:
             return self._conn().execute(sql, args).fetchall()
 
+    def check(self) -> None:
+        """Open the file now (its schema made; read-only: read once), so a file that
+        cannot be used fails here, before any work: raises one of ``OUTBOX_ERRORS``."""
+        with self._lock:
+            self._conn()
+
     def close(self) -> None:
         with self._lock:
             if self._db is not None:

@@ -37,6 +37,19 @@ ProviderOption = Annotated[
 ]
 
 
+def open_outbox(path: Path, *, read_only: bool = False) -> Outbox:
+    """The outbox at ``path``, opened now; a file that cannot be used ends the command
+    with ``describe_failure``'s line (the file and the remedy) and exit code 1."""
+    outbox = Outbox(path, read_only=read_only)
+    try:
+        outbox.check()
+    except OUTBOX_ERRORS as exc:
+        with contextlib.suppress(*OUTBOX_ERRORS):
+            outbox.close()
+        raise fail(describe_failure(path, exc), code=1) from None
+    return outbox
+
+
 @contextlib.contextmanager
 def _opened(config: Path, provider: str | None, *, read_only: bool = False
             ) -> Iterator[tuple[Outbox, str]]:

@@ -260,20 +260,30 @@ def check_templates(memory: MemoryConfig) -> None:
                 )
 
 
+def read_json(path: Path) -> Any:
+    """The file's JSON, or ConfigError naming the file (not JSON, not UTF-8, unreadable:
+    a directory, no permission)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), f"is not UTF-8 text (a bad byte at offset {exc.start})",
+                          "save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot be read ({exc.strerror or exc})") from None
+
+
 def load_settings(path: Path) -> LoadedSettings:
     """Read and validate; never raises — a problem becomes ``error`` (plugin disabled)."""
     if not path.exists():
         return LoadedSettings(path, False, None, PluginSettings(), {})
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        error = ConfigError(
-            str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
-        )
-        return LoadedSettings(path, True, None, PluginSettings(), {}, error=str(error))
-    except OSError as exc:
-        error = ConfigError(str(path), f"cannot be read ({exc.strerror or exc})")
-        return LoadedSettings(path, True, None, PluginSettings(), {}, error=str(error))
+        raw = read_json(path)
+    except ConfigError as exc:
+        return LoadedSettings(path, True, None, PluginSettings(), {}, error=str(exc))
     return parse_settings(path, raw)
 
 
@@ -316,6 +326,8 @@ def with_provider(raw: dict[str, Any], name: str, kind: str) -> dict[str, Any]:
     data = json.loads(json.dumps(raw)) if raw else {}
     wrapped = "memory" in data
     block = data["memory"] if wrapped else data
+    if not isinstance(block, dict):
+        return data  # not a memory block: left as written, ``split_file`` names it
     block.pop("backend", None)
     block.pop("condition", None)
     block[kind] = name

@@ -38,11 +38,14 @@ from nanobot_memory_adapters.config import (
 from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.nanobot.settings import (
     parse_settings,
+    read_json,
     settings_path,
+    split_file,
     with_provider,
     write_settings,
 )
 from nanobot_memory_adapters.nanobot_llm import NANOBOT, TAKES_LLM, resolve_nanobot_llm
+from nanobot_memory_adapters.redaction import looks_like_a_key
 
 DEFAULT_NANOBOT_CONFIG = Path("~/.nanobot/config.json")
 # The last part of a field name that marks a secret (``api_key``, ``password``, ``token``);
@@ -68,10 +71,26 @@ def secret_env_name(provider: str, field: str) -> str:
 def env_name(text: str, what: str, field: str, provider: str) -> str:
     """``text`` when it is a variable name; else one line that never repeats it (it may be
     the secret itself, pasted where its variable's name was asked)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-        raise fail(f"{what}: give the NAME of an environment variable (letters, digits, _), "
-                   f"not its value, e.g. {secret_env_name(provider, field)}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or _key_like(text):
+        # no "NAME=..." or "NAME: ..." after a secret's field name: the error line's
+        # redaction would take the words that follow for its value
+        raise fail(f"{what} takes the NAME of an environment variable (letters, digits, "
+                   f"_), not its value, e.g. {secret_env_name(provider, field)}")
     return text
+
+
+def _key_like(text: str) -> bool:
+    """``text`` (variable-name shaped) is more likely a key than a name: a key by its
+    shape; or, when no such variable is set, a key's prefix (``gsk_``, ``hf_``, ``AKIA``:
+    the redaction module's list, tried on the text padded to a key's length) or a long
+    mix of upper and lower case and digits."""
+    if looks_like_a_key(text):
+        return True
+    if text in os.environ:
+        return False
+    mixed = (any(c.islower() for c in text) and any(c.isupper() for c in text)
+             and any(c.isdigit() for c in text))
+    return looks_like_a_key(text + "0" * 16) or (mixed and len(text) >= 20)
 
 
 def memory_json_for(nanobot_config: Path) -> Path:
@@ -87,9 +106,10 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             shown = "" if flag == "--secret" else f" {item!r}"  # may be the secret itself
-            raise fail(f"{flag}{shown}: expected KEY=VALUE, e.g. "
-                       + (f"{flag} api_key=MY_KEY_VAR" if flag == "--secret"
-                          else f"{flag} base_url=http://127.0.0.1:8000"))
+            # "--secret: ..." or "api_key=..." would lose its words to the line's redaction
+            raise fail(f"{flag} takes FIELD=ENV_NAME (a secret field, then the name of the "
+                       "variable that holds it)" if flag == "--secret" else
+                       f"{flag}{shown} takes KEY=VALUE, e.g. {flag} base_url=http://127.0.0.1:8000")
         out[key.strip()] = value
     return out
 
@@ -217,12 +237,12 @@ def build_block(provider: str, model: type[BaseModel], *, llm: str | None, llm_m
     for key, value in block.items():
         clear = _clear_secret(key, value)
         if clear:
-            raise fail(f"--set {key}=...: {clear} is a secret and is never written to "
-                       f"memory.json; give --secret {key}={secret_env_name(provider, key)} "
-                       "(a variable name) and export that variable")
+            raise fail(f"{clear} is a secret (given with --set) and is never written to "
+                       f"memory.json; give --secret {key} with the NAME of a variable, e.g. "
+                       f"{secret_env_name(provider, key)}, and export that variable")
     env_vars: list[str] = []
     for key, var in secrets.items():
-        block[key] = env_reference(env_name(var, f"--secret {key}=...", key, provider))
+        block[key] = env_reference(env_name(var, f"--secret {key}", key, provider))
         env_vars.append(var)
     if "llm" in fields and provider in TAKES_LLM and "llm" not in block:
         block["llm"], key_env = _ask_llm(provider, llm, yes, llm_model, llm_key_env)
@@ -257,12 +277,19 @@ def build_block(provider: str, model: type[BaseModel], *, llm: str | None, llm_m
 # -- check, back up, write -------------------------------------------------------------
 
 def _previous(path: Path) -> dict[str, Any]:
-    """The current file's JSON when it is an object (its other settings are kept)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The current file's JSON (its other settings are kept), ``{}`` when there is none.
+    A file that cannot be read, or is not a memory config object, is never replaced:
+    one line names it."""
+    if not path.exists() and not path.is_symlink():
         return {}
-    return data if isinstance(data, dict) else {}
+    try:
+        data = read_json(path)
+        split_file(data)
+    except ConfigError as exc:
+        where = "" if str(exc).startswith(str(path)) else f"{path}: "
+        raise fail(f"{where}{exc}; setup keeps the file as it is — fix it or move it aside, "
+                   "then run setup again") from None
+    return data
 
 
 def _with_block(previous: dict[str, Any], provider: str, kind: str,

@@ -7,6 +7,7 @@ sets ``"enabled": false`` and keeps everything else, so ``on`` (or ``setup``) un
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,12 +15,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.nanobot.settings import (
     FILE_NAME,
     LoadedSettings,
     data_dir_for,
     load_settings,
+    read_json,
     write_settings,
 )
 from nanobot_memory_adapters.nanobot.setup_cli import (
@@ -30,6 +33,7 @@ from nanobot_memory_adapters.nanobot.setup_cli import (
 )
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot_llm import NANOBOT
+from nanobot_memory_adapters.redaction import redact
 
 
 def _describe_llm(block: dict[str, Any]) -> str | None:
@@ -44,7 +48,8 @@ def _describe_llm(block: dict[str, Any]) -> str | None:
 
 
 def _outbox_counts(settings: LoadedSettings, provider: str) -> dict[str, Any] | None:
-    from nanobot_memory_adapters.nanobot.outbox import Outbox
+    """The outbox's counts; ``{"error": <describe_failure's line>}`` when it cannot be read."""
+    from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
 
     outbox_path = data_dir_for(settings) / OUTBOX_FILE
     if not outbox_path.exists():  # never create one just to count it
@@ -52,8 +57,11 @@ def _outbox_counts(settings: LoadedSettings, provider: str) -> dict[str, Any] | 
     outbox = Outbox(outbox_path)
     try:
         stats = outbox.stats(provider)
+    except OUTBOX_ERRORS as exc:
+        return {"error": describe_failure(outbox_path, exc)}
     finally:
-        outbox.close()
+        with contextlib.suppress(*OUTBOX_ERRORS):
+            outbox.close()
     return {"pending": stats.pending, "failed": stats.failed, "delivered": stats.delivered,
             "last_error": stats.last_error}
 
@@ -83,11 +91,14 @@ def status(
             llm=_describe_llm(memory.provider_block()), data_dir=str(data_dir_for(settings)),
             outbox=_outbox_counts(settings, name),
         )
+    data = redact(data)  # an llm URL's password or ?api_key=, a key in an error line
     if as_json:
         print(json.dumps(data, indent=2, default=str))
     else:
         table = Table(title="nanobot memory", show_header=False)
         for key, value in data.items():
+            if isinstance(value, dict) and "error" in value:
+                value = "unreadable (the error below)"
             if value is not None and key != "exists":
                 table.add_row(key, value if isinstance(value, str) else json.dumps(value))
         console.print(table)
@@ -98,6 +109,9 @@ def status(
             console.print("choose one: nanobot-memory setup", highlight=False)
     if settings.exists and settings.error:
         raise typer.Exit(1)
+    outbox = data.get("outbox")
+    if isinstance(outbox, dict) and outbox.get("error"):
+        raise fail(str(outbox["error"]), code=1)
 
 
 def _switch(nanobot_config: Path, enabled: bool) -> None:
@@ -109,10 +123,9 @@ def _switch(nanobot_config: Path, enabled: bool) -> None:
             return
         raise fail(f"{path}: no such file, nothing to turn on — run 'nanobot-memory setup'")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise fail(f"{path}: not valid JSON ({exc}); fix it or run 'nanobot-memory setup'"
-                   ) from None
+        raw = read_json(path)
+    except ConfigError as exc:
+        raise fail(f"{exc}; or move it aside and run 'nanobot-memory setup'") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("memory", raw), dict):
         raise fail(f"{path}: not a memory config object; run 'nanobot-memory setup'")
     block = raw.get("memory", raw)

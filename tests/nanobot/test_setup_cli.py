@@ -137,18 +137,19 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
     secret = "sk-never-on-disk-5e1d"
     refused = run(fresh, "setup", "--provider", "memos", "--set", f"api_key={secret}",
                   "--yes", "--skip-test")
-    one_error_line(refused, "api_key is a secret", "--secret api_key=")
+    one_error_line(refused, "api_key is a secret (given with --set)",
+                   "give --secret api_key with the NAME of a variable")
     assert not fresh.memory_path.exists()
     pasted = run(fresh, "setup", "--provider", "memos", "--secret", f"api_key={secret}-x",
                  "--yes", "--skip-test")
-    one_error_line(pasted, "--secret api_key=...: give the NAME of an environment variable")
+    one_error_line(pasted, "--secret api_key takes the NAME of an environment variable")
     assert secret not in pasted.stdout + pasted.stderr
     nested = run(fresh, "setup", "--provider", "mem0", "--set",
                  f'llm={{"base_url": "http://x", "model": "m", "api_key": "{secret}"}}',
                  "--yes", "--skip-test")
-    one_error_line(nested, "--set llm=...: llm.api_key is a secret")
+    one_error_line(nested, "llm.api_key is a secret (given with --set)")
     no_eq = run(fresh, "setup", "--provider", "memos", "--secret", secret, "--yes")
-    one_error_line(no_eq, "--secret: expected KEY=VALUE")
+    one_error_line(no_eq, "--secret takes FIELD=ENV_NAME")
     for proc in (refused, nested, no_eq):
         assert secret not in proc.stdout + proc.stderr
     unset = run(fresh, "setup", "--provider", "memos", "--secret", "api_key=MEMOS_TEST_KEY",
@@ -165,7 +166,7 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
     from nanobot_memory_adapters.registry import load_provider
 
     memory = fresh.read_memory()["memory"]
-    with pytest.raises(ConfigError, match=r"memory\.memos\.api_key: refers to "
+    with pytest.raises(ConfigError, match=r"memory\.memos\.api_key \(secret\): refers to "
                                           r"\$\{MEMOS_TEST_KEY\}, which is not set"):
         load_provider(memory, data_dir=tmp_path)
     os.environ["MEMOS_TEST_KEY"] = secret
@@ -184,7 +185,7 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
     (("--provider", "full_history", "--llm", "nanobot"), ["--llm: full_history takes no llm"]),
     (("--provider", "mem0", "--set", "threshold=2"), ["memory.mem0.threshold"]),
     (("--provider", "mem0", "--set", "nonsense=1"), ["memory.mem0.nonsense: unknown setting"]),
-    (("--provider", "mem0", "--set", "x"), ["--set 'x': expected KEY=VALUE"]),
+    (("--provider", "mem0", "--set", "x"), ["--set 'x' takes KEY=VALUE"]),
     (("--nanobot-config", "/nowhere/config.json", "--provider", "mem0"),
      ["--nanobot-config /nowhere/config.json: no such file"]),
     ((), ["--provider is required with --yes"]),
@@ -262,3 +263,134 @@ def test_setup_says_when_nanobots_own_model_cannot_serve(fresh):
     one_error_line(proc, "memory.mem0.llm:", "not an OpenAI-compatible API")
     assert "sk-ant-x" not in proc.stdout + proc.stderr
     assert not fresh.memory_path.exists()
+
+
+def no_traceback_line(proc: subprocess.CompletedProcess[str], code: int, *said: str) -> None:
+    """Exit ``code`` and one ``error:`` line on stderr saying each of ``said``."""
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for text in said:
+        assert text in proc.stderr, proc.stderr
+
+
+NANOBOT_SECRET = "sk-test-SECRET123456"
+
+
+@pytest.mark.parametrize(("config_text", "said"), [
+    (json.dumps({"agents": {"defaults": {"model": "double", "provider": "custom"}},
+                 "providers": {"custom": {"apiKey": [NANOBOT_SECRET],
+                                          "apiBase": "http://127.0.0.1:9/v1"}}}),
+     "providers.custom.apiKey must be a valid string"),
+    ('{"agents": ', "JSON syntax error at line 1"),
+], ids=["key-is-a-list", "broken-json"])
+def test_an_invalid_nanobot_config_is_one_line_without_its_values(fresh, tmp_path,
+                                                                 config_text, said):
+    """nanobot's own ConfigLoadError (its pydantic error holds the values, a key among
+    them) becomes one line naming the file and the fix, in every command that reads it."""
+    fresh.config_path.write_text(config_text)
+    memory = tmp_path / "memory.json"
+    memory.write_text(json.dumps({"memory": {"backend": "mem0", "mem0": {"llm": "nanobot"}}}))
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps({"mem0": {"llm": "nanobot"}}))
+    config = str(fresh.config_path)
+    runs = [run(fresh, "setup", "--provider", "mem0", "--llm", "nanobot", "--yes"),
+            run(fresh, "setup", "--provider", "mem0", "--yes", "--skip-test"),
+            run(fresh, "health", "--config", str(memory), "--nanobot-config", config),
+            run(fresh, "bench", "--provider-config", str(blocks), "--nanobot-config", config),
+            run(fresh, "backfill", "--config", str(memory))]
+    for proc in runs:
+        no_traceback_line(proc, 2, f"nanobot cannot load {config}", said,
+                          "fix that file")
+        assert NANOBOT_SECRET not in proc.stdout + proc.stderr
+        assert "input_value" not in proc.stderr
+    assert not fresh.memory_path.exists()
+
+
+def test_status_shows_the_llm_url_without_its_credentials(fresh):
+    fresh.write_memory({"memory": {"backend": "mem0", "mem0": {"llm": {
+        "base_url": "http://admin:hunter2SECRET@127.0.0.1:9/v1?api_key=QSECRET99",
+        "api_key": "sk-test-SECRET123456", "model": "gpt-4o-mini"}}}})
+    shown = run(fresh, "status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["llm"] == \
+        "gpt-4o-mini at http://admin:***@127.0.0.1:9/v1?api_key=***"
+    table = run(fresh, "status")
+    assert table.returncode == 0, table.stderr
+    assert "http://admin:***@127.0.0.1:9/v1?api_key=***" in table.stdout, table.stdout
+    for proc in (shown, table):
+        for secret in ("hunter2SECRET", "QSECRET99", "SECRET123456"):
+            assert secret not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("pasted", ["gsk_SECRET123456abcdefgh", "hf_pastedTok",
+                                    "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8"])
+def test_a_key_given_as_the_variable_name_is_refused_without_echo(fresh, pasted):
+    """--llm-key-env / --secret take a variable NAME: a key pasted there is never
+    written to memory.json or shown."""
+    endpoint = ("--llm", "http://127.0.0.1:9/v1", "--llm-model", "m")
+    runs = [run(fresh, "setup", "--provider", "mem0", *endpoint, "--llm-key-env", pasted,
+                "--yes", "--skip-test"),
+            run(fresh, "setup", "--provider", "mem0", *endpoint, "--llm-key-env", pasted,
+                "--yes"),
+            run(fresh, "setup", "--provider", "memos", "--secret", f"api_key={pasted}",
+                "--set", "base_url=http://127.0.0.1:9", "--yes", "--skip-test")]
+    for proc in runs:
+        one_error_line(proc, "takes the NAME of an environment variable", "not its value")
+        assert pasted not in proc.stdout + proc.stderr
+    assert not fresh.memory_path.exists()
+    # a variable's name that is set in the shell stays accepted, whatever it looks like
+    named = run(fresh, "setup", "--provider", "mem0", *endpoint, "--llm-key-env",
+                "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8", "--yes", "--skip-test",
+                env={"Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8": "x"})
+    assert named.returncode == 0, named.stderr
+    assert fresh.read_memory()["memory"]["mem0"]["llm"]["api_key"] == \
+        "${Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8}"
+
+
+def test_a_damaged_outbox_is_one_line_in_every_command(fresh):
+    """The line ``outbox status`` gives (describe_failure), not sqlite's traceback."""
+    fresh.write_memory({"memory": {"condition": "full_history"}})
+    outbox = fresh.root / "memory-adapters" / "nanobot-outbox.sqlite3"
+    outbox.parent.mkdir()
+    garbage = bytes(range(256)) * 32
+    outbox.write_bytes(garbage)
+    said = f"outbox {outbox}: it is damaged (not a readable SQLite database); move it aside"
+    for args in (("outbox", "status"), ("status",), ("forget", "--persona", "alice", "--yes"),
+                 ("backfill",)):
+        no_traceback_line(run(fresh, *args), 1, said)
+    shown = run(fresh, "status", "--json")
+    assert shown.returncode == 1 and said in shown.stderr, shown.stderr
+    assert said in json.loads(shown.stdout)["outbox"]["error"]
+    assert outbox.read_bytes() == garbage  # nothing rewrote it
+
+
+@pytest.mark.parametrize("damage", ["not-utf8", "memory-is-a-string", "a-directory"])
+def test_an_unreadable_memory_json_is_one_line_and_kept(fresh, damage):
+    """memory.json that cannot be read: one line in every command, and no command
+    (setup least of all) replaces what the user wrote."""
+    path = fresh.memory_path
+    if damage == "a-directory":
+        path.mkdir()
+        (path / "mine.txt").write_text("kept")
+    else:
+        path.write_bytes(b'{"memory": {"condition": "full_history"}}\xff'
+                         if damage == "not-utf8" else b'{"memory": "mem0"}')
+    before = None if path.is_dir() else path.read_bytes()
+    commands = [("setup", "--provider", "full_history", "--yes"),
+                ("setup", "--provider", "full_history", "--yes", "--skip-test"),
+                ("off",), ("on",), ("outbox", "status"), ("forget", "--persona", "alice",
+                                                         "--yes"),
+                ("migrate-scopes",), ("backfill",), ("backfill", "--provider", "full_history")]
+    for args in commands:
+        no_traceback_line(run(fresh, *args), 2, str(path) if args[0] in ("setup", "off", "on")
+                          else "")
+    status = run(fresh, "status", "--json")
+    assert status.returncode == 1 and "Traceback" not in status.stderr, status.stderr
+    assert "broken" in json.loads(status.stdout)["state"]
+    if before is None:
+        assert (path / "mine.txt").read_text() == "kept"
+    else:
+        assert path.read_bytes() == before
+    assert not list(fresh.root.glob("memory.json.bak-*"))
