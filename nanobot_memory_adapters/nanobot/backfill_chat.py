@@ -94,7 +94,8 @@ class Backfill:
             what = f"backfill: {count} turn(s) {counts[0]} queued {counts[1]}"
         notes = "".join(f"\nnote: {n}" for n in plan.notes())
         return f"{switched}\n{what}{notes}".replace(
-            "--include-forgotten", f"/memory-mode {name} --backfill --include-forgotten")
+            "--include-forgotten", f"nanobot-memory backfill --provider {name} "
+            "--include-forgotten, on the machine,")
 
     async def _finish_backfill(self, progress: BackfillProgress, plan: backfill.BackfillPlan,
                                queued: asyncio.Future[int]) -> None:

@@ -42,9 +42,14 @@ USAGE = (
     "       /memory-mode read-only on|off stop/resume saving turns to memory\n"
     "       /memory-mode retry-failed     requeue turns the provider refused\n"
     "       /memory-mode <provider>       switch provider (saved to memory.json)\n"
-    "       /memory-mode <provider> --backfill  switch and replay nanobot's sessions into it\n"
-    "       /memory-mode <provider> --backfill --include-forgotten  also forgotten scopes"
+    "       /memory-mode <provider> --backfill  switch and replay nanobot's sessions into it"
 )
+# Bringing forgotten memory back is the operator's, on the machine: in a gateway anyone
+# who can type a command could bring back what another person asked to forget.
+NO_FORGOTTEN_FROM_CHAT = (
+    "--include-forgotten is not taken from chat (one person could bring back what another "
+    "asked to forget); on the machine: nanobot-memory backfill --provider {name} "
+    "--include-forgotten")
 
 
 def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
@@ -57,9 +62,11 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                 text = plugin.mode_report(ctx)
             else:
                 words = args.split()
-                if words[0].lower() in ("read-only", "readonly", "ro") and len(words) == 2 \
-                        and words[1].lower() in ("on", "off"):
+                read_only = words[0].lower() in ("read-only", "readonly", "ro")
+                if read_only and len(words) == 2 and words[1].lower() in ("on", "off"):
                     text = await plugin.set_read_only(words[1].lower() == "on")
+                elif read_only or words[0].startswith("-"):  # not a provider's name
+                    text = USAGE
                 elif len(words) == 1 and words[0].lower() in ("retry-failed", "retry"):
                     text = await plugin.requeue_failed()
                 elif len(words) == 1:
@@ -68,7 +75,7 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                     text = await plugin.switch_with_backfill(words[0])
                 elif len(words) == 3 and [w.lower() for w in words[1:]] == [
                         "--backfill", "--include-forgotten"]:
-                    text = await plugin.switch_with_backfill(words[0], include_forgotten=True)
+                    text = NO_FORGOTTEN_FROM_CHAT.format(name=words[0])
                 else:
                     text = USAGE
         except Exception as exc:  # a command must answer, not crash the turn

@@ -72,6 +72,32 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
     return channel == "telegram" and chat_id.startswith("-")
 
 
+# chat types and DM markers channels give a one-person chat (Feishu ``p2p``, WeCom
+# ``single``, Slack ``im``, Mattermost ``dm``)
+_DIRECT_CHAT_TYPES = frozenset({"private", "p2p", "single", "dm", "im", "direct"})
+
+
+def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
+                     metadata: Mapping[str, Any] | None) -> bool:
+    """The chat is known to be one person's: nanobot's CLI, a chat whose id is its
+    sender's (a Telegram or WhatsApp private chat), or one the channel marks as direct
+    (``chat_type``, Slack's or Mattermost's ``channel_type``, a Discord message without a
+    guild). Any other chat may gain a second person at any turn."""
+    meta = metadata or {}
+    if flagged_shared(channel, chat_id, meta):
+        return False
+    if channel == "cli":
+        return True
+    if sender_id and chat_id and chat_id == canonical_sender(channel, sender_id):
+        return True
+    kinds = [meta.get("chat_type"), *(
+        nested.get("channel_type") for name in ("slack", "mattermost")
+        if isinstance(nested := meta.get(name), Mapping))]
+    if any(isinstance(k, str) and k.lower() in _DIRECT_CHAT_TYPES for k in kinds):
+        return True
+    return channel == "discord" and "guild_id" in meta and not meta.get("guild_id")
+
+
 @dataclass(frozen=True)
 class Attribution:
     person: str | None  # the sender id whose memory this turn reads and writes; None: nobody's

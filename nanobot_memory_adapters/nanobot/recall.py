@@ -20,7 +20,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.people import attribute
+from nanobot_memory_adapters.nanobot.people import attribute, one_persons_chat
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.skill import guidance
@@ -319,9 +319,11 @@ class Recall:
 
 
     async def on_shared_turn_persisted(self, event: Any) -> None:
-        """Bus subscriber: in a shared chat, take the plugin's recalled memory out of the
-        saved session (blocks an older version or a not-yet-recognised group left), so
-        the next member's turn does not replay it. Never raises."""
+        """Bus subscriber: in a chat not known to be one person's, take the plugin's
+        recalled memory out of the saved session, so the next member's turn does not
+        replay it: a chat the channel does not flag may gain a second person at any turn,
+        and nanobot reads that person's history before the plugin sees who they are (blocks
+        an older version left go too). Never raises."""
         try:
             ctx = event.context
             if self.state.status != "active" or not ctx.session_key:
@@ -329,7 +331,8 @@ class Recall:
             who = attribute(self.state.people, session_key=ctx.session_key, channel=ctx.channel,
                             chat_id=ctx.chat_id, sender_id=event.sender_id,
                             metadata=ctx.metadata)
-            if who.shared:
+            if who.shared or not one_persons_chat(ctx.channel, ctx.chat_id, event.sender_id,
+                                                  ctx.metadata):
                 await asyncio.to_thread(seams.strip_memory_blocks, self.state.sessions,
                                         ctx.session_key)
         except Exception as exc:

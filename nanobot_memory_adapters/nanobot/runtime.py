@@ -45,6 +45,7 @@ from nanobot_memory_adapters.nanobot.settings import (
     data_dir_for,
     load_settings,
     parse_settings,
+    read_json,
     settings_path,
     split_file,
     with_plugin_option,
@@ -402,7 +403,9 @@ class MemoryPlugin:
         if self.state.adapter is not None:
             await self.state.adapter.set_mode(AdapterMode(
                 read_only=on, reason="nanobot /memory-mode" if on else "nanobot read-write"))
-        persisted = self._persist(with_plugin_option(self.state.settings.raw, "read_only", on))
+        raw, problem = self._on_disk()
+        persisted = (f"not saved: {problem}" if raw is None
+                     else self._persist(with_plugin_option(raw, "read_only", on)))
         if not on:
             self._delivery.schedule_drain()
         state = "read-only: turns are not saved to memory" if on else \
@@ -423,6 +426,21 @@ class MemoryPlugin:
         return (f"requeued {count} failed turn(s) for '{self.state.provider}'; delivering them now"
                 if count else f"no failed turns for '{self.state.provider}'")
 
+    def _on_disk(self) -> tuple[dict[str, Any] | None, str | None]:
+        """memory.json as it is now, to change one setting in (the user may have edited
+        it since nanobot started; the copy read then would undo that): its object, or why
+        it cannot be changed without losing what the user wrote."""
+        path = self.state.settings.path
+        if not path.exists():
+            return dict(self.state.settings.raw), None
+        try:
+            raw = read_json(path)
+        except ConfigError as exc:
+            return None, f"{exc}; it was left as it is"
+        if not isinstance(raw, dict):
+            return None, f"{path} holds no JSON object; it was left as it is"
+        return raw, None
+
     def _persist(self, raw: dict[str, Any]) -> str:
         try:
             write_settings(self.state.settings.path, raw)
@@ -435,13 +453,19 @@ class MemoryPlugin:
         from nanobot_memory_adapters.registry import available_providers, resolve_config
 
         specs = available_providers()
+        if name not in specs and name.lower() in specs:  # FULL_HISTORY is full_history
+            name = name.lower()
         if name not in specs:
-            return f"unknown provider '{name}': {_suggest(name, list(specs))}"
+            shown = name if len(name) <= 60 else name[:57] + "..."
+            return f"unknown provider '{shown}': {_suggest(name[:60], list(specs))}"
         settings = self.state.settings
         if settings.exists and settings.memory is None and not settings.raw:
             return f"{settings.path} cannot be read ({self.state.reason}); fix it first"
         spec = specs[name]
-        raw = with_provider(self.state.settings.raw, name, spec.kind)
+        on_disk, problem = self._on_disk()
+        if on_disk is None:
+            return f"cannot switch to '{name}': {problem}"
+        raw = with_provider(on_disk, name, spec.kind)
         try:
             memory_block, _plugin = split_file(raw)
             resolve_config(memory_block)
@@ -484,6 +508,7 @@ class MemoryPlugin:
             self._scopes_ready = set()
             self._build_task = None
             self.state.writes_failing_since = self.state.reads_failing_since = None
+            self.state.last_error = None  # the previous provider's: health is this one's now
             self._apply_settings()
             opened = self.state.opened_outbox
             if opened is not None and opened.path.parent != self.state.data_dir:

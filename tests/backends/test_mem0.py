@@ -981,3 +981,17 @@ def test_wal_is_not_used_where_it_would_not_sync_every_commit(tmp_path, monkeypa
         holder.execute("ROLLBACK")
     assert holder.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     holder.close()
+
+
+@pytest.mark.parametrize("kind", ["simple_rag", "mem0"])
+def test_a_dimension_mismatch_names_the_block_to_fix(kind):
+    """The message names the block the user wrote (it said memory.mem0 for simple_rag)."""
+    from nanobot_memory_adapters.backends.mem0.config import Mem0Config, SimpleRagConfig
+    from nanobot_memory_adapters.backends.mem0.embedder import install_runtime
+
+    model = Mem0Config if kind == "mem0" else SimpleRagConfig
+    extra = {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}} \
+        if kind == "mem0" else {}
+    config = model.model_validate({"embedding_dims": 7, **extra})
+    with pytest.raises(ValueError, match=rf"set memory\.{kind}\.embedding_dims to 384"):
+        install_runtime(object(), config)

@@ -79,6 +79,24 @@ async def test_forget_then_backfill_does_not_bring_the_memory_back(home):
     assert sum("bees" in t for t in alice) == 1 and sum("chess" in t for t in alice) == 1
 
 
+async def test_nobody_brings_back_forgotten_memory_from_chat(home):
+    """In a gateway anyone can type a command: Bob's backfill with --include-forgotten
+    must not bring back what Alice asked to forget (before: it did). The operator can, on
+    the machine (the test above)."""
+    home.write_memory(FULL_HISTORY)
+    loop, plugin = _opened(home)
+    await say(loop, "alice", "My secret diagnosis is XYZZY-condition.")
+    assert await plugin.flush() == 0
+    assert (await say(loop, "alice", "/memory-forget confirm")).startswith("forgotten:")
+    reply = await say(loop, "bob", "/memory-mode full_history --backfill --include-forgotten")
+    assert "not taken from chat" in reply and "nanobot-memory backfill" in reply, reply
+    plain = await say(loop, "bob", "/memory-mode full_history --backfill")
+    assert "forgotten scope(s)" in plain and "on the machine" in plain, plain
+    assert "/memory-mode full_history --backfill --include-forgotten" not in plain
+    assert await plugin.flush() == 0
+    assert not any("XYZZY" in t for t in await _items(plugin, ALICE, "my diagnosis"))
+
+
 @pytest.mark.servers
 async def test_forgetting_a_scope_that_holds_nothing_says_so(home):
     home.write_memory(FULL_HISTORY)

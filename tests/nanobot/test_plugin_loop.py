@@ -248,6 +248,14 @@ async def test_switch_provider_applies_now_and_persists(home, llm_double):
     await say(loop, "ivy", "What am I training for?")
     assert "marathon" not in long_term_memory(agent_request(llm_double, "What am I training"))
     assert "unknown provider 'mem1'" in await say(loop, "ivy", "/memory-mode mem1")
+    # a sub-command without its argument, or an option alone, is not a provider's name
+    for words in ("read-only", "--backfill", "read-only maybe"):
+        reply = await say(loop, "ivy", f"/memory-mode {words}")
+        assert reply.startswith("usage: /memory-mode"), (words, reply)
+    long_name = "x" * 5000
+    reply = await say(loop, "ivy", f"/memory-mode {long_name}")
+    assert "unknown provider" in reply and len(reply) < 400, len(reply)
+    assert "now 'no_memory'" in await say(loop, "ivy", "/memory-mode NO_MEMORY")
     await home.close(loop)
     # a new process keeps the choice
     assert plugin_for(home.loop()).provider == "no_memory"

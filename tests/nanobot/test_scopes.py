@@ -325,7 +325,10 @@ def test_slack_and_mattermost_channel_types_mark_groups():
 async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person_speaks(
         home, llm_double):
     """A Matrix room carries no group flag in nanobot 0.3.5: the plugin recognises it when
-    a second person speaks, and from then on the group's history holds no recall."""
+    a second person speaks, and from then on the group's history holds no recall. Before
+    that, a chat not known to be one person's keeps no recall in its history either, so
+    the second person's first turn replays nothing of the first's (before 2026-12-02 it
+    replayed it, once: nanobot reads the history before the plugin sees who speaks)."""
     home.write_memory(_memory("full_history"))
     loop = home.loop()
     plugin = _plugin(loop)
@@ -333,8 +336,8 @@ async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person
     assert await plugin.flush() == 0
     await talk(loop, "matrix", "room-1", "ann", "What is my codename, team?")
     await talk(loop, "matrix", "room-1", "ben", "Ben says hello.")
-    # the documented limit: Ben's first turn replays what Ann's turn carried, once
-    assert "ZEBRA" in agent_request(llm_double, "Ben says hello.").all_text
+    assert "ZEBRA" in agent_request(llm_double, "What is my codename, team?").all_text
+    assert "ZEBRA" not in agent_request(llm_double, "Ben says hello.").all_text
     session = loop.sessions.get_or_create("matrix:room-1")
     assert not any("memory-context" in json.dumps(m) for m in session.messages)
     await talk(loop, "matrix", "room-1", "ben", "Ben asks: any PIN?")
@@ -358,6 +361,17 @@ def test_people_rules():
     assert flagged_shared("whatsapp", "x", {"is_group": True})
     assert flagged_shared("feishu", "x", {"chat_type": "group"})
     assert not flagged_shared("feishu", "x", {"chat_type": "p2p"})
+    from nanobot_memory_adapters.nanobot.people import one_persons_chat
+
+    assert one_persons_chat("cli", "direct", "user", None)
+    assert one_persons_chat("telegram", "1001", "1001|ann", None)
+    assert one_persons_chat("feishu", "x", "ou_1", {"chat_type": "p2p"})
+    assert one_persons_chat("slack", "D1", "U1", {"slack": {"channel_type": "im"}})
+    assert one_persons_chat("discord", "c", "u", {"guild_id": None})
+    assert not one_persons_chat("matrix", "room-1", "ann", None)
+    assert not one_persons_chat("telegram", "-500", "-500", None)
+    assert not one_persons_chat("discord", "c", "u", {"guild_id": "1"})
+    assert not one_persons_chat("discord", "c", "u", {})
     people = People()
     who = attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="cron",
                     metadata={})

@@ -133,6 +133,49 @@ async def test_memory_forget_is_refused_in_read_only_mode(home):
     assert await _items(plugin, ALICE, "bees")
 
 
+async def test_memory_mode_keeps_what_the_user_wrote_into_memory_json_since_start(home):
+    """/memory-mode changes one setting in the file as it is now: edits made while nanobot
+    runs stay (before: the copy read at start was written back over them), and a file
+    that cannot be read now is left as it is."""
+    home.write_memory({"memory": {"condition": "full_history"}})
+    loop = home.loop()
+    await say(loop, "alice", "Hello.")
+    edited = {"memory": {"condition": "full_history", "budget": {"max_tokens": 1234},
+                         "mem0": {"collection_name": "mine"}},
+              "nanobot": {"recall_timeout_s": 7}}
+    home.write_memory(edited)
+    reply = await say(loop, "alice", "/memory-mode read-only on")
+    assert "read-only" in reply and "saved to" in reply, reply
+    now = home.read_memory()
+    assert now["memory"]["budget"] == {"max_tokens": 1234}
+    assert now["memory"]["mem0"] == {"collection_name": "mine"}
+    assert now["nanobot"] == {"recall_timeout_s": 7, "read_only": True}
+    await say(loop, "alice", "/memory-mode read-only off")
+    reply = await say(loop, "alice", "/memory-mode simple_rag")
+    now = home.read_memory()
+    assert now["memory"].get("mem0") == {"collection_name": "mine"}, (reply, now)
+    assert now["nanobot"]["recall_timeout_s"] == 7
+    home.write_memory('{"memory": {"condition": ')  # half-way through an edit
+    reply = await say(loop, "alice", "/memory-mode full_history")
+    assert "cannot switch" in reply and "left as it is" in reply, reply
+    assert home.memory_path.read_text() == '{"memory": {"condition": '
+
+
+async def test_a_switch_leaves_no_earlier_providers_error_in_health(home):
+    home.write_memory({"memory": {"condition": "full_history",
+                                  "simple_rag": {"embedding_dims": 7}}})
+    loop = home.loop()
+    await say(loop, "alice", "Hello.")
+    await say(loop, "alice", "/memory-mode simple_rag")  # its store opens on first use
+    await say(loop, "alice", "What do you remember?")
+    health = await say(loop, "alice", "/memory-health")
+    assert "memory.simple_rag.embedding_dims" in health, health
+    switched = await say(loop, "alice", "/memory-mode full_history")
+    assert "now 'full_history'" in switched, switched
+    health = await say(loop, "alice", "/memory-health")
+    assert "last error: none" in health, health
+
+
 @pytest.mark.servers
 async def test_forget_from_the_terminal(home):
     home.write_memory({"memory": {"condition": "full_history"}})

@@ -67,9 +67,12 @@ def install_runtime(memory: Any, config: SimpleRagConfig) -> None:
         return
     model = load_onnx_embedder(model_path(config), runtime=config.embedding_runtime)
     if model.dims != config.embedding_dims:
+        from nanobot_memory_adapters.backends.mem0.config import Mem0Config
+
+        block = "mem0" if isinstance(config, Mem0Config) else "simple_rag"  # whose block
         raise ValueError(
             f"the ONNX embedder gives {model.dims} dims but embedding_dims is "
-            f"{config.embedding_dims}; set memory.mem0.embedding_dims to {model.dims}"
+            f"{config.embedding_dims}; set memory.{block}.embedding_dims to {model.dims}"
         )
     memory.embedding_model = OnnxMem0Embedding(model, memory.embedding_model.config)
 
