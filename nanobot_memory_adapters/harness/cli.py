@@ -269,8 +269,8 @@ def bench_command(
     token budget. Writes manifest.json, traces.jsonl, results.json and report.html;
     an interrupted run resumes when the same command is run again. Exit codes: 0 clean,
     1 --verify mismatch, 2 bad arguments, 3 a readiness wait timed out, 4 a record,
-    retrieve, mode switch or reset failed or the read-only gate leaked (counts on
-    stderr), 130 interrupted."""
+    retrieve, mode switch or reset failed, the read-only gate leaked, or a provider asked
+    for was skipped (counts and reasons on stderr), 130 interrupted."""
     from nanobot_memory_adapters.harness.executors import ExecutionPlan
     from nanobot_memory_adapters.harness.locomo_mapping import SPEAKER_PROTOCOLS
     from nanobot_memory_adapters.harness.timeline import BenchConfig

@@ -165,8 +165,12 @@ def demo_command(
         console.rule("4. preference sessions (generated, 1 persona; retrieval only, no LLM)")
         from nanobot_memory_adapters.harness.preferences import cli as prefs
 
+        # the demo runs what is installed: a provider its swap step could not run (mem0's
+        # extra missing) is reported there, not asked for again
+        left_out = {s["name"] for s in skipped}
         cfg = prefs.build_config(
-            out=out / "preferences", providers=",".join(DEMO_PREFERENCE_PROVIDERS),
+            out=out / "preferences",
+            providers=",".join(p for p in DEMO_PREFERENCE_PROVIDERS if p not in left_out),
             scenario=prefs.load_scenario(None, 1, 0), budget_tokens=800,
             provider_config=None, seed=0, fresh=not resume, readiness_timeout=120.0,
             agent=None, judge=None, simulator="scripted", test_tags="context",

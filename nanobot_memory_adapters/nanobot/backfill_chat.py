@@ -60,6 +60,8 @@ class Backfill:
 
     async def switch_with_backfill(self, name: str, *, include_forgotten: bool = False) -> str:
         switched = await self._switch(name)
+        if (self.state.provider or "").lower() == name.lower():
+            name = self.state.provider or name  # FULL_HISTORY switched to full_history
         if self.state.provider != name or self.state.status != "active":
             return switched + "\nbackfill: not started (no provider of this plugin is active)"
         if self.state.read_only:

@@ -74,24 +74,28 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
 
 # chat types and DM markers channels give a one-person chat (Feishu ``p2p``, WeCom
 # ``single``, Slack ``im``, Mattermost ``dm``)
-_DIRECT_CHAT_TYPES = frozenset({"private", "p2p", "single", "dm", "im", "direct"})
+_DIRECT_CHAT_TYPES = frozenset({"private", "p2p", "single", "dm", "im", "direct",
+                                "personal"})
 
 
 def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
                      metadata: Mapping[str, Any] | None) -> bool:
     """The chat is known to be one person's: nanobot's CLI, a chat whose id is its
-    sender's (a Telegram or WhatsApp private chat), or one the channel marks as direct
-    (``chat_type``, Slack's or Mattermost's ``channel_type``, a Discord message without a
-    guild). Any other chat may gain a second person at any turn."""
+    sender's (a Telegram private chat), or one the channel marks as direct (``is_group``
+    false: WhatsApp, Signal, NapCat, Mochat; ``chat_type``; Slack's or Mattermost's
+    ``channel_type``; Teams' ``conversation_type`` ``personal``; a Discord message without
+    a guild). Any other chat may gain a second person at any turn."""
     meta = metadata or {}
     if flagged_shared(channel, chat_id, meta):
         return False
-    if channel == "cli":
+    if channel == "cli" or meta.get("is_group") is False:
         return True
     if sender_id and chat_id and chat_id == canonical_sender(channel, sender_id):
         return True
     kinds = [meta.get("chat_type"), *(
-        nested.get("channel_type") for name in ("slack", "mattermost")
+        nested.get(key) for name, key in (("slack", "channel_type"),
+                                          ("mattermost", "channel_type"),
+                                          ("msteams", "conversation_type"))
         if isinstance(nested := meta.get(name), Mapping))]
     if any(isinstance(k, str) and k.lower() in _DIRECT_CHAT_TYPES for k in kinds):
         return True

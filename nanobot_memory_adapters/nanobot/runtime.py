@@ -431,7 +431,7 @@ class MemoryPlugin:
         it since nanobot started; the copy read then would undo that): its object, or why
         it cannot be changed without losing what the user wrote."""
         path = self.state.settings.path
-        if not path.exists():
+        if not self._owns_adapter or not path.exists():  # provided settings live in memory
             return dict(self.state.settings.raw), None
         try:
             raw = read_json(path)

@@ -90,7 +90,7 @@ async def test_nobody_brings_back_forgotten_memory_from_chat(home):
     assert (await say(loop, "alice", "/memory-forget confirm")).startswith("forgotten:")
     reply = await say(loop, "bob", "/memory-mode full_history --backfill --include-forgotten")
     assert "not taken from chat" in reply and "nanobot-memory backfill" in reply, reply
-    plain = await say(loop, "bob", "/memory-mode full_history --backfill")
+    plain = await say(loop, "bob", "/memory-mode FULL_HISTORY --backfill")  # any case
     assert "forgotten scope(s)" in plain and "on the machine" in plain, plain
     assert "/memory-mode full_history --backfill --include-forgotten" not in plain
     assert await plugin.flush() == 0

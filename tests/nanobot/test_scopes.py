@@ -368,6 +368,15 @@ def test_people_rules():
     assert one_persons_chat("feishu", "x", "ou_1", {"chat_type": "p2p"})
     assert one_persons_chat("slack", "D1", "U1", {"slack": {"channel_type": "im"}})
     assert one_persons_chat("discord", "c", "u", {"guild_id": None})
+    # nanobot 0.3.5's DMs whose chat id is not the sender's id say is_group: False
+    assert one_persons_chat("whatsapp", "123@s.whatsapp.net", "123", {"is_group": False})
+    assert one_persons_chat("signal", "+4912", "+4912|uuid-1", {"is_group": False})
+    assert one_persons_chat("napcat", "private:77", "77", {"is_group": False})
+    teams = {"msteams": {"conversation_type": "personal"}}
+    assert one_persons_chat("msteams", "a:1", "u", teams)
+    teams = {"msteams": {"conversation_type": "channel"}}
+    assert not one_persons_chat("msteams", "a:1", "u", teams)
+    assert not one_persons_chat("whatsapp", "g@g.us", "123", {"is_group": True})
     assert not one_persons_chat("matrix", "room-1", "ann", None)
     assert not one_persons_chat("telegram", "-500", "-500", None)
     assert not one_persons_chat("discord", "c", "u", {"guild_id": "1"})
