@@ -137,9 +137,10 @@ def plain_id(raw: str) -> str:
     scope; any other id becomes its legacy rendering plus ``~`` and 16 hex digits of the
     SHA-256 of the raw text. ``~`` never occurs in a plain id, so an escaped id never
     equals a plain one, and two raw ids share an escaped id only on a 64-bit hash
-    collision."""
+    collision. A plain id longer than ``MAX_ID_CHARS`` (a long Matrix id) is escaped the
+    same way, so it never fails validation and loses every turn."""
     legacy = legacy_id(raw)
-    if legacy == raw:
+    if legacy == raw and len(raw) <= MAX_ID_CHARS:
         return raw
     digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     # the readable part is cut so the id stays within MAX_ID_CHARS (the hash keeps it unique)

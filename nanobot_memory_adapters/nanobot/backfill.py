@@ -174,9 +174,13 @@ def _turn_event(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, i
         channel=who[0], chat_id=who[1], sender_id=who[2], session_key=key)
 
 
-def enqueue(outbox: Outbox, provider: str, plan: BackfillPlan) -> int:
-    """Queue the plan's events (durably); returns how many were new."""
-    return sum(outbox.enqueue(provider, event, key) for key, event in plan.events)
+def enqueue(outbox: Outbox, provider: str, plan: BackfillPlan, *,
+            include_forgotten: bool = False) -> int:
+    """Queue the plan's events (durably); returns how many were new. Turns of a scope
+    forgotten after they were said are refused by the outbox itself, unless
+    ``include_forgotten`` (the plan was made with it)."""
+    return sum(outbox.enqueue(provider, event, key, include_forgotten=include_forgotten)
+               for key, event in plan.events)
 
 
 async def deliver(

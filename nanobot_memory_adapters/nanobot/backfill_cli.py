@@ -113,7 +113,8 @@ def backfill(
         plan = backfill_steps.plan_backfill(manager, memory, outbox, name, since=start,
                                             session=session,
                                             include_forgotten=include_forgotten)
-        queued = backfill_steps.enqueue(outbox, name, plan)
+        queued = backfill_steps.enqueue(outbox, name, plan,
+                                        include_forgotten=include_forgotten)
         pending = outbox.stats(name).pending
         console.print(f"{plan.turns} turn(s) in {plan.sessions} session(s): {queued} newly "
                       f"queued, {plan.already_delivered} already delivered, "

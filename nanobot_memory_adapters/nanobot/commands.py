@@ -6,6 +6,7 @@ from typing import Any
 
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.audience import Piece, release
 from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
 from nanobot_memory_adapters.redaction import redact_text
 
@@ -52,14 +53,30 @@ NO_FORGOTTEN_FROM_CHAT = (
     "--include-forgotten")
 
 
+def _failed(command: str, exc: BaseException) -> list[Piece]:
+    """A command that broke: its error text (which can quote a backend's body, or another
+    user's turn) for the operator only."""
+    logger.exception("{}: {} failed", seams.LOG_PREFIX, command)
+    return [Piece.plain(f"{command} failed"),
+            Piece.operator(str(exc), withheld="(the gateway's log has the details)")]
+
+
 def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
-    """Registers both commands on a CommandRouter (and hides the carrier tool)."""
+    """Registers both commands on a CommandRouter (and hides the carrier tool). Every
+    reply goes through the audience gate (``audience.release``) for the chat it is sent
+    to: replies are saved in the session, which everyone in that chat reads."""
+
+    async def reply(ctx: Any, pieces: list[Piece]) -> Any:
+        audience = await plugin.command_audience(ctx)
+        return seams.outbound(ctx, redact_text(release(pieces, audience)))
 
     async def memory_mode(ctx: Any) -> Any:
         args = (ctx.args or "").strip()
+        pieces: list[Piece] | None = None
+        text = ""
         try:
             if not args:
-                text = plugin.mode_report(ctx)
+                pieces = plugin.mode_report(ctx)
             else:
                 words = args.split()
                 read_only = words[0].lower() in ("read-only", "readonly", "ro")
@@ -79,31 +96,30 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                 else:
                     text = USAGE
         except Exception as exc:  # a command must answer, not crash the turn
-            logger.exception("{}: /memory-mode failed", seams.LOG_PREFIX)
-            text = f"/memory-mode failed: {exc}"
-        return seams.outbound(ctx, redact_text(text))  # replies are saved in sessions
+            pieces = _failed("/memory-mode", exc)
+        if pieces is None:
+            pieces = [Piece.plain(text)]
+        return await reply(ctx, pieces)
 
     async def memory_health(ctx: Any) -> Any:
         try:
-            text = await plugin.health_report(ctx)
+            pieces = await plugin.health_report(ctx)
         except Exception as exc:
-            logger.exception("{}: /memory-health failed", seams.LOG_PREFIX)
-            text = f"/memory-health failed: {exc}"
-        return seams.outbound(ctx, redact_text(text))  # replies are saved in sessions
+            pieces = _failed("/memory-health", exc)
+        return await reply(ctx, pieces)
 
     async def memory_forget(ctx: Any) -> Any:
         args = (ctx.args or "").strip().lower()
         try:
             if not args:
-                text = plugin.forget_preview(ctx)
+                pieces = plugin.forget_preview(ctx)
             elif args == "confirm":
-                text = await plugin.forget(ctx)
+                pieces = await plugin.forget(ctx)
             else:
-                text = "usage: /memory-forget [confirm]"
+                pieces = [Piece.plain("usage: /memory-forget [confirm]")]
         except Exception as exc:
-            logger.exception("{}: /memory-forget failed", seams.LOG_PREFIX)
-            text = f"/memory-forget failed: {exc}"
-        return seams.outbound(ctx, redact_text(text))
+            pieces = _failed("/memory-forget", exc)
+        return await reply(ctx, pieces)
 
     def install(router: Any) -> None:
         router.exact("/memory-mode", memory_mode)

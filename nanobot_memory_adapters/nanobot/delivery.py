@@ -181,8 +181,7 @@ class Delivery:
                 try:
                     added = await asyncio.to_thread(
                         self.state.outbox.enqueue, write.provider, write.event, write.session_key,
-                        write.identity, wait_s=wait_s, open_turn=write.open_turn,
-                        skip_forgotten=True)
+                        write.identity, wait_s=wait_s, open_turn=write.open_turn)
                 except OUTBOX_ERRORS as exc:
                     self._outbox_failed(exc)
                     return False

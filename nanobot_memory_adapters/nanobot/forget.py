@@ -28,6 +28,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.events import MemoryEvent
+from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, PluginState
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
@@ -60,27 +61,34 @@ class Forget:
         except ValueError as exc:
             return f"this chat's memory scope cannot be built ({exc})"
 
-    def forget_preview(self, ctx: Any) -> str:
+    def forget_preview(self, ctx: Any) -> list[Piece]:
         scope = self._target(ctx)
         if isinstance(scope, str):
-            return scope
-        return "\n".join([
+            return [Piece.plain(scope)]
+        return [Piece.memory("\n".join([
             f"/memory-forget confirm would delete everything provider '{self.state.provider}' "
             f"holds for this chat's scope (run={scope.run_id} user={scope.persona_id} "
             f"agent={scope.agent_id}), through the provider's own deletion (and in every "
             "other provider the outbox shows holding it),",
             "and this scope's turns still waiting in the outbox. Other users' memory is "
             "not touched. nanobot's own session files are not deleted.",
-        ])
+        ]), scope.key, withheld=(
+            "/memory-forget confirm deletes everything the memory holds for you (not for "
+            "the others here), through each provider's own deletion. The details are shown "
+            "only in a chat known to be yours alone."))]
 
-    async def forget(self, ctx: Any) -> str:
+    async def forget(self, ctx: Any) -> list[Piece]:
         scope = self._target(ctx)
         if isinstance(scope, str):
-            return scope
+            return [Piece.plain(scope)]
         if not await self._ensure_adapter():
             if self.state.last_error is not None and self.state.last_error.store_locked:
-                return held_reply(self.state.provider, self.state.data_dir, scope)
-            return f"cannot forget now: provider '{self.state.provider}' is not reachable"
+                return [Piece.operator(
+                    held_reply(self.state.provider, self.state.data_dir, scope),
+                    withheld="cannot forget here: another process holds the memory store; "
+                    "nothing was deleted (the gateway's operator can run the forget)")]
+            return [Piece.plain(
+                f"cannot forget now: provider '{self.state.provider}' is not reachable")]
         adapter = self.state.adapter
         assert adapter is not None
         build = provider_builder(self.state.settings.raw, self.state.settings.path,
@@ -94,8 +102,13 @@ class Forget:
         self.state.cache.clear()
         active = outcome.active
         if active is not None and active.store_locked:
-            return held_reply(self.state.provider, self.state.data_dir, scope)
-        return outcome.report(self.state.provider)
+            return [Piece.operator(
+                held_reply(self.state.provider, self.state.data_dir, scope),
+                withheld="cannot forget here: another process holds the memory store; "
+                "nothing was deleted (the gateway's operator can run the forget)")]
+        report = outcome.report(self.state.provider)
+        return [Piece.memory(report, scope.key, withheld=report.splitlines()[0].split(
+            ":", 1)[0] + " (the details are shown only in a chat known to be yours alone)")]
 
     def _nanobot_config(self) -> Path | None:
         from nanobot_memory_adapters.nanobot import seams

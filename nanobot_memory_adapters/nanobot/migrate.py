@@ -37,6 +37,7 @@ class Migration:
     already: int = 0  # moved by an earlier run
     unchanged: int = 0  # recorded under the scope the rule still gives
     no_person: int = 0  # cron/system turns recorded under a shared name: not moved
+    forgotten: int = 0  # turns whose new scope was forgotten after they were said: not moved
     unreadable: int = 0  # rows without the channel and sender they came from
     # old scope key -> the new scope keys its turns went to
     old_scopes: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -76,6 +77,7 @@ def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> Plan:
     """Which turns move where; nothing is queued."""
     result = Migration()
     rows = outbox.rows(provider)
+    forgotten = outbox.forgotten()  # a forget is a fact: its turns are never filed back
     known = {row["event_id"]: float(row["enqueued_at"]) for row in rows}
     moves: list[MemoryEvent] = []
     staying: dict[str, list[tuple[MemoryEvent, MemoryScope, str]]] = defaultdict(list)
@@ -107,6 +109,9 @@ def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> Plan:
             continue
         result.old_scopes[old_key].add(scope.key)
         moved = _copy(event, scope, session_id, "moved")
+        if event.timestamp.timestamp() <= forgotten.get(scope.key, float("-inf")):
+            result.forgotten += 1
+            continue
         if moved.event_id in known:
             result.already += 1
         else:
@@ -143,7 +148,10 @@ async def migrate(outbox: Outbox, memory: MemoryConfig, provider: str, *,
     if dry_run:
         return result
     for event in todo.moves:
-        outbox.enqueue(provider, event, str((event.metadata or {}).get("session_key")))
+        if not outbox.enqueue(provider, event, str((event.metadata or {}).get("session_key"))):
+            # forgotten since the plan was made: the outbox refuses the copy
+            result.moved -= 1
+            result.forgotten += 1
     # An earlier run emptied these and stopped part-way: their owner's turns are missing
     # from the backend until queued, so this needs no --reset-shared (nothing is deleted).
     for copies in todo.resume.values():

@@ -339,10 +339,12 @@ class Outbox:
     def enqueue(self, provider: str, event: MemoryEvent, session_key: str,
                 identity: tuple[str, str, str | None] | None = None, *,
                 wait_s: float | None = None, open_turn: bool = False,
-                skip_forgotten: bool = False) -> bool:
-        """Append ``event``; False when this provider already has that ``event_id``
-        (or, with ``skip_forgotten``, when its scope was forgotten after the turn was said:
-        a turn still being written when ``/memory-forget`` ran is not stored after it).
+                include_forgotten: bool = False) -> bool:
+        """Append ``event``; False when this provider already has that ``event_id``, or
+        when its scope was forgotten after the turn was said: a forget is a fact every
+        writer obeys (a turn still being written when ``/memory-forget`` ran, a backfill, a
+        ``migrate-scopes`` copy), unless ``include_forgotten`` (the operator's explicit
+        ``backfill --include-forgotten``).
         ``identity`` (channel, chat id, sender id) is remembered for the session in the
         same transaction: nanobot's session files do not say who spoke, and a later
         backfill maps the session's turns to the same scope as the live ones.
@@ -356,7 +358,7 @@ class Outbox:
         with self._locked(wait_s) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
-                if skip_forgotten and _forgotten_since(db, event):
+                if not include_forgotten and _forgotten_since(db, event):
                     db.execute("COMMIT")
                     return False
                 cur = db.execute(

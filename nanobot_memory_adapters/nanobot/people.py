@@ -1,22 +1,27 @@
-"""Who a turn belongs to, and whether its chat is shared.
+"""Who a turn belongs to, and whether its chat is one person's.
 
 nanobot's gateway serves many people; the plugin promises each person their own memory.
-Three rules live here, in one place, for recall, ``memory_search`` and turn recording:
+The rules live here, in one place, for recall, ``memory_search``, turn recording and the
+commands' replies:
 
 - **a person's identity** is the channel and the sender id, except on Telegram, whose
   sender id is ``"<numeric id>|<username>"``: the numeric id is the person (a changed
   username is the same person);
+- **unknown means shared**: a session is one person's only when a turn showed it (nanobot's
+  CLI, a chat whose id is its sender's, a chat the channel marks as direct, or a session
+  the operator declared in ``direct_chats``), the session is that chat's own (not
+  nanobot's unified session), and no turn ever showed a group flag or a second person.
+  What turns showed is kept on disk (``chat_book.ChatBook``), so it holds across restarts
+  and processes;
 - **a turn from no person** (nanobot's cron runner sends ``sender_id="cron"``; subagent
-  results, session tools, triggers, the heartbeat session and ``system:*`` senders) is
-  attributed to the person of the session it runs in, when the chat is not shared and
-  that person is known; otherwise it is neither recalled for nor recorded;
-- **a shared chat** is one the channel flags as a group (``is_group``, ``chat_type``),
-  a Telegram chat with a negative id, or a session where two different people spoke.
+  results, session tools, triggers, the heartbeat session and ``system:*`` senders) is the
+  person's of a one-person session, and nobody's anywhere else (or the group's own, with
+  ``group_recall: group``): never the last speaker's.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +69,8 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
         return True
     if channel == "discord" and meta.get("guild_id"):
         return True
+    if channel == "dingtalk" and str(meta.get("conversation_type")) == "2":
+        return True
     for name, direct in (("slack", "im"), ("mattermost", "dm")):
         nested = meta.get(name)
         kind = nested.get("channel_type") if isinstance(nested, Mapping) else None
@@ -102,34 +109,78 @@ def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
     return channel == "discord" and "guild_id" in meta and not meta.get("guild_id")
 
 
+def session_is_the_chats(session_key: str, channel: str, chat_id: str) -> bool:
+    """The session holds this chat alone (``channel:chat_id``, or a thread of it), so only
+    the chat's people read its history. nanobot's unified session (every chat in one
+    session) and per-sender sessions inside a group are not a chat's own."""
+    own = f"{channel}:{chat_id}"
+    return session_key == own or session_key.startswith(own + ":")
+
+
+def declared_direct(session_key: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """The operator declared this session one person's (``direct_chats``, shell-style
+    patterns over session keys): for channels that do not mark direct chats (Matrix)."""
+    return any(fnmatch.fnmatchcase(session_key, p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one turn shows about its session (``ChatBook.observe`` keeps it)."""
+
+    direct: bool  # this turn showed the session is one person's
+    shared: bool  # this turn showed several people may read it
+    person: str | None  # the person who typed the turn (raw sender id), None: nobody
+    canonical: str | None  # the same person's identity (``canonical_sender``)
+
+
+def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | None,
+            metadata: Mapping[str, Any] | None,
+            direct_chats: tuple[str, ...] | list[str] = ()) -> Observation:
+    """What this turn shows about its session, from the turn alone."""
+    person = sender_id if is_person(sender_id, metadata, session_key) else None
+    own = session_is_the_chats(session_key, channel, chat_id)
+    shared = flagged_shared(channel, chat_id, metadata) or (
+        person is not None and not own and not declared_direct(session_key, direct_chats))
+    direct = False
+    if person is not None and not shared:
+        direct = (own and one_persons_chat(channel, chat_id, person, metadata)) \
+            or declared_direct(session_key, direct_chats)
+    if (person is None and not shared and own and channel == "telegram"
+            and chat_id.isdigit()):
+        # a Telegram private chat's id is its user's id: known without a turn of theirs
+        return Observation(True, False, chat_id, chat_id)
+    return Observation(direct, shared, person,
+                       canonical_sender(channel, person) if person is not None else None)
+
+
+@dataclass(frozen=True)
+class ChatFacts:
+    """What every turn so far showed about a session (merged, across processes)."""
+
+    direct: bool = False
+    shared: bool = False
+    person: str | None = None  # the first person seen (raw sender id)
+    canonical: str | None = None
+
+    @property
+    def one_person(self) -> str | None:
+        """The sender id of the one person who may read this session, else None."""
+        return self.person if self.direct and not self.shared else None
+
+    def merged(self, seen: Observation) -> ChatFacts:
+        second = (seen.canonical is not None and self.canonical is not None
+                  and seen.canonical != self.canonical)
+        return ChatFacts(
+            direct=self.direct or seen.direct,
+            shared=self.shared or seen.shared or second,
+            person=self.person if self.person is not None else seen.person,
+            canonical=self.canonical if self.canonical is not None else seen.canonical)
+
+
 @dataclass(frozen=True)
 class Attribution:
     person: str | None  # the sender id whose memory this turn reads and writes; None: nobody's
-    shared: bool  # a chat several people see
-
-
-class People:
-    """Who spoke in each session, as this process saw it (bounded, most recent kept)."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._seen: OrderedDict[str, list[str]] = OrderedDict()
-
-    def saw(self, session_key: str, person: str) -> None:
-        people = self._seen.setdefault(session_key, [])
-        if person in people:
-            people.remove(person)
-        people.append(person)
-        self._seen.move_to_end(session_key)
-        while len(self._seen) > self.size:
-            self._seen.popitem(last=False)
-
-    def last(self, session_key: str) -> str | None:
-        people = self._seen.get(session_key)
-        return people[-1] if people else None
-
-    def several(self, session_key: str) -> bool:
-        return len(self._seen.get(session_key, ())) > 1
+    shared: bool  # not known to be one person's: a group, or a chat nobody vouched for
 
 
 def group_sender(chat_id: str) -> str:
@@ -139,26 +190,17 @@ def group_sender(chat_id: str) -> str:
     return f"\x00group:{chat_id}"
 
 
-def attribute(people: People, *, session_key: str, channel: str, chat_id: str,
-              sender_id: str | None, metadata: Mapping[str, Any] | None,
-              remembered: str | None = None, group_scope: bool = False) -> Attribution:
-    """Whose turn this is. ``remembered`` is the session's sender from an earlier process
-    (the outbox's record), used for a turn from no person when this process saw nobody.
-    ``group_scope``: a shared chat's turns are the group's own (``group_sender``)."""
-    if is_person(sender_id, metadata, session_key):
-        assert sender_id is not None
-        people.saw(session_key, canonical_sender(channel, sender_id))
-    shared = flagged_shared(channel, chat_id, metadata) or people.several(session_key)
-    if shared and group_scope and session_key != HEARTBEAT_SESSION:
+def attribute(facts: ChatFacts, seen: Observation, *, session_key: str, chat_id: str,
+              group_scope: bool = False) -> Attribution:
+    """Whose turn this is, from the session's facts (this turn's observation merged in).
+    A person's turn is theirs (recorded in their scope wherever they speak); a turn from
+    no person is the one person's of a one-person session, else nobody's; with
+    ``group_scope`` every turn of a shared session is the group's own."""
+    one = facts.one_person
+    if one is None and group_scope and session_key != HEARTBEAT_SESSION:
         return Attribution(group_sender(chat_id), True)
-    if is_person(sender_id, metadata, session_key):
-        return Attribution(sender_id, shared)
-    if shared or session_key == HEARTBEAT_SESSION:
-        return Attribution(None, shared)
-    person = people.last(session_key)
-    if person is None and remembered and is_person(remembered, None, session_key):
-        person = remembered
-        people.saw(session_key, canonical_sender(channel, person))  # for the sync prompt
-    if person is None and channel == "telegram" and chat_id.isdigit():
-        person = chat_id  # a Telegram private chat's id is its user's id
-    return Attribution(person, False)
+    if seen.person is not None:
+        return Attribution(seen.person, one is None)
+    if session_key == HEARTBEAT_SESSION:
+        return Attribution(None, one is None)
+    return Attribution(one, one is None)

@@ -16,8 +16,10 @@ from typing import Any
 
 from nanobot_memory_adapters.contract import AdapterError, MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
+from nanobot_memory_adapters.nanobot.audience import Audience
+from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.people import Attribution, People, attribute, is_person
+from nanobot_memory_adapters.nanobot.people import Attribution, attribute, observe
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings, data_dir_for
 from nanobot_memory_adapters.nanobot.state import (
     OUTBOX_FILE,
@@ -27,6 +29,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
+from nanobot_memory_adapters.nanobot.turns import chat_scope
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 
@@ -51,7 +54,12 @@ class PluginState:
     closed: bool = False
     retry_delay: float = 1.0  # the next backoff (provider build and delivery alike)
     cache: OrderedDict[str, CacheEntry] = field(default_factory=OrderedDict[str, CacheEntry])
-    people: People = field(default_factory=People)
+    # what turns showed about each session (who may read it), kept on disk
+    opened_book: ChatBook | None = None
+    # each session's current turn and its audience (turn id, audience), for the
+    # synchronous prompt build of that same turn
+    audiences: OrderedDict[str, tuple[str | None, Audience]] = field(
+        default_factory=OrderedDict[str, tuple[str | None, Audience]])
     # turns the outbox could not take yet (kept in order, retried)
     unqueued: UnqueuedTurns = field(default_factory=UnqueuedTurns)
     retrieve_stats: LatencyStats = field(default_factory=LatencyStats)
@@ -108,22 +116,57 @@ class PluginState:
         """``group_recall: group``: a shared chat reads and writes its own scope."""
         return self.settings.plugin.group_recall == "group"
 
+    @property
+    def book(self) -> ChatBook:
+        """The chat book, in the data directory the plugin started with (it is about
+        chats, not providers: a switch keeps it)."""
+        if self.opened_book is None:
+            base = self.data_dir or data_dir_for(self.settings)
+            self.opened_book = ChatBook(base / CHATS_FILE)
+        return self.opened_book
+
     async def attribute(self, *, session_key: str, channel: str, chat_id: str,
                         sender_id: str | None, metadata: dict[str, Any] | None
                         ) -> Attribution:
-        """``people.attribute`` with the outbox's record of the session's sender (from an
-        earlier process) for turns from no person (recall and delivery alike)."""
-        remembered = None
-        if not is_person(sender_id, metadata, session_key) and self.people.last(session_key) \
-                is None:
-            try:
-                known = await asyncio.to_thread(self.outbox.identity, session_key)
-            except Exception:  # an unreadable outbox: nobody is remembered
-                known = None
-            remembered = known[2] if known else None
-        return attribute(self.people, session_key=session_key, channel=channel,
-                         chat_id=chat_id, sender_id=sender_id, metadata=metadata,
-                         remembered=remembered, group_scope=self.group_scope)
+        """Whose turn this is: this turn's observation merged into the session's facts on
+        disk (``chat_book``), then ``people.attribute`` (recall, search, delivery alike)."""
+        seen = observe(session_key=session_key, channel=channel, chat_id=chat_id,
+                       sender_id=sender_id, metadata=metadata,
+                       direct_chats=self.settings.plugin.direct_chats)
+        facts = await asyncio.to_thread(self.book.observe, session_key, seen)
+        return attribute(facts, seen, session_key=session_key, chat_id=chat_id,
+                         group_scope=self.group_scope)
+
+    def audience_of(self, who: Attribution, *, channel: str, chat_id: str, session_key: str,
+                    attributes: dict[str, Any] | None) -> Audience:
+        """Whose memory may reach this turn's request and reply: the turn's own scope in a
+        one-person chat; in a shared (or unknown) chat only what ``group_recall`` allows
+        (``group``: the chat's own scope; ``personal``: the speaker's; ``none``: nothing)."""
+        memory = self.settings.memory
+        if memory is None or who.person is None:
+            return Audience.nobody()
+        if who.shared and self.settings.plugin.group_recall == "none":
+            return Audience.nobody()
+        try:
+            scope = chat_scope(memory, channel=channel, chat_id=chat_id, sender_id=who.person,
+                               session_key=session_key, attributes=attributes)[0]
+        except ValueError:
+            return Audience.nobody()
+        return Audience(frozenset({scope.key}), one_person=not who.shared)
+
+    def note_audience(self, session_key: str, turn_id: str | None, audience: Audience) -> None:
+        self.audiences[session_key] = (turn_id, audience)
+        self.audiences.move_to_end(session_key)
+        while len(self.audiences) > 4096:
+            self.audiences.popitem(last=False)
+
+    def audience_now(self, session_key: str, turn_id: str | None) -> Audience:
+        """The audience noted for this very turn (no I/O); nobody when this turn was not
+        seen (fails closed)."""
+        noted = self.audiences.get(session_key)
+        if noted is None or noted[0] != turn_id:
+            return Audience.nobody()
+        return noted[1]
 
 
 #: The plugin's "build the provider once, retry later" (True when it is ready).

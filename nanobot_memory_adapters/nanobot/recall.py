@@ -20,7 +20,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.people import attribute, one_persons_chat
+from nanobot_memory_adapters.nanobot.audience import Audience, Piece, release
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, EnsureScope, PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.skill import guidance
@@ -33,6 +33,7 @@ from nanobot_memory_adapters.nanobot.turn_line import RecallNote, is_trivial
 from nanobot_memory_adapters.nanobot.turns import (
     as_of_from,
     chat_scope,
+    command_scope,
     tags_from,
 )
 from nanobot_memory_adapters.tokens import count_tokens_by_line
@@ -50,8 +51,8 @@ class Recall:
         self._ensure_adapter = ensure_adapter
         self._ensure_scope = ensure_scope
         self._delivery = delivery  # read-your-writes: this session's turns land first
-        self.last_recall: RecallNote | None = None  # /memory-health's "last recall"
         self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
+        self.scope_notes: dict[str, RecallNote] = {}  # per scope: its owner's /memory-health
         # the next turn's section, retrieved once this turn's writes land (full_history)
         self.prepared = PreparedRecalls(state)
 
@@ -60,11 +61,12 @@ class Recall:
 
         The slot holds ``skill.guidance`` (what the memory section is, whether turns are
         saved: the same text every turn while the read-only switch stays, so the system
-        prompt stays cacheable), then the cached context. The session's entry is served
-        only when it was retrieved for the scope of the turn being built (never a previous
-        speaker's recall). With ``context_placement: user_message`` the context travels in
-        the user message (MEMORY.md is still not shown), except for a shared chat's
-        personal recall, which goes here so it is never saved in the group's history."""
+        prompt stays cacheable), then the cached context, through the audience gate: the
+        audience noted for this very turn (``Recall.recall``) must admit the entry's scope
+        (never a previous speaker's recall; nobody's when the turn was not seen). With
+        ``context_placement: user_message`` the context travels in the user message
+        (MEMORY.md is still not shown), except for a shared chat's personal recall, which
+        goes here so it is never saved in the group's history."""
         if self.state.status != "active":
             return None
         request = seams.current_request()
@@ -74,30 +76,13 @@ class Recall:
         plugin = self.state.settings.plugin
         guide = ("skill" if self.state.skill_listed
                  else "tool" if plugin.guide_tool else None)
-        told = guidance(guide, saving=not self.state.read_only)
+        told = Piece.plain(guidance(guide, saving=not self.state.read_only))
         entry = self.state.cache.get(key)
-        if entry is None or entry.scope_key != self._scope_key_now(request):
-            return told
-        if plugin.context_placement == "user_message" and not entry.in_system:
-            return told
-        return f"{told}\n\n{entry.text}" if entry.text else told
-
-    def _scope_key_now(self, request: Any) -> str | None:
-        """The scope key of the turn being built, from this process's memory only."""
-        memory = self.state.settings.memory
-        if memory is None:
-            return None
-        who = attribute(self.state.people, session_key=request.session_key, channel=request.channel,
-                        chat_id=request.chat_id, sender_id=request.sender_id,
-                        metadata=request.metadata, group_scope=self.state.group_scope)
-        if who.person is None:
-            return None
-        try:
-            return chat_scope(memory, channel=request.channel, chat_id=request.chat_id,
-                              sender_id=who.person, session_key=request.session_key,
-                              attributes=request.attributes)[0].key
-        except ValueError:
-            return None
+        if entry is None or not entry.text or (
+                plugin.context_placement == "user_message" and not entry.in_system):
+            return told.text
+        audience = self.state.audience_now(key, getattr(request, "turn_id", None))
+        return release([told, Piece.memory(entry.text, entry.scope_key)], audience, "\n\n")
 
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
@@ -118,27 +103,35 @@ class Recall:
                 sender_id=request.sender_id,
                 attributes=request.attributes,
                 metadata=request.metadata,
+                turn_id=request.turn_id,
             )
         except Exception as exc:  # a memory problem must never fail the turn
             self.state.note_error("retrieve", exc, retryable=False)
             logger.exception("{}: recall failed", LOG)
         if (self.state.settings.plugin.context_placement == "user_message" and entry is not None
                 and entry.text and not entry.in_system):
-            return seams.runtime_context_block(entry.text)
+            audience = self.state.audience_now(request.session_key, request.turn_id)
+            text = release([Piece.memory(entry.text, entry.scope_key)], audience)
+            return seams.runtime_context_block(text) if text else None
         return None
 
     async def recall(
         self, *, session_key: str | None, query: str | None, channel: str, chat_id: str,
         sender_id: str | None, attributes: dict[str, Any] | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None, turn_id: str | None = None,
     ) -> CacheEntry | None:
         if self.state.status != "active" or not session_key or session_key.startswith("dream:"):
             return None
+        # nobody's memory until this turn's audience is known (a failure below leaves it so)
+        self.state.note_audience(session_key, turn_id, Audience.nobody())
         if not seams.session_persists(self.state.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
         who = await self.state.attribute(session_key=session_key, channel=channel,
                                          chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        if who.person is None or (who.shared and self.state.settings.plugin.group_recall == "none"):
+        audience = self.state.audience_of(who, channel=channel, chat_id=chat_id,
+                                          session_key=session_key, attributes=attributes)
+        self.state.note_audience(session_key, turn_id, audience)
+        if not audience.scopes:
             self.state.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
             return None
         try:
@@ -162,14 +155,15 @@ class Recall:
             entry = previous or CacheEntry("", request.scope.key, self.state.provider, time.time(),
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
-            self._note_recall(session_key, RecallNote(self.state.provider, "skipped (trivial)"))
+            self._note_recall(session_key, RecallNote(self.state.provider, "skipped (trivial)"),
+                              request.scope.key)
             return None
         scope = request.scope
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
             self._note_recall(session_key, RecallNote(self.state.provider, "unavailable",
-                                                      detail="provider not ready"))
+                                                      detail="provider not ready"), scope.key)
         else:
             assert self.state.adapter is not None
             await self._delivery.wait_for_own_writes(
@@ -186,7 +180,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=prepared.items,
                     tokens=count_tokens_by_line(prepared.text) if prepared.text else 0,
-                    latency_ms=latency_ms, detail="prepared"))
+                    latency_ms=latency_ms, detail="prepared"), scope.key)
                 entry.in_system = who.shared
                 self._remember(session_key, entry)
                 return entry
@@ -204,7 +198,8 @@ class Recall:
                 entry = self._stale(previous, scope, query)
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "unavailable",
-                    detail="timed out" if isinstance(exc, TimeoutError) else "failed"))
+                    detail="timed out" if isinstance(exc, TimeoutError) else "failed"),
+                    scope.key)
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
                 self.state.retrieve_stats.add(latency_ms)
@@ -213,17 +208,34 @@ class Recall:
                 entry = CacheEntry(text, scope.key, self.state.provider, time.time(), query)
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=len(result.shown),
-                    tokens=count_tokens_by_line(text) if text else 0, latency_ms=latency_ms))
+                    tokens=count_tokens_by_line(text) if text else 0, latency_ms=latency_ms),
+                    scope.key)
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry
 
-    def _note_recall(self, session_key: str, note: RecallNote) -> None:
+    def _note_recall(self, session_key: str, note: RecallNote,
+                     scope_key: str | None = None) -> None:
         """What memory did for this turn: the per-turn line and ``/memory-health``."""
-        self.last_recall = note
         self.recall_notes[session_key] = note
         while len(self.recall_notes) > CACHE_SESSIONS:
             self.recall_notes.pop(next(iter(self.recall_notes)))
+        if scope_key is not None:
+            self.scope_notes[scope_key] = note
+            while len(self.scope_notes) > CACHE_SESSIONS:
+                self.scope_notes.pop(next(iter(self.scope_notes)))
+
+    def last_recall_for(self, ctx: Any) -> Piece | None:
+        """The asker's own last recall (``/memory-health``), as a piece of their scope."""
+        memory = self.state.settings.memory
+        if memory is None:
+            return None
+        try:
+            scope_key = command_scope(memory, ctx)[0].key
+        except ValueError:
+            return None
+        note = self.scope_notes.get(scope_key)
+        return None if note is None else Piece.memory(note.health_line(), scope_key)
 
     def turn_line_for(self, channel: str, session_key: str) -> str | None:
         """The opt-in per-turn line for a reply (taken once: one turn, one line)."""
@@ -258,17 +270,25 @@ class Recall:
             return "this session has no long-term memory"
         who = await self.state.attribute(session_key=session_key, channel=channel,
                                          chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        if who.shared and not self.state.group_scope:
-            return ("memory_search is not available in a group chat (a result would be saved "
-                    "in the group's history); ask in a direct chat")
         if who.person is None:
             return "this turn belongs to no person, so it has no long-term memory to search"
+        audience = self.state.audience_of(who, channel=channel, chat_id=chat_id,
+                                          session_key=session_key, attributes=attributes)
+        if who.shared and not self.state.group_scope:
+            # a tool result is saved in the session's history, which everyone who can read
+            # this chat replays; with group_recall "personal" the recall rides in the
+            # system prompt only, which a tool result cannot
+            return ("memory_search is not available in a chat that is not known to be yours "
+                    "alone (a result would be saved in its history); ask in a direct chat")
         try:
             request = self._request(query=query, channel=channel, chat_id=chat_id,
                                     sender_id=who.person, session_key=session_key,
                                     attributes=attributes, limit=limit)
         except ValueError as exc:
-            return f"memory scope cannot be built: {exc}"
+            logger.warning("{}: memory_search scope cannot be built: {}", LOG, exc)
+            return "memory_search is not available: this chat's memory scope cannot be built"
+        if not audience.admits(request.scope.key):
+            return "memory_search is not available in this chat"
         if not await self._ready_for(request.scope):
             return "long-term memory is not reachable right now"
         assert self.state.adapter is not None
@@ -277,8 +297,11 @@ class Recall:
                                             self.state.settings.plugin.recall_timeout_s)
         except (AdapterError, TimeoutError) as exc:
             self.state.note_read_failure("memory_search", exc, "memory_search timed out")
-            return f"memory search failed: {exc or 'timeout'}"
-        return result.formatted_context or f"no memories found for: {query}"
+            return "memory search failed (the gateway's log has the details)"
+        return release([Piece.memory(result.formatted_context
+                                     or f"no memories found for: {query}", request.scope.key,
+                                     withheld="memory_search is not available in this chat")],
+                       audience)
 
     def _request(self, *, query: str, channel: str, chat_id: str, sender_id: str | None,
                  session_key: str, attributes: dict[str, Any] | None,
@@ -319,22 +342,20 @@ class Recall:
 
 
     async def on_shared_turn_persisted(self, event: Any) -> None:
-        """Bus subscriber: in a chat not known to be one person's, take the plugin's
-        recalled memory out of the saved session, so the next member's turn does not
-        replay it: a chat the channel does not flag may gain a second person at any turn,
-        and nanobot reads that person's history before the plugin sees who they are (blocks
-        an older version left go too). Never raises."""
+        """Bus subscriber: in a session not known to be one person's, take the plugin's
+        recalled memory (and what ``memory_search`` returned) out of the saved history, so
+        no later turn replays it: blocks an older version left, or saved before the chat
+        was known to be shared. Never raises."""
         try:
             ctx = event.context
             if self.state.status != "active" or not ctx.session_key:
                 return
-            who = attribute(self.state.people, session_key=ctx.session_key, channel=ctx.channel,
-                            chat_id=ctx.chat_id, sender_id=event.sender_id,
-                            metadata=ctx.metadata)
-            if who.shared or not one_persons_chat(ctx.channel, ctx.chat_id, event.sender_id,
-                                                  ctx.metadata):
+            who = await self.state.attribute(session_key=ctx.session_key, channel=ctx.channel,
+                                             chat_id=ctx.chat_id, sender_id=event.sender_id,
+                                             metadata=ctx.metadata)
+            if who.shared:
                 await asyncio.to_thread(seams.strip_memory_blocks, self.state.sessions,
                                         ctx.session_key)
         except Exception as exc:
             self.state.note_error("strip_shared_history", exc, retryable=False)
-            logger.exception("{}: could not clean a group chat's history", LOG)
+            logger.exception("{}: could not clean a shared chat's history", LOG)

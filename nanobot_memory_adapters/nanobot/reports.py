@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from nanobot_memory_adapters.contract import BackendHealth, capabilities_of
 from nanobot_memory_adapters.diagnostics import raw_mentions_lock_contention
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, OutboxStats, describe_failure
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, PluginState
 from nanobot_memory_adapters.nanobot.state import KnownHealth
@@ -25,7 +26,10 @@ if TYPE_CHECKING:
 
 class Reports:
     """The replies of ``/memory-mode`` and ``/memory-health``, from the state and from what
-    recall and backfill last did; owns the bounded live health check."""
+    recall and backfill last did; owns the bounded live health check. Replies are
+    ``audience.Piece``s: the asker's own scope's state is a memory piece of that scope,
+    backend error text and other people's ids are operator pieces (the commands release
+    them through the audience gate)."""
 
     def __init__(self, state: PluginState, *, ensure_adapter: EnsureAdapter, recall: Recall,
                  backfill: Backfill) -> None:
@@ -36,19 +40,22 @@ class Reports:
         self.known_health: KnownHealth | None = None
         self.health_task: asyncio.Task[Any] | None = None
 
-    def scope_line(self, ctx: Any) -> str:
+    def scope_line(self, ctx: Any) -> Piece:
         memory = self.state.settings.memory
         if memory is None:
-            return "scope: -"
+            return Piece.plain("scope: -")
         try:
             scope, session_id = command_scope(memory, ctx)
         except ValueError as exc:
-            return f"scope: cannot be built ({exc})"
-        return (f"scope (this chat): run={scope.run_id} user={scope.persona_id} "
-                f"agent={scope.agent_id} session={session_id}")
+            return Piece.operator(f"scope: cannot be built ({exc})",
+                                  withheld="scope: cannot be built (see the gateway's log)")
+        return Piece.memory(f"scope (this chat): run={scope.run_id} user={scope.persona_id} "
+                            f"agent={scope.agent_id} session={session_id}", scope.key,
+                            withheld="scope: this chat is not known to be yours alone, so "
+                            "no personal memory is shown here")
 
-    def mode_report(self, ctx: Any) -> str:
-        lines = []
+    def mode_report(self, ctx: Any) -> list[Piece]:
+        lines: list[Piece | str] = []
         if self.state.status == "active":
             kind = "backend" if self.state.settings.memory and self.state.settings.memory.backend \
                 else "condition"
@@ -67,21 +74,26 @@ class Reports:
             lines.append(f"memory: {self.state.status} — {self.state.reason}")
         lines.append(f"config: {self.state.settings.path}")
         lines.append("switch: /memory-mode <provider> | /memory-mode read-only on|off")
-        return "\n".join(lines)
+        return [p if isinstance(p, Piece) else Piece.plain(p) for p in lines]
 
-    async def health_report(self, ctx: Any) -> str:
-        lines: list[str] = []
+    async def health_report(self, ctx: Any) -> list[Piece]:
+        """``/memory-health``: the provider's health for anyone; the asker's own last
+        recall as a memory piece of their scope; error text for the operator only."""
+        lines: list[Piece | str] = []
         if self.state.status == "passthrough":
-            return "\n".join([
+            return [Piece.plain("\n".join([
                 f"memory: {self.state.provider} (control) — nanobot's own memory is in charge",
                 *self._native_memory_lines(),
                 f"config: {self.state.settings.path}",
-            ])
+            ]))]
         if self.state.status != "active":
-            return "\n".join([f"memory: {self.state.status} — {self.state.reason}",
-                              f"config: {self.state.settings.path}",
-                              "nanobot is running with its own memory (MEMORY.md)."])
+            # the reason is memory.json's (a key and its fix), nobody's conversation
+            return [Piece.plain(f"memory: {self.state.status} — {self.state.reason}\n"
+                                f"config: {self.state.settings.path}\n"
+                                "nanobot is running with its own memory (MEMORY.md).")]
         store_locked = False
+        if self.state.adapter is None and self.state.activity is None:
+            await self._await_start()
         activity = self.state.activity  # read first: what the plugin was doing when asked
         health, health_line = await self._bounded_health()
         unreadable: str | None = None
@@ -126,11 +138,13 @@ class Reports:
                 lines.append("ingest modes: " + ", ".join(health.native_ingest_modes))
             error = health.details.get("error")
             if health.status != "ok" and isinstance(error, dict):
-                lines.append(f"backend error: {str(error.get('type', '')).rsplit('.', 1)[-1]}: "
-                             f"{str(error.get('message', ''))[:300]}")
+                lines.append(Piece.operator(
+                    f"backend error: {str(error.get('type', '')).rsplit('.', 1)[-1]}: "
+                    f"{str(error.get('message', ''))[:300]}",
+                    withheld="backend error: (the gateway's log has it)"))
                 store_locked = raw_mentions_lock_contention(error)
             for warning in health.warnings[:3]:
-                lines.append(f"warning: {warning}")
+                lines.append(Piece.operator(f"warning: {warning}", withheld=""))
         elif info is not None:
             lines.append(f"kind: {info.condition_kind}; consistency: {info.consistency_model}; "
                          "capabilities: "
@@ -139,26 +153,45 @@ class Reports:
             lines.append("backend health: unavailable (provider could not be started)")
         lines.append("mode: " + ("read-only" if self.state.read_only else "read-write"))
         lines.extend(self._outbox_lines(stats, unreadable))
+        # error text can quote another user's turn (MemOS and FastAPI bodies echo what was
+        # sent): the operation and its age for everyone, the text for the operator only
+        not_here = " (its text is in the gateway's log and `nanobot-memory status`)"
         if self.state.last_error is not None:
             e = self.state.last_error
-            lines.append(f"last error: {e.operation} {_ago(e.at)}: {e.message[:300]}")
+            head = f"last error: {e.operation} {_ago(e.at)}"
+            lines.append(Piece.operator(f"{head}: {e.message[:300]}", withheld=head + not_here))
             store_locked = store_locked or e.store_locked
         elif stats is not None and stats.last_error:
             # an earlier process's delivery error, kept on the outbox row (while this
             # process's own health check is still running, it is what says the store is
             # held by another process)
-            lines.append(f"last error: record (outbox): {stats.last_error[:300]}")
+            head = "last error: record (outbox)"
+            lines.append(Piece.operator(f"{head}: {stats.last_error[:300]}",
+                                        withheld=head + not_here))
             store_locked = raw_mentions_lock_contention({"message": stats.last_error})
         else:
             lines.append("last error: none")
         if store_locked:
-            lines.append(await self._store_holder_line())
-        if self._recall.last_recall is not None:
-            lines.append(self._recall.last_recall.health_line())
+            holder = await self._store_holder_line()
+            lines.append(Piece.operator(holder, withheld=holder.replace(
+                holder.split(";", 1)[0], "store: held by another process", 1)))
+        mine = self._recall.last_recall_for(ctx)
+        if mine is not None:
+            lines.append(mine)
         lines.append(f"retrieve latency: {self.state.retrieve_stats.line()}")
         lines.append(f"record latency: {self.state.record_stats.line()}")
         lines.append(f"config: {self.state.settings.path}")
-        return "\n".join(lines)
+        return [p if isinstance(p, Piece) else Piece.plain(p) for p in lines]
+
+    async def _await_start(self) -> None:
+        """A provider not started yet (a fresh ``nanobot agent -m "/memory-health"``) is
+        started now, bounded by ``startup_timeout_s``, so its health is a real answer
+        rather than "unavailable"."""
+        try:
+            async with asyncio.timeout(self.state.settings.plugin.startup_timeout_s):
+                await self._ensure_adapter()
+        except Exception:  # noted by the build itself; health says what it can
+            return
 
     async def _bounded_health(self) -> tuple[BackendHealth | None, str | None]:
         """A live health check bounded by ``health_live_s``; past that, the last known
@@ -198,11 +231,14 @@ class Reports:
         self.known_health = KnownHealth(health, time.time())
         return True
 
-    def _outbox_lines(self, stats: OutboxStats | None, unreadable: str | None) -> list[str]:
+    def _outbox_lines(self, stats: OutboxStats | None, unreadable: str | None
+                      ) -> list[Piece | str]:
         """The outbox's depth, the turns it could not take, failed rows and the remedy."""
-        lines: list[str] = []
+        lines: list[Piece | str] = []
         if stats is None:
-            lines.append(f"outbox: cannot be read — {unreadable}")
+            lines.append(Piece.operator(f"outbox: cannot be read — {unreadable}",
+                                        withheld="outbox: cannot be read (see the gateway's "
+                                        "log)"))
         else:
             outbox = f"outbox: {stats.pending} pending"
             if stats.pending:
@@ -222,15 +258,19 @@ class Reports:
                 problem = describe_failure(self.state.outbox.path,
                                            sqlite3.OperationalError("database is locked"))
             problem = problem or "being written"
-            lines.append(f"{kept} turns not queued (kept in this process's memory and "
-                         f"retried; lost if it is killed before then): {problem}")
+            head = (f"{kept} turns not queued (kept in this process's memory and "
+                    "retried; lost if it is killed before then)")
+            lines.append(Piece.operator(f"{head}: {problem}", withheld=head))
         backfill = self._backfill.line()
         if backfill:
             lines.append(backfill)
         if stats is not None and stats.failed:
-            lines.append(f"failed turns: {stats.failed} (last error: "
-                         f"{(stats.last_failed_error or 'not recorded')[:300]}); requeue them "
-                         "with /memory-mode retry-failed or `nanobot-memory outbox requeue`")
+            remedy = ("requeue them with /memory-mode retry-failed or `nanobot-memory outbox "
+                      "requeue`")
+            lines.append(Piece.operator(
+                f"failed turns: {stats.failed} (last error: "
+                f"{(stats.last_failed_error or 'not recorded')[:300]}); {remedy}",
+                withheld=f"failed turns: {stats.failed}; {remedy}"))
         return lines
 
     async def _store_holder_line(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import weakref
 from collections import OrderedDict
@@ -30,6 +31,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams, skill
+from nanobot_memory_adapters.nanobot.audience import Audience
 from nanobot_memory_adapters.nanobot.backfill_chat import Backfill, BackfillProgress
 from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
@@ -382,6 +384,9 @@ class MemoryPlugin:
         if self.state.opened_outbox is not None:
             self.state.opened_outbox.close()
             self.state.opened_outbox = None
+        if self.state.opened_book is not None:
+            self.state.opened_book.close()
+            self.state.opened_book = None
 
     async def _close_adapter(self) -> None:
         await self._recall.prepared.aclose()  # nothing prepares from a closing provider
@@ -393,6 +398,24 @@ class MemoryPlugin:
                 logger.warning("{}: closing '{}' failed: {}", LOG, adapter.backend_name, exc)
 
     # -- commands --------------------------------------------------------------------------
+    async def command_audience(self, ctx: Any) -> Audience:
+        """Whose memory a command's reply may show: the chat it is sent to (its reply is
+        saved in that session), as for a turn; the error text also on nanobot's own
+        terminal (the ``cli`` channel: the machine's operator)."""
+        msg = ctx.msg
+        operator = msg.channel == "cli"
+        if self.state.status != "active" or self.state.settings.memory is None:
+            return Audience(frozenset(), False, operator=operator)
+        try:
+            who = await self.state.attribute(session_key=ctx.key, channel=msg.channel,
+                                             chat_id=msg.chat_id, sender_id=msg.sender_id,
+                                             metadata=msg.metadata)
+        except Exception:
+            return Audience(frozenset(), False, operator=operator)
+        audience = self.state.audience_of(who, channel=msg.channel, chat_id=msg.chat_id,
+                                          session_key=ctx.key, attributes=None)
+        return dataclasses.replace(audience, operator=operator)
+
     async def set_read_only(self, on: bool) -> str:
         if self.state.status not in ("active", "passthrough"):
             return f"memory is {self.state.status}: {self.state.reason}"

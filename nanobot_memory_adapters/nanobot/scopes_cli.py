@@ -58,6 +58,7 @@ def migrate_scopes(
     data = {"provider": name, "dry_run": dry_run, "moved": result.moved,
             "already_moved": result.already, "unchanged": result.unchanged,
             "not_a_person": result.no_person, "unreadable": result.unreadable,
+            "forgotten": result.forgotten,
             "old_scopes": {old: sorted(new) for old, new in sorted(result.old_scopes.items())},
             "shared_old_scopes": {old: len(ev) for old, ev in sorted(result.shared.items())},
             "reset": result.reset, "resumed": result.resumed, "refiled": result.refiled}
@@ -67,7 +68,8 @@ def migrate_scopes(
     verb = "would queue" if dry_run else "queued"
     console.print(f"'{name}': {verb} {result.moved} turn(s) under their new scope "
                   f"({result.already} moved before, {result.unchanged} already in place, "
-                  f"{result.no_person} cron/system turn(s) left where they are)",
+                  f"{result.no_person} cron/system turn(s) left where they are, "
+                  f"{result.forgotten} of scopes forgotten since: not filed back)",
                   highlight=False, soft_wrap=True)
     for old, new in sorted(result.old_scopes.items()):
         console.print(f"  {old} -> {', '.join(sorted(new))}", highlight=False,

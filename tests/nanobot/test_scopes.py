@@ -30,7 +30,13 @@ PROVIDERS = ["full_history", "simple_rag"]
 WITH_MEM0 = [*PROVIDERS, "mem0"]  # mem0 extracting with the LLM double
 
 
+# The tests' direct chats are named "dm-…": declared one person's, as an operator declares
+# chats of channels that do not mark them (unknown means shared: no personal recall).
+DIRECT = ["*:dm-*"]
+
+
 def _memory(condition: str, double: Any = None, **plugin: Any) -> dict[str, Any]:
+    plugin.setdefault("direct_chats", DIRECT)
     if condition in ("simple_rag", "mem0"):
         pytest.importorskip("mem0")
     if condition == "mem0":
@@ -87,6 +93,12 @@ def test_rendered_ids_are_injective_and_plain_ids_keep_their_old_name():
         long_a, long_b = "a" * length + "é", "a" * length + "ü"
         assert persona("email", long_a) != persona("email", long_b)
         assert len(persona("email", long_a)) <= 200
+    # a plain id over 200 characters (a long Matrix id) is hashed too, never refused
+    long_plain = "@" + "a" * 250 + ":example.org"
+    kept = persona("matrix", long_plain)
+    assert len(kept) <= 200 and "~" in kept
+    assert kept != persona("matrix", long_plain[:-1])
+    assert persona("matrix", "@" + "a" * 150 + ":x.org") == "matrix-@" + "a" * 150 + ":x.org"
 
 
 def test_format_specs_and_conversions_in_templates_are_refused_in_one_line(tmp_path):
@@ -322,13 +334,12 @@ def test_slack_and_mattermost_channel_types_mark_groups():
     assert not flagged_shared("discord", "c", {"guild_id": None})
 
 
-async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person_speaks(
+async def test_a_chat_the_channel_does_not_flag_is_shared_until_known_otherwise(
         home, llm_double):
-    """A Matrix room carries no group flag in nanobot 0.3.5: the plugin recognises it when
-    a second person speaks, and from then on the group's history holds no recall. Before
-    that, a chat not known to be one person's keeps no recall in its history either, so
-    the second person's first turn replays nothing of the first's (before 2026-12-02 it
-    replayed it, once: nanobot reads the history before the plugin sees who speaks)."""
+    """A Matrix room carries no group flag and no DM flag in nanobot 0.3.5: unknown means
+    shared, so even its first speaker's turn gets no personal recall (before, the first
+    speaker's recall rode on the turn and the bot's reply quoting it reached the next
+    member), and its history holds none."""
     home.write_memory(_memory("full_history"))
     loop = home.loop()
     plugin = _plugin(loop)
@@ -336,22 +347,25 @@ async def test_a_group_the_channel_does_not_flag_is_cleaned_once_a_second_person
     assert await plugin.flush() == 0
     await talk(loop, "matrix", "room-1", "ann", "What is my codename, team?")
     await talk(loop, "matrix", "room-1", "ben", "Ben says hello.")
-    assert "ZEBRA" in agent_request(llm_double, "What is my codename, team?").all_text
+    assert "ZEBRA" not in agent_request(llm_double, "What is my codename, team?").all_text
     assert "ZEBRA" not in agent_request(llm_double, "Ben says hello.").all_text
     session = loop.sessions.get_or_create("matrix:room-1")
     assert not any("memory-context" in json.dumps(m) for m in session.messages)
     await talk(loop, "matrix", "room-1", "ben", "Ben asks: any PIN?")
     assert "4471" not in agent_request(llm_double, "Ben asks: any PIN?").all_text
-    await talk(loop, "matrix", "room-1", "ann", "Ann asks again, my codename?")
-    assert "ZEBRA" not in agent_request(llm_double, "Ann asks again").all_text  # now a group
+    # the chat the operator declared Ann's (direct_chats) still recalls her memory
+    await talk(loop, "matrix", "dm-ann", "ann", "Ann asks in private, my codename?")
+    assert "ZEBRA" in agent_request(llm_double, "Ann asks in private").all_text
 
 
 def test_people_rules():
     from nanobot_memory_adapters.nanobot.people import (
-        People,
+        Attribution,
+        ChatFacts,
         attribute,
         canonical_sender,
         flagged_shared,
+        observe,
     )
 
     assert canonical_sender("telegram", "1001|ann") == "1001"
@@ -381,19 +395,40 @@ def test_people_rules():
     assert not one_persons_chat("telegram", "-500", "-500", None)
     assert not one_persons_chat("discord", "c", "u", {"guild_id": "1"})
     assert not one_persons_chat("discord", "c", "u", {})
-    people = People()
-    who = attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="cron",
-                    metadata={})
-    assert who.person is None  # nobody spoke there yet
-    attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="u1",
-              metadata={})
-    assert attribute(people, session_key="s", channel="slack", chat_id="c",
-                     sender_id="system:continuation", metadata={}).person == "u1"
-    attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="u2",
-              metadata={})
-    who = attribute(people, session_key="s", channel="slack", chat_id="c", sender_id="cron",
-                    metadata={})
-    assert who.person is None and who.shared  # a shared chat's cron turn is nobody's
+    # unknown means shared: facts come from turns, and only grow towards shared
+    def turn(facts: ChatFacts, sender: str, meta: dict[str, Any] | None = None,
+             key: str = "slack:c", chat: str = "c") -> tuple[ChatFacts, Any]:
+        seen = observe(session_key=key, channel="slack", chat_id=chat, sender_id=sender,
+                       metadata=meta or {})
+        facts = facts.merged(seen)
+        return facts, attribute(facts, seen, session_key=key, chat_id=chat)
+
+    facts, who = turn(ChatFacts(), "cron")
+    assert who.person is None and who.shared  # nobody spoke there yet: nobody's
+    facts, who = turn(facts, "u1")  # an unflagged channel: not known to be u1's alone
+    assert who.person == "u1" and who.shared
+    assert turn(facts, "system:continuation")[1].person is None
+    im = {"slack": {"channel_type": "im"}}
+    facts, who = turn(ChatFacts(), "u1", im)  # Slack says it is a DM
+    assert who == Attribution("u1", False)
+    assert turn(facts, "cron")[1] == Attribution("u1", False)  # a cron turn is u1's
+    facts, who = turn(facts, "u2", im)  # a second person, whatever the flag said
+    assert who.shared and turn(facts, "cron")[1] == Attribution(None, True)
+    # a session that is not the chat's own (nanobot's unified session) is never one's
+    facts, who = turn(ChatFacts(), "u1", im, key="unified:default")
+    assert who.shared and facts.one_person is None
+    # the operator's declaration (direct_chats) makes an unflagged chat one person's
+    seen = observe(session_key="matrix:!dm", channel="matrix", chat_id="!dm",
+                   sender_id="@ann:x", metadata={}, direct_chats=["matrix:!dm"])
+    assert ChatFacts().merged(seen).one_person == "@ann:x"
+    # a Telegram private chat's id is its user's: a cron turn there is theirs at once
+    seen = observe(session_key="telegram:1001", channel="telegram", chat_id="1001",
+                   sender_id="cron", metadata={})
+    facts = ChatFacts().merged(seen)
+    assert attribute(facts, seen, session_key="telegram:1001", chat_id="1001").person \
+        == "1001"
+    assert observe(session_key="dingtalk:group:c1", channel="dingtalk", chat_id="group:c1",
+                   sender_id="u1", metadata={"conversation_type": "2"}).shared
 
 
 # -- migrating scopes recorded under the old names -------------------------------------------
@@ -482,10 +517,11 @@ async def test_group_recall_group_gives_the_chat_its_own_memory(home, llm_double
 # -- many senders ---------------------------------------------------------------------------------
 MANY = [  # 20 senders on 3 channels; the Discord and email ids all collided before
     *[("telegram", f"{3000 + k}", f"{3000 + k}|user_{k}") for k in range(7)],
-    *[("discord", f"d{k}", s) for k, s in enumerate(
+    *[("discord", f"dm-d{k}", s) for k, s in enumerate(
         ["josé", "jose", "jos", "josè", "jo sé", "JOSÉ/x", "jos_"])],
-    *[("email", f"e{k}", s) for k, s in enumerate(
-        ["a+b@x.org", "a_b@x.org", "a b@x.org", "a/b@x.org", "a=b@x.org", "a*b@x.org"])],
+    # nanobot's email channel: the chat id is the sender's address
+    *[("email", s, s) for s in
+      ["a+b@x.org", "a_b@x.org", "a b@x.org", "a/b@x.org", "a=b@x.org", "a*b@x.org"]],
 ]
 
 

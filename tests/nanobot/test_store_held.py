@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nanobot_memory_adapters.nanobot import plugin_for
-from tests.nanobot.conftest import say
+from tests.nanobot.conftest import cli_turn, say
 
 # Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
 pytestmark = pytest.mark.servers
@@ -45,6 +45,10 @@ async def test_the_second_process_on_a_held_store(home, log_lines):
         await say(loop, "alice", "What do I bake?")
         health = await say(loop, "alice", "/memory-health")
         forget = await say(loop, "alice", "/memory-forget confirm")
+        # the holder's command line can hold another user's words (`nanobot agent -m
+        # "..."`): it is named on nanobot's own terminal only
+        terminal = await cli_turn(loop, "/memory-health")
+        forget_there = await cli_turn(loop, "/memory-forget confirm")
         stats = plugin.outbox.stats("simple_rag")
     finally:
         holder.kill()
@@ -57,11 +61,14 @@ async def test_the_second_process_on_a_held_store(home, log_lines):
     # kept in the shared outbox (the holder delivers them), never parked as failed
     assert stats.failed == 0 and stats.pending + stats.delivered == 3, stats
     assert "without recall (no memory reaches its replies" in health, health
-    assert f"store: held by pid {holder.pid} (" in health, health
-    assert forget.startswith("cannot forget here: 'simple_rag' keeps an embedded store that "
-                             f"pid {holder.pid} ("), forget
-    assert "Nothing was deleted" in forget and "stop it" in forget
-    assert "again" not in forget.lower(), forget
+    assert "store: held by another process" in health and str(holder.pid) not in health
+    assert f"store: held by pid {holder.pid} (" in terminal, terminal
+    assert forget.startswith("cannot forget here: another process holds"), forget
+    assert str(holder.pid) not in forget and "nothing was deleted" in forget
+    assert forget_there.startswith("cannot forget here: 'simple_rag' keeps an embedded store "
+                                   f"that pid {holder.pid} ("), forget_there
+    assert "Nothing was deleted" in forget_there and "stop it" in forget_there
+    assert "again" not in forget_there.lower(), forget_there
 
 
 async def test_forget_names_the_provider_that_still_holds_the_scope(home):

@@ -18,7 +18,7 @@ from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, Retriev
 from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME, MemorySearchTool
 from nanobot_memory_adapters.nanobot.skill import GUIDE_TOOL_NAME
-from tests.nanobot.conftest import VENV_BIN, agent_request, say
+from tests.nanobot.conftest import VENV_BIN, agent_request, cli_turn, say
 
 FULL_HISTORY = {"memory": {"condition": "full_history"}}
 
@@ -169,7 +169,12 @@ async def test_a_switch_leaves_no_earlier_providers_error_in_health(home):
     await say(loop, "alice", "/memory-mode simple_rag")  # its store opens on first use
     await say(loop, "alice", "What do you remember?")
     health = await say(loop, "alice", "/memory-health")
-    assert "memory.simple_rag.embedding_dims" in health, health
+    # error text stays with the operator (nanobot's own terminal) and the log: a chat
+    # gets the operation and its age
+    assert "memory.simple_rag.embedding_dims" not in health, health
+    assert "last error: " in health and "gateway's log" in health, health
+    terminal = await cli_turn(loop, "/memory-health")
+    assert "memory.simple_rag.embedding_dims" in terminal, terminal
     switched = await say(loop, "alice", "/memory-mode full_history")
     assert "now 'full_history'" in switched, switched
     health = await say(loop, "alice", "/memory-health")
