@@ -205,11 +205,13 @@ class ForgetOutcome:
                 "NOT fully forgotten (see below what still holds it)")
         names = " and ".join(f"'{n}'" for n in deleted) or "no provider"
         lines = [f"{head}: {names} deleted this chat's memory (scope {self.scope.key}); "
-                 f"{self.outbox_rows} outbox row(s) of it removed."]
+                 f"{self.outbox_rows} outbox row(s) of it removed. What stays: nanobot's "
+                 "own session history of the chat (its next replies still see this "
+                 "conversation; /new starts a fresh one)."]
         lines += [r.line() for r in self.results]
         for r in self.results:
             if r.detail and r.status in ("reset", "nothing_to_reset"):
-                lines.append(f"what '{r.name}' says it keeps: {r.detail}")
+                lines.append(f"what '{r.name}' did: {r.detail}")
         lines.append("a later backfill skips this scope's turns up to now (unless told "
                      "--include-forgotten).")
         lines.append("nanobot itself keeps this conversation in its session files "
@@ -244,6 +246,9 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
             holds = True  # cannot tell: go on and let the deletion say what happened
         events = await asyncio.to_thread(outbox.forget_scope, scope.key)
         if not events and not holders and not holds:
+            # nothing stored now, but the request is a fact: nothing said before it is
+            # filed into this scope later (a migration, a backfill)
+            await asyncio.to_thread(outbox.forget_delivered, scope, set())
             known = await asyncio.to_thread(outbox.known_scopes)
             return ForgetOutcome(scope, 0, nothing=True, known=known)
         results = [await _forget_in(name, adapter, scope, events)]
@@ -251,6 +256,7 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
             results.append(await _forget_other(other, build, scope, events))
         if all(r.status == "stores_nothing" for r in results):
             # nothing of the scope was ever stored: said so, not "forgotten"
+            await asyncio.to_thread(outbox.forget_delivered, scope, set())
             known = await asyncio.to_thread(outbox.known_scopes)
             return ForgetOutcome(scope, len(events), results, nothing=True, known=known)
         gone = {r.name for r in results if r.done}

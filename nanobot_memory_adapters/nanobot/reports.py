@@ -92,10 +92,14 @@ class Reports:
                                 f"config: {self.state.settings.path}\n"
                                 "nanobot is running with its own memory (MEMORY.md).")]
         store_locked = False
-        if self.state.adapter is None and self.state.activity is None:
+        fresh = self.state.adapter is None and self.state.activity is None
+        if fresh:
             await self._await_start()
         activity = self.state.activity  # read first: what the plugin was doing when asked
-        health, health_line = await self._bounded_health()
+        health, health_line = await self._bounded_health(
+            # a provider started just now for this question (a one-shot run) gets its
+            # whole check: it is what the user asked for, not an interruption of a gateway
+            self.state.settings.plugin.health_timeout_s if fresh else None)
         unreadable: str | None = None
         stats: OutboxStats | None = None
         try:
@@ -193,7 +197,8 @@ class Reports:
         except Exception:  # noted by the build itself; health says what it can
             return
 
-    async def _bounded_health(self) -> tuple[BackendHealth | None, str | None]:
+    async def _bounded_health(self, wait_s: float | None = None
+                              ) -> tuple[BackendHealth | None, str | None]:
         """A live health check bounded by ``health_live_s``; past that, the last known
         health and its age (the check keeps running, bounded by ``health_timeout_s``, and
         its result serves the next call). Never waits on a busy backend."""
@@ -204,7 +209,9 @@ class Reports:
             # nanobot's aclose awaits its background tasks: a check still running in a
             # thread (health_timeout_s at most) is not abandoned at exit
             seams.schedule_background(self.state.loop, asyncio.wait({task}))
-        done, _ = await asyncio.wait({task}, timeout=self.state.settings.plugin.health_live_s)
+        done, _ = await asyncio.wait(
+            {task}, timeout=wait_s if wait_s is not None else
+            self.state.settings.plugin.health_live_s)
         known = self.known_health
         if done:  # a finished check: its result, or none when it failed (see last error)
             if task.result() and known is not None:

@@ -30,17 +30,12 @@ without a tag is not found by a request that carries one. Retrieval is one nativ
 ``search(query, top_k=<budget>, filters=..., threshold=..., rerank=...)``; never
 ``get_all`` then filter.
 
-What ``reset_scope`` (mem0 ``delete_all(user_id=, run_id=[, agent_id=])``) leaves behind
-in mem0's SQLite history DB — mem0 has no per-scope purge of it, only ``reset()`` which
-drops everything for every scope and is never called by this adapter:
-
-- ``history`` table: every ADD/UPDATE row of the deleted memories with their text,
-  plus one DELETE row per memory (``old_memory`` = the deleted text, ``is_deleted=1``).
-  ``history(memory_id)`` still returns them; rows carry no user/run ids.
-- ``messages`` table (infer=True only): up to the 10 most recent raw messages of the
-  scope (keyed ``run_id=..&user_id=..``). mem0 feeds them to the next infer=True add in
-  the same scope as "Last k Messages" context, so old turns can still inform extraction
-  after a reset. Use a fresh run_id after a reset when that matters (the harness does).
+``reset_scope`` is mem0 ``delete_all(user_id=, run_id=[, agent_id=])``, then the rows it
+leaves in mem0's SQLite history DB are removed (``purge.py``): the ``history`` rows of the
+deleted memories (their old text) and, with infer=True, the ``messages`` table's last raw
+messages of the scope, which mem0 would feed to the next extraction in that scope (so a
+forgotten fact would be extracted again). mem0 has no per-scope purge of its own (only
+``reset()``, every scope, never called here).
 
 Environment notes: mem0 is imported with its telemetry off (``telemetry.quiet_mem0``;
 the host's environment is left as it was). Without spaCy, mem0 skips lemmatization and
@@ -63,6 +58,7 @@ from typing import Any, ClassVar
 from loguru import logger
 from pydantic import BaseModel
 
+from nanobot_memory_adapters.backends.mem0 import purge
 from nanobot_memory_adapters.backends.mem0.config import (
     MEM0_INFO,
     SIMPLE_RAG_INFO,
@@ -495,21 +491,20 @@ class Mem0Adapter(BaseAdapter):
         memory = await self._native()
         self.stored_events.forget(scope_key(ids))
         try:
+            doomed = await asyncio.to_thread(purge.memory_ids, memory, ids)
             await memory.delete_all(**ids)
+            # delete_all leaves the scope's recent raw messages (fed to the next
+            # extraction) and its memories' history rows with their text: purged too
+            left = await asyncio.to_thread(purge.purge, memory, ids, doomed)
         finally:
             self.stored_events.forget(scope_key(ids))
-        kept = (
-            "the scope's last raw messages (up to 10) stay in the messages table and feed "
-            "the next infer=True add in this scope"
-            if self.infer
-            else "no raw messages are kept (infer=False)"
-        )
-        return (
-            f"mem0 delete_all({', '.join(f'{k}={v}' for k, v in ids.items())}) removed the "
-            f"scope's memories from Qdrant; mem0's SQLite history ({self.history_db_path.name}) "
-            f"keeps their ADD/UPDATE/DELETE rows with old text; {kept}; only mem0 reset() "
-            "(every scope) drops them"
-        )
+        done = (f"mem0 delete_all({', '.join(f'{k}={v}' for k, v in ids.items())}) removed "
+                "the scope's memories from the vector store")
+        if left is not None:
+            return (f"{done}; mem0's SQLite history ({self.history_db_path.name}) keeps their "
+                    f"rows with old text and the scope's last raw messages ({left})")
+        return (f"{done}; the adapter removed their history rows and the scope's recent raw "
+                f"messages from mem0's SQLite history ({self.history_db_path.name})")
 
     async def _health(self) -> NativeHealth:
         details: dict[str, Any] = {

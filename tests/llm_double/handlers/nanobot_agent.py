@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from tests.llm_double.handlers.generic import plain_chat
+from tests.llm_double.handlers.generic import WHOLE_SECTION, plain_chat
 from tests.llm_double.server import ChatReply, ChatRequest
 
 PRIORITY = 20
@@ -20,6 +20,10 @@ MARKER = "# Tool Usage Notes"  # nanobot's tool_contract.md, part of every agent
 # then answer with what it returned ("tool NAME returned: ..."). Text inside a recalled
 # <memory-context> section never asks (an old request, remembered, is not a new one).
 TOOL_ASK = re.compile(r"\[llm-double:tool (?P<name>[a-z_]+) (?P<args>\{.*?\})\]")
+# "[llm-double:echo]" in the user's message: a model that repeats whatever memory it was
+# shown (every <memory-context> section of the request, history included) in its answer,
+# as a small model does; the privacy tests use it to see what a reply could leak.
+ECHO = "[llm-double:echo]"
 
 
 def _tool_names(req: ChatRequest) -> set[str]:
@@ -47,6 +51,11 @@ def nanobot_agent(req: ChatRequest) -> ChatReply | None:
     reply = plain_chat(req)
     if reply is not None:
         reply.handler = "nanobot_agent.chat"
+        if ECHO in req.last_user.split("<memory-context", 1)[0]:
+            shown = WHOLE_SECTION.findall(req.all_text)
+            reply.content = (reply.content or "") + " Memory I was shown: " + (
+                " | ".join(" ".join(s.split()) for s in shown) or "none")
+            reply.handler = "nanobot_agent.echo"
     return reply
 
 

@@ -1,0 +1,352 @@
+"""One audience per request, end to end through a real nanobot ``AgentLoop``: the paths by
+which one person's memory reached another person's request or reply in a shared gateway
+(each reproduced on the code before the audience gate), and what a chat command may show.
+
+The model is the LLM double with ``[llm-double:echo]``: it repeats every memory section it
+is shown in its answer, as a small model does, so a leak through a reply (and the saved
+history) is seen as well as one through the request."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from nanobot_memory_adapters.contract import AdapterError
+from nanobot_memory_adapters.nanobot import plugin_for
+from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME
+from tests.nanobot.conftest import VENV_BIN, agent_request, long_term_memory
+from tests.nanobot.test_cli import reply_of
+from tests.nanobot.test_scopes import _cron_job, _CronRecords, _memory, _plugin, channel_turn
+
+ECHO = "[llm-double:echo]"
+PIN = "PIN-4471-KESTREL"
+# nanobot 0.3.5's inbound metadata per channel: a direct chat and a group
+WHATSAPP_DM = {"is_group": False}
+WHATSAPP_GROUP = {"is_group": True}
+DISCORD_DM = {"guild_id": None}
+DISCORD_GUILD = {"guild_id": "4242"}
+SLACK_GROUP = {"slack": {"channel_type": "channel"}}
+
+
+def _requests_with(double: Any, text: str, since: int) -> list[Any]:
+    return [r for r in double.chat_requests()[since:] if r.tools and text in r.all_text]
+
+
+async def _seed_pin(loop: Any, channel: str, chat: str, sender: str,
+                    meta: dict[str, Any]) -> None:
+    """The member tells the bot a secret in a direct chat; it is stored."""
+    await channel_turn(loop, channel, chat, sender, f"Remember: my bank PIN is {PIN}.", meta)
+    assert await _plugin(loop).flush(timeout_s=120) == 0
+
+
+# -- cron turns in a group ------------------------------------------------------------------
+GROUPS = [
+    ("whatsapp", "ann@s.whatsapp.net", WHATSAPP_DM, "team@g.us", WHATSAPP_GROUP),
+    ("discord", "dm-ann", DISCORD_DM, "guild-chan", DISCORD_GUILD),
+    ("slack", "D-ann", {"slack": {"channel_type": "im"}}, "C-team", SLACK_GROUP),
+]
+
+
+@pytest.mark.parametrize(("channel", "dm", "dm_meta", "group", "group_meta"), GROUPS,
+                         ids=[g[0] for g in GROUPS])
+@pytest.mark.parametrize("restart", [False, True], ids=["same-process", "restarted"])
+async def test_a_cron_turn_in_a_group_recalls_nobodys_memory(
+        home, llm_double, channel, dm, dm_meta, group, group_meta, restart):
+    """nanobot's cron runner sends ``sender_id="cron"`` with no channel metadata: the
+    group flag is unseen on that turn. The turn was filed under the group's last speaker,
+    whose DM'd PIN went into the group's request and its reply."""
+    from nanobot.cron.bound_runner import run_bound_cron_job
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, channel, dm, "ann", dm_meta)
+    await channel_turn(loop, channel, group, "ann", "Hi team, remind us daily at 9.", group_meta)
+    if restart:
+        await channel_turn(loop, channel, group, "ben", "Sounds good.", group_meta)
+        await home.close(loop)
+        loop = home.loop()
+    before = len(llm_double.chat_requests())
+    job = _cron_job("daily", channel, group, f"Daily reminder for the team. {ECHO}")
+    outcome = await run_bound_cron_job(job, agent=loop, cron=_CronRecords())
+    reqs = _requests_with(llm_double, "Daily reminder for the team", before)
+    assert reqs, "the cron turn reached the model"
+    assert all(PIN not in r.all_text for r in reqs), [r.system[-400:] for r in reqs]
+    assert PIN not in json.dumps(outcome, default=str)
+    assert await _plugin(loop).flush(timeout_s=120) == 0
+    # the cron turn is nobody's: not recorded under the last speaker
+    users = {json.loads(r["payload"])["user_id"]
+             for r in _plugin(loop).outbox.rows("full_history")
+             if "Daily reminder" in r["payload"]}
+    assert users == set(), users
+
+
+async def test_a_cron_turn_in_an_unflagged_room_after_a_restart_is_nobodys(home, llm_double):
+    from nanobot.cron.bound_runner import run_bound_cron_job
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, "matrix", "dm-ann", "@ann:x.org", {})  # dm-*: declared direct
+    await channel_turn(loop, "matrix", "!room:x.org", "@ann:x.org", "Hello room.", {})
+    await channel_turn(loop, "matrix", "!room:x.org", "@ben:x.org", "Hi Ann.", {})
+    await home.close(loop)
+    loop = home.loop()
+    before = len(llm_double.chat_requests())
+    await run_bound_cron_job(_cron_job("r", "matrix", "!room:x.org", f"Room digest. {ECHO}"),
+                             agent=loop, cron=_CronRecords())
+    reqs = _requests_with(llm_double, "Room digest", before)
+    assert reqs and all(PIN not in r.all_text for r in reqs)
+
+
+async def test_a_cron_turn_in_a_one_person_chat_is_still_that_persons(home, llm_double):
+    """After a restart the chat book still knows the WhatsApp DM is Ann's: her reminder
+    reads her memory (the cron turn carries no metadata of its own)."""
+    from nanobot.cron.bound_runner import run_bound_cron_job
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, "whatsapp", "ann@s.whatsapp.net", "ann", WHATSAPP_DM)
+    await home.close(loop)
+    loop = home.loop()
+    before = len(llm_double.chat_requests())
+    await run_bound_cron_job(_cron_job("p", "whatsapp", "ann@s.whatsapp.net",
+                                       "Which PIN did I give you?"),
+                             agent=loop, cron=_CronRecords())
+    [req] = _requests_with(llm_double, "Which PIN did I give you?", before)
+    assert PIN in req.all_text
+
+
+# -- memory_search in a chat not known to be a group ------------------------------------------
+@pytest.mark.parametrize(("channel", "room", "meta"), [
+    ("matrix", "!room:x.org", {}),
+    ("email", "thread-77@x.org", {}),
+    ("dingtalk", "group:cid-9", {"conversation_type": "2"}),
+], ids=["matrix", "email-thread", "dingtalk-group"])
+async def test_memory_search_is_not_offered_results_where_others_read_the_history(
+        home, llm_double, channel, room, meta):
+    """The first speaker's ``memory_search`` result (her DM memory) was saved in the room's
+    history as a ``role: tool`` message and replayed in the next speaker's requests, with
+    the assistant's echo of it."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, channel, "dm-ann", "ann", {})
+    ask = json.dumps({"query": "bank PIN"})
+    reply = await channel_turn(loop, channel, room, "ann",
+                               f"What is my PIN? [llm-double:tool {SEARCH_TOOL_NAME} {ask}]",
+                               meta)
+    assert PIN not in reply, reply
+    before = len(llm_double.chat_requests())
+    reply = await channel_turn(loop, channel, room, "ben", f"Ben here, hello. {ECHO}", meta)
+    assert PIN not in reply, reply
+    reqs = _requests_with(llm_double, "Ben here, hello.", before)
+    assert reqs and all(PIN not in r.all_text for r in reqs)
+    session = loop.sessions.get_or_create(f"{channel}:{room}")
+    assert PIN not in json.dumps(session.messages)
+
+
+async def test_an_older_search_result_in_a_shared_history_is_withdrawn(home, llm_double):
+    """A ``memory_search`` result an older version saved in a chat's history goes once the
+    chat is seen to be shared, as a recalled block does."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    session = loop.sessions.get_or_create("matrix:!old:x.org")
+    session.messages.append({"role": "tool", "name": SEARCH_TOOL_NAME, "tool_call_id": "c1",
+                             "content": f"<memory-context>{PIN}</memory-context>"})
+    loop.sessions.save(session)
+    await channel_turn(loop, "matrix", "!old:x.org", "@ben:x.org", "Hello there.", {})
+    session = loop.sessions.get_or_create("matrix:!old:x.org")
+    assert PIN not in json.dumps(session.messages)
+
+
+# -- an unflagged room echoes nothing of a member's memory (through a real reply) -------------
+async def test_an_unflagged_room_gets_no_personal_recall_to_echo(home, llm_double):
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, "matrix", "dm-ann", "@ann:x.org", {})
+    reply = await channel_turn(loop, "matrix", "!room:x.org", "@ann:x.org",
+                               f"Tell the room what you know about me. {ECHO}", {})
+    assert PIN not in reply, reply
+    before = len(llm_double.chat_requests())
+    reply = await channel_turn(loop, "matrix", "!room:x.org", "@ben:x.org",
+                               f"What did the bot say before? {ECHO}", {})
+    assert PIN not in reply
+    assert all(PIN not in r.all_text for r in llm_double.chat_requests()[before:])
+    # in her own (declared) direct chat the echo does show her memory: the double echoes
+    reply = await channel_turn(loop, "matrix", "dm-ann", "@ann:x.org",
+                               f"What do you know about me? {ECHO}", {})
+    assert PIN in reply
+
+
+# -- what chat commands show ------------------------------------------------------------------
+async def test_memory_health_shows_neither_another_users_error_text_nor_their_recall(
+        home, llm_double, monkeypatch):
+    """A backend error body can quote the submitted turn (MemOS, FastAPI): the gateway-wide
+    last error was shown to whoever asked. So were the last recall and its user."""
+    home.write_memory(_memory("full_history", retry_initial_s=30, retry_max_s=60))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann", "Hello, bot.",
+                       WHATSAPP_DM)
+    assert await plugin.flush() == 0
+    adapter = plugin.adapter
+    assert adapter is not None
+
+    async def echoing_failure(event: Any) -> Any:
+        text = " ".join(m.content for m in event.messages)
+        raise AdapterError(f"422 Unprocessable Entity: {{'detail': 'bad input: {text}'}}",
+                           backend_name="full_history", operation="record_event",
+                           retryable=True)
+
+    monkeypatch.setattr(adapter, "record_event", echoing_failure)
+    await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann",
+                       f"My PIN is {PIN}.", WHATSAPP_DM)
+    await plugin.flush(timeout_s=2)
+    assert plugin.last_error is not None and PIN in plugin.last_error.message
+    health = await channel_turn(loop, "whatsapp", "ben@s.whatsapp.net", "ben",
+                                "/memory-health", WHATSAPP_DM)
+    assert "last error: record_event" in health, health
+    assert PIN not in health and "whatsapp-ann" not in health, health
+    ann_health = await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann",
+                                    "/memory-health", WHATSAPP_DM)
+    assert "last recall" in ann_health and PIN not in ann_health
+    assert "last recall" not in health  # Ben has made none: nothing of Ann's is shown
+    mode = await channel_turn(loop, "whatsapp", "team@g.us", "ben", "/memory-mode",
+                              WHATSAPP_GROUP)
+    assert "user=" not in mode and "not known to be yours alone" in mode, mode
+
+
+async def test_a_group_forget_reply_describes_no_ones_memory(home, llm_double):
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await _seed_pin(loop, "whatsapp", "ann@s.whatsapp.net", "ann", WHATSAPP_DM)
+    reply = await channel_turn(loop, "whatsapp", "team@g.us", "ann", "/memory-forget",
+                               WHATSAPP_GROUP)
+    assert "user=" not in reply and "whatsapp-ann" not in reply, reply
+    reply = await channel_turn(loop, "whatsapp", "team@g.us", "ann",
+                               "/memory-forget confirm", WHATSAPP_GROUP)
+    assert reply.startswith("forgotten"), reply
+    assert "whatsapp-ann" not in reply and "scope" not in reply, reply
+    # it did forget: her DM no longer recalls the PIN
+    await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann", "My PIN?", WHATSAPP_DM)
+    assert PIN not in agent_request(llm_double, "My PIN?").system + \
+        agent_request(llm_double, "My PIN?").last_user
+
+
+@pytest.mark.servers
+async def test_memory_health_in_a_one_shot_run_waits_for_the_provider_to_start(home):
+    """``nanobot agent -m "/memory-health"`` said "unavailable" every time: its 0.5 s check
+    was shorter than a fresh process's provider start."""
+    pytest.importorskip("mem0")
+    home.write_memory({"memory": {"condition": "simple_rag"}})
+    for _ in range(2):
+        health = reply_of(home.cli("/memory-health"))
+        assert health.startswith("memory: simple_rag — ok"), health
+        assert "backend health: ok" in health, health
+
+
+# -- a forget sticks in mem0 (extraction) ------------------------------------------------------
+async def test_a_forget_on_mem0_leaves_nothing_the_next_extraction_sees(home, llm_double):
+    """mem0 keeps the scope's last raw messages and feeds them to the next extraction: the
+    forgotten PIN went back to the model with the next turn, which wrote it back."""
+    pytest.importorskip("mem0")
+    home.write_memory(_memory("mem0", llm_double))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await _seed_pin(loop, "whatsapp", "ann@s.whatsapp.net", "ann", WHATSAPP_DM)
+    forgot = await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann",
+                                "/memory-forget confirm", WHATSAPP_DM)
+    assert forgot.startswith("forgotten"), forgot
+    assert "What stays: nanobot's own session history" in forgot.splitlines()[0]
+    before = len(llm_double.requests)
+    await loop.process_direct("/new", session_key="whatsapp:ann@s.whatsapp.net",
+                              channel="whatsapp", chat_id="ann@s.whatsapp.net",
+                              sender_id="ann")
+    await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann",
+                       "I started learning the cello this week.", WHATSAPP_DM)
+    assert await plugin.flush(timeout_s=120) == 0
+    extractions = [r for r in llm_double.requests[before:] if r.get("handler") == "mem0.extract"]
+    assert extractions, "the new turn was extracted"
+    assert all(PIN not in json.dumps(r["body"]) for r in extractions)
+    await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann", "What is my PIN?",
+                       WHATSAPP_DM)
+    assert PIN not in long_term_memory(agent_request(llm_double, "What is my PIN?"))
+
+
+# -- a forget is a fact: migrate-scopes does not file the forgotten turns back ----------------
+@pytest.mark.servers
+async def test_migrate_scopes_after_a_forget_files_nothing_back(home, llm_double,
+                                                                monkeypatch):
+    from nanobot_memory_adapters.nanobot import turns
+    from nanobot_memory_adapters.scope import legacy_id
+
+    home.write_memory(_memory("full_history"))
+    with monkeypatch.context() as old:  # what the plugin did before: legacy scope names
+        old.setattr("nanobot_memory_adapters.scope.plain_id", legacy_id)
+        old.setattr(turns, "canonical_sender", lambda channel, sender: sender)
+        loop = home.loop()
+        await channel_turn(loop, "discord", "dm-jose", "josé", f"My PIN is {PIN}.",
+                           DISCORD_DM)
+        assert await _plugin(loop).flush() == 0
+        await home.close(loop)
+    loop = home.loop()
+    forgot = await channel_turn(loop, "discord", "dm-jose", "josé", "/memory-forget confirm",
+                                DISCORD_DM)
+    assert forgot.startswith(("forgotten", "nothing stored")), forgot
+    await home.close(loop)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(VENV_BIN / "nanobot-memory"), "migrate-scopes", "--config",
+                               str(home.memory_path), *args], capture_output=True, text=True,
+                              timeout=120)
+
+    dry = run("--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert (planned["moved"], planned["forgotten"]) == (0, 1), planned
+    done = run("--json")
+    assert json.loads(done.stdout)["moved"] == 0, done.stdout
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await plugin._ensure_adapter()
+    assert await plugin.flush() == 0
+    await channel_turn(loop, "discord", "dm-jose", "josé", "José asks: my PIN?", DISCORD_DM)
+    # (nanobot's own session history of the chat still holds it: the forget says so)
+    assert PIN not in long_term_memory(agent_request(llm_double, "José asks: my PIN?"))
+
+
+# -- long plain ids -----------------------------------------------------------------------------
+async def test_a_sender_id_over_200_plain_characters_keeps_its_turns(home, llm_double):
+    """A long Matrix id was plain but over the 200-character limit: every turn was lost
+    with only a warning."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    sender = "@" + "a" * 230 + ":example.org"
+    await channel_turn(loop, "matrix", "dm-long", sender, f"My PIN is {PIN}.", {})
+    assert await plugin.flush() == 0
+    rows = plugin.outbox.rows("full_history")
+    assert any(PIN in r["payload"] for r in rows), "the turn was recorded"
+    await channel_turn(loop, "matrix", "dm-long", sender, "Which PIN is mine?", {})
+    assert PIN in agent_request(llm_double, "Which PIN is mine?").all_text
+
+
+async def test_the_chat_book_outlives_the_process(home, llm_double):
+    """What turns showed is kept on disk: after a restart a group stays a group even when
+    the next turn carries no flag."""
+    home.write_memory(_memory("full_history", group_recall="personal"))
+    loop = home.loop()
+    await _seed_pin(loop, "whatsapp", "ann@s.whatsapp.net", "ann", WHATSAPP_DM)
+    await channel_turn(loop, "whatsapp", "team@g.us", "ann", "hello team", WHATSAPP_GROUP)
+    await home.close(loop)
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await channel_turn(loop, "whatsapp", "team@g.us", "ann", f"and again {ECHO}", {})
+    req = agent_request(llm_double, "and again")
+    # group_recall "personal": her own recall, in the system prompt only, never saved
+    assert PIN in req.system and PIN not in req.last_user
+    session = loop.sessions.get_or_create("whatsapp:team@g.us")
+    assert not any("memory-context" in json.dumps(m) for m in session.messages
+                   if m.get("role") == "user")
