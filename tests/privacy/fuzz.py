@@ -650,7 +650,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="write the result JSON here (benchmarks/results/...)")
     args = parser.parse_args(argv)
+    from loguru import logger
+
     from tests.llm_double.server import LLMDouble
+
+    logger.remove()  # nanobot logs every turn stage at DEBUG: warnings are enough here
+    logger.add(sys.stderr, level="WARNING")
 
     started = time.time()
     with LLMDouble() as double:
