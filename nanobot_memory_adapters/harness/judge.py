@@ -28,6 +28,7 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
 )
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
+from nanobot_memory_adapters.redaction import redact_text
 
 VerdictLabel = Literal["correct", "wrong", "unparsed", "error"]
 
@@ -83,7 +84,7 @@ class LLMEndpoint(OpenAICompatibleEndpoint):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "base_url": self.base_url,
+            "base_url": redact_text(self.base_url),  # no user:password@ in any output
             "model": self.model,
             "api_key_env": self.api_key_env,
             "temperature": self.temperature,

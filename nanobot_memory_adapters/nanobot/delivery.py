@@ -63,6 +63,7 @@ class Delivery:
         self._ensure_adapter = ensure_adapter
         self._ensure_scope = ensure_scope
         self.retry_task: asyncio.Task[Any] | None = None
+        self.watch_task: asyncio.Task[Any] | None = None  # other processes' turns
         # Turns this process queued and not yet settled, per session (read-your-writes).
         self._unsettled: dict[str, int] = {}
         # Per (provider, session): the (scope, session id) of turns this process delivered,
@@ -258,6 +259,38 @@ class Delivery:
         # Not tracked by nanobot: shutdown must not wait out a backoff sleep.
         self.retry_task = asyncio.get_running_loop().create_task(later())
 
+    def watch_others(self) -> None:
+        """While this process holds the provider, deliver what other processes queue: one
+        that cannot open an embedded store leaves its turns in the shared outbox, and this
+        one would otherwise deliver them only at its own next turn. The outbox's SQLite
+        ``data_version`` (it changes when another connection commits) is read every
+        ``outbox_poll_s``; a change starts a delivery pass. Not tracked by nanobot:
+        shutdown never waits on it."""
+        if self.state.closed or (self.watch_task is not None and not self.watch_task.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def watch() -> None:
+            seen: int | None = None
+            while not self.state.closed and self._exit_deadline is None:
+                await asyncio.sleep(self.state.settings.plugin.outbox_poll_s)
+                if (self.state.status != "active" or self.state.read_only
+                        or self.state.adapter is None):
+                    continue
+                try:
+                    version = await asyncio.to_thread(self.state.outbox.data_version)
+                except OUTBOX_ERRORS:
+                    continue  # the drain reports an outbox problem; the watch only looks
+                if version != seen and seen is not None and not (
+                        self.retry_task is not None and not self.retry_task.done()):
+                    await self.drain()
+                seen = version
+
+        self.watch_task = loop.create_task(watch())
+
     async def drain(self) -> None:
         """Queue kept writes, then deliver pending events in order until the outbox is
         empty or the backend fails. Never raises: an outbox or backend problem is noted
@@ -326,6 +359,8 @@ class Delivery:
             self._exit_deadline = time.monotonic() + self.state.settings.plugin.exit_delivery_s
         if self.retry_task is not None:
             self.retry_task.cancel()  # nothing waits out a backoff at exit
+        if self.watch_task is not None:
+            self.watch_task.cancel()
         with contextlib.suppress(RuntimeError):
             when = asyncio.get_running_loop().time() + self.state.settings.plugin.exit_delivery_s
             for cm in list(self._exit_timeouts):  # a write already waiting on the backend

@@ -621,6 +621,11 @@ class Outbox:
                 db.execute("ROLLBACK")
                 raise
 
+    def data_version(self) -> int:
+        """SQLite's ``data_version`` of this connection: it changes when another
+        connection (another process) commits, never for this one's own writes."""
+        return int(self._exec("PRAGMA data_version")[0][0])
+
     def forgotten(self) -> dict[str, float]:
         """Forgotten scope keys -> when they were forgotten (epoch seconds)."""
         return dict(self._exec("SELECT scope_key, forgotten_at FROM forgotten_scope"))

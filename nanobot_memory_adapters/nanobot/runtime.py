@@ -344,8 +344,10 @@ class MemoryPlugin:
         self.state.adapter = adapter
         self._scopes_ready = set()
         logger.debug("{}: memory provider '{}' ready", LOG, provider)
-        # Events left by an earlier process (or an outage) go out now.
+        # Events left by an earlier process (or an outage) go out now, and what other
+        # processes queue from here on as it comes.
         self._delivery.schedule_drain()
+        self._delivery.watch_others()
         return True
 
     def _build(self, memory: Any) -> MemoryAdapter:
@@ -371,11 +373,12 @@ class MemoryPlugin:
         if health_task is not None and not health_task.done():
             # a check /memory-health left running: its thread is not abandoned at exit
             await asyncio.wait({health_task}, timeout=self.state.settings.plugin.health_timeout_s)
-        retry_task, self._delivery.retry_task = self._delivery.retry_task, None
-        if retry_task is not None:
-            retry_task.cancel()
-            with contextlib.suppress(BaseException):
-                await retry_task
+        for task in (self._delivery.retry_task, self._delivery.watch_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._delivery.retry_task = self._delivery.watch_task = None
         if self.state.drain_lock is not None:
             async with self.state.drain_lock:
                 await self._close_adapter()

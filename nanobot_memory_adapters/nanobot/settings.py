@@ -104,6 +104,11 @@ class PluginSettings(BaseModel):
     )
     retry_initial_s: float = Field(default=1.0, gt=0, description="First outbox retry delay.")
     retry_max_s: float = Field(default=60.0, gt=0, description="Longest outbox retry delay.")
+    outbox_poll_s: float = Field(
+        default=2.0, gt=0, description="While this process holds the provider, how often it "
+        "looks whether another process (a `nanobot agent -m` beside a gateway) queued turns "
+        "it cannot deliver itself, and delivers them (an SQLite version read; no query when "
+        "nothing changed).")
     turn_line: bool = Field(
         default=False, description="Add one line to each reply saying what memory did "
         "(provider, items shown, tokens, latency, or skipped/unavailable). Shown to the user "

@@ -102,3 +102,31 @@ async def test_forget_names_the_provider_that_still_holds_the_scope(home):
     done = await gw("/memory-forget confirm")  # the holder is gone: simple_rag is reached
     assert done.startswith("forgotten: 'full_history' and 'simple_rag' deleted"), done
     assert "check (simple_rag): searching for it again returns nothing" in done
+
+
+async def test_the_holder_delivers_another_processs_turns_while_idle(home):
+    """The gateway holds the store and is idle; a turn from a second process waits in the
+    shared outbox. The holder delivered it only at its own next turn (90 s and more while
+    idle); it watches the outbox and delivers it within seconds."""
+    home.write_memory({"memory": {"condition": "simple_rag"},
+                       "nanobot": {"retry_initial_s": 0.1, "retry_max_s": 0.3,
+                                   "outbox_poll_s": 0.5}})
+    holder = await _holder(home)
+    try:
+        loop = home.loop()
+        plugin = plugin_for(loop)
+        assert plugin is not None
+        await say(loop, "alice", "I keep bees on the roof.")
+        await plugin._delivery.write_out()
+        stats = plugin.outbox.stats("simple_rag")
+        assert stats.pending == 1, stats  # this process cannot open the store
+        await home.close(loop)  # the terminal is done; the gateway takes no turn
+        for _ in range(60):
+            stats = plugin.outbox.stats("simple_rag")
+            if stats.pending == 0:
+                break
+            await asyncio.sleep(0.25)
+        assert stats.pending == 0 and stats.delivered == 2, stats
+    finally:
+        holder.kill()
+        holder.wait()

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.harness.preferences.format import TestSession
 from nanobot_memory_adapters.harness.preferences.session import Said
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
+from nanobot_memory_adapters.redaction import redact_text
 
 # nanobot's own texts for a turn that produced no answer (a failed model call, an empty
 # final response, a turn cut off and closed by session recovery): a reply starting with
@@ -66,7 +67,9 @@ class AgentLLM(OpenAICompatibleEndpoint):
     temperature: float = 0.0
 
     def describe(self) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env,
+        return {"base_url": redact_text(self.base_url) if self.base_url else None,
+                "model": self.model,
+                "api_key_env": self.api_key_env,
                 "max_tokens": self.max_tokens, "temperature": self.temperature}
 
 
