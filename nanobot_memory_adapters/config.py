@@ -6,7 +6,6 @@ Every mistake becomes a ``ConfigError`` naming the key and the fix, in one line.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
+from nanobot_memory_adapters.json_files import SETTINGS_BYTES, JsonFileError, load_json_file
 from nanobot_memory_adapters.redaction import looks_like_a_key, names_a_secret, redact_text
 from nanobot_memory_adapters.scope import ScopeTemplates
 
@@ -92,28 +92,14 @@ class MemoryConfig(BaseModel):
         return Path(env).expanduser() if env else Path.home() / ".nanobot" / "memory-adapters"
 
 
-def read_text_file(path: Path, *, what: str, fix: str) -> str:
-    """The UTF-8 text of a file the user named, or a ConfigError that says what is wrong
-    with it (missing, a directory, unreadable, not UTF-8, not JSON when parsed after)."""
-    if not path.exists():
-        raise ConfigError(str(path), f"{what} not found", f"pass the path of a {what}")
-    if path.is_dir():
-        raise ConfigError(str(path), "is a directory", f"pass the path of a {what} inside it")
+def read_json_file(path: Path, *, what: str, fix: str) -> Any:
+    """The JSON of a file the user named, or a ConfigError that says what is wrong with it
+    (missing, a directory, a FIFO or device, too large, unreadable, not UTF-8, not JSON,
+    nested too deep: ``json_files``)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            str(path), f"is not UTF-8 text (byte {exc.start})", f"save the {what} as UTF-8"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(str(path), f"cannot be read ({exc.strerror or exc})",
-                          "check the file's permissions") from None
-    return text
-
-
-def _json_error(path: Path, exc: json.JSONDecodeError, fix: str) -> ConfigError:
-    return ConfigError(str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno}, "
-                       f"column {exc.colno})", fix)
+        return load_json_file(path, what=what, fix=fix, max_bytes=SETTINGS_BYTES)
+    except JsonFileError as exc:
+        raise ConfigError(exc.path, exc.problem, exc.fix) from None
 
 
 def read_config_source(source: dict[str, Any] | str | Path) -> dict[str, Any]:
@@ -122,10 +108,7 @@ def read_config_source(source: dict[str, Any] | str | Path) -> dict[str, Any]:
         data = source
     else:
         path = Path(source).expanduser()
-        try:
-            data = json.loads(read_text_file(path, what="JSON config file", fix="fix the JSON"))
-        except json.JSONDecodeError as exc:
-            raise _json_error(path, exc, "fix the JSON") from None
+        data = read_json_file(path, what="JSON config file", fix="fix the JSON")
     if isinstance(data, dict) and isinstance(data.get("memory"), dict):
         data = data["memory"]
     if not isinstance(data, dict):

@@ -60,8 +60,9 @@ def configure_logging(level: str, file: Path | None = None) -> None:
 
 
 def _add_file(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _loguru.add(path, level="DEBUG", encoding="utf-8", diagnose=False)
+    # created (with its folder) at the first message: a command refused before it logs
+    # anything leaves no empty debug.log, and no --out folder, behind
+    _loguru.add(path, level="DEBUG", encoding="utf-8", diagnose=False, delay=True)
     _files.append(path)
 
 

@@ -9,7 +9,6 @@ Nothing is ever written.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     utcnow,
 )
+from nanobot_memory_adapters.json_files import SETTINGS_BYTES, JsonFileError, load_json_file
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.tracing import TraceSink
 
@@ -75,9 +75,11 @@ class OracleConfig(BaseModel):
     def _load_file(self) -> OracleConfig:
         if self.preferences_file:
             path = Path(self.preferences_file).expanduser()
-            if not path.is_file():
-                raise ValueError(f"preferences_file {str(path)!r} does not exist")
-            data = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                data = load_json_file(path, what="preferences_file",
+                                      max_bytes=SETTINGS_BYTES)
+            except JsonFileError as exc:
+                raise ValueError(f"preferences_file {exc.path!r}: {exc.problem}") from None
             loaded = {k: [Preference.model_validate(p) for p in v] for k, v in data.items()}
             object.__setattr__(self, "preferences", {**loaded, **self.preferences})
         return self

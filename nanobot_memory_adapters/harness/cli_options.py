@@ -3,7 +3,6 @@ the option and the fix (exit 2), before anything runs."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -15,15 +14,12 @@ from nanobot_memory_adapters.console import fail
 def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
     if path is None:
         return {}
-    from nanobot_memory_adapters.config import ConfigError, read_text_file
+    from nanobot_memory_adapters.config import ConfigError, read_json_file
 
     try:
-        data = json.loads(read_text_file(path, what="JSON file", fix="fix the file"))
+        data = read_json_file(path, what="JSON file", fix="fix the file")
     except ConfigError as exc:
         raise fail(f"--provider-config {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise fail(f"--provider-config {path}: not valid JSON ({exc.msg} at line "
-                   f"{exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise fail('--provider-config must be a JSON object {"provider": {block...}}')
     from nanobot_memory_adapters.config import _suggest

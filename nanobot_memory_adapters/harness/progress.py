@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from typing import Any
 
@@ -163,16 +164,24 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     or bad input is one line. The outcome gets its ``wall_s``."""
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
     from nanobot_memory_adapters.harness.outcome_view import EXIT_FAILURES
+    from nanobot_memory_adapters.harness.safe_paths import FolderInUse, run_lock
     from nanobot_memory_adapters.harness.units import UnitFailed
 
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        err_console.print("note: Ctrl-C (SIGINT) is ignored by this process's parent (a "
+                          "background job); stop the run with SIGTERM, it resumes from its "
+                          "checkpoint", highlight=False)
     started = time.perf_counter()
     try:
-        if quiet:
-            outcome = asyncio.run(runner(cfg))
-        else:
-            with units_bar() if units else progress_bar() as progress:
-                display = UnitsProgress(progress) if units else RichProgress(progress)
-                outcome = asyncio.run(runner(cfg, display))
+        with run_lock(cfg.out):
+            if quiet:
+                outcome = asyncio.run(runner(cfg))
+            else:
+                with units_bar() if units else progress_bar() as progress:
+                    display = UnitsProgress(progress) if units else RichProgress(progress)
+                    outcome = asyncio.run(runner(cfg, display))
+    except FolderInUse as exc:
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]interrupted[/yellow]: rerun the same command to resume "

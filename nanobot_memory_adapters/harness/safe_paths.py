@@ -12,10 +12,12 @@ name with its outputs (a folder a user chose as ``--out`` that never held a run)
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -108,6 +110,48 @@ def _link_inside(root: Path, link: Path) -> None:
 #: written into an output folder when a run first claims it; a folder with it (or with a
 #: run's ``checkpoint.json``) holds a run of this tool
 RUN_MARKER = ".nanobot-memory-run"
+
+
+RUN_LOCK = ".nanobot-memory-run.lock"
+
+
+class FolderInUse(ValueError):
+    """Another run holds the output folder."""
+
+
+@contextlib.contextmanager
+def run_lock(out: Path, option: str = "--out") -> Iterator[None]:
+    """Hold ``out`` for this run (an advisory lock on ``<out>/.nanobot-memory-run.lock``
+    holding the pid): a second run into the same folder is refused in one line naming the
+    first run's pid, before it reads the checkpoint or writes anything. Released when the
+    run ends (or its process dies)."""
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RUN_LOCK
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the run
+    held = False
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            raise FolderInUse(
+                f"{option} {out} is in use by another run (pid {holder}); wait for it to "
+                "finish, or give another folder") from None
+        held = True
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        if held:  # nothing of the lock is left behind (a refused run leaves no folder)
+            path.unlink(missing_ok=True)
+        handle.close()
+        if held and created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when the run wrote nothing there
 
 
 class NotARunFolder(ValueError):

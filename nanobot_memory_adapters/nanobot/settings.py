@@ -38,6 +38,12 @@ from nanobot_memory_adapters.config import (
     MemoryConfig,
     validation_to_config_error,
 )
+from nanobot_memory_adapters.json_files import (
+    SETTINGS_BYTES,
+    JsonFileError,
+    load_json_file,
+    regular_file_problem,
+)
 
 FILE_NAME = "memory.json"
 ENV_PATH = "NANOBOT_MEMORY_CONFIG"
@@ -274,18 +280,11 @@ def check_templates(memory: MemoryConfig) -> None:
 
 def read_json(path: Path) -> Any:
     """The file's JSON, or ConfigError naming the file (not JSON, not UTF-8, unreadable:
-    a directory, no permission)."""
+    a directory, a FIFO or device, no permission, too large, nested too deep)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            str(path), f"is not valid JSON ({exc.msg} at line {exc.lineno})", "fix the JSON"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(str(path), f"is not UTF-8 text (a bad byte at offset {exc.start})",
-                          "save it as UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(str(path), f"cannot be read ({exc.strerror or exc})") from None
+        return load_json_file(path, what="settings file", max_bytes=SETTINGS_BYTES)
+    except JsonFileError as exc:
+        raise ConfigError(exc.path, exc.problem, exc.fix) from None
 
 
 def load_settings(path: Path) -> LoadedSettings:
@@ -318,7 +317,15 @@ def parse_settings(path: Path, raw: Any) -> LoadedSettings:
 
 
 def write_settings(path: Path, raw: dict[str, Any]) -> None:
-    """Atomic write (temp file + replace) so a crash never leaves a truncated file."""
+    """Atomic write (temp file + replace) so a crash never leaves a truncated file. A
+    symbolic link is written through (its target is replaced, the link stays); anything
+    but a regular file (a FIFO, a device) is refused with OSError, never replaced."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists():
+        problem = regular_file_problem(path)
+        if problem is not None:
+            raise OSError(f"{path} {problem}; memory.json must be a regular file")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".memory-", suffix=".json", dir=path.parent)
     try:

@@ -31,7 +31,14 @@ def bench(dataset: Path, out: Path) -> subprocess.Popen[str]:
          str(dataset), "--providers", PROVIDERS, "--budget-tokens", "160", "--out", str(out),
          "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell's background job (``&``, nohup, some CI runners) ignores SIGINT and its
+        # children inherit that: this test's own SIGINT must reach bench as Ctrl-C does
+        preexec_fn=sigint_default,
     )
+
+
+def sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finished(proc: subprocess.Popen[str]) -> dict:

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     Session,
     Turn,
 )
+from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
 
 ABILITIES: tuple[str, ...] = (
     "abstention", "contradiction_resolution", "event_ordering", "information_extraction",
@@ -85,13 +86,13 @@ def _ids(value: Any) -> list[int]:
 
 
 def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise DatasetError(f"{path.parent}: {path.name} is missing (a BEAM conversation "
-                           "folder holds chat.json and probing_questions/)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc}); " + FIX) from None
+                           "folder holds chat.json and probing_questions/)")
+    try:
+        return load_json_file(path, what="BEAM file", fix=FIX)
+    except JsonFileError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 FIX = ("fix the file or fetch the folder again from mohammadtavakoli78/BEAM "
@@ -129,8 +130,13 @@ def _sessions(chat: list[dict[str, Any]], chat_path: Path) -> tuple[list[Session
     sessions: list[Session] = []
     dia_of_id: dict[int, str] = {}
     previous: datetime | None = None
+    seen: set[int] = set()
     for b, batch in enumerate(chat, start=1):
-        number = int(batch.get("batch_number") or b)
+        number = _batch_number(batch.get("batch_number", b), b, chat_path)
+        if number in seen:
+            raise DatasetError(f"{chat_path}: batch_number {number} appears twice (batch {b}); "
+                               "each batch needs its own number; " + FIX)
+        seen.add(number)
         flat = [t for group in batch["turns"] for t in (group if isinstance(group, list)
                                                         else [group])]
         anchor = next((parse_anchor(t.get("time_anchor")) for t in flat
@@ -152,6 +158,16 @@ def _sessions(chat: list[dict[str, Any]], chat_path: Path) -> tuple[list[Session
         sessions.append(Session(number, str(anchor.date() if anchor else ""), start,
                                 tuple(turns), anchor is not None))
     return sessions, dia_of_id
+
+
+def _batch_number(value: Any, position: int, chat_path: Path) -> int:
+    """A batch's number: a positive whole number (a repeated, negative or fractional one
+    would give other sessions, other turn ids and other metrics, silently)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        shown = json.dumps(value)[:40]
+        raise DatasetError(f"{chat_path}: batch {position} has batch_number {shown}; give a "
+                           "positive whole number, each batch its own; " + FIX)
+    return value
 
 
 def _questions(read: tuple[list[Session], dict[int, str]], probes: dict[str, Any],

@@ -19,7 +19,6 @@ never dropped in silence.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     file_sha256,
     parse_evidence,
 )
+from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
 
 # locomo_<i> -> sample_id, as upstream locomo10.json orders its samples (and the audit's
 # own table "All Errors by Conversation" states).
@@ -70,10 +70,10 @@ def load_corrections(path: str | Path) -> list[Correction]:
         raise DatasetError(f"--gold-corrections {str(p)!r}: no such file; pass the "
                            "locomo-audit errors.json (see docs/harness.md)")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DatasetError(f"{p}: not a JSON corrections file ({type(exc).__name__}); "
-                           "expected the locomo-audit errors.json layout") from None
+        data = load_json_file(p, what="corrections file",
+                              fix="expected the locomo-audit errors.json layout")
+    except JsonFileError as exc:
+        raise DatasetError(str(exc)) from None
     if not isinstance(data, list):
         raise DatasetError(f"{p}: expected a JSON list of corrections (locomo-audit "
                            "errors.json layout), got a {type(data).__name__}")

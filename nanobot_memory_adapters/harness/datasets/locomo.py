@@ -14,7 +14,6 @@ have; questions left without evidence cannot be placed on the timeline and are s
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_memory_adapters.harness.metrics import normalize_text, session_of
+from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _EVIDENCE_TOKEN = re.compile(r"^D:?(\d+):(\d+)$")
@@ -421,18 +421,15 @@ def load_locomo(path: str | Path, conversations: Iterable[str] | None = None) ->
     p = Path(path).expanduser()
     if p.is_dir():
         raise DatasetError(f"LoCoMo file {str(p)!r} is a directory; pass the JSON file in it")
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise FileNotFoundError(
             f"LoCoMo file {str(p)!r} not found; pass --dataset PATH "
             "(e.g. ../shared/data/locomo/locomo7.json from the repo root)"
         )
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}, column "
-                           f"{exc.colno})") from None
+        data = load_json_file(p, what="LoCoMo file", fix="pass a LoCoMo JSON file")
+    except JsonFileError as exc:
+        raise DatasetError(str(exc)) from None
     if not isinstance(data, list):
         raise DatasetError(f"{p}: expected a JSON list of LoCoMo samples")
     seen: dict[str, int] = {}

@@ -20,6 +20,7 @@ QA grading but are left out of the retrieval metrics, as the benchmark does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (
     Turn,
     _mark_distinctive,  # pyright: ignore[reportPrivateUsage]
 )
+from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
 
 QUESTION_TYPES: tuple[str, ...] = (
     "single-session-user",
@@ -133,7 +135,7 @@ def _check(p: Path, index: int, item: Any) -> None:
     if missing:
         raise _fail(p, where, f"field {missing[0]!r} is missing (is this a LongMemEval "
                     "file? see docs/harness.md)")
-    where = f"question {item['question_id']!r}"
+    where = f"question {str(item['question_id'])[:80]!r}"
     if item["question_type"] not in TYPE_CODE:
         raise _fail(p, where, f"question_type {item['question_type']!r} is not one of "
                     + ", ".join(QUESTION_TYPES))
@@ -142,6 +144,13 @@ def _check(p: Path, index: int, item: Any) -> None:
     if not all(isinstance(x, list) for x in (ids, dates, sessions, item["answer_session_ids"])):
         raise _fail(p, where, "haystack_session_ids, haystack_dates, haystack_sessions and "
                     "answer_session_ids must be lists")
+    for name in ("haystack_session_ids", "answer_session_ids"):
+        odd = next((x for x in item[name] if not isinstance(x, str | int) or
+                    isinstance(x, bool)), None)
+        if odd is not None:
+            raise _fail(p, where, f"{name} holds {type(odd).__name__} "
+                        f"{json.dumps(odd, default=str)[:40]}; each entry must be a session id "
+                        "(a string)")
     if not len(ids) == len(dates) == len(sessions):
         raise _fail(p, where, f"{len(ids)} haystack_session_ids, {len(dates)} haystack_dates "
                     f"and {len(sessions)} haystack_sessions: they must pair up")
@@ -157,9 +166,17 @@ def _check(p: Path, index: int, item: Any) -> None:
                     "'YYYY/MM/DD (Day) HH:MM'")
 
 
+UNIT_ID_CHARS = 120  # a scope id (run + persona) must stay within 200 characters
+
+
 def _unit_id(question_id: str) -> str:
-    """The question id as a scope/folder name (ids are hex or ``gpt4_...``; be safe)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", question_id).strip("._") or "question"
+    """The question id as a scope/folder name (ids are hex or ``gpt4_...``; be safe): a
+    long one keeps its first characters and 16 hex digits of its SHA-256 (unique)."""
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "_", question_id).strip("._") or "question"
+    if len(plain) <= UNIT_ID_CHARS:
+        return plain
+    digest = hashlib.sha256(question_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{plain[:UNIT_ID_CHARS - 17]}-{digest}"
 
 
 def to_conversation(item: dict[str, Any]) -> LmeConversation:
@@ -242,15 +259,14 @@ def load_longmemeval(path: str | Path, questions: list[str] | None = None
     if p.is_dir():
         raise DatasetError(f"LongMemEval file {str(p)!r} is a directory; pass the JSON file "
                            "(longmemeval_s.json, longmemeval_m.json or longmemeval_oracle.json)")
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise FileNotFoundError(f"LongMemEval file {str(p)!r} not found; pass --dataset PATH "
                                 "(the files are not shipped: see docs/harness.md)")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{p}: not UTF-8 text (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data = load_json_file(p, what="LongMemEval file",
+                              fix="pass a LongMemEval JSON file (docs/harness.md)")
+    except JsonFileError as exc:
+        raise DatasetError(str(exc)) from None
     if not isinstance(data, list):
         raise DatasetError(f"{p}: expected a JSON list of LongMemEval instances")
     for index, item in enumerate(data):

@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
+
 FORMAT = "nanobot-memory-preferences/1"
 Dimension = Literal["CS", "PET", "IQI"]
 DIMENSIONS: tuple[str, ...] = ("CS", "PET", "IQI")
@@ -312,11 +314,10 @@ def load_scenarios(path: str | Path) -> ScenarioSet:
         raise ScenarioError(f"{p} not found; give a scenario JSON file (nanobot-memory "
                             "preferences generate writes one)")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{p} is not UTF-8 text; give a JSON file") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        data = load_json_file(p, what="scenario JSON file",
+                              fix="nanobot-memory preferences generate writes one")
+    except JsonFileError as exc:
+        raise ScenarioError(str(exc)) from None
     return parse_scenarios(data, origin=str(p))
 
 
