@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.console import (
@@ -260,7 +262,7 @@ def conformance(
             table.add_column(col)
         for r in report.results:
             colour = {"passed": "green", "failed": "red"}.get(r.status, "yellow")
-            table.add_row(str(r.item), r.title, f"[{colour}]{r.status}[/{colour}]", r.detail[:120])
+            table.add_row(str(r.item), r.title, Text(r.status, style=colour), r.detail[:120])
         console.print(table)
     if not report.ok:
         raise typer.Exit(1)
@@ -336,7 +338,7 @@ def main() -> None:  # pragma: no cover
     try:
         app()
     except ConfigError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
         sys.exit(2)
 
 

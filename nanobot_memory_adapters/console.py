@@ -8,17 +8,21 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["console", "err_console", "fail", "memory_config_source", "wide_console"]
 
-console = Console()
-err_console = Console(stderr=True)
+# No markup unless a call asks for it (``markup=True``, its dynamic parts escaped): text
+# the package prints holds install commands (``pip install '...[graphiti]'``), ids and
+# error bodies whose brackets rich would take for style tags and drop.
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 
 def wide_console() -> Console:
     """The console for a results table: a pipe or log file gets the full table instead
     of an 80-column squeeze."""
-    return console if console.is_terminal else Console(width=200)
+    return console if console.is_terminal else Console(width=200, markup=False)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -27,8 +31,8 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     input can be a key (the line's prose is kept: it names settings such as api_key)."""
     from nanobot_memory_adapters.redaction import redact_shapes
 
-    err_console.print(f"[red]error:[/red] {redact_shapes(message)}", highlight=False,
-                      soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(redact_shapes(message))}", highlight=False,
+                      soft_wrap=True, markup=True)
     return typer.Exit(code)
 
 

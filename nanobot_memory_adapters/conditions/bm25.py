@@ -14,6 +14,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+# imported here, not when first ranking: without the [bm25] extra the provider must not
+# load (setup would offer it and its health say ok, then every recall fail)
+import bm25s
+import Stemmer
 from pydantic import BaseModel, ConfigDict, Field
 
 from nanobot_memory_adapters.base import NativeRetrieval
@@ -57,9 +61,6 @@ def bm25_rank(texts: list[str], query: str, k: int) -> list[tuple[int, float]]:
     ranked: after those sharing a (stemmed) term with the query come the rest, score 0,
     newest first -- so the section is filled like every other control's, never empty
     because the question's words differ from the turns'."""
-    import bm25s
-    import Stemmer
-
     if not texts:
         return []
     stem = Stemmer.Stemmer("english")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from nanobot_memory_adapters.console import (
     NanobotConfigOpt,
@@ -113,7 +114,8 @@ def swap_command(
         if not as_json:
             style = STATUS_STYLE.get(gate.status, "white")
             console.print(
-                f"  [{style}]{gate.status:>14}[/{style}]  {gate.name}: {gate.detail[:110]}",
+                f"  [{style}]{gate.status:>14}[/{style}]  {escape(gate.name)}: "
+                f"{escape(gate.detail[:110])}", markup=True,
                 highlight=False,
             )
 
@@ -134,7 +136,8 @@ def swap_command(
     gate = report.failed_gate
     if gate is not None:
         err_console.print(
-            f"[red]swap stopped at gate '{gate.name}'[/red] ({gate.status}): {gate.detail}",
+            f"[red]swap stopped at gate '{escape(gate.name)}'[/red] ({gate.status}): "
+            f"{escape(gate.detail)}", markup=True,
             highlight=False,
             soft_wrap=True,
         )
@@ -395,4 +398,4 @@ def verify_recall(outcome: Any) -> None:
         raise fail(f"recall recomputed from traces differs for: {', '.join(bad)}", 1)
     err_console.print("[green]verified[/green]: every recall metric, interval, answer "
                       "baseline and the task's retrieval block (ranked@k, LongMemEval, "
-                      "BEAM evidence) recomputed from traces.jsonl matches")
+                      "BEAM evidence) recomputed from traces.jsonl matches", markup=True)

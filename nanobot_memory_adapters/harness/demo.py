@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from nanobot_memory_adapters.console import console, fail
 from nanobot_memory_adapters.harness.cli import (
@@ -126,10 +127,11 @@ def demo_command(
             )
         )
         gates = " ".join(
-            f"[{STATUS_STYLE.get(g.status, 'white')}]{g.name}{STATUS_MARK.get(g.status, '?')}[/]"
+            f"[{STATUS_STYLE.get(g.status, 'white')}]{escape(g.name)}"
+            f"{STATUS_MARK.get(g.status, '?')}[/]"
             for g in report.gates
         )
-        console.print(f"{name:>13}: {gates}", highlight=False)
+        console.print(f"{escape(name):>13}: {gates}", highlight=False, markup=True)
         gate = report.failed_gate
         if gate is None:
             ready.append(name)

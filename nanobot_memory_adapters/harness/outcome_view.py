@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from nanobot_memory_adapters.console import console, err_console
@@ -38,7 +39,7 @@ def comparison_table(results: dict[str, Any], title: str) -> Table:
             _cell(e.get("provenance")),
             _cell(e.get("answer_lift"), signed=True),
             ("–" if mean is None else f"{mean:.0f}")
-            + (f"\n[red]{over} over[/red]" if over else ""),
+            + (f"\n{over} over" if over else ""),
         )
     asks = "/".join(str(c) for c in sorted(counts))
     table.caption = (f"mean over {asks} asks of categories 1-4 (category 5, adversarial: "
@@ -112,22 +113,24 @@ def report_failures(results: dict[str, Any]) -> int:
     code = outcome_exit_code(results)
     for name, counts in failure_counts(results).items():
         err_console.print(
-            f"[red]{name}[/red]: " + ", ".join(f"{k}={v}" for k, v in counts.items()),
-            highlight=False, soft_wrap=True,
+            f"[red]{escape(name)}[/red]: "
+            + escape(", ".join(f"{k}={v}" for k, v in counts.items())),
+            highlight=False, soft_wrap=True, markup=True,
         )
     skipped = [str(s.get("name")) for s in results.get("skipped") or []]
     if skipped:
         ran = len(results.get("providers") or {})
         err_console.print(
-            f"[red]skipped[/red]: {', '.join(skipped)} (reasons above); "
+            f"[red]skipped[/red]: {escape(', '.join(skipped))} (reasons above); "
             + (f"results hold the other {ran}" if ran else "no provider ran"),
-            highlight=False, soft_wrap=True)
+            highlight=False, soft_wrap=True, markup=True)
     if code == EXIT_FAILURES:
         err_console.print(f"[red]failures above[/red]: exit {code} (results are written, but "
                           "they include failed writes, reads or judge calls, or lack a "
-                          "skipped provider)", highlight=False)
+                          "skipped provider)", highlight=False, markup=True)
     elif code == EXIT_PENDING:
-        err_console.print(f"[yellow]readiness pending[/yellow]: exit {code}", highlight=False)
+        err_console.print(f"[yellow]readiness pending[/yellow]: exit {code}", highlight=False,
+                          markup=True)
     return code
 
 
@@ -207,7 +210,8 @@ def print_outcome(outcome: Any, title: str) -> None:
     if sweep:
         console.print(budget_table(sweep))
     for s in outcome.skipped:
-        console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}", highlight=False)
+        console.print(f"[yellow]skipped[/yellow] {escape(str(s['name']))}: "
+                      f"{escape(str(s['reason']))}", highlight=False, markup=True)
     console.print(
         f"wall time {outcome.wall_s:.1f}s"
         + (f" ({outcome.resumed_units} units from the checkpoint)" if outcome.resumed_units else "")
@@ -222,6 +226,6 @@ def print_outcome(outcome: Any, title: str) -> None:
         console.print(f"[yellow]note[/yellow]: {len(cut)} unit(s) resumed in the middle of a "
                       "session: its contexts and the metrics hash can differ from an "
                       "uninterrupted run's (results.json notes.resume)", highlight=False,
-                      soft_wrap=True)
+                      soft_wrap=True, markup=True)
     console.print(f"outputs in {outcome.out}: manifest.json traces.jsonl results.json "
                   "report.html", highlight=False)

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -185,7 +186,7 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     except KeyboardInterrupt:
         err_console.print(
             f"[yellow]interrupted[/yellow]: rerun the same command to resume "
-            f"from {cfg.out / 'checkpoint.json'}"
+            f"from {escape(str(cfg.out / 'checkpoint.json'))}", markup=True
         )
         raise typer.Exit(130) from None
     except CheckpointMismatch as exc:

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel, ValidationError
+from rich.markup import escape
 from rich.prompt import Confirm, Prompt
 from rich.table import Table
 
@@ -362,8 +363,8 @@ def backup(path: Path) -> Path | None:
 
 def print_health(result: Any) -> None:
     colour = {"ok": "green", "degraded": "yellow"}.get(result.status, "red")
-    console.print(f"health: {result.backend_name} — [{colour}]{result.status}[/{colour}] "
-                  f"({result.latency_ms:.0f} ms)", highlight=False)
+    console.print(f"health: {escape(result.backend_name)} — [{colour}]{result.status}"
+                  f"[/{colour}] ({result.latency_ms:.0f} ms)", highlight=False, markup=True)
     for warning in result.warnings:
         console.print(f"  warning: {warning}", highlight=False, soft_wrap=True)
     error = result.details.get("error") if isinstance(result.details, dict) else None

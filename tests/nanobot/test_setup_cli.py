@@ -394,3 +394,36 @@ def test_an_unreadable_memory_json_is_one_line_and_kept(fresh, damage):
     else:
         assert path.read_bytes() == before
     assert not list(fresh.root.glob("memory.json.bak-*"))
+
+
+BLOCK_BM25 = '''
+import sys
+class _Missing:
+    """bm25s and PyStemmer as if the [bm25] extra were not installed."""
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("bm25s", "Stemmer"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _Missing())
+'''
+
+
+def _without_bm25s(tmp_path) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_BM25)
+    return {"PYTHONPATH": str(site)}
+
+
+def test_setup_offers_only_what_is_installed_and_names_the_extra(fresh, tmp_path):
+    """Without bm25s, bm25 was offered and its connection test said ok; every recall then
+    failed. And the install hint lost its extra: rich took ``[bm25]`` for a style tag."""
+    env = _without_bm25s(tmp_path)
+    proc = run(fresh, "setup", "--provider", "bm25", "--yes", env=env)
+    one_error_line(proc, "--provider bm25", "pip install 'nanobot-memory-adapters[bm25]'")
+    assert not fresh.memory_path.exists()
+    listing = run(fresh, "setup", stdin="bm25\nfull_history\n\n", env=env)
+    table = [line for line in listing.stdout.splitlines() if line.strip().startswith("│ bm25")]
+    assert table and "no —" in table[0], listing.stdout
+    assert "pip install 'nanobot-memory-adapters[bm25]'" in " ".join(
+        listing.stdout.split()), listing.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from nanobot_memory_adapters.console import console, fail, wide_console
@@ -238,8 +239,9 @@ def run_and_report(cfg: Any, *, as_json: bool = False, narrow: bool = False) -> 
                 if pairs is not None:
                     wide.print(pairs)
         for s in outcome.skipped:
-            console.print(f"[yellow]skipped[/yellow] {s['name']}: {s['reason']}",
-                          highlight=False, soft_wrap=True)
+            console.print(f"[yellow]skipped[/yellow] {escape(str(s['name']))}: "
+                          f"{escape(str(s['reason']))}", highlight=False, soft_wrap=True,
+                          markup=True)
         agent = outcome.manifest["settings"]["agent_mode"]
         console.print(f"wall time {outcome.wall_s:.1f}s · {agent} · manifest "
                       f"{outcome.manifest['manifest_sha256'][:12]} · exposure metrics "
