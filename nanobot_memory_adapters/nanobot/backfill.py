@@ -65,12 +65,14 @@ class BackfillPlan:
                          "were forgotten on request; --include-forgotten brings them back")
         if self.unknown_sender:
             lines.append(f"{self.unknown_sender} turn(s) in {len(self.unknown_sender_sessions)}"
-                         " group session(s) skipped: several people speak there and the "
-                         "plugin did not see who said these turns (they are never filed "
-                         "under a guessed sender)")
+                         " group session(s) skipped: several people speak there (or may: "
+                         "a chat never seen live that is not nanobot's CLI or a Telegram "
+                         "private chat) and the plugin did not see who said these turns "
+                         "(they are never filed under a guessed sender)")
         if self.guessed_identity:
             lines.append(f"{len(self.guessed_identity)} session(s) were never seen by the "
-                         "plugin; their chat id stands for the sender")
+                         "plugin; nanobot's CLI sessions are filed as its one user "
+                         "(cli-user), a Telegram private chat as the user its id is")
         return lines
 
 
@@ -92,13 +94,31 @@ def session_turns(messages: Sequence[Mapping[str, Any]], *, include_tools: bool 
         yield start, turn
 
 
+CLI_SENDER = "user"  # the sender id nanobot 0.3.5's CLI gives every turn (one-shot and not)
+
+
+def _one_persons_by_id(channel: str, chat_id: str) -> bool:
+    """A session never seen live is one person's only when its id says so: nanobot's CLI,
+    or a Telegram private chat (a positive id, its user's). Any other chat may have had
+    several people in it (a Matrix room, an e-mail thread), and its turns' senders are
+    not known."""
+    return channel == "cli" or (channel == "telegram" and chat_id.isdigit())
+
+
 def _identity(outbox: Outbox, key: str) -> tuple[str, str, str | None, bool]:
     """(channel, chat id, sender id, known): from the plugin's record of the session,
-    else from the key (``channel:chat_id``, the chat standing for the sender)."""
+    else as nanobot itself builds a session it was not seen in: its CLI takes a session
+    id without ``:`` as a chat of the ``cli`` channel and always sends as ``user`` (so a
+    terminal session lands in ``cli-user``, the scope its live turns use); on another
+    channel the chat stands for the sender (a Telegram private chat's id is its user's)."""
     known = outbox.identity(key)
     if known is not None:
         return (*known, True)
-    channel, _, chat_id = key.partition(":")
+    channel, colon, chat_id = key.partition(":")
+    if not colon:
+        return "cli", key, CLI_SENDER, False
+    if channel == "cli":
+        return "cli", chat_id, CLI_SENDER, False
     return channel or "unknown", chat_id or key, chat_id or None, False
 
 
@@ -126,6 +146,9 @@ def plan_backfill(
         # ...or the chat is a group by its id (a negative Telegram chat id), even if only
         # one member spoke while the plugin watched: the others' turns are never guessed
         several = several or flagged_shared(channel, chat_id, None)
+        # ...or it was never seen live and nothing shows it is one person's: unknown
+        # means shared, and its turns are never filed under a guessed person
+        several = several or (not known and not _one_persons_by_id(channel, chat_id))
         delivered = outbox.delivered_turns(provider, key)
         queued = outbox.queued_turns(provider, key)
         plan.sessions += 1

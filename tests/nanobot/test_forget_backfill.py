@@ -16,7 +16,7 @@ from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
 from nanobot_memory_adapters.nanobot.settings import load_settings
 from nanobot_memory_adapters.nanobot.turns import chat_scope
-from tests.nanobot.conftest import VENV_BIN, say
+from tests.nanobot.conftest import VENV_BIN, agent_request, long_term_memory, say
 from tests.nanobot.test_user_features import ALICE, BOB, _hold_drain_lock, _items
 
 FULL_HISTORY = {"memory": {"condition": "full_history"}}
@@ -305,3 +305,48 @@ def test_an_outbox_from_before_the_rekey_keeps_its_ledger(tmp_path):
     again = Outbox(path)  # a second open changes nothing
     assert again.holders(old) == again.holders(new) == {"graphiti"}
     again.close()
+
+
+@pytest.mark.servers
+async def test_terminal_sessions_from_while_the_plugin_was_off_are_backfilled_as_cli_user(
+        home, llm_double):
+    """``nanobot agent -m`` while the plugin was off (with and without ``-s``): a backfill
+    filed those sessions under made-up users (``default/offcheck-unknown``) that nothing
+    ever recalls; nanobot's CLI sends every turn as ``user`` on the ``cli`` channel, the
+    scope the live turns use (``cli-user``). A chat of another channel never seen live is
+    not filed under a guessed person (unknown means shared)."""
+    import os
+
+    home.write_memory({"memory": {"condition": "full_history"}})
+    env = {**os.environ, "NANOBOT_MEMORY_PLUGIN": "off", "OMP_NUM_THREADS": "1",
+           "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    env.pop("NANOBOT_MEMORY_CONFIG", None)
+    nanobot = [str(VENV_BIN / "nanobot"), "agent", "-c", str(home.config_path),
+               "--no-markdown", "-m"]
+    for args in (["My cat is called PEPPER-TIGER."],
+                 ["My locker code is LOCKER-7781.", "-s", "offcheck"]):
+        proc = subprocess.run([*nanobot, *args], capture_output=True, text=True, timeout=180,
+                              env=env, cwd=home.root)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    loop = home.loop()  # a Matrix room nobody vouched for, also before the plugin
+    session = loop.sessions.get_or_create("matrix:!room:x.org")
+    session.add_message("user", "Team secret is ROOM-SECRET-42.")
+    session.add_message("assistant", "Noted.")
+    loop.sessions.save(session)
+    await home.close(loop)
+    done = subprocess.run([str(VENV_BIN / "nanobot-memory"), "backfill", "--nanobot-config",
+                           str(home.config_path), "--provider", "full_history"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "group session" in " ".join(done.stdout.split()), done.stdout  # the room: skipped
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await plugin._ensure_adapter()
+    assert await plugin.flush() == 0
+    users = {json.loads(r["payload"])["user_id"] for r in plugin.outbox.rows("full_history")}
+    assert users == {"cli-user"}, users
+    reply = await loop.process_direct("What is my cat called and my locker code?")
+    req = agent_request(llm_double, "What is my cat called")
+    assert "PEPPER-TIGER" in long_term_memory(req) and "LOCKER-7781" in long_term_memory(req)
+    assert reply is not None
