@@ -186,7 +186,9 @@ def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None
     """Append ``line_for(channel, session_key)`` (when not None) to the reply of an LLM
     turn, after nanobot has saved the session: the user sees it, the session history and
     memory never do. Private seam: wraps the instance's ``_assemble_outbound`` (0.3.5;
-    commands build their replies elsewhere and get no line)."""
+    commands build their replies elsewhere and get no line). A reply nanobot already
+    streamed to its own terminal (the ``cli`` channel: ``nanobot agent``) is on screen and
+    its final message is not printed again, so the line is printed after it there."""
     original = getattr(loop, "_assemble_outbound", None)
     if original is None:
         logger.warning("{}: this nanobot has no _assemble_outbound; the per-turn memory line "
@@ -200,6 +202,9 @@ def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None
             if outbound is not None and line:
                 content = outbound.content or ""
                 outbound.content = f"{content}\n\n[{line}]" if content else f"[{line}]"
+                streamed = kwargs.get("streamed_content", args[2] if len(args) > 2 else False)
+                if msg.channel == "cli" and streamed:
+                    print(f"[{line}]", flush=True)  # on nanobot's own terminal
         except Exception:  # the line is a courtesy: never fail the reply
             logger.exception("{}: the per-turn memory line failed", LOG_PREFIX)
         return outbound

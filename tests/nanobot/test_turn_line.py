@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.settings import DEFAULT_TRIVIAL, parse_settings
 from nanobot_memory_adapters.nanobot.turn_line import is_trivial
@@ -105,3 +107,18 @@ def test_a_bad_trivial_pattern_is_one_clear_line(tmp_path):
                                    "nanobot": {"trivial_prompts": ["(ok"]}})
     assert loaded.error and "trivial_prompts" in loaded.error and "(ok" in loaded.error
     assert "Traceback" not in loaded.error
+
+
+@pytest.mark.servers
+def test_turn_line_shows_in_the_terminal_after_a_streamed_reply(home):
+    """``nanobot agent -m`` streams the reply and never prints the amended final message:
+    the line never showed in a terminal. It is printed after the streamed reply."""
+    home.write_memory({"memory": {"condition": "full_history"},
+                       "nanobot": {"turn_line": True}})
+    first = home.cli("My cat is called PEPPER.")
+    assert first.returncode == 0, first.stderr[-2000:]
+    proc = home.cli("What is my cat called?")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[memory: full_history —" in proc.stdout, proc.stdout
+    assert proc.stdout.index("You said: What is my cat called?") < proc.stdout.index(
+        "[memory: full_history —")
