@@ -60,6 +60,9 @@ class Backfill:
 
     async def switch_with_backfill(self, name: str, *, include_forgotten: bool = False) -> str:
         switched = await self._switch(name)
+        if switched.startswith("switching to"):  # deferred behind a write in progress
+            return switched + ("\nbackfill: not started (it follows the switch: send "
+                               f"/memory-mode {name} --backfill again once it is done)")
         if (self.state.provider or "").lower() == name.lower():
             name = self.state.provider or name  # FULL_HISTORY switched to full_history
         if self.state.provider != name or self.state.status != "active":

@@ -159,6 +159,8 @@ class Recall:
                               request.scope.key)
             return None
         scope = request.scope
+        if channel == "cli":
+            await self._say_pending(session_key)
         entry: CacheEntry
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
@@ -213,6 +215,22 @@ class Recall:
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry
+
+    async def _say_pending(self, session_key: str) -> None:
+        """On nanobot's own terminal: earlier turns of this chat that are not stored yet
+        (a one-shot ``nanobot agent -m`` leaves a turn whose extraction outlasts the
+        process; the next run delivers it while it answers), so a recall that misses
+        them does not pass for the memory's whole answer."""
+        try:
+            queued = await asyncio.to_thread(self.state.outbox.queued_turns,
+                                             self.state.provider, session_key)
+        except Exception:  # an outbox problem is /memory-health's to report
+            return
+        pending = sum(1 for status in queued.values() if status == "pending")
+        if pending:
+            print(f"[memory: {pending} earlier turn(s) of this chat are still being saved "
+                  f"to '{self.state.provider}'; this answer's recall does not include them]",
+                  flush=True)
 
     def _note_recall(self, session_key: str, note: RecallNote,
                      scope_key: str | None = None) -> None:

@@ -65,6 +65,8 @@ class Reports:
                 lines.append(f"runs as: {adapter.backend_name} — {adapter.info.description}")
             lines.append("mode: " + ("read-only (turns are not saved)" if self.state.read_only
                                      else "read-write (turns are saved after each reply)"))
+            if self.state.activity is not None:  # e.g. a turn being saved, a switch waiting
+                lines.append(self.state.activity.line())
             lines.append(self.scope_line(ctx))
             lines.append(f"data dir: {self.state.data_dir}")
         elif self.state.status == "passthrough":

@@ -506,8 +506,25 @@ class MemoryPlugin:
             problem = self._check_block(candidate)
             if problem:
                 return f"cannot switch to '{name}': {problem}"
-        drain_lock = self.state.draining()
-        async with drain_lock:
+        if self.state.draining().locked():
+            # a turn is being saved (an extraction on a busy local model takes minutes): the
+            # command answers now and the switch happens when that write is done
+            busy = self.state.activity.line() if self.state.activity else "busy"
+            seams.schedule_background(self.loop, self._switch_later(name, spec.kind, raw,
+                                                                    candidate, host_native))
+            return (f"switching to '{name}' as soon as the write in progress finishes "
+                    f"({busy}); /memory-mode shows the provider in use")
+        return await self._switch(name, spec.kind, raw, candidate, host_native)
+
+    async def _switch_later(self, name: str, kind: str, raw: dict[str, Any],
+                            candidate: LoadedSettings, host_native: bool) -> None:
+        text = await self._switch(name, kind, raw, candidate, host_native)
+        logger.info("{}: /memory-mode {}: {}", LOG, name, text)
+
+    async def _switch(self, name: str, kind: str, raw: dict[str, Any],
+                      candidate: LoadedSettings, host_native: bool) -> str:
+        """The switch itself, under this process's delivery lock."""
+        async with self.state.draining():
             new_adapter: MemoryAdapter | None = None
             if not host_native:
                 old_data_dir = self.state.data_dir
@@ -546,7 +563,7 @@ class MemoryPlugin:
                                                            reason="nanobot read-only"))
                 self.state.adapter = new_adapter
         self._delivery.schedule_drain()
-        return f"memory provider is now '{name}' ({spec.kind}; {persisted})"
+        return f"memory provider is now '{name}' ({kind}; {persisted})"
 
 def _host_native(name: str) -> bool:
     """Whether the provider is nanobot's own memory (``ProviderInfo.host_native``)."""

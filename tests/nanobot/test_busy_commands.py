@@ -77,3 +77,48 @@ async def test_commands_answer_while_mem0_extracts(home, llm_double, mem0_llm):
     await asyncio.sleep(5.0)  # the slow check still running finishes
     health, _ = await _timed(loop, "/memory-health")
     assert "busy:" not in health and "health checked" not in health, health
+
+
+async def test_a_provider_switch_answers_at_once_while_a_turn_is_being_saved(home,
+                                                                             monkeypatch):
+    """An extraction on a busy one-slot model holds the delivery for minutes: /memory-mode
+    NAME waited behind it (22 s) without a word. It answers at once, says what is pending,
+    and switches when the write is done."""
+    pytest.importorskip("mem0")
+    home.write_memory({"memory": {"condition": "full_history", "simple_rag": {}}})
+    loop = home.loop()
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await say(loop, "alice", "Hello.")
+    assert await plugin.flush() == 0
+    adapter = plugin.adapter
+    assert adapter is not None
+    gate = asyncio.Event()
+    original = adapter.record_event
+
+    async def slow_record(event):  # the backend is still working on this turn
+        await gate.wait()
+        return await original(event)
+
+    monkeypatch.setattr(adapter, "record_event", slow_record)
+    await say(loop, "alice", "I moved to Lisbon.")
+    for _ in range(100):
+        if plugin.state.activity is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert plugin.state.activity is not None, "the write is in progress"
+    started = time.monotonic()
+    reply = await say(loop, "alice", "/memory-mode simple_rag")
+    assert time.monotonic() - started < 1.0, reply
+    assert reply.startswith("switching to 'simple_rag' as soon as"), reply
+    assert "busy: recording turn" in reply
+    mode = await say(loop, "alice", "/memory-mode")
+    assert "busy: recording turn" in mode, mode
+    gate.set()
+    assert await plugin.flush(timeout_s=30) == 0
+    for _ in range(100):
+        if plugin.provider == "simple_rag":
+            break
+        await asyncio.sleep(0.05)
+    mode = await say(loop, "alice", "/memory-mode")
+    assert "memory provider: simple_rag" in mode, mode

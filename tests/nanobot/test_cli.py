@@ -78,3 +78,20 @@ async def test_cli_runs_with_simple_rag_exit_cleanly(home):
         assert "Exception ignored" not in proc.stderr, (i, proc.stderr[-2000:])
         assert "already accessed by another instance" not in proc.stderr, i
     assert "0 pending, 0 failed, 2 delivered" in reply_of(proc)
+
+
+def test_a_one_shot_run_says_when_earlier_turns_are_not_stored_yet(home):
+    """A one-shot user's memory lagged runs behind without a word when extraction outlasts
+    the process (mem0 on nanobot's one-slot model): the next run says that earlier turns
+    of the chat are still being saved, so its recall is not taken for the whole memory."""
+    pytest.importorskip("mem0")
+    home.write_memory({"memory": {"backend": "mem0", "mem0": {"llm": {
+        "base_url": "http://127.0.0.1:9/v1", "model": "m"}}},  # nobody answers there
+        "nanobot": {"exit_delivery_s": 1}})
+    first = home.cli("My cat is called PEPPER.")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "still being saved" not in first.stdout
+    second = home.cli("What is my cat called?")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "[memory: 1 earlier turn(s) of this chat are still being saved to 'mem0'" in \
+        second.stdout, second.stdout
