@@ -412,7 +412,8 @@ class Fuzzer:
         _config(home, self.double.base_url, self.provider, self.group_recall)
         self.gateway = Gateway(home, self.provider)
         self.gateway.open()
-        self.oracle = Oracle()
+        # the oracle is kept: canaries are unique, and a late request of the previous
+        # home (a compaction nanobot finishes after /new) is judged by what it knew
         self.world = World.make(self.rng)
 
     async def _shutdown(self) -> None:
@@ -422,10 +423,13 @@ class Fuzzer:
             self.gateway.worker = None
         await self.gateway.close()
 
-    async def run(self, episodes: int, *, stop_on_leak: bool = True) -> Tally:
+    async def run(self, episodes: int, *, stop_on_leak: bool = True,
+                  on_segment: Any = None) -> Tally:
         try:
             for episode in range(episodes):
                 if episode % self.segment == 0:
+                    if on_segment is not None and episode:
+                        on_segment(self.tally)
                     await self._fresh_home(episode // self.segment)
                 await self.episode(episode)
                 self.tally.episodes += 1
@@ -640,7 +644,7 @@ def _git_commit() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--provider", default="full_history")
@@ -658,29 +662,35 @@ def main(argv: list[str] | None = None) -> int:
     logger.add(sys.stderr, level="WARNING")
 
     started = time.time()
+
+    def result(tally: Tally, complete: bool) -> dict[str, Any]:
+        return {
+            "command": "python -m tests.privacy.fuzz " + " ".join(argv or sys.argv[1:]),
+            "commit": _git_commit(), "machine": f"{platform.node()} {platform.machine()} "
+            f"{os.cpu_count()} cpu", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "complete": complete, "seconds": round(time.time() - started, 1),
+            "seed": args.seed, "provider": args.provider, "group_recall": args.group_recall,
+            "episodes": tally.episodes, "ops": tally.ops, "ops_by_kind": tally.ops_by_kind,
+            "requests_checked": tally.requests_checked,
+            "requests_with_canaries": tally.requests_with_canaries,
+            "requests_untagged": tally.untagged, "recalled_own": tally.recalled_own,
+            "replies_checked": tally.replies_checked, "canaries": tally.canaries,
+            "leaks": [leak.__dict__ for leak in tally.leaks],
+        }
+
+    def write(tally: Tally, complete: bool = False) -> str:
+        text = json.dumps(result(tally, complete), indent=2)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(text + "\n")
+        return text
+
     with LLMDouble() as double:
         fuzzer = Fuzzer(seed=args.seed, double=double, provider=args.provider,
                         group_recall=args.group_recall, segment=args.segment,
                         second_process=not args.no_second_process)
-        tally = asyncio.run(fuzzer.run(args.episodes))
-    result = {
-        "command": "python -m tests.privacy.fuzz " + " ".join(argv or sys.argv[1:]),
-        "commit": _git_commit(), "machine": f"{platform.node()} {platform.machine()} "
-        f"{os.cpu_count()} cpu", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "seconds": round(time.time() - started, 1), "seed": args.seed,
-        "provider": args.provider, "group_recall": args.group_recall,
-        "episodes": tally.episodes, "ops": tally.ops, "ops_by_kind": tally.ops_by_kind,
-        "requests_checked": tally.requests_checked,
-        "requests_with_canaries": tally.requests_with_canaries,
-        "requests_untagged": tally.untagged,
-        "recalled_own": tally.recalled_own, "replies_checked": tally.replies_checked,
-        "canaries": tally.canaries, "leaks": [leak.__dict__ for leak in tally.leaks],
-    }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        tally = asyncio.run(fuzzer.run(args.episodes, on_segment=write))
+    print(write(tally, complete=True))
     return 1 if tally.leaks else 0
 
 
