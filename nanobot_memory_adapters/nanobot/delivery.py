@@ -449,6 +449,7 @@ class Delivery:
         await asyncio.to_thread(self.state.outbox.mark_delivered, row.seq, status=receipt.status,
                                 native_ids=receipt.native_ids, latency_ms=latency)
         self.state.writes_failing_since = None
+        self.state.store_lock.cleared()
         if supports(self.state.adapter, "session_end"):
             key = (self.state.provider, row.session_key)
             self._ended.setdefault(key, {})[event.scope().key] = (event.scope(),

@@ -18,22 +18,28 @@ def holder_text(data_dir: Path | None) -> str:
 
 
 class StoreLockNotice:
-    """Says "the store is held" once per outage (an outage: one ``writes_failing_since``)."""
+    """Says "the store is held" once, until this process itself writes to the store again
+    (the holder may deliver this process's turns meanwhile: that is not the store coming
+    free)."""
 
     def __init__(self) -> None:
-        self._said_for: float | None = None
+        self._said = False
+
+    def cleared(self) -> None:
+        """This process wrote to its store: a later hold is a new one, said again."""
         self._said = False
 
     def report(self, provider: str, data_dir: Path | None, exc: BaseException,
                outage: float | None) -> bool:
-        """True when ``exc`` is lock contention (then logged, once per outage); False when
-        it is something else, for the caller to log as usual."""
+        """True when ``exc`` is lock contention (then logged, once until ``cleared``);
+        False when it is something else, for the caller to log as usual. (``outage`` is
+        kept for callers; the notice no longer depends on it.)"""
         if not mentions_lock_contention(exc):
             return False
-        if self._said and self._said_for == outage:
+        if self._said:
             logger.debug("{}: '{}' store still held by another process", LOG, provider)
             return True
-        self._said, self._said_for = True, outage
+        self._said = True
         logger.warning("{}: '{}' keeps an embedded store that {} holds open; this process "
                        "answers without recall and keeps its turns in the outbox for that "
                        "process (said once; /memory-health shows it)", LOG, provider,

@@ -288,7 +288,7 @@ async def test_reset_of_one_scope_leaves_another_intact(raw_adapter):
     alice, bob = _scope(run, "alice"), _scope(run, "bob")
     other_run = _scope(_run(), "alice")
     w = await raw_adapter.record_event(_event(alice, "I grow chili peppers on my balcony."))
-    await raw_adapter.record_event(_event(bob, "I grow chili peppers in a greenhouse."))
+    b = await raw_adapter.record_event(_event(bob, "I grow chili peppers in a greenhouse."))
     await raw_adapter.record_event(_event(other_run, "I grow chili peppers in the garden."))
     receipt = await raw_adapter.reset_scope(alice)
     assert receipt.status == "reset"
@@ -297,11 +297,11 @@ async def test_reset_of_one_scope_leaves_another_intact(raw_adapter):
     assert not (await raw_adapter.retrieve(_request(alice, query))).items
     assert "greenhouse" in (await raw_adapter.retrieve(_request(bob, query))).formatted_context
     assert "garden" in (await raw_adapter.retrieve(_request(other_run, query))).formatted_context
-    # What mem0 keeps after delete_all: the history rows, old text included (documented).
+    # What mem0's delete_all leaves (the history rows with the old text) goes too; the
+    # other scope's history stays
     memory = await raw_adapter._native()
-    rows = await memory.history(w.native_ids[0])
-    assert [r["event"] for r in rows] == ["ADD", "DELETE"]
-    assert rows[-1]["old_memory"] == "I grow chili peppers on my balcony."
+    assert await memory.history(w.native_ids[0]) == []
+    assert [r["event"] for r in await memory.history(b.native_ids[0])] == ["ADD"]
 
 
 # -- retrieval mapping --------------------------------------------------------------------

@@ -49,7 +49,7 @@ def test_beam_folder_is_read_as_upstream_lays_it_out(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "text", "needle"), [
-    ("chat.json", '[{"batch_number": "one", "turns": []}]', "ValueError"),
+    ("chat.json", '[{"batch_number": "one", "turns": []}]', "positive whole number"),
     ("chat.json", '[{"turns": [["not a turn"]]}]', "AttributeError"),
     ("chat.json", "{not json", "not valid JSON"),
     ("probing_questions.json", '{"abstention": ["a question as a bare string"]}',
@@ -146,7 +146,7 @@ def test_cli_bench_task_beam_bad_input_is_one_line(tmp_path):
     (folder / "chat.json").write_text('[{"batch_number": "one", "turns": []}]')
     for args, says in (
         (("--dataset", str(SCALE), "--max-sessions", "1"), "--max-sessions: cuts LoCoMo"),
-        (("--dataset", str(folder)), f"{folder / 'chat.json'}: not in BEAM's layout"),
+        (("--dataset", str(folder)), f"{folder / 'chat.json'}: batch 1 has batch_number"),
     ):
         bad = CliRunner().invoke(app, ["bench", "--task", "beam", *args, "--providers",
                                        "no_memory", "--out", str(tmp_path / "bad")])

@@ -84,7 +84,7 @@ def test_format_refuses_overlapping_values_and_unknown_targets(tmp_path):
         parse_scenarios(data)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(ScenarioError, match="not JSON"):
+    with pytest.raises(ScenarioError, match="not valid JSON"):
         load_scenarios(bad)
     with pytest.raises(ScenarioError, match="is a directory"):
         load_scenarios(tmp_path)

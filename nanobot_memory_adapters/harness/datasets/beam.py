@@ -115,6 +115,8 @@ def load_conversation(folder: Path, sample_id: str) -> Conversation:
         raise DatasetError(f"{probes_path}: expected {{ability: [question objects]}}; " + FIX)
     try:
         sessions = _sessions(chat, chat_path)
+    except DatasetError:
+        raise
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
         raise DatasetError(f"{chat_path}: not in BEAM's layout ({type(exc).__name__}: "
                            f"{exc}); " + FIX) from None

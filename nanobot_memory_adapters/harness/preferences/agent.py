@@ -114,7 +114,10 @@ class NanobotAgent:
             "nanobot": {"read_only": True, "recall_timeout_s": recall_timeout_s,
                         "startup_timeout_s": recall_timeout_s,
                         "context_placement": placement,
-                        "guide_tool": False, "install_skill": False},
+                        "guide_tool": False, "install_skill": False,
+                        # each session is one simulated user's: declared one person's
+                        # (the plugin's audience rule gives unknown chats no memory)
+                        "direct_chats": ["*"]},
         }
         self.loop: Any = None
         self.plugin: Any = None
