@@ -109,10 +109,19 @@ def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
     return channel == "discord" and "guild_id" in meta and not meta.get("guild_id")
 
 
+UNIFIED_SESSION_KEY = "unified:default"  # nanobot 0.3.5's one session for every chat
+
+
 def session_is_the_chats(session_key: str, channel: str, chat_id: str) -> bool:
     """The session holds this chat alone (``channel:chat_id``, or a thread of it), so only
     the chat's people read its history. nanobot's unified session (every chat in one
-    session) and per-sender sessions inside a group are not a chat's own."""
+    session) and per-sender sessions inside a group are not a chat's own. nanobot's CLI
+    names its sessions freely (``nanobot agent -s work``) and has one user: any session of
+    it but the unified one is that user's."""
+    if session_key == UNIFIED_SESSION_KEY:
+        return False
+    if channel == "cli":
+        return True
     own = f"{channel}:{chat_id}"
     return session_key == own or session_key.startswith(own + ":")
 

@@ -350,3 +350,16 @@ async def test_the_chat_book_outlives_the_process(home, llm_double):
     session = loop.sessions.get_or_create("whatsapp:team@g.us")
     assert not any("memory-context" in json.dumps(m) for m in session.messages
                    if m.get("role") == "user")
+
+
+async def test_a_named_cli_session_keeps_its_users_memory(home, llm_double):
+    """``nanobot agent -s work``: the CLI's session key is not ``cli:<chat>``, and the
+    CLI has one user: its memory is recalled there (the real-model lane's chats too)."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    await loop.process_direct(f"My PIN is {PIN}.", session_key="work", channel="cli",
+                              chat_id="direct", sender_id="user")
+    assert await _plugin(loop).flush() == 0
+    await loop.process_direct("Which PIN is mine?", session_key="other", channel="cli",
+                              chat_id="direct", sender_id="user")
+    assert PIN in long_term_memory(agent_request(llm_double, "Which PIN is mine?"))

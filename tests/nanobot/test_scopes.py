@@ -417,6 +417,13 @@ def test_people_rules():
     # a session that is not the chat's own (nanobot's unified session) is never one's
     facts, who = turn(ChatFacts(), "u1", im, key="unified:default")
     assert who.shared and facts.one_person is None
+    # nanobot's CLI names sessions freely (-s work) and has one user; not the unified one
+    seen = observe(session_key="work", channel="cli", chat_id="direct", sender_id="user",
+                   metadata={})
+    assert ChatFacts().merged(seen).one_person == "user"
+    seen = observe(session_key="unified:default", channel="cli", chat_id="direct",
+                   sender_id="user", metadata={})
+    assert ChatFacts().merged(seen).one_person is None
     # the operator's declaration (direct_chats) makes an unflagged chat one person's
     seen = observe(session_key="matrix:!dm", channel="matrix", chat_id="!dm",
                    sender_id="@ann:x", metadata={}, direct_chats=["matrix:!dm"])
