@@ -298,6 +298,7 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     tmp_path, llm_double
 ):
     out = tmp_path / "controls"
+    before = len(llm_double.requests)  # the double serves the whole worker's tests
     outcome = await run_preferences(_cfg(
         out, CONTROLS, llm_double,
         provider_configs={"static_profile": {"profile": "Likes films."}}))
@@ -326,7 +327,7 @@ async def test_every_control_through_nanobot_writes_nothing_and_exposure_separat
     assert all(r["recognition_transcript"][1]["content"].startswith("(") for r in replies)
     # the memory guide is pinned off, whatever the plugin's defaults: no request offered
     # the memory_guide tool, and the manifest says so
-    offered = [t["function"]["name"] for q in llm_double.requests
+    offered = [t["function"]["name"] for q in llm_double.requests[before:]
                if isinstance(q["body"], dict) for t in q["body"].get("tools") or []]
     assert "memory_search" in offered and "memory_guide" not in offered
     assert "no memory guide" in manifest["settings"]["agent_mode"]
