@@ -8,7 +8,7 @@ Everything goes through the public API: ``load_provider`` builds each provider f
 block (mem0 with an ``llm`` block pointing at the deterministic LLM double from
 ``tests/llm_double``, which answers at once, so mem0's figures are mem0's and the
 adapter's work, not a model's), turns go in with ``record_events`` (one call per LoCoMo
-session; inside ``ingest_lookahead`` windows of 1,024 turns where the provider declares
+session; ``record_event`` per turn for a provider without bulk ingest; inside ``ingest_lookahead`` windows of 1,024 turns where the provider declares
 it, as a bench unit records them), and every figure is one ``retrieve`` at a 2,000-token
 budget. Turns are LoCoMo's (``--dataset``), cycled as often as a size needs, with a
 minute between turns; the questions are LoCoMo's, a different one per timed retrieve. For
@@ -169,7 +169,9 @@ async def _ingest(adapter: Any, sessions: list[list[Any]]) -> float:
 
 
 async def _record(adapter: Any, events: list[Any]) -> None:
-    receipts = await adapter.record_events(events)
+    bulk = getattr(adapter, "record_events", None)  # the bulk_ingest capability
+    receipts = (await bulk(events) if bulk is not None
+                else [await adapter.record_event(e) for e in events])
     bad = [r for r in receipts if r.status != "committed"]
     if bad:
         raise RuntimeError(f"{len(bad)} write(s) not committed, the first: {bad[0].status}")
