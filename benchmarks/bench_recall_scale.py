@@ -8,8 +8,9 @@ Everything goes through the public API: ``load_provider`` builds each provider f
 block (mem0 with an ``llm`` block pointing at the deterministic LLM double from
 ``tests/llm_double``, which answers at once, so mem0's figures are mem0's and the
 adapter's work, not a model's), turns go in with ``record_events`` (one call per LoCoMo
-session; ``record_event`` per turn for a provider without bulk ingest; inside ``ingest_lookahead`` windows of 1,024 turns where the provider declares
-it, as a bench unit records them), and every figure is one ``retrieve`` at a 2,000-token
+session, or ``record_event`` per turn for a provider without bulk ingest; inside
+``ingest_lookahead`` windows of 1,024 turns where the provider declares it, as a bench
+unit records them), and every figure is one ``retrieve`` at a 2,000-token
 budget. Turns are LoCoMo's (``--dataset``), cycled as often as a size needs, with a
 minute between turns; the questions are LoCoMo's, a different one per timed retrieve. For
 mem0/simple_rag the query-embedding cache is emptied before every timed retrieve, so each
