@@ -97,6 +97,7 @@ from nanobot_memory_adapters.backends.mem0.scoped import (
     move_shared,
     scope_collection,
     scoped_memory,
+    with_pg_options,
 )
 from nanobot_memory_adapters.backends.mem0.stored_events import (
     ScopeChanged,
@@ -172,6 +173,7 @@ class Mem0Adapter(BaseAdapter):
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
         self._scoped: dict[ScopeKey, Any] = {}  # the scopes' AsyncMemory (scoped.py)
+        self._stored_events = StoredEvents()  # the replay index off the local Qdrant
         # bulk ingest: mem0's multi-message add per run of events (``_batches``)
         self.bulk = BulkIngest(self, self._record_batch, batches=self._batches)
         self._memory: Any = None
@@ -189,6 +191,8 @@ class Mem0Adapter(BaseAdapter):
     def stored_events(self) -> StoredEvents:
         """Which events mem0 holds, per scope (the replay check without a scan per turn):
         kept in the open Qdrant handle's state, so it never outlives the handle."""
+        if not self.local_qdrant:  # a server others write to too: this adapter's own
+            return self._stored_events
         return stored_events_for(QDRANT.state(self.qdrant_path), self.collection_name)
 
     # -- native arguments (Mem0Requests) -------------------------------------------------
@@ -246,15 +250,7 @@ class Mem0Adapter(BaseAdapter):
         if llm:
             llm_config.update(temperature=llm.temperature, max_tokens=llm.max_tokens)
         native: dict[str, Any] = {
-            "vector_store": {
-                "provider": "qdrant",
-                "config": {
-                    "collection_name": self.collection_name,
-                    "embedding_model_dims": self.config.embedding_dims,
-                    "client": client,
-                    "path": str(self.qdrant_path),
-                },
-            },
+            "vector_store": self._vector_store_block(client),
             "embedder": native_embedder(self.config),
             "llm": {"provider": "openai", "config": llm_config},
             "history_db_path": str(self.history_db_path),
@@ -266,6 +262,28 @@ class Mem0Adapter(BaseAdapter):
             native["custom_instructions"] = instructions
         return NativeMemoryConfig(**native)
 
+    def _vector_store_block(self, client: Any) -> dict[str, Any]:
+        """mem0's ``vector_store`` block: the local Qdrant (the shared client), a Qdrant
+        server, or pgvector (mem0's own stores; docs/mem0.md, "Stores")."""
+        store = self.config.vector_store
+        config: dict[str, Any] = {"collection_name": self.collection_name,
+                                  "embedding_model_dims": self.config.embedding_dims}
+        if store.provider == "pgvector":
+            config.update(connection_string=with_pg_options(
+                store.resolved_connection_string(), store.ef_search),
+                hnsw=store.hnsw, maxconn=store.max_connections)
+        elif store.url:
+            key = os.environ.get(store.api_key_env) if store.api_key_env else None
+            config.update(url=store.url, api_key=key)
+        else:
+            config.update(client=client, path=str(self.qdrant_path))
+        return {"provider": store.provider, "config": config}
+
+    @property
+    def local_qdrant(self) -> bool:
+        store = self.config.vector_store
+        return store.provider == "qdrant" and not store.url
+
     def _build(self) -> Any:
         with self._init_lock:
             if self._memory is not None:
@@ -276,8 +294,10 @@ class Mem0Adapter(BaseAdapter):
             from mem0 import AsyncMemory
 
             self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
-            client = acquire_client(self.qdrant_path)
-            self._client_held = True
+            client = None
+            if self.local_qdrant:
+                client = acquire_client(self.qdrant_path)
+                self._client_held = True
             try:
                 use_wal([self.history_db_path])  # before mem0 opens it (docs/mem0.md)
                 config = self._mem0_config(client)
@@ -289,20 +309,24 @@ class Mem0Adapter(BaseAdapter):
                 else:
                     with quiet_progress():
                         memory = AsyncMemory(config)
-                use_wal(qdrant_storage_files(self.qdrant_path))  # the collections mem0 made
+                if self.local_qdrant:
+                    use_wal(qdrant_storage_files(self.qdrant_path))  # its collections
                 self._pin_llm_endpoint(memory, config)
                 install_runtime(memory, self.config)
                 cache_query_embeddings(memory, "|".join(
                     (config.embedder.provider, str(config.embedder.config.get("model")),
                      str(self.config.embedding_dims))))
-                with QDRANT.state(self.qdrant_path).setdefault("mem0.move", threading.Lock()):
-                    # a store of an earlier version: its scopes into their own collections
-                    if move_shared(memory, lambda p: self._payload_scope(memory, p)):
-                        use_wal(qdrant_storage_files(self.qdrant_path))  # the new ones
+                if self.local_qdrant:
+                    with QDRANT.state(self.qdrant_path).setdefault("mem0.move",
+                                                                   threading.Lock()):
+                        # a store of an earlier version: its scopes into their collections
+                        if move_shared(memory, lambda p: self._payload_scope(memory, p)):
+                            use_wal(qdrant_storage_files(self.qdrant_path))  # the new ones
                 self._memory = memory
             except BaseException:
-                self._client_held = False
-                release_client(self.qdrant_path)
+                if self._client_held:
+                    self._client_held = False
+                    release_client(self.qdrant_path)
                 raise
             return self._memory
 
@@ -348,7 +372,8 @@ class Mem0Adapter(BaseAdapter):
             if memory is None:
                 name = scope_collection(self.collection_name, ids)
                 memory = scoped_memory(base, name)
-                use_wal([self.qdrant_path / "collection" / name / "storage.sqlite"])
+                if self.local_qdrant:
+                    use_wal([self.qdrant_path / "collection" / name / "storage.sqlite"])
                 self._scoped[key] = memory
             return memory
 
@@ -374,6 +399,9 @@ class Mem0Adapter(BaseAdapter):
                 memory, self._memory = self._memory, None
                 if memory is not None:
                     memory.close()
+                    pool = getattr(memory.vector_store, "connection_pool", None)
+                    if pool is not None:  # pgvector: the pool every scope's table shares
+                        pool.close()
                 if self._client_held:
                     self._client_held = False
                     release_client(self.qdrant_path)
@@ -469,7 +497,7 @@ class Mem0Adapter(BaseAdapter):
         key = scope_key(ids)
         index = self.stored_events
         try:
-            await ensure_loaded(index, key, memory, memory.collection_name)
+            await ensure_loaded(index, key, memory)
         except ScopeChanged as exc:
             raise AdapterError(str(exc), backend_name=self.backend_name,
                                operation="record_event", retryable=True) from exc
@@ -566,8 +594,7 @@ class Mem0Adapter(BaseAdapter):
     async def _health(self) -> NativeHealth:
         details: dict[str, Any] = {
             "mode": "mem0 (infer=True)" if self.infer else "simple_rag (mem0 infer=False)",
-            "vector_store": {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
-                             "collection": self.collection_name},
+            "vector_store": self._store_details(),
             "embedder": describe(self.config),
             "llm": {"configured": self.llm is not None, "infer": self.infer},
             "history_db": str(self.history_db_path),
@@ -611,15 +638,29 @@ class Mem0Adapter(BaseAdapter):
                 )
         return NativeHealth(status=status, details=details, warnings=warnings)
 
-    def _count_points(self, memory: Any) -> tuple[int, int]:
-        """Points in the store's collections (the shared one and every scope's), and how
-        many scope collections there are."""
-        client = memory.vector_store.client
-        names = [c.name for c in client.get_collections().collections
-                 if c.name == self.collection_name
-                 or is_scope_collection(self.collection_name, c.name)]
-        points = sum(client.count(name, exact=True).count for name in names)
-        return points, sum(1 for n in names if n != self.collection_name)
+    def _store_details(self) -> dict[str, Any]:
+        store = self.config.vector_store
+        if store.provider == "pgvector":
+            return {"provider": "pgvector", "collection": self.collection_name,
+                    "hnsw": store.hnsw, "ef_search": store.ef_search}
+        if store.url:
+            return {"provider": "qdrant", "mode": "server", "url": store.url,
+                    "collection": self.collection_name}
+        return {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
+                "collection": self.collection_name}
+
+    def _count_points(self, memory: Any) -> tuple[int | None, int]:
+        """Points in the store's collections (the shared one and every scope's; None off
+        Qdrant), and how many scope collections there are (mem0's ``list_cols``)."""
+        store = memory.vector_store
+        listed = store.list_cols()
+        names = [getattr(c, "name", c) for c in getattr(listed, "collections", listed)]
+        names = [n for n in names if n == self.collection_name
+                 or is_scope_collection(self.collection_name, n)]
+        scopes = sum(1 for n in names if n != self.collection_name)
+        if self.config.vector_store.provider != "qdrant":
+            return None, scopes
+        return sum(store.client.count(n, exact=True).count for n in names), scopes
 
     # -- capabilities --------------------------------------------------------------------
     @property

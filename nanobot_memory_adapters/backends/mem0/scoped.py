@@ -50,8 +50,10 @@ def scoped_memory(base: Any, collection: str) -> Any:
     from mem0.utils.factory import VectorStoreFactory
 
     native = base.config.vector_store.config
-    config = {**native.model_dump(), "collection_name": collection,
-              "client": base.vector_store.client}
+    shared = ({"connection_pool": base.vector_store.connection_pool}  # pgvector: one pool
+              if hasattr(base.vector_store, "connection_pool")
+              else {"client": base.vector_store.client})  # qdrant: one client
+    config = {**native.model_dump(), "collection_name": collection, **shared}
     memory = copy.copy(base)
     memory.config = base.config.model_copy(deep=False)
     memory.config.vector_store = base.config.vector_store.model_copy(
@@ -61,6 +63,19 @@ def scoped_memory(base: Any, collection: str) -> Any:
     memory.collection_name = collection
     memory._entity_store = None  # mem0 makes the scope's entity collection when it needs one
     return memory
+
+
+def with_pg_options(connection_string: str, ef_search: int) -> str:
+    """The connection string with pgvector's search settings for every session: HNSW's
+    candidate list, and iterative scans in strict order (pgvector 0.8), so a search whose
+    ``LIMIT`` exceeds ``ef_search`` still returns that many rows, in distance order."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo  # pyright: ignore[reportMissingImports]
+
+    params = conninfo_to_dict(connection_string)
+    options = " ".join(filter(None, [str(params.get("options") or ""),
+                                     f"-c hnsw.ef_search={ef_search}",
+                                     "-c hnsw.iterative_scan=strict_order"]))
+    return make_conninfo(connection_string, options=options)
 
 
 def move_shared(base: Any, target: Callable[[dict[str, Any]], Any | None]) -> int:
