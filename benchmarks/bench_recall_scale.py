@@ -16,6 +16,10 @@ minute between turns; the questions are LoCoMo's, a different one per timed retr
 mem0/simple_rag the query-embedding cache is emptied before every timed retrieve, so each
 one embeds its question as a new message would.
 
+``simple_rag_pgvector`` is simple_rag with its vectors in a PostgreSQL + pgvector that the
+child starts for itself (``backends/mem0/postgres.py``, the ``pgvector`` extra); its p50 at
+100,000 own turns is also given as a ratio to simple_rag's (the embedded store's) at 1,000.
+
 Two series per provider, each provider in a process of its own (memory is its own):
 
 - ``own``: one store; the person's turns are added up to each size of ``--own`` in turn,
@@ -198,14 +202,18 @@ def _clear_query_cache() -> None:
 def _latency(values: list[float]) -> dict[str, Any]:
     from nanobot_memory_adapters.stats import percentile_ci
 
-    out: dict[str, Any] = {"n": len(values)}
+    out: dict[str, Any] = {"n": len(values), "ms": [round(v, 3) for v in values]}
     for p in (50, 95):
         est = percentile_ci(values, p)
         out[f"p{p}_ms"] = [round(est.value, 2), round(est.low, 2), round(est.high, 2)]
     return out
 
 
-def _block(provider: str, double_url: str | None) -> dict[str, Any]:
+def _block(provider: str, double_url: str | None, dsn: str | None) -> dict[str, Any]:
+    if provider == "simple_rag_pgvector":
+        assert dsn
+        return {"condition": "simple_rag", "simple_rag": {"vector_store": {
+            "provider": "pgvector", "connection_string": dsn}}}
     if provider == "mem0":
         assert double_url
         return {"backend": "mem0", "mem0": {"llm": {"base_url": double_url, "model": "double"}}}
@@ -217,11 +225,11 @@ def _block(provider: str, double_url: str | None) -> dict[str, Any]:
 # -- the two series (one provider, in a child process) ---------------------------------
 
 async def own_series(provider: str, args: argparse.Namespace, tmp: Path,
-                     double_url: str | None) -> dict[str, Any]:
+                     double_url: str | None, dsn: str | None) -> dict[str, Any]:
     from nanobot_memory_adapters import load_provider
 
     sessions, questions = _corpus(args.dataset)
-    adapter = load_provider(_block(provider, double_url), data_dir=tmp / "own")
+    adapter = load_provider(_block(provider, double_url, dsn), data_dir=tmp / "own")
     turns = Turns(sessions, PERSON, 0)
     out: dict[str, Any] = {}
     try:
@@ -251,7 +259,7 @@ async def own_series(provider: str, args: argparse.Namespace, tmp: Path,
 
 
 async def others_series(provider: str, args: argparse.Namespace, tmp: Path,
-                        double_url: str | None) -> dict[str, Any]:
+                        double_url: str | None, dsn: str | None) -> dict[str, Any]:
     from nanobot_memory_adapters import load_provider
     from nanobot_memory_adapters.stats import median_ratio
 
@@ -266,7 +274,7 @@ async def others_series(provider: str, args: argparse.Namespace, tmp: Path,
             if need > args.cap_others.get(provider, need):
                 skipped[name] = f"--cap-others {provider}={args.cap_others[provider]}"
                 continue
-            adapter = load_provider(_block(provider, double_url), data_dir=tmp / name)
+            adapter = load_provider(_block(provider, double_url, dsn), data_dir=tmp / name)
             stores[name] = adapter
             load_before = _load()
             seconds = await _ingest(adapter, Turns(sessions, PERSON, 0).take(args.alone_own))
@@ -317,13 +325,23 @@ async def child(provider: str, args: argparse.Namespace) -> dict[str, Any]:
     try:
         url = double.base_url if double else None
         with tempfile.TemporaryDirectory(prefix="recall-scale-") as tmp:
-            result: dict[str, Any] = {}
-            if args.own:
-                result["own"] = await own_series(provider, args, Path(tmp), url)
-            if args.others:
-                result["others"] = await others_series(provider, args, Path(tmp), url)
-            result["peak_rss_mib"] = round(_peak_rss_mib(), 1)
-            return result
+            dsn = None
+            if provider.endswith("_pgvector"):  # a Postgres of its own, stopped after
+                from nanobot_memory_adapters.backends.mem0 import postgres
+
+                dsn = postgres.start(Path(tmp) / "pg")
+            try:
+                result: dict[str, Any] = {}
+                if args.own:
+                    result["own"] = await own_series(provider, args, Path(tmp), url, dsn)
+                if args.others:
+                    result["others"] = await others_series(provider, args, Path(tmp), url,
+                                                           dsn)
+                result["peak_rss_mib"] = round(_peak_rss_mib(), 1)
+                return result
+            finally:
+                if dsn is not None:
+                    postgres.stop(Path(tmp) / "pg")
     finally:
         if double is not None:
             double.stop()
@@ -339,6 +357,17 @@ def _targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"target": "20 other users holding 20k turns <= 1.5x alone (p50 ratio)",
                     "provider": provider, "value": ratio,
                     "met": None if ratio is None else ratio[0] <= 1.5})
+    from nanobot_memory_adapters.stats import median_ratio
+
+    pg = results.get("simple_rag_pgvector", {}).get("own", {}).get("100000", {})
+    base = results.get("simple_rag", {}).get("own", {}).get("1000", {})
+    ratio = None
+    if "retrieve" in pg and "retrieve" in base:
+        est = median_ratio(pg["retrieve"]["ms"], base["retrieve"]["ms"])
+        ratio = [round(est.value, 3), round(est.low, 3), round(est.high, 3)]
+    out.append({"target": "pgvector at 100k own turns <= 2x the embedded default at 1k "
+                "(p50 ratio)", "provider": "simple_rag_pgvector", "value": ratio,
+                "met": None if ratio is None else ratio[0] <= 2})
     for size, limit, key in ((20000, 40, "own_20k_ms"), (100000, 100, "own_100k_ms")):
         for provider in TARGETS[key]:
             entry = results.get(provider, {}).get("own", {}).get(str(size), {})
@@ -386,9 +415,11 @@ def _caps(values: list[str]) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--providers", default="full_history,simple_rag,bm25,mem0")
+    parser.add_argument("--providers",
+                        default="full_history,simple_rag,bm25,mem0,simple_rag_pgvector")
     parser.add_argument("--own", type=_sizes, default=_sizes("1000,5000,20000,100000"))
     parser.add_argument("--others", type=_others, default=_others("20x20000,100x100000"))
+    # simple_rag_pgvector: simple_rag on a Postgres + pgvector of its own (extra pgvector)
     parser.add_argument("--alone-own", type=int, default=200)
     parser.add_argument("--cap", action="append", default=[],
                         help="PROVIDER=N: skip own sizes above N turns for that provider")

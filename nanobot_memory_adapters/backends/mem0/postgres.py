@@ -15,6 +15,7 @@ from nanobot_memory_adapters.backends.memos.services import start_postgres, stop
 def start(home: Path) -> str:
     """Start (or find running) the server whose data lives in ``<home>/pgdata``; its
     connection string (the socket directory, the superuser, no password: local only)."""
+    home.mkdir(parents=True, exist_ok=True)
     info = start_postgres(home, Path(sys.executable))
     return f"host={info['socket_dir']} port={info['port']} user=postgres dbname=postgres"
 
