@@ -154,3 +154,40 @@ def test_setup_offers_pgvector_and_tests_the_connection(tmp_path, pg_dsn, llm_do
     block = home.read_memory()["memory"]["simple_rag"]
     assert block == {"vector_store": {"provider": "pgvector", "connection_string_env": var}}
     assert "pgvector" in proc.stdout and pg_dsn not in home.memory_path.read_text()
+
+
+async def test_a_scope_table_is_searched_through_its_hnsw_index(tmp_path, pg_dsn):
+    """mem0's filtered search on a scope's table walks the HNSW index once Postgres has
+    the table's statistics; without the scope statistics Postgres guesses the user/run
+    filter keeps one row and scans the whole table (what made a search grow with the
+    person's history)."""
+    import numpy as np
+    import psycopg
+    from psycopg import sql
+
+    run = f"r{uuid.uuid4().hex[:8]}"
+    scope = MemoryScope(run_id=run, persona_id="alice")
+    adapter = SimpleRagAdapter(tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn)))
+    try:
+        memory = await adapter._native(scope)
+        rng = np.random.default_rng(0)
+        vectors = rng.normal(size=(5000, 384))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        memory.vector_store.insert(  # mem0's own insert, the payloads its add writes
+            vectors.tolist(), [{"user_id": "alice", "run_id": run, "data": f"turn {i}"}
+                               for i in range(5000)],
+            [str(uuid.uuid4()) for _ in range(5000)])
+        table = memory.vector_store.collection_name
+        with psycopg.connect(pg_dsn, autocommit=True) as db:
+            db.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+            plan = db.execute(
+                sql.SQL("EXPLAIN SELECT id, vector <=> %s::vector AS distance, payload FROM {} "
+                        "WHERE payload->>%s = %s AND payload->>%s = %s ORDER BY distance "
+                        "LIMIT %s").format(sql.Identifier(table)),
+                (str(vectors[0].tolist()), "user_id", "alice", "run_id", run, 240)).fetchall()
+        assert any("_hnsw_idx" in line for (line,) in plan), plan
+        found = await adapter.retrieve(RetrieveRequest(
+            query="turn", scope=scope, budget=ContextBudget(max_tokens=2000)))
+        assert found.items
+    finally:
+        await adapter.aclose()

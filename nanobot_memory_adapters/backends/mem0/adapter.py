@@ -371,7 +371,7 @@ class Mem0Adapter(BaseAdapter):
             memory = self._scoped.get(key)
             if memory is None:
                 name = scope_collection(self.collection_name, ids)
-                memory = scoped_memory(base, name)
+                memory = scoped_memory(base, name, tuple(ids))
                 if self.local_qdrant:
                     use_wal([self.qdrant_path / "collection" / name / "storage.sqlite"])
                 self._scoped[key] = memory
@@ -387,7 +387,7 @@ class Mem0Adapter(BaseAdapter):
         key = scope_key(ids)  # pyright: ignore[reportArgumentType]
         if key not in self._scoped:
             self._scoped[key] = scoped_memory(
-                base, scope_collection(self.collection_name, dict(key)))
+                base, scope_collection(self.collection_name, dict(key)), tuple(names))
         return self._scoped[key]
 
     async def aclose(self) -> None:
