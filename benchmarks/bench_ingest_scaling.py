@@ -56,7 +56,7 @@ def _event(scope: MemoryScope, i: int) -> MemoryEvent:
 async def _prefill(adapter: Mem0Adapter, scope: MemoryScope, n: int) -> None:
     if not n:
         return
-    memory = await adapter._native()
+    memory = await adapter._native(scope)  # the scope's collection
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(n, adapter.config.embedding_dims))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

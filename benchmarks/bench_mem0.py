@@ -102,7 +102,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         seconds = await ingest(adapter, events_for(conv, bulk_scope), bulk=True)
         report["ingest_record_events"] = {"seconds": seconds, "turns_per_s": turns / seconds}
 
-        memory = await adapter._native()
+        memory = await adapter._native(scope)  # the scope's collection
         budget = ContextBudget(max_tokens=args.max_tokens)
         requests = [
             RetrieveRequest(query=q, scope=scope, session_id="bench", budget=budget)

@@ -105,7 +105,7 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
         out["ingest_floor_s"] = time.perf_counter() - wall
         out["ingest_floor_cpu_s"] = time.process_time() - cpu
         embed_cache.clear()
-        memory = await adapter._native()
+        memory = await adapter._native(scope)  # the scope's collection
         cached, own = memory.embedding_model, memory.embedding_model._embedder
         spent: dict[str, list[float]] = {"ask": [], "floor": [], "native": []}
         # Where mem0's own search spends its time: its calls timed from inside, plus its

@@ -321,6 +321,42 @@ def median_difference(a: Sequence[float], b: Sequence[float], *, level: float = 
                     method="bootstrap (independent)")
 
 
+def percentile_ci(values: Sequence[float], p: float, *, level: float = LEVEL,
+                  n_boot: int = N_BOOT, seed: int = SEED) -> Estimate:
+    """The ``p``-th percentile (``percentile``'s interpolation) with a bootstrap interval
+    (the sample resampled with replacement): a latency's p50 or p95 with its 95 %."""
+    import numpy as np
+
+    x = _array(values, "values")
+    _check(level, n_boot)
+    rng = np.random.default_rng(seed)
+    boot = np.percentile(x[rng.integers(0, x.size, size=(n_boot, x.size))], p, axis=1)
+    alpha = (1 - level) / 2
+    low, high = (float(v) for v in np.quantile(boot, [alpha, 1 - alpha]))
+    value = float(percentile(list(map(float, x)), p) or 0.0)
+    return Estimate(value=value, low=min(low, value), high=max(high, value), n=int(x.size),
+                    level=level, method=f"bootstrap p{p:g}")
+
+
+def median_ratio(a: Sequence[float], b: Sequence[float], *, level: float = LEVEL,
+                 n_boot: int = N_BOOT, seed: int = SEED) -> Estimate:
+    """median(a) / median(b) of two independent samples, each resampled on its own (how
+    many times slower one set of timings is than another, measured in one run)."""
+    import numpy as np
+
+    x, y = _array(a, "a"), _array(b, "b")
+    _check(level, n_boot)
+    rng = np.random.default_rng(seed)
+    ratios = (np.median(x[rng.integers(0, x.size, size=(n_boot, x.size))], axis=1)
+              / np.median(y[rng.integers(0, y.size, size=(n_boot, y.size))], axis=1))
+    alpha = (1 - level) / 2
+    low, high = (float(v) for v in np.quantile(ratios, [alpha, 1 - alpha]))
+    value = float(np.median(x) / np.median(y))
+    return Estimate(value=value, low=min(low, value), high=max(high, value),
+                    n=int(min(x.size, y.size)), level=level,
+                    method="bootstrap ratio of medians (independent)")
+
+
 def format_number(x: float, digits: int, *, signed: bool = False) -> str:
     """``x`` to ``digits`` decimals (``+`` when ``signed``); a value that rounds to zero
     prints without a minus sign (a bound of -0.0026 is ``+0.00``, never ``-0.00``)."""

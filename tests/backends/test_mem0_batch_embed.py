@@ -98,8 +98,8 @@ async def test_bulk_ingest_embeds_once_in_a_batch_with_the_vectors_and_results_o
 
         # the stored vectors are mem0's one-by-one vectors (Qdrant keeps them normalized)
         ids = [i for r in receipts for i in r.native_ids]
-        points = memory.vector_store.client.retrieve(
-            memory.vector_store.collection_name, ids=ids, with_vectors=True)
+        store = (await adapter._native(batched)).vector_store  # the scope's collection
+        points = store.client.retrieve(store.collection_name, ids=ids, with_vectors=True)
         by_id = {str(p.id): p for p in points}
         for receipt, text in zip(receipts, TURNS, strict=True):
             (native_id,) = receipt.native_ids
@@ -198,8 +198,9 @@ async def test_ingest_lookahead_embeds_a_conversation_once_and_stores_nothing_ah
             assert [c for c in counting.single if c[1] == "add"] == []
             assert proxy._batch  # held until the context ends
         assert proxy._batch == {} and not proxy._holders
-        points = memory.vector_store.client.retrieve(
-            memory.vector_store.collection_name,
+        store = (await adapter._native(scope)).vector_store  # the scope's collection
+        points = store.client.retrieve(
+            store.collection_name,
             ids=[i for r in receipts for i in r.native_ids], with_vectors=True)
         by_id = {str(p.id): p for p in points}
         for receipt, text in zip(receipts, TURNS, strict=True):

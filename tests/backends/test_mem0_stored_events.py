@@ -77,7 +77,7 @@ async def test_a_retry_sent_while_the_timed_out_add_still_runs_waits_for_it(adap
 async def _retry_after_a_timeout(adapter: Mem0Adapter, *, wait_for_the_insert: bool) -> None:
     scope = _scope()
     await adapter.record_event(_event(scope, "I water the ferns on Mondays.", 1))  # listed
-    memory = await adapter._native()
+    memory = await adapter._native(scope)
     store = memory.vector_store
     real_insert = store.insert
     inserted = threading.Event()
@@ -114,7 +114,7 @@ async def test_an_add_that_failed_part_way_is_listed_again_before_its_retry(adap
     part a second time."""
     scope = _scope()
     await adapter.record_event(_event(scope, "I water the ferns on Mondays.", 1))
-    memory = await adapter._native()
+    memory = await adapter._native(scope)
     store = memory.vector_store
     real_insert = store.insert
     calls = {"n": 0}
@@ -196,7 +196,7 @@ async def test_a_reset_during_the_first_listing_is_not_undone_by_it(data_dir):
         await first.aclose()
     adapter = Mem0Adapter(data_dir)  # the store is listed afresh
     try:
-        memory = await adapter._native()
+        memory = await adapter._native(scope)
         store = memory.vector_store
         real_list = store.list
         loop = asyncio.get_running_loop()

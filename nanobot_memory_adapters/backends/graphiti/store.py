@@ -23,6 +23,7 @@ from nanobot_memory_adapters.backends.graphiti import kuzu as kuzu_store
 from nanobot_memory_adapters.backends.graphiti.config import (
     GraphitiConfig,
     effective_max_coroutines,
+    kuzu_path,
 )
 from nanobot_memory_adapters.backends.graphiti.ids import group_id_for
 from nanobot_memory_adapters.backends.graphiti.kuzu import KuzuStoreDriver
@@ -62,8 +63,7 @@ class GraphitiStore:
 
     @property
     def kuzu_path(self) -> Path:
-        db = self.config.database
-        return Path(db.path).expanduser() if db.path else self.data_dir / "graphiti" / "graph.kuzu"
+        return kuzu_path(self.config, self.data_dir)
 
     @property
     def store_path(self) -> Path | None:

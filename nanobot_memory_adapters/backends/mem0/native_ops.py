@@ -24,7 +24,8 @@ class Mem0NativeOps:
     mode, error wrapping, traces) and its ``AsyncMemory``."""
 
     def __init__(
-        self, plumbing: Plumbing, requests: Mem0Requests, native: Callable[[], Awaitable[Any]]
+        self, plumbing: Plumbing, requests: Mem0Requests,
+        native: Callable[[MemoryScope], Awaitable[Any]],
     ) -> None:
         self.plumbing = plumbing
         self.requests = requests
@@ -47,7 +48,7 @@ class Mem0NativeOps:
     async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
         """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
         ids = self.scope_ids(scope, operation)
-        memory = await self.plumbing._call(operation, self._native)
+        memory = await self.plumbing._call(operation, lambda: self._native(scope))
         record = await self.plumbing._call(operation, lambda: memory.get(native_id))
         if not record or any(record.get(k) != v for k, v in ids.items()):
             raise AdapterError(
@@ -80,7 +81,7 @@ class Mem0NativeOps:
         if operation != "history" and self.plumbing.mode.read_only:
             return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
         await self._owned(scope, native_id, op)
-        memory = await self._native()
+        memory = await self._native(scope)
         if operation == "history":
             rows = await self.plumbing._call(op, lambda: memory.history(native_id))
             return {"status": "ok", "operation": operation, "native_id": native_id,
@@ -117,11 +118,11 @@ class Mem0NativeOps:
         scope's memories as listed natively by ``get_all(filters=<scope>)``."""
         if native_id is not None:
             record = await self._owned(scope, native_id, "provenance")
-            memory = await self._native()
+            memory = await self._native(scope)
             rows = await self.plumbing._call("provenance", lambda: memory.history(native_id))
             return {"native_id": native_id, "memory": record, "history": rows}
         ids = self.scope_ids(scope, "provenance")
-        memory = await self.plumbing._call("provenance", self._native)
+        memory = await self.plumbing._call("provenance", lambda: self._native(scope))
         top_k = int(query.get("top_k", 100))
         listed = await self.plumbing._call(
             "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)

@@ -137,12 +137,13 @@ def stored_events_for(store_state: dict[str, Any], collection: str) -> StoredEve
 
 
 LISTING_ATTEMPTS = 3
+#: Points asked for by the first listing of a scope (doubled while a listing comes back full).
+LISTING_PAGE = 10_000
 #: Seconds a look-up waits for an abandoned add of its scope to finish in mem0.
 ABANDONED_WAIT_S = 120.0
 
 
-async def ensure_loaded(index: StoredEvents, key: ScopeKey, memory: Any,
-                        collection: str) -> None:
+async def ensure_loaded(index: StoredEvents, key: ScopeKey, memory: Any) -> None:
     """List the scope once (mem0's ``vector_store.list`` with the scope's filters).
 
     A listing that a reset (or a failed add) overtook is listed again; after
@@ -160,12 +161,15 @@ async def ensure_loaded(index: StoredEvents, key: ScopeKey, memory: Any,
         return
 
     def list_scope() -> list[Any]:
-        store = memory.vector_store
-        total = store.client.count(collection, exact=True).count
-        result = store.list(filters=dict(key), top_k=max(int(total), 1))
-        points = result[0] if isinstance(result, tuple | list) and result and isinstance(
-            result[0], list | tuple) else result
-        return list(points or [])
+        store = memory.vector_store  # the scope's own collection (scoped.py)
+        top_k = LISTING_PAGE
+        while True:  # a full page is listed again with twice the room: never cut short
+            result = store.list(filters=dict(key), top_k=top_k)
+            points = list((result[0] if isinstance(result, tuple | list) and result
+                           and isinstance(result[0], list | tuple) else result) or [])
+            if len(points) < top_k:
+                return points
+            top_k *= 2
 
     for _ in range(LISTING_ATTEMPTS):
         generation = index.generation(key)
