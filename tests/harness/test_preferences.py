@@ -995,3 +995,40 @@ def test_memory_items_read_transcript_lines_inside_a_section_only():
         ("- outside fact", "2024-02-08 09:00"),
     ]
     assert memory_items("# User\nprefers decaf\n- likes tea") == [("- likes tea", None)]
+
+
+async def test_agent_tools_none_offers_the_model_no_tool(tmp_path, llm_double):
+    """``--agent-tools none``: nanobot answers the test turns without any tool (a 1.5B
+    model offered tools answers with a tool call printed as text); the default run offers
+    nanobot's tools and memory_search. The manifest records which."""
+    def chats(start: int) -> list[dict]:
+        return [q for q in llm_double.requests[start:] if isinstance(q["body"], dict)
+                and q["path"].endswith("/chat/completions")]
+
+    runs = {}
+    for tools in ("none", "default"):
+        start = len(llm_double.requests)
+        outcome = await run_preferences(_cfg(tmp_path / tools, ["no_memory"], llm_double,
+                                             agent_tools=tools, recognition=False))
+        m = outcome.results["providers"]["no_memory"]
+        assert not any(m["failures"].values()) and m["scores"]["overall"]["behaviour_tests"] == 12
+        runs[tools] = (chats(start), outcome.manifest["settings"])
+    asked, settings = runs["none"]
+    assert len(asked) >= 12
+    assert all("tools" not in q["body"] for q in asked), [q["body"].get("tools") for q in asked]
+    assert settings["agent_tools"] == "none" and "no tools" in settings["agent_mode"]
+    asked, settings = runs["default"]
+    assert all("memory_search" in str(q["body"].get("tools")) for q in asked)
+    assert settings["agent_tools"] == "default"
+
+
+def test_cli_refuses_agent_tools_without_a_model(tmp_path):
+    for extra in ([], ["--agent", "ideal-reader"]):
+        result = CliRunner().invoke(app, ["preferences", "run", "--personas", "1",
+                                          "--agent-tools", "none", "--out",
+                                          str(tmp_path / "x"), *extra])
+        assert result.exit_code == 2, result.output
+        assert "--agent-tools none" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["preferences", "run", "--personas", "1",
+                                      "--agent-tools", "some", "--out", str(tmp_path / "y")])
+    assert result.exit_code == 2 and "use default or none" in result.output

@@ -99,7 +99,7 @@ def build_config(
     *, out: Path, providers: str, scenario: Any, budget_tokens: int, provider_config: Path | None,
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str, max_turns: int = 3,
-    recognition: bool = True,
+    recognition: bool = True, agent_tools: str = "default",
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
@@ -132,6 +132,14 @@ def build_config(
     if not 1 <= max_turns <= 10:
         raise fail(f"--max-turns {max_turns}: use 1 to 10 (replies per test session)")
     reader = isinstance(agent, IdealReaderAgent)
+    from nanobot_memory_adapters.harness.preferences.agent import AGENT_TOOLS
+
+    if agent_tools not in AGENT_TOOLS:
+        raise fail(f"--agent-tools {agent_tools!r}: use default or none")
+    if agent_tools != "default" and (agent is None or reader):
+        raise fail(f"--agent-tools {agent_tools}: sets the tools nanobot's model is offered; "
+                   "give --agent-base-url and --agent-model (the ideal reader and a "
+                   "retrieval-only run have no tools)")
     if reader:
         why = check_readable([t for p in scenario.personas for t in p.tests])
         if why:
@@ -156,6 +164,7 @@ def build_config(
         agent=agent if reader else
         AgentLLM(base_url=agent.base_url, model=agent.model, api_key_env=agent.api_key_env)
         if agent else None,
+        agent_tools=agent_tools,  # type: ignore[arg-type]  # checked above
         simulator=sim, max_turns=max_turns, recognition=recognition, judge=rubric,
         test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
@@ -278,6 +287,9 @@ def run_command(
     recognition: Annotated[bool, typer.Option(
         help="Also run each option test's recognition session (options shown after recall);"
         " --no-recognition runs the behaviour sessions alone, half the model calls.")] = True,
+    agent_tools: Annotated[str, typer.Option(
+        help="Tools nanobot offers its model in the test turns: default (its own tools and "
+        "memory_search) or none (no tool at all; recorded in the manifest).")] = "default",
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -318,6 +330,6 @@ def run_command(
         _endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
         simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
-        recognition=recognition,
+        recognition=recognition, agent_tools=agent_tools,
     )
     run_and_report(cfg, as_json=as_json)
