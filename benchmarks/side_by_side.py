@@ -138,7 +138,8 @@ def lme_dataset(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
-    meter = LLMMeter(args.llm_base_url, args.out / "llm_meter.jsonl", args.meter_port).start()
+    meter = LLMMeter(args.llm_base_url, args.out / "llm_meter.jsonl", args.meter_port,
+                     args.embed_base_url).start()
     try:
         print(f"[side-by-side] model endpoint metered at http://127.0.0.1:{meter.port}/u/"
               f"<provider> -> {redact_text(args.llm_base_url)}", flush=True)
@@ -159,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
         (args.out / "run.json").write_text(json.dumps({  # what summarize reports
             "command": redact_text(shlex.join([sys.argv[0], *sys.argv[1:]])),
             "label": args.label, "llm_base_url": redact_text(args.llm_base_url),
-            "llm_model": args.llm_model, "conversation": args.conversation,
+            "llm_model": args.llm_model,
+            "embed_base_url": redact_text(args.embed_base_url) if args.embed_base_url else None,
+            "conversation": args.conversation,
             "sessions": args.sessions, "lme_questions": args.lme_questions,
             "lme_sessions": args.lme_sessions, "skipped": skipped,
             **_commit(), "machine": _machine()}, indent=1))
@@ -368,7 +371,8 @@ def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Pat
         "commit": ran["commit"], "dirty": ran["dirty"], "machine": ran["machine"],
         "date": datetime.fromtimestamp(windows[-1]["ended"] if windows else time.time(),
                                        UTC).isoformat(timespec="seconds"),
-        "model": {"base_url": ran["llm_base_url"], "model": ran["llm_model"]},
+        "model": {"base_url": ran["llm_base_url"], "model": ran["llm_model"],
+                  "embeddings_base_url": ran.get("embed_base_url")},
         "budget_tokens": BUDGET,
         "bench_exit": windows[-1]["exit"] if windows else None,
         "wall_s": round(sum(w["ended"] - w["started"] for w in windows), 1),
@@ -408,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("--lme-questions", type=int, default=12)
     run_p.add_argument("--lme-sessions", type=int, default=8)
     run_p.add_argument("--providers", default=",".join(PROVIDERS))
+    run_p.add_argument("--embed-base-url", help="an endpoint for /embeddings calls (the "
+                       "Honcho server's; default: --llm-base-url's)")
     run_p.add_argument("--honcho-url")
     run_p.add_argument("--memos-url")
     run_p.add_argument("--memos-home", type=Path)

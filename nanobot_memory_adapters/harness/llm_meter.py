@@ -15,7 +15,8 @@ after an interruption makes, and counts, its calls again).
 for a time window. Binds 127.0.0.1 only; request and response bodies are never logged, and
 the upstream's credentials travel only in the callers' own headers.
 
-    python -m nanobot_memory_adapters.harness.llm_meter --upstream URL [--port P] --log FILE
+    python -m nanobot_memory_adapters.harness.llm_meter --upstream URL [--port P] --log FILE \
+        [--embed-upstream URL]
 """
 
 from __future__ import annotations
@@ -82,11 +83,14 @@ def _tokens(usage: Any) -> dict[str, int] | None:
 @dataclass
 class LLMMeter:
     """The proxy: ``start()`` serves in a thread; ``url_for(label)`` is a caller's base
-    URL. ``upstream`` is the endpoint's base URL as callers would use it (``…/v1``)."""
+    URL. ``upstream`` is the endpoint's base URL as callers would use it (``…/v1``);
+    ``embed_upstream`` another one for embeddings (a model server started for them), so
+    one base URL serves a caller that takes one for both (Honcho)."""
 
     upstream: str
     log: Path
     port: int = 0
+    embed_upstream: str | None = None  # ``/embeddings`` calls go here when set
     timeout_s: float = 3600.0
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _client: httpx.Client | None = field(default=None, init=False, repr=False)
@@ -136,7 +140,10 @@ class LLMMeter:
                     self._json(404, {"error": {"message": f"use {PREFIX}<label>/<path>"}})
                     return
                 label, rest = self.path[len(PREFIX):].split("/", 1)
-                target = meter.upstream.rstrip("/") + "/" + rest
+                base = (meter.embed_upstream if meter.embed_upstream
+                        and kind_of("/" + rest.split("?", 1)[0]) == "embeddings"
+                        else meter.upstream)
+                target = base.rstrip("/") + "/" + rest
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _DROP}
@@ -247,8 +254,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--upstream", required=True, help="the endpoint's base URL (…/v1)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--embed-upstream", help="another base URL for /embeddings calls")
     args = parser.parse_args(argv)
-    meter = LLMMeter(args.upstream, args.log, args.port).start()
+    meter = LLMMeter(args.upstream, args.log, args.port, args.embed_upstream).start()
     print(f"http://127.0.0.1:{meter.port}{PREFIX}<label>", flush=True)
     try:
         threading.Event().wait()

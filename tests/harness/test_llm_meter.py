@@ -78,3 +78,22 @@ def test_usage_is_read_from_a_body_or_the_last_usage_chunk_of_a_stream():
     assert usage_of(b"not json", False) is None and usage_of(b"data: [DONE]\n", True) is None
     with pytest.raises(ValueError, match="one path segment"):
         LLMMeter("http://x/v1", log=None).url_for("a/b")  # type: ignore[arg-type]
+
+
+@pytest.mark.servers
+def test_embeddings_can_go_to_an_upstream_of_their_own(tmp_path, llm_double):
+    """One base URL for a caller that takes one for chat and embeddings alike (Honcho),
+    with the embeddings served elsewhere (a model server started for them)."""
+    from tests.llm_double.server import LLMDouble
+
+    with LLMDouble(embedding_dim=16) as embedder, LLMMeter(
+            llm_double.base_url, tmp_path / "m.jsonl", embed_upstream=embedder.base_url
+    ) as meter:
+        base = meter.url_for("honcho")
+        emb = httpx.post(f"{base}/embeddings", json={"model": "e", "input": ["a"]}).json()
+        chat = httpx.post(f"{base}/chat/completions", json=_chat())
+        served = len(embedder.requests)
+    assert len(emb["data"][0]["embedding"]) == 16  # the embedder's dimension, not 384
+    assert chat.status_code == 200 and served == 1
+    stats = summarize(read_log(tmp_path / "m.jsonl"))["honcho"]
+    assert stats["embedding_calls"] == 1 and stats["chat_calls"] == 1
