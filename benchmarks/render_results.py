@@ -166,7 +166,8 @@ def render(docs: list[dict[str, Any]]) -> str:
             "local server) and Honcho (a real server): LoCoMo conv-26's first five sessions "
             "(92 turns) with the 55 questions whose evidence lies there (39 in categories "
             "1-4, asked at every test point from their evidence on), and the "
-            "LongMemEval-shaped set of 12 questions over 8 sessions each."), ""]
+            "LongMemEval-shaped set: 8 questions, each over a haystack of its own of 14 "
+            "two-turn sessions (224 turns in all)."), ""]
     for doc in docs:
         m = doc["machine"]
         lines += [

@@ -409,8 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY")
     run_p.add_argument("--conversation", default="conv-26")
     run_p.add_argument("--sessions", type=int, default=5)
-    run_p.add_argument("--lme-questions", type=int, default=12)
-    run_p.add_argument("--lme-sessions", type=int, default=8)
+    run_p.add_argument("--lme-questions", type=int, default=8,
+                       help="answerable questions, each with a haystack of its own")
+    run_p.add_argument("--lme-sessions", type=int, default=14,
+                       help="sessions per haystack (at least 13-14 come anyway: the "
+                       "evidence and 12 distractors; 2 turns each)")
     run_p.add_argument("--providers", default=",".join(PROVIDERS))
     run_p.add_argument("--embed-base-url", help="an endpoint for /embeddings calls (the "
                        "Honcho server's; default: --llm-base-url's)")
