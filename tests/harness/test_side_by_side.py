@@ -19,11 +19,13 @@ pytestmark = [pytest.mark.servers, pytest.mark.long(60)]
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")
-def test_side_by_side_runs_both_tables_meters_the_model_and_renders(tmp_path, llm_double):
+def test_side_by_side_runs_both_tables_meters_the_model_and_renders(tmp_path, llm_double,
+                                                                    locomo_file):
     out, results = tmp_path / "run", tmp_path / "results"
     cmd = [sys.executable, str(REPO / "benchmarks" / "side_by_side.py"), "run",
            "--llm-base-url", llm_double.base_url, "--llm-model", "double",
-           "--providers", "no_memory,full_history,mem0,honcho", "--sessions", "1",
+           "--providers", "no_memory,full_history,mem0,honcho", "--locomo", str(locomo_file),
+           "--conversation", "syn-1", "--sessions", "2",
            "--lme-questions", "2", "--lme-sessions", "3", "--meter-port", "0",
            "--out", str(out), "--results-dir", str(results), "--label", "LLM double smoke"]
     env = {**os.environ, "OPENAI_API_KEY": "k"}
@@ -64,7 +66,7 @@ def test_side_by_side_runs_both_tables_meters_the_model_and_renders(tmp_path, ll
     subprocess.run([sys.executable, str(REPO / "benchmarks" / "render_results.py"),
                     "--results-dir", str(results), "--out", str(md)], check=True, cwd=REPO)
     text = md.read_text()
-    assert text.index("## LoCoMo conv-26, first 1 sessions") < text.index(
+    assert text.index("## LoCoMo syn-1, first 2 sessions") < text.index(
         "## LongMemEval-shaped generated set (2 questions x 3 sessions)")
     assert text.count("**LLM double smoke**") == 2 and "`honcho`: no --honcho-url" in text
     assert "| `mem0` | derived |" in text and "LLM calls / turn" in text
