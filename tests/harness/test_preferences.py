@@ -618,8 +618,12 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
     html = (out / "report.html").read_text()
     assert "not distinguishable" in html and "ideal reader" in html
     # every headline cell has its interval (behaviour, CS, PET, IQI, resolved, recognition,
-    # current exposure: 7 per provider), and a tiny p prints as a bound, never 0.000
-    assert html.count("<span class='note'>[") == 7 * 4
+    # current exposure: 7 per provider; reversion and contamination where the provider had
+    # an opportunity), and a tiny p prints as a bound, never 0.000
+    rates = sum(s[k] is not None for s in score.values() for k in ("reversion",
+                                                                     "contamination"))
+    assert rates == 4 and score["no_memory"]["reversion"] is None
+    assert html.count("<span class='note'>[") == 7 * 4 + rates
     assert "<td>&lt;0.001</td>" in html
     # persona-major: a run stopped midway has every provider on the same personas
     ran = [(r["conversation"], r["provider"]) for r in read_traces(out / "traces.jsonl")
@@ -996,3 +1000,193 @@ def test_memory_items_read_transcript_lines_inside_a_section_only():
         ("- outside fact", "2024-02-08 09:00"),
     ]
     assert memory_items("# User\nprefers decaf\n- likes tea") == [("- likes tea", None)]
+
+
+async def test_agent_tools_none_offers_the_model_no_tool(tmp_path, llm_double):
+    """``--agent-tools none``: nanobot answers the test turns without any tool (a 1.5B
+    model offered tools answers with a tool call printed as text); the default run offers
+    nanobot's tools and memory_search. The manifest records which."""
+    def chats(start: int) -> list[dict]:
+        return [q for q in llm_double.requests[start:] if isinstance(q["body"], dict)
+                and q["path"].endswith("/chat/completions")]
+
+    runs = {}
+    for tools in ("none", "default"):
+        start = len(llm_double.requests)
+        outcome = await run_preferences(_cfg(tmp_path / tools, ["no_memory"], llm_double,
+                                             agent_tools=tools, recognition=False))
+        m = outcome.results["providers"]["no_memory"]
+        assert not any(m["failures"].values()) and m["scores"]["overall"]["behaviour_tests"] == 12
+        runs[tools] = (chats(start), outcome.manifest["settings"])
+    asked, settings = runs["none"]
+    assert len(asked) >= 12
+    assert all("tools" not in q["body"] for q in asked), [q["body"].get("tools") for q in asked]
+    assert settings["agent_tools"] == "none" and "no tools" in settings["agent_mode"]
+    asked, settings = runs["default"]
+    assert all("memory_search" in str(q["body"].get("tools")) for q in asked)
+    assert settings["agent_tools"] == "default"
+
+
+def test_cli_refuses_agent_tools_without_a_model(tmp_path):
+    for extra in ([], ["--agent", "ideal-reader"]):
+        result = CliRunner().invoke(app, ["preferences", "run", "--personas", "1",
+                                          "--agent-tools", "none", "--out",
+                                          str(tmp_path / "x"), *extra])
+        assert result.exit_code == 2, result.output
+        assert "--agent-tools none" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["preferences", "run", "--personas", "1",
+                                      "--agent-tools", "some", "--out", str(tmp_path / "y")])
+    assert result.exit_code == 2 and "use default or none" in result.output
+
+
+# -- reversion and cross-context contamination ---------------------------------------------
+
+def _rec(test_id: str, point: int, target: str, first_act: str | None, *,
+         attribute: str = "dessert", context: str | None = None, persona: str = "p01"
+         ) -> dict:
+    behaviour = None if first_act is None else {"first_act": first_act,
+                                                "correct": first_act == "current"}
+    return {"test_id": test_id, "persona": persona, "point": point, "target": target,
+            "attribute": attribute, "context": context, "dimension": "IQI",
+            "behaviour": behaviour}
+
+
+def test_reversion_and_contamination_count_opportunities_only():
+    from nanobot_memory_adapters.harness.preferences.consistency import annotate
+
+    implied = "p01-dessert-no_dairy"  # IQI: never the default (dairy is)
+    records = [
+        _rec("t1", 5, implied, "current"), _rec("t2", 7, implied, "none"),  # reverted
+        _rec("t3", 9, implied, "current"),  # acted at 5: an opportunity, kept
+        # a PET first value is the default: acting on it needs no memory, never counted
+        _rec("t4", 3, "p01-coffee_order-espresso", "current", attribute="coffee_order"),
+        _rec("t5", 7, "p01-coffee_order-espresso", "other", attribute="coffee_order"),
+        # never acted on: no opportunity (not a clean 0)
+        _rec("t6", 5, "p01-bedtime-early", "other", attribute="bedtime"),
+        _rec("t7", 7, "p01-bedtime-early", "other", attribute="bedtime"),
+        # CS: personal acted on at 5; the work request at 5 acts on it, at 7 it does not
+        _rec("t8", 5, "p01-message_language-spanish", "current",
+             attribute="message_language", context="personal"),
+        _rec("t9", 5, "p01-message_language-english", "other",
+             attribute="message_language", context="work"),
+        _rec("t10", 7, "p01-message_language-english", "current",
+             attribute="message_language", context="work"),
+        # the default's direction (work value in a personal request) is not counted
+        _rec("t11", 5, "p01-summary_style-bullets", "current", attribute="summary_style",
+             context="work"),
+        _rec("t12", 5, "p01-summary_style-story", "other", attribute="summary_style",
+             context="personal"),
+    ]
+    got = {r["test_id"]: (r["reversion"], r["contamination"]) for r in annotate(records)}
+    assert got == {"t1": (None, None), "t2": (True, None), "t3": (False, None),
+                   "t4": (None, None), "t5": (None, None), "t6": (None, None),
+                   "t7": (None, None), "t8": (None, None), "t9": (None, True),
+                   "t10": (None, False), "t11": (None, None), "t12": (None, None)}
+
+
+def test_later_sessions_keep_the_default_set_and_probe_every_remembered_value():
+    base, later = generate(2, 0), generate(2, 0, later_sessions=3)
+    assert later.source["later_sessions"] == 3 and "later_sessions" not in base.source
+    for a, b in zip(base.personas, later.personas, strict=True):
+        assert b.sessions[:7] == a.sessions and b.tests[:12] == a.tests
+        assert [s.index for s in b.sessions] == list(range(1, 11))
+        late = [t for t in b.tests if t.after_session == 10]
+        assert len(late) == 8 and {t.dimension for t in late} == {"PET", "CS", "IQI"}
+        assert {t.context for t in late if t.dimension == "CS"} == {"work", "personal"}
+        chat = " ".join(t.content for s in b.sessions[7:] for t in s.turns)
+        assert not any(c.lower() in chat.lower() for p in b.preferences for c in p.cues)
+    assert dump_scenarios(generate(2, 0, later_sessions=3)) == dump_scenarios(later)
+    with pytest.raises(ValueError, match="later sessions"):
+        generate(1, 0, later_sessions=21)
+
+
+def _expected_reversion(scenario, forget_after: int) -> tuple[int, int]:
+    """(reverted, opportunities) for an agent that acts on every current value up to
+    ``forget_after`` and on the default afterwards (from the scenario alone)."""
+    from nanobot_memory_adapters.harness.preferences.lexicon import default_key, domain_of
+
+    reverted = opportunities = 0
+    for persona in scenario.personas:
+        for t in persona.tests:
+            domain = domain_of(t.attribute)
+            assert domain is not None
+            if t.target.endswith(f"-{default_key(domain)}"):
+                continue
+            if any(o.target == t.target and o.after_session < t.after_session
+                   and o.after_session <= forget_after for o in persona.tests):
+                opportunities += 1
+                reverted += t.after_session > forget_after
+    return reverted, opportunities
+
+
+async def test_reversion_is_zero_for_the_oracle_and_counts_a_reader_that_forgets(
+        tmp_path, echo_provider, monkeypatch):
+    """The ideal reader on oracle_ipas acts on every current value: reversion 0 and no
+    contamination, over opportunities it had. The same reader made to forget after
+    session 7 (it acts on the default from then on) reverts exactly on the later tests
+    of values it had acted on. A provider that stores nothing (no_memory, echo) never
+    acts on a remembered value: n/a, never a clean 0."""
+    from nanobot_memory_adapters.harness.preferences import reader
+
+    scenario = generate(4, 0, later_sessions=2)
+    outcome = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "ok", providers=["oracle_ipas", "no_memory", "echo"],
+        scenario=scenario, agent=IdealReaderAgent()))
+    scores = {n: m["scores"]["overall"] for n, m in outcome.results["providers"].items()}
+    oracle = scores["oracle_ipas"]
+    _, opportunities = _expected_reversion(scenario, forget_after=99)
+    assert oracle["reversion"] == 0.0 and oracle["reversion_opportunities"] == opportunities
+    ci = oracle["ci_by_attribute"]["reversion"]
+    assert ci["n"] == opportunities and ci["low"] == 0.0 and ci["high"] > 0.0
+    assert oracle["contamination"] == 0.0 and oracle["contamination_opportunities"] > 0
+    for trivial in ("no_memory", "echo"):
+        assert scores[trivial]["reversion"] is None, trivial
+        assert scores[trivial]["reversion_opportunities"] == 0
+        assert scores[trivial]["contamination"] is None
+    assert "reversion" not in outcome.results["pairwise"] or all(
+        "no_memory" not in (r["a"], r["b"]) for r in outcome.results["pairwise"]["reversion"])
+
+    real = reader.choose
+
+    def forgets(memory, test, user_turns):
+        if test.after_session > 7 and not user_turns:
+            domain = reader.domain_of(test.attribute)
+            assert domain is not None
+            return reader.default_key(domain), "default"
+        return real(memory, test, user_turns)
+
+    monkeypatch.setattr(reader, "choose", forgets)
+    forgot = await run_preferences(PreferenceBenchConfig(
+        out=tmp_path / "forgets", providers=["oracle_ipas"], scenario=scenario,
+        agent=IdealReaderAgent()))
+    o = forgot.results["providers"]["oracle_ipas"]["scores"]["overall"]
+    reverted, opportunities = _expected_reversion(scenario, forget_after=7)
+    assert 0 < reverted < opportunities
+    assert o["reversion_opportunities"] == opportunities
+    assert o["reversion"] == pytest.approx(reverted / opportunities, abs=1e-6)
+    assert forgot.results["providers"]["oracle_ipas"]["scores"]["by_point"]["9"][
+        "reversion"] == 1.0
+    html = (tmp_path / "forgets" / "report.html").read_text()
+    assert "Reversion (over the opportunities both had" in html and "lower is better" in html
+
+
+async def test_contamination_is_caught_in_a_reader_that_ignores_context(
+        tmp_path, monkeypatch):
+    """On full_history (every turn in view, no tags), the ideal reader keeps each
+    context's value apart; the same reader blind to context acts on the newest value
+    everywhere, so wherever it acted on the personal value it also did so at work."""
+    from nanobot_memory_adapters.harness.preferences import reader
+
+    scenario = generate(6, 0)
+    cfg = {"out": tmp_path / "aware", "providers": ["full_history"], "scenario": scenario,
+           "agent": IdealReaderAgent(), "budget_tokens": 20000, "test_tags": "none"}
+    aware = (await run_preferences(PreferenceBenchConfig(**cfg))).results
+    a = aware["providers"]["full_history"]["scores"]["overall"]
+    assert a["contamination"] == 0.0 and a["contamination_opportunities"] > 0
+    monkeypatch.setattr(reader, "_context_of", lambda text: None)
+    blind = (await run_preferences(PreferenceBenchConfig(
+        **{**cfg, "out": tmp_path / "blind"}))).results
+    b = blind["providers"]["full_history"]["scores"]["overall"]
+    assert b["contamination"] == 1.0 and b["contamination_opportunities"] > 0
+    ci = b["ci"]["contamination"]
+    assert ci["n"] == b["contamination_opportunities"] and ci["low"] > 0.0

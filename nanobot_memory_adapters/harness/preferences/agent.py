@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nanobot.agent.hook import AgentHook
+from nanobot.agent.tools.registry import ToolRegistry
 from pydantic import Field
 
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
@@ -43,6 +44,22 @@ NO_ANSWER_PREFIXES = (
 )
 # nanobot's stop reasons for a run that ended without an answer of the model's own
 NO_ANSWER_STOPS = frozenset({"error", "empty_final_response", "max_iterations"})
+
+
+#: what the test turns offer the model: ``default`` (nanobot's own tools and the plugin's
+#: ``memory_search``, as a deployment offers them) or ``none`` (no tool at all: a small model
+#: offered tools answers with a tool call printed as text, which reads as no act)
+AgentTools = Literal["default", "none"]
+AGENT_TOOLS: tuple[str, ...] = ("default", "none")
+
+
+class NoTools(ToolRegistry):
+    """A registry that offers nothing. nanobot 0.3.5 reads an empty registry as "use the
+    loop's own" (``tools or self.tools``), so this one is empty but true: the turn's
+    requests then carry no ``tools`` at all."""
+
+    def __bool__(self) -> bool:
+        return True
 
 
 class NoAnswer(RuntimeError):
@@ -94,8 +111,10 @@ class NanobotAgent:
         *,
         placement: str = "user_message",
         recall_timeout_s: float = 120.0,
+        tools: AgentTools = "default",
     ) -> None:
         self.llm = llm
+        self.tools = tools
         self.adapter = adapter
         self.scope = scope
         self.home = home
@@ -117,14 +136,15 @@ class NanobotAgent:
                         "guide_tool": False, "install_skill": False,
                         # each session is one simulated user's: declared one person's
                         # (the plugin's audience rule gives unknown chats no memory)
-                        "direct_chats": ["*"]},
+                        "direct_chats": ["*"],
+                        # tools off: memory_search is not even registered
+                        **({"search_tool": False} if tools == "none" else {})},
         }
         self.loop: Any = None
         self.plugin: Any = None
 
     async def start(self) -> NanobotAgent:
         from nanobot.agent.loop import AgentLoop
-        from nanobot.agent.tools.registry import ToolRegistry
         from nanobot.config.loader import load_config
         from nanobot.session.manager import SessionManager
 
@@ -176,6 +196,7 @@ class NanobotAgent:
             text, session_key=session_key, channel=test.channel or "bench",
             chat_id=test.chat_id or session_key, sender_id=self.scope.persona_id,
             attributes={**attributes, "as_of": test.at.isoformat()}, hooks=hooks,
+            tools=NoTools() if self.tools == "none" else None,
         )
         reply = (out.content if out is not None else "") or ""
         why = outcome.no_answer(reply)

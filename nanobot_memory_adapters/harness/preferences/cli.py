@@ -28,16 +28,16 @@ def generate_command(
     personas: Annotated[int, typer.Option(
         help="How many personas (1-48; 12 behavioural tests each).")] = 17,
     seed: Annotated[int, typer.Option(help="Generator seed.")] = 0,
+    later_sessions: Annotated[int, typer.Option(
+        help="Chat-only sessions after the seventh, then a last test point that tests "
+        "every value only memory can give again (reversion and contamination probes; "
+        "0-20, default 0: the default set).")] = 0,
 ) -> None:
     """Write a generated, seeded scenario set (license-clean: this project's phrase bank)."""
     from nanobot_memory_adapters.harness.cli_options import check_out_dir
     from nanobot_memory_adapters.harness.preferences.format import dump_scenarios
-    from nanobot_memory_adapters.harness.preferences.generator import generate
 
-    try:
-        scenario = generate(personas, seed)
-    except ValueError as exc:
-        raise fail(f"--personas: {exc}") from None
+    scenario = _generated(personas, seed, later_sessions)
     if out.is_dir():
         raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
     check_out_dir(out.parent, "--out's folder")
@@ -71,16 +71,33 @@ def personamem_command(
     console.print(f"wrote {out}: {stats}")
 
 
-def load_scenario(dataset: Path | None, personas: int, seed: int) -> Any:
-    from nanobot_memory_adapters.harness.preferences.format import ScenarioError, load_scenarios
-    from nanobot_memory_adapters.harness.preferences.generator import generate
+def _generated(personas: int, seed: int, later_sessions: int = 0) -> Any:
+    from nanobot_memory_adapters.harness.preferences.generator import (
+        MAX_LATER_SESSIONS,
+        generate,
+    )
 
+    if not 0 <= later_sessions <= MAX_LATER_SESSIONS:
+        raise fail(f"--later-sessions {later_sessions}: use 0 to {MAX_LATER_SESSIONS}")
     try:
-        return load_scenarios(dataset) if dataset else generate(personas, seed)
-    except ScenarioError as exc:
-        raise fail(str(exc)) from None
+        return generate(personas, seed, later_sessions)
     except ValueError as exc:
         raise fail(f"--personas: {exc}") from None
+
+
+def load_scenario(dataset: Path | None, personas: int, seed: int,
+                  later_sessions: int = 0) -> Any:
+    from nanobot_memory_adapters.harness.preferences.format import ScenarioError, load_scenarios
+
+    if dataset is None:
+        return _generated(personas, seed, later_sessions)
+    if later_sessions:
+        raise fail("--later-sessions: shapes a generated set; a --dataset file has its own "
+                   "sessions (generate it with --later-sessions instead)")
+    try:
+        return load_scenarios(dataset)
+    except ScenarioError as exc:
+        raise fail(str(exc)) from None
 
 
 def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) -> Any:
@@ -100,7 +117,7 @@ def build_config(
     *, out: Path, providers: str, scenario: Any, budget_tokens: int, provider_config: Path | None,
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str, max_turns: int = 3,
-    recognition: bool = True,
+    recognition: bool = True, agent_tools: str = "default",
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
@@ -133,6 +150,14 @@ def build_config(
     if not 1 <= max_turns <= 10:
         raise fail(f"--max-turns {max_turns}: use 1 to 10 (replies per test session)")
     reader = isinstance(agent, IdealReaderAgent)
+    from nanobot_memory_adapters.harness.preferences.agent import AGENT_TOOLS
+
+    if agent_tools not in AGENT_TOOLS:
+        raise fail(f"--agent-tools {agent_tools!r}: use default or none")
+    if agent_tools != "default" and (agent is None or reader):
+        raise fail(f"--agent-tools {agent_tools}: sets the tools nanobot's model is offered; "
+                   "give --agent-base-url and --agent-model (the ideal reader and a "
+                   "retrieval-only run have no tools)")
     if reader:
         why = check_readable([t for p in scenario.personas for t in p.tests])
         if why:
@@ -157,6 +182,7 @@ def build_config(
         agent=agent if reader else
         AgentLLM(base_url=agent.base_url, model=agent.model, api_key_env=agent.api_key_env)
         if agent else None,
+        agent_tools=agent_tools,  # type: ignore[arg-type]  # checked above
         simulator=sim, max_turns=max_turns, recognition=recognition, judge=rubric,
         test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
@@ -170,7 +196,8 @@ def results_table(results: dict[str, Any]) -> Table:
 
     table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens")
     for col in ("provider", "group", "behaviour [95% CI]", *DIMENSIONS, "resolved",
-                "recognition", "current exp. [95% CI]", "stale exp.", "leaks", "failures"):
+                "recognition", "current exp. [95% CI]", "stale exp.",
+                "reversion [95% CI] n", "contamination [95% CI] n", "leaks", "failures"):
         table.add_column(col, justify="left" if col in ("provider", "group") else "right")
 
     def f(v: Any) -> str:
@@ -181,6 +208,9 @@ def results_table(results: dict[str, Any]) -> Table:
         return "–" if c is None else (f"{format_number(c['value'], 3)} "
                                       f"{format_bounds(c['low'], c['high'])}")
 
+    def rate(block: dict[str, Any], key: str) -> str:  # over opportunities: n says how many
+        return f"{ci(block, key)} {block.get(f'{key}_opportunities', 0)}"
+
     for name, m in results["providers"].items():
         s = m["scores"]
         o = s["overall"]
@@ -188,8 +218,12 @@ def results_table(results: dict[str, Any]) -> Table:
             name, m["experiment_group"], ci(o, "behaviour"),
             *[ci(s["by_dimension"][d], "behaviour") for d in DIMENSIONS],
             f(o["resolved"]), f(o["accuracy"]), ci(o, "current_exposure"),
-            f(o["stale_exposure"]), str(o["query_leaks"]), str(sum(m["failures"].values())),
+            f(o["stale_exposure"]), rate(o, "reversion"), rate(o, "contamination"),
+            str(o["query_leaks"]), str(sum(m["failures"].values())),
         )
+    table.caption = ("reversion: acted on at an earlier point, not any more; contamination: "
+                     "another context's value acted on; both over their opportunities (n), "
+                     "lower is better, '–' where an agent never acted on a remembered value")
     return table
 
 
@@ -200,7 +234,10 @@ def pairwise_table(results: dict[str, Any], score: str = "behaviour") -> Table |
     rows = (results.get("pairwise") or {}).get(score)
     if not rows:
         return None
-    table = Table(title=f"Paired differences ({score}, same tests; 95% CI by attribute)")
+    lower = score in ("reversion", "contamination")  # rates of failures
+    table = Table(title=f"Paired differences ({score}, same "
+                  f"{'opportunities; lower is better' if lower else 'tests'}; 95% CI by "
+                  "attribute)")
     for col in ("a - b", "difference [95% CI]", "n", "McNemar p", "verdict"):
         table.add_column(col, justify="left" if col in ("a - b", "verdict") else "right")
     for r in rows:
@@ -234,7 +271,7 @@ def run_and_report(cfg: Any, *, as_json: bool = False, narrow: bool = False) -> 
         else:
             wide = wide_console()
             wide.print(results_table(outcome.results))
-            for score in ("behaviour", "current_exposure"):
+            for score in ("behaviour", "current_exposure", "reversion", "contamination"):
                 pairs = pairwise_table(outcome.results, score)
                 if pairs is not None:
                     wide.print(pairs)
@@ -263,6 +300,9 @@ def run_command(
     personas: Annotated[int, typer.Option(
         help="Generated personas (without --dataset); 12 behavioural tests each.")] = 17,
     seed: Annotated[int, typer.Option()] = 0,
+    later_sessions: Annotated[int, typer.Option(
+        help="Generated set only: chat-only sessions after the seventh and a last test "
+        "point (reversion and contamination probes); see preferences generate.")] = 0,
     budget_tokens: Annotated[int, typer.Option(help="Equal memory budget.")] = 800,
     out: Annotated[Path, typer.Option(help="Output directory (holds the checkpoint).")] = Path(
         "bench-out/preferences"),
@@ -280,6 +320,9 @@ def run_command(
     recognition: Annotated[bool, typer.Option(
         help="Also run each option test's recognition session (options shown after recall);"
         " --no-recognition runs the behaviour sessions alone, half the model calls.")] = True,
+    agent_tools: Annotated[str, typer.Option(
+        help="Tools nanobot offers its model in the test turns: default (its own tools and "
+        "memory_search) or none (no tool at all; recorded in the manifest).")] = "default",
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -313,13 +356,14 @@ def run_command(
     from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
 
     cfg = build_config(
-        out=out, providers=providers, scenario=load_scenario(dataset, personas, seed),
+        out=out, providers=providers,
+        scenario=load_scenario(dataset, personas, seed, later_sessions),
         budget_tokens=budget_tokens, provider_config=provider_config, seed=seed, fresh=fresh,
         readiness_timeout=readiness_timeout,
         agent=IdealReaderAgent() if agent == "ideal-reader" else
         _endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
         simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
-        recognition=recognition,
+        recognition=recognition, agent_tools=agent_tools,
     )
     run_and_report(cfg, as_json=as_json)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nanobot_memory_adapters.harness.judge import OpenAICompatibleClient, Verdict, _verdict
-from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
+from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, AgentTools
 from nanobot_memory_adapters.harness.preferences.format import ScenarioSet, TestSession
 from nanobot_memory_adapters.harness.preferences.reader import IdealReaderAgent
 from nanobot_memory_adapters.harness.preferences.simulator import ScriptedUser
@@ -43,6 +43,7 @@ class PreferenceBenchConfig:
     budget_tokens: int = 800
     run_id: str = "prefs"
     agent: AgentLLM | IdealReaderAgent | None = None
+    agent_tools: AgentTools = "default"  # none: no tool offered in the test turns
     simulator: Any = field(default_factory=ScriptedUser)  # or simulator.LLMUser
     max_turns: int = 3
     recognition: bool = True  # False: behaviour sessions only (half the model calls)

@@ -251,11 +251,16 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
                 "none": "no tags"}[cfg.test_tags],
             "agent": cfg.agent.describe() if cfg.agent else None,
             "agent_mode": "nanobot AgentLoop + memory plugin (read-only, provided adapter; "
-            "no memory guide: neither the memory_guide tool nor the memory-context skill)"
+            "no memory guide: neither the memory_guide tool nor the memory-context skill; "
+            + ("no tools: the test turns offer the model no tool at all, memory_search "
+               "included)" if cfg.agent_tools == "none" else
+               "nanobot's default tools and memory_search)")
             if isinstance(cfg.agent, AgentLLM) else
             "ideal reader (deterministic agent double; recalls as the plugin does, acts on "
             "the newest valid statement in the memory section, else the default)"
             if cfg.agent else "retrieval only (no model): exposure metrics only",
+            # what the test turns offer the model (nanobot only; the reader has no tools)
+            "agent_tools": cfg.agent_tools if isinstance(cfg.agent, AgentLLM) else None,
             "context_placement": cfg.placement,
             "retrieval_query": "the user's turn alone (the opening; options are added to "
             "the prompt only after recall, in a separate recognition session)",

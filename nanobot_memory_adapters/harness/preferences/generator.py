@@ -11,6 +11,10 @@ points (after sessions 3, 5 and 7), four per dimension:
   tested in both contexts, with distinct openings arriving on each context's channel;
 - two **IQI** attributes: never stated, only implied twice by telling details.
 
+With ``later_sessions`` N > 0: N chat-only sessions follow, and a last test point after
+them tests every value only memory can give again (reversion and contamination probes);
+the first seven sessions and twelve tests are unchanged.
+
 Each test is a normal request (no options) scored by its value phrases (``acts``), with
 a recognition option set shown only after recall and a rubric for a judge. The default
 17 personas give 204 tests per provider. The same ``seed`` and ``GENERATOR_VERSION``
@@ -101,17 +105,35 @@ def persona_name(i: int) -> tuple[str, str]:
 MAX_PERSONAS = 48
 
 
-def generate(personas: int = DEFAULT_PERSONAS, seed: int = 0) -> ScenarioSet:
-    """A scenario set of ``personas`` personas (at most ``MAX_PERSONAS``)."""
+MAX_LATER_SESSIONS = 20
+
+
+def generate(personas: int = DEFAULT_PERSONAS, seed: int = 0,
+             later_sessions: int = 0) -> ScenarioSet:
+    """A scenario set of ``personas`` personas (at most ``MAX_PERSONAS``).
+
+    ``later_sessions`` > 0 appends that many chat-only sessions (no preference in them)
+    and a last test point after them that tests every value an agent can only know from
+    memory again (the PET switches, the personal CS values with their work twins, the
+    implied values): the reversion and contamination probes. The first seven sessions and
+    twelve tests stay exactly those of ``later_sessions=0`` (the default set)."""
     if not 1 <= personas <= MAX_PERSONAS:
         raise ValueError(f"personas must be 1..{MAX_PERSONAS}, got {personas}")
+    if not 0 <= later_sessions <= MAX_LATER_SESSIONS:
+        raise ValueError(f"later sessions must be 0..{MAX_LATER_SESSIONS}, got "
+                         f"{later_sessions}")
     rng = random.Random(f"{GENERATOR_NAME}:{GENERATOR_VERSION}:{seed}")
+    source: dict[str, Any] = {"generator": GENERATOR_NAME, "version": GENERATOR_VERSION,
+                              "seed": seed, "personas": personas}
+    if later_sessions:
+        source["later_sessions"] = later_sessions
     data: dict[str, Any] = {
         "format": FORMAT,
-        "name": f"generated-{personas}p-seed{seed}",
-        "source": {"generator": GENERATOR_NAME, "version": GENERATOR_VERSION, "seed": seed,
-                   "personas": personas},
-        "personas": [_persona(rng, i) for i in range(personas)],
+        "name": f"generated-{personas}p-seed{seed}"
+        + (f"-later{later_sessions}" if later_sessions else ""),
+        "source": source,
+        "personas": [_persona(rng, i, _later(seed, i, later_sessions))
+                     for i in range(personas)],
     }
     scenario = parse_scenarios(data, origin="generator")
     for persona in scenario.personas:
@@ -119,7 +141,37 @@ def generate(personas: int = DEFAULT_PERSONAS, seed: int = 0) -> ScenarioSet:
     return scenario
 
 
-def _persona(rng: random.Random, i: int) -> dict[str, Any]:
+def _later(seed: int, persona: int, sessions: int) -> tuple[random.Random, int] | None:
+    """The later sessions' own random stream (the default set's stream is untouched)."""
+    if not sessions:
+        return None
+    return random.Random(f"{GENERATOR_NAME}:{GENERATOR_VERSION}:{seed}:later:{persona}"), sessions
+
+
+def _turns(rng: random.Random, pid: str, s: _Session,
+           body: list[tuple[str, str, str | None]]
+           ) -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+    """A session's turns (a greeting first, then ``body`` shuffled; times a few minutes
+    apart) and (preference key, turn id, time) of each statement."""
+    rng.shuffle(body)
+    body.insert(0, (_pick(rng, GREETINGS), _pick(rng, GREETING_REPLIES), None))
+    turns: list[dict[str, Any]] = []
+    said: list[tuple[str, str, str]] = []
+    t = s.start
+    for n, (user, assistant, key) in enumerate(body, start=1):
+        uid = f"{pid}-s{s.index}-t{2 * n - 1}"
+        turns.append({"turn_id": uid, "role": "user", "content": user, "at": t.isoformat()})
+        t += timedelta(seconds=rng.randint(20, 90))
+        turns.append({"turn_id": f"{pid}-s{s.index}-t{2 * n}", "role": "assistant",
+                      "content": assistant, "at": t.isoformat()})
+        t += timedelta(minutes=rng.randint(1, 4))
+        if key is not None:
+            said.append((key, uid, turns[-2]["at"]))
+    return turns, said
+
+
+def _persona(rng: random.Random, i: int,
+             later: tuple[random.Random, int] | None = None) -> dict[str, Any]:
     name, description = persona_name(i)
     pid = f"p{i + 1:02d}"
     doms = _domains(rng, i)
@@ -180,25 +232,29 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
         body: list[tuple[str, str, str | None]] = [
             *s.items,
             *[(u, a, None) for u, a in (fillers.pop() for _ in range(FILLERS_PER_SESSION))]]
-        rng.shuffle(body)
-        body.insert(0, (_pick(rng, GREETINGS), _pick(rng, GREETING_REPLIES), None))
-        turns = []
-        t = s.start
-        for n, (user, assistant, key) in enumerate(body, start=1):
-            uid = f"{pid}-s{s.index}-t{2 * n - 1}"
-            turns.append({"turn_id": uid, "role": "user", "content": user, "at": t.isoformat()})
-            t += timedelta(seconds=rng.randint(20, 90))
-            turns.append({"turn_id": f"{pid}-s{s.index}-t{2 * n}", "role": "assistant",
-                          "content": assistant, "at": t.isoformat()})
-            t += timedelta(minutes=rng.randint(1, 4))
-            if key is not None:
-                evidence[key].append(uid)
-                first_seen.setdefault(key, datetime.fromisoformat(turns[-2]["at"]))
+        turns, said = _turns(rng, pid, s, body)
+        for key, uid, at in said:
+            evidence[key].append(uid)
+            first_seen.setdefault(key, datetime.fromisoformat(at))
         s.items = []
         channel, chat = CHANNELS[s.context]
         out_sessions.append({"session_id": f"{pid}-s{s.index}", "index": s.index,
                              "context": s.context, "channel": channel, "chat_id": chat,
                              "turns": turns})
+    if later is not None:  # chat only: the bank's everyday exchanges again, no preference
+        extra, count = later
+        when = sessions[-1].start
+        for k in range(SESSIONS + 1, SESSIONS + count + 1):
+            when += timedelta(days=extra.randint(3, 9))
+            s = _Session(k, extra.choice(("personal", "work")), when.replace(
+                hour=extra.randint(8, 19)))
+            chat_only: list[tuple[str, str, str | None]] = [
+                (u, a, None) for u, a in extra.sample(FILLER, FILLERS_PER_SESSION)]
+            turns, _ = _turns(extra, pid, s, chat_only)
+            channel, chat = CHANNELS[s.context]
+            out_sessions.append({"session_id": f"{pid}-s{k}", "index": k,
+                                 "context": s.context, "channel": channel, "chat_id": chat,
+                                 "turns": turns})
     last_turn = {s["index"]: datetime.fromisoformat(s["turns"][-1]["at"]) for s in out_sessions}
 
     preferences = []
@@ -214,8 +270,8 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
     tests: list[dict[str, Any]] = []
 
     def add_test(domain: DomainSpec, target: str, point: int, *,
-                 context: str | None = None) -> None:
-        scenario = _pick(rng, domain.scenarios)
+                 context: str | None = None, r: random.Random = rng) -> None:
+        scenario = _pick(r, domain.scenarios)
         at = last_turn[point] + timedelta(hours=1) + timedelta(minutes=len(tests))
         spec = prefs[target]["spec"]
         channel, chat = CHANNELS[context]
@@ -231,7 +287,7 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
             "after_session": point, "dimension": domain.dimension, "target": target,
             "scenario": scenario.name, "context": context, "attribute": domain.attribute,
             "channel": channel, "chat_id": chat, "kind": "behaviour", "at": at.isoformat(),
-            "opening": _pick(rng, fresh),
+            "opening": _pick(r, fresh),
             "acts": {"current": list(ACTS[domain.attribute][spec.key]),
                      "other": [p for k in others for p in ACTS[domain.attribute][k]],
                      "other_kind": kind},
@@ -240,7 +296,7 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
                        + ", ".join(ACTS[domain.attribute][spec.key][:3])
                        + "); it does not act on "
                        + "; ".join(_value_text(domain, k) for k in others) + "."),
-            "options": _options(rng, domain, scenario, target, prefs, pid),
+            "options": _options(r, domain, scenario, target, prefs, pid),
         }
         tests.append(test)
 
@@ -258,6 +314,18 @@ def _persona(rng: random.Random, i: int) -> dict[str, Any]:
         target = f"{pid}-{domain.attribute}-{spec.key}"
         for point in ((5, 7) if n == 0 else (7, 7)):
             add_test(domain, target, point)
+    if later is not None:  # every value only memory can give, once more, at the last point
+        extra, count = later
+        last = SESSIONS + count
+        for domain in doms["PET"]:
+            add_test(domain, f"{pid}-{domain.attribute}-{domain.second}", last, r=extra)
+        for domain in doms["CS"]:
+            for context, value_key in sorted(domain.by_context.items()):
+                add_test(domain, f"{pid}-{domain.attribute}-{value_key}", last,
+                         context=context, r=extra)
+        for domain in doms["IQI"]:
+            spec = next(iter(domain.values.values()))
+            add_test(domain, f"{pid}-{domain.attribute}-{spec.key}", last, r=extra)
     tests.sort(key=lambda t: (t["after_session"], t["test_id"]))
 
     return {"persona_id": pid, "name": name, "description": description,

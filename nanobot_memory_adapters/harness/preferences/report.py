@@ -58,6 +58,10 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
         _ci(o, "recognition"),
         _ci(o, "current_exposure"),
         fmt(o["stale_exposure"]),
+        f"{_ci(o, 'reversion')} <span class='note'>n {o.get('reversion_opportunities', 0)}"
+        "</span>",
+        f"{_ci(o, 'contamination')} <span class='note'>n "
+        f"{o.get('contamination_opportunities', 0)}</span>",
         str(o["query_leaks"]),
         f"{fmt(o['judged_behaviour'])} / {fmt(o['judge_agreement'])}",
         f'<span class="bad">{fails}</span>' if fails else "0",
@@ -67,7 +71,8 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
 def _pairs(results: dict[str, Any], score: str) -> str:
     rows = (results.get("pairwise") or {}).get(score) or []
     if not rows:
-        return "<p>fewer than two providers</p>"
+        return ("<p>fewer than two providers</p>" if len(results["providers"]) < 2 else
+                "<p>no test the providers share</p>")
     def verdict(d: dict[str, Any]) -> str:
         v = escape(d["verdict"])
         return v if d["distinguishable"] else f"<span class='note'>{v}</span>"
@@ -130,8 +135,8 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"<p>agent: <b>{escape(str(settings.get('agent_mode')))}</b></p>",
         table(["provider", "kind", "group", "behaviour [95% CI]", *DIMENSIONS,
                 "resolved [95% CI]", "corrections", "recognition [95% CI]",
-                "current exposure [95% CI]", "stale exposure", "query leaks",
-                "judged / agreement", "failures"],
+                "current exposure [95% CI]", "stale exposure", "reversion [95% CI]",
+                "contamination [95% CI]", "query leaks", "judged / agreement", "failures"],
                [_row(n, m, colors) for n, m in providers.items()]),
         f"<p class='note'>Behaviour (the headline): the first reply to a normal request (no "
         f"options) acts on the value that holds at that point of the timeline, read by the "
@@ -143,7 +148,14 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         f"before that. Recognition: the multiple-choice task, options shown only after "
         f"recall. Current exposure: the memory section names the current value; stale "
         f"exposure: it shows a superseded value with no end-of-validity mark (no model "
-        f"needed). Query leaks: first-turn retrieval queries holding a cue of any value "
+        f"needed). Reversion: of the tests whose value the agent acted on at an earlier "
+        f"test point (values an agent without memory would not pick), the share it no "
+        f"longer acts on; contamination: of the requests in one context whose attribute "
+        f"has another context's value the agent acted on there (a value only memory can "
+        f"give), the share that acts on that other value. Both are rates over those "
+        f"opportunities (n), lower is better; an agent that never acted on a remembered "
+        f"value has no opportunity ('–'), not a clean 0. "
+        f"Query leaks: first-turn retrieval queries holding a cue of any value "
         f"(must be 0). Default rate (the ideal reader with no memory): "
         f"{fmt(results.get('default_rate'))}. Intervals: 95 %, bootstrap clustered by "
         f"the tested attribute (the one that generalises: every persona has the same "
@@ -152,6 +164,11 @@ def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
         "<h2>Which differences are real</h2><div class='card'>",
         "<h3>Behaviour</h3>", _pairs(results, "behaviour"),
         "<h3>Current-preference exposure</h3>", _pairs(results, "current_exposure"),
+        "<h3>Reversion (over the opportunities both had; lower is better)</h3>",
+        _pairs(results, "reversion"),
+        "<h3>Cross-context contamination (over the opportunities both had; lower is "
+        "better)</h3>",
+        _pairs(results, "contamination"),
         "<p class='note'>Paired over the same tests (a − b), bootstrap clustered by "
         "attribute (by persona: the last column); 'not distinguishable' when the 95 % "
         "interval covers 0 or McNemar's exact p is not below 0.05.</p></div>",

@@ -11,6 +11,8 @@
   of the target preference (whole words, case-insensitive).
 - **Stale exposure**: the context holds a cue of a superseded value on an item that has
   no end-of-validity mark (``valid=..<date>`` or ``expired=``).
+- **Reversion** and **contamination** (``consistency.py``): rates over opportunities, so
+  an agent that never acts on a remembered value has none (n/a), never a clean 0.
 
 Every figure has its 95 % interval (``stats.mean_ci``) two ways: ``ci``, clustered by
 persona (a persona's tests share one memory), and ``ci_by_attribute``, clustered by the
@@ -31,6 +33,7 @@ from typing import Any
 
 from nanobot_memory_adapters.formatting import ended_validity
 from nanobot_memory_adapters.harness.metrics import canonical_sha256
+from nanobot_memory_adapters.harness.preferences.consistency import annotate
 from nanobot_memory_adapters.harness.preferences.format import (
     DIMENSIONS,
     Persona,
@@ -145,6 +148,11 @@ SCORES: dict[str, Any] = {
     "stale_exposure": lambda r: r["exposure"]["stale"],
     "judged_behaviour": lambda r: None if not r.get("verdict") or r["verdict"].get("score")
     is None else r["verdict"]["score"] >= 0.5,
+    # across tests (``consistency.annotate``), over opportunities only (lower is better):
+    # a reply that no longer acts on a value acted on at an earlier point...
+    "reversion": lambda r: r.get("reversion"),
+    # ...and one that acts on the value of another context
+    "contamination": lambda r: r.get("contamination"),
 }
 
 
@@ -189,6 +197,11 @@ def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
         "query_leaks": sum(1 for r in records if r.get("query_leak")),
         "judged_behaviour": value("judged_behaviour"),
         "judge_agreement": value("judge_agreement"),
+        "reversion": value("reversion"),
+        "reversion_opportunities": sum(1 for r in records if r.get("reversion") is not None),
+        "contamination": value("contamination"),
+        "contamination_opportunities": sum(1 for r in records
+                                           if r.get("contamination") is not None),
         "ci": ci,
         "ci_by_attribute": by_attribute,
     }
@@ -196,7 +209,9 @@ def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def provider_scores(records: list[dict[str, Any]]) -> dict[str, Any]:
     """One provider's test records (all personas) -> behaviour, recognition and exposure
-    blocks, each figure with its 95 % interval (``ci``)."""
+    blocks, reversion and contamination (``consistency``), each figure with its 95 %
+    interval (``ci``)."""
+    records = annotate(records)
     by_point: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_point[int(r["point"])].append(r)
@@ -212,7 +227,8 @@ def provider_scores(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-PAIRED = ("behaviour", "resolved", "recognition", "current_exposure")
+PAIRED = ("behaviour", "resolved", "recognition", "current_exposure", "reversion",
+          "contamination")
 
 
 def _difference(va: list[float], vb: list[float], clusters: list[str | None],
@@ -233,7 +249,9 @@ def pairwise(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[st
     """For each score and each pair of providers: the paired difference over the tests
     both have, clustered by persona (the row) and by attribute (``by_attribute``: the one
     that generalises), McNemar's exact p, and the verdict ("not distinguishable" when the
-    interval covers 0 or McNemar's p is not below 0.05)."""
+    interval covers 0 or McNemar's p is not below 0.05). Reversion and contamination are
+    paired over the opportunities both providers had."""
+    records = {name: annotate(rs) for name, rs in records.items()}
     names = list(records)
     out: dict[str, list[dict[str, Any]]] = {}
     for score in PAIRED:

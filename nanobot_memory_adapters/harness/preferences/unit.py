@@ -127,6 +127,7 @@ class PreferenceUnit:
         return await NanobotAgent(
             self.cfg.agent, self.adapter, self.adapter.info.name, kind, self.p.block,
             self.scope, self.cfg.budget_tokens, home, placement=self.cfg.placement,
+            tools=self.cfg.agent_tools,
         ).start()
 
     async def _mode(self, read_only: bool, reason: str) -> bool:
