@@ -413,6 +413,22 @@ def _caps(values: list[str]) -> dict[str, int]:
     return {k: int(v) for k, _, v in (c.partition("=") for c in values)}
 
 
+def _shown(path: Path) -> str:
+    """A path as the result file records it: relative to the repository when inside it,
+    else its name (no machine's directories in a committed file)."""
+    full, repo = path.resolve(), REPO.resolve()
+    if full.is_relative_to(repo.parent):  # the repository or a sibling (../shared/data)
+        return os.path.relpath(full, repo)
+    return path.name
+
+
+def _command() -> str:
+    """The command that reproduces the run, with repository-relative paths."""
+    args = [_shown(Path(a)) if os.sep in a and Path(a).exists() else a
+            for a in sys.argv[1:]]
+    return " ".join(["python", "benchmarks/bench_recall_scale.py", *args])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--providers",
@@ -447,13 +463,13 @@ def main() -> int:
     out = args.out or REPO / "benchmarks/results" / (
         f"recall_scale-{started.strftime('%Y%m%dT%H%M%SZ')}.json")
     report: dict[str, Any] = {
-        "benchmark": "bench_recall_scale", "command": " ".join([sys.executable, *sys.argv]),
+        "benchmark": "bench_recall_scale", "command": _command(),
         "commit": _commit(), "machine": _machine(), "date": started.isoformat(),
         "settings": {"budget_tokens": BUDGET, "queries": args.queries, "warmup": WARMUP,
                      "own": args.own, "others": [f"{n}x{t}" for n, t in args.others],
                      "alone_own": args.alone_own, "caps": args.cap,
                      "caps_others": args.cap_others,
-                     "dataset": str(args.dataset)},
+                     "dataset": _shown(args.dataset)},
         "load_start": _load(), "results": {}}
     for provider in [p.strip() for p in args.providers.split(",") if p.strip()]:
         print(f"{provider} (load {_load()})", flush=True)

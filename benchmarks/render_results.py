@@ -1,6 +1,7 @@
-"""Render docs/results.md from the side-by-side result files (benchmarks/results/*.json,
-written by benchmarks/side_by_side.py): one table per file, each with the command, commit,
-machine, date and model that produced it, and its label.
+"""Render docs/results.md from the result files in benchmarks/results/: the side-by-side
+tables (``benchmarks/side_by_side.py``), recall at scale (``benchmarks/bench_recall_scale.py``)
+and the canary privacy fuzzer (``tests/privacy/fuzz.py``). Every table names the command,
+commit, machine and date that produced it.
 
     python benchmarks/render_results.py [--results-dir benchmarks/results] [--out docs/results.md]
 """
@@ -198,6 +199,132 @@ def render(docs: list[dict[str, Any]]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _ms(c: list[float] | None) -> str:
+    """A [value, low, high] triple of milliseconds."""
+    return "–" if not c else f"{c[0]:.1f} [{c[1]:.1f}, {c[2]:.1f}]"
+
+
+def _recall_scale(doc: dict[str, Any]) -> list[str]:
+    m = doc["machine"]
+    lines = [
+        f"### Run of {doc['date'][:10]}",
+        "",
+        f"- command: `{doc['command']}`",
+        f"- commit `{doc['commit'][:12]}`, {doc['date'][:16]} UTC, {m['cores']} cores, "
+        f"{m['mem_mib'] // 1024} GiB, {m['platform']}, Python {m['python']}; "
+        f"{doc['settings']['queries']} timed retrieves per figure at "
+        f"{doc['settings']['budget_tokens']} tokens; load average at start "
+        f"{doc['load_start'][0]}",
+        "",
+    ]
+    sizes = sorted({int(k) for r in doc["results"].values() for k in r.get("own", {})})
+    if sizes:
+        lines += [
+            "One person's store, growing (p50 ms [95 % CI]; n = "
+            f"{doc['settings']['queries']} each; ingest in turns/s):",
+            "",
+            "| provider | " + " | ".join(f"{n:,} own turns" for n in sizes) + " |",
+            "|---|" + "--:|" * len(sizes),
+        ]
+        for name, r in doc["results"].items():
+            own = {int(k): v for k, v in r.get("own", {}).items()}
+            if not own:
+                continue
+            cells = []
+            for n in sizes:
+                step = own.get(n)
+                cells.append("skipped" if step is None else
+                             f"{_ms(step['retrieve']['p50_ms'])} "
+                             f"({step['ingest']['turns_per_s']:.0f}/s)")
+            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        lines.append("")
+    crowds = sorted({k for r in doc["results"].values()
+                     for k in r.get("others", {}) if "x" in k and k[0].isdigit()})
+    if crowds:
+        lines += [
+            f"The same person ({doc['settings']['alone_own']} turns) beside other users "
+            "(p50 ms [95 % CI], and its ratio of medians to the person alone):",
+            "",
+            "| provider | alone | " + " | ".join(
+                f"{c.split('x')[0]} others, {int(c.split('x')[1]):,} turns" for c in crowds)
+            + " |",
+            "|---|--:|" + "--:|" * len(crowds),
+        ]
+        for name, r in doc["results"].items():
+            others = r.get("others", {})
+            if "alone" not in others:
+                continue
+            cells = []
+            for c in crowds:
+                step = others.get(c)
+                ratio = (step or {}).get("ratio_to_alone")
+                cells.append("skipped" if step is None else
+                             f"{_ms(step['retrieve']['p50_ms'])} "
+                             f"(x{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}])"
+                             if ratio else _ms(step["retrieve"]["p50_ms"]))
+            lines.append(f"| `{name}` | {_ms(others['alone']['retrieve']['p50_ms'])} | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["Targets:", ""]
+    for t in doc.get("targets", []):
+        met = {True: "met", False: "**not met**", None: "not measured"}[t["met"]]
+        value = "" if t["value"] is None else f" ({t['value']})"
+        lines.append(f"- `{t['provider']}`: {t['target']}: {met}{value}")
+    return [*lines, ""]
+
+
+def _privacy(runs: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| seed | provider | group recall | episodes | requests checked | replies checked "
+        "| canaries | leaks | commit | date |",
+        "|--:|---|---|--:|--:|--:|--:|--:|---|---|",
+    ]
+    for r in runs:
+        done = "" if r.get("complete") else " (stopped early)"
+        lines.append(
+            f"| {r['seed']} | `{r['provider']}` | {r['group_recall']} | {r['episodes']:,}{done} "
+            f"| {r['requests_checked']:,} | {r['replies_checked']:,} | {r['canaries']:,} "
+            f"| {len(r['leaks'])} | `{r['commit'][:9]}` | {r['date'][:10]} |")
+    total = {k: sum(r[k] for r in runs) for k in
+             ("episodes", "requests_checked", "replies_checked", "canaries")}
+    leaks = sum(len(r["leaks"]) for r in runs)
+    lines.append(f"| all | | | {total['episodes']:,} | {total['requests_checked']:,} "
+                 f"| {total['replies_checked']:,} | {total['canaries']:,} | {leaks} | | |")
+    return [*lines, ""]
+
+
+def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]]) -> list[str]:
+    """The sections for recall at scale and the privacy fuzzer (empty when no file)."""
+    lines: list[str] = []
+    if scale:
+        lines += [
+            "## Recall at scale",
+            "",
+            _para("`python benchmarks/bench_recall_scale.py` (docs/harness.md, Recall at "
+                  "scale): one person's retrieve through the public API as their own "
+                  "history grows, and beside other users' histories. Read the ratios, not "
+                  "the milliseconds, on a shared machine: the load average is recorded "
+                  "before and after every step in the result file."),
+            "",
+        ]
+        for doc in scale:
+            lines += _recall_scale(doc)
+    if privacy:
+        lines += [
+            "## Privacy: the canary leak fuzzer",
+            "",
+            _para("`python -m tests.privacy.fuzz --episodes N --seed S` (docs/nanobot-plugin.md, "
+                  "Users and scopes): seeded random interleavings of a shared gateway through "
+                  "a real nanobot `AgentLoop`; every request the model receives and every "
+                  "reply is checked for a canary its audience must not see. An episode is "
+                  "one interleaving (canaries told in direct chats, then 4-12 operations). "
+                  "A leak fails the run, so a row with 0 leaks is a run that found none."),
+            "",
+            *_privacy(privacy),
+        ]
+    return lines
+
+
 def load(results_dir: Path) -> list[dict[str, Any]]:
     docs = []
     for path in sorted(results_dir.glob("*.json")):
@@ -207,12 +334,29 @@ def load(results_dir: Path) -> list[dict[str, Any]]:
     return sorted(docs, key=lambda d: (d["task"] != "locomo", d["date"]))
 
 
+def load_other(results_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Recall-scale result files (newest first) and privacy fuzz runs (by date)."""
+    scale, privacy = [], []
+    for path in sorted(results_dir.glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("benchmark") == "bench_recall_scale":
+            scale.append(doc)
+        elif "requests_checked" in doc and "leaks" in doc:
+            privacy.append(doc)
+    return (sorted(scale, key=lambda d: d["date"], reverse=True),
+            sorted(privacy, key=lambda d: (d["date"], d["seed"])))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results.md")
     args = parser.parse_args(argv)
-    args.out.write_text(render(load(args.results_dir)), encoding="utf-8")
+    text = render(load(args.results_dir))
+    other = render_other(*load_other(args.results_dir))
+    if other:
+        text = text.rstrip() + "\n\n" + "\n".join(other).rstrip() + "\n"
+    args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
 
 

@@ -1,0 +1,59 @@
+"""docs/results.md's recall-at-scale and privacy sections, rendered from result files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _step(p50: float, ratio: list[float] | None = None) -> dict:
+    step = {"retrieve": {"n": 40, "p50_ms": [p50, p50 - 1, p50 + 1]},
+            "ingest": {"turns": 10, "seconds": 1.0, "turns_per_s": 100.0}}
+    if ratio:
+        step["ratio_to_alone"] = ratio
+    return step
+
+
+def test_scale_and_fuzz_files_render_with_intervals_and_totals(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    scale = {
+        "benchmark": "bench_recall_scale", "command": "python benchmarks/bench_recall_scale.py",
+        "commit": "abcdef1234567", "date": "2026-12-05T12:00:00+00:00",
+        "machine": {"cores": 2, "mem_mib": 24576, "platform": "Linux", "python": "3.11"},
+        "settings": {"queries": 40, "budget_tokens": 2000, "alone_own": 200},
+        "load_start": [0.5, 0.4, 0.3],
+        "results": {"bm25": {"own": {"1000": _step(2.0), "20000": _step(9.5)},
+                             "others": {"alone": _step(1.5),
+                                        "20x20000": _step(1.6, [1.07, 0.9, 1.2])}},
+                    "simple_rag": {"own": {"1000": _step(20.0)}, "others": {}}},
+        "targets": [{"target": "p50 <= 40 ms at 20000 own turns", "provider": "bm25",
+                     "value": 9.5, "met": True},
+                    {"target": "p50 <= 40 ms at 20000 own turns", "provider": "simple_rag",
+                     "value": None, "met": None}],
+    }
+    (results / "recall_scale-x.json").write_text(json.dumps(scale))
+    for seed, episodes, complete, leaks in ((1, 100, True, []), (2, 50, False, [{"x": 1}])):
+        (results / f"privacy-fuzz-{seed}.json").write_text(json.dumps({
+            "seed": seed, "provider": "full_history", "group_recall": "none",
+            "episodes": episodes, "requests_checked": 10 * episodes,
+            "replies_checked": 9 * episodes, "canaries": 3 * episodes, "leaks": leaks,
+            "complete": complete, "commit": "abc1234", "date": "2026-12-05T10:00:00Z"}))
+    md = tmp_path / "results.md"
+    spec = importlib.util.spec_from_file_location(
+        "render_results", REPO / "benchmarks" / "render_results.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--results-dir", str(results), "--out", str(md)])
+    text = md.read_text()
+    assert "| `bm25` | 2.0 [1.0, 3.0] (100/s) | 9.5 [8.5, 10.5] (100/s) |" in text
+    assert "| `simple_rag` | 20.0 [19.0, 21.0] (100/s) | skipped |" in text
+    assert "| `bm25` | 1.5 [0.5, 2.5] | 1.6 [0.6, 2.6] (x1.07 [0.90, 1.20]) |" in text
+    assert "- `bm25`: p50 <= 40 ms at 20000 own turns: met (9.5)" in text
+    assert "- `simple_rag`: p50 <= 40 ms at 20000 own turns: not measured" in text
+    assert "| 2 | `full_history` | none | 50 (stopped early) | 500 |" in text
+    assert "| all | | | 150 | 1,500 | 1,350 | 450 | 1 | | |" in text
