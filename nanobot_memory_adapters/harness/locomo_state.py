@@ -54,6 +54,9 @@ class UnitState:
     wall_s: float | None = None  # the unit's time over all attempts (set when it ends)
     # of ingest_s, the provider's ingest_lookahead (a conversation embedded ahead)
     lookahead_s: float | None = None
+    # the process CPU (all threads) the unit took, for a unit run in one attempt in a
+    # process of its own (a worker, or the driver with one worker): CPU-hours of a run
+    cpu_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The unit's result as it is stored and aggregated."""
@@ -96,11 +99,11 @@ _ORDER = (
     "record_latency_ms", "record_latency_per_event_ms", "ingest_s", "readiness",
     "mode_failures", "gate_violations", "gate_probes", "asks", "judged", "behavioural",
     "reset_status", "ingest_tokens", "behavioural_writes", "resumed_after_sessions",
-    "replayed_cut_sessions", "wall_s", "lookahead_s",
+    "replayed_cut_sessions", "wall_s", "lookahead_s", "cpu_s",
 )
 _OPTIONAL = frozenset(
     ("ingest_tokens", "behavioural_writes", "resumed_after_sessions", "replayed_cut_sessions",
-     "wall_s", "lookahead_s")
+     "wall_s", "lookahead_s", "cpu_s")
 )
 _REQUIRED = tuple(k for k in _ORDER if k not in _OPTIONAL)
 _ADAPTER = TypeAdapter(UnitState)

@@ -106,7 +106,7 @@ class UnitRunner(LocomoIngest):
 
     async def run(self) -> dict[str, Any]:
         """The unit's result, as the checkpoint stores it (``UnitState.to_dict``)."""
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         self.sink.base = {
             "provider": self.p.name,
             "unit": f"{self.p.name}/{self.conv.sample_id}",
@@ -134,6 +134,8 @@ class UnitRunner(LocomoIngest):
         finally:
             await self._end_lookahead()
         self.unit.wall_s = done_s + time.perf_counter() - started
+        if resume is None:  # a resumed unit's earlier CPU is not known
+            self.unit.cpu_s = round(time.process_time() - cpu_started, 3)
         return self.unit.to_dict()
 
     async def _sessions(self, resume: UnitProgress | None, final: int | None, done_s: float,

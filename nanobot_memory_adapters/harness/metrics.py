@@ -303,6 +303,9 @@ def provider_metrics(
                 "max": _r(max((w["waited_s"] for w in waits), default=0.0)),
             },
             "unit_wall_s": _r(sum(u.get("wall_s", 0.0) for u in units)),
+            # process CPU per unit (units run in one attempt only): what a run costs
+            **({"unit_cpu_s": [u["cpu_s"] for u in units if "cpu_s" in u]}
+               if any("cpu_s" in u for u in units) else {}),
             # units an interrupted run resumed after these sessions (how, not what: unhashed)
             "resumed_after_sessions": {u["conversation"]: u["resumed_after_sessions"]
                                        for u in units if u.get("resumed_after_sessions")},

@@ -541,6 +541,10 @@ def test_cli_bench_workers_and_budget_sweep(locomo_file, tmp_path):
 
     two = run("w2", "2")
     assert [b["budget_tokens"] for b in two["budgets"]] == [200, 100]
+    # each unit's process CPU (a worker runs one unit at a time): a run's CPU-hours
+    for block in two["budgets"]:
+        cpu = block["providers"]["full_history"]["timing"]["unit_cpu_s"]
+        assert len(cpu) == 2 and all(c > 0 for c in cpu), cpu  # two conversations
     assert two["metrics_sha256"] == run("w1", "1")["metrics_sha256"]
     for args, said in ((["--workers", "0"], "--workers 0"),
                        (["--executor", "dask"], "--executor 'dask'"),
