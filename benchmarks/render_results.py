@@ -293,8 +293,34 @@ def _privacy(runs: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]]) -> list[str]:
-    """The sections for recall at scale and the privacy fuzzer (empty when no file)."""
+def _lme_m(doc: dict[str, Any]) -> list[str]:
+    st, m = doc["settings"], doc["machine"]
+    turns = st["turns_per_haystack"]
+    lines = [
+        f"- command: `{doc['command']}`",
+        f"- commit `{doc['commit'][:12]}`, {doc['date'][:16]} UTC, {m['cores']} cores, "
+        f"{m['platform']}, Python {m['python']}; {st['haystacks']} haystacks of "
+        f"{st['sessions']} sessions ({min(turns):,}-{max(turns):,} turns each), "
+        f"{st['workers']} workers, wall time {doc['wall_s'] / 60:.1f} min",
+        "",
+        f"| provider | CPU-s per haystack [95 % CI] (n) | CPU-hours for {st['full_set']} "
+        "haystacks |",
+        "|---|--:|--:|",
+    ]
+    for name, p in doc["providers"].items():
+        if "skipped" in p:
+            lines.append(f"| `{name}` | {p['skipped']} | |")
+            continue
+        c, h = p["cpu_s_per_haystack"], p["cpu_hours_full_set"]
+        lines.append(f"| `{name}` | {c['value']} [{c['low']}, {c['high']}] ({c['n']}) "
+                     f"| {h['value']} [{h['low']}, {h['high']}] |")
+    return [*lines, ""]
+
+
+def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]],
+                 lme_m: list[dict[str, Any]] | None = None) -> list[str]:
+    """The sections for recall at scale, LongMemEval-M's cost and the privacy fuzzer
+    (each left out when it has no file)."""
     lines: list[str] = []
     if scale:
         lines += [
@@ -309,6 +335,18 @@ def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]]) -> 
         ]
         for doc in scale:
             lines += _recall_scale(doc)
+    if lme_m:
+        lines += [
+            "## LongMemEval-M-shaped cost",
+            "",
+            _para("`python benchmarks/bench_lme_m.py`: generated haystacks of LongMemEval-M's "
+                  "shape through `bench --task longmemeval --workers`; each unit's process "
+                  "CPU (one haystack ingested and asked, after its provider is built), its "
+                  "mean with a 95 % interval, and that times the full set's haystacks."),
+            "",
+        ]
+        for doc in lme_m:
+            lines += _lme_m(doc)
     if privacy:
         lines += [
             "## Privacy: the canary leak fuzzer",
@@ -334,17 +372,22 @@ def load(results_dir: Path) -> list[dict[str, Any]]:
     return sorted(docs, key=lambda d: (d["task"] != "locomo", d["date"]))
 
 
-def load_other(results_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Recall-scale result files (newest first) and privacy fuzz runs (by date)."""
-    scale, privacy = [], []
+def load_other(results_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                           list[dict[str, Any]]]:
+    """Recall-scale result files (newest first), privacy fuzz runs (by date) and
+    LongMemEval-M-shaped cost runs (newest first)."""
+    scale, privacy, lme_m = [], [], []
     for path in sorted(results_dir.glob("*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("benchmark") == "bench_recall_scale":
             scale.append(doc)
+        elif doc.get("benchmark") == "bench_lme_m":
+            lme_m.append(doc)
         elif "requests_checked" in doc and "leaks" in doc:
             privacy.append(doc)
     return (sorted(scale, key=lambda d: d["date"], reverse=True),
-            sorted(privacy, key=lambda d: (d["date"], d["seed"])))
+            sorted(privacy, key=lambda d: (d["date"], d["seed"])),
+            sorted(lme_m, key=lambda d: d["date"], reverse=True))
 
 
 def main(argv: list[str] | None = None) -> None:

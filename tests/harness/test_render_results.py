@@ -42,6 +42,16 @@ def test_scale_and_fuzz_files_render_with_intervals_and_totals(tmp_path):
             "episodes": episodes, "requests_checked": 10 * episodes,
             "replies_checked": 9 * episodes, "canaries": 3 * episodes, "leaks": leaks,
             "complete": complete, "commit": "abc1234", "date": "2026-12-05T10:00:00Z"}))
+    (results / "lme_m_shape-x.json").write_text(json.dumps({
+        "benchmark": "bench_lme_m", "command": "python benchmarks/bench_lme_m.py",
+        "commit": "abcdef1234567", "date": "2026-12-05T13:00:00+00:00", "wall_s": 600.0,
+        "machine": {"cores": 2, "platform": "Linux", "python": "3.11"},
+        "settings": {"haystacks": 6, "sessions": 500, "turns_per_haystack": [5000, 5010],
+                     "workers": 2, "full_set": 500},
+        "providers": {"bm25": {"cpu_s_per_haystack": {"value": 20.0, "low": 18.0,
+                                                      "high": 22.0, "n": 6},
+                               "cpu_hours_full_set": {"value": 2.78, "low": 2.5,
+                                                      "high": 3.06, "haystacks": 500}}}}))
     md = tmp_path / "results.md"
     spec = importlib.util.spec_from_file_location(
         "render_results", REPO / "benchmarks" / "render_results.py")
@@ -56,4 +66,5 @@ def test_scale_and_fuzz_files_render_with_intervals_and_totals(tmp_path):
     assert "- `bm25`: p50 <= 40 ms at 20000 own turns: met (9.5)" in text
     assert "- `simple_rag`: p50 <= 40 ms at 20000 own turns: not measured" in text
     assert "| 2 | `full_history` | none | 50 (stopped early) | 500 |" in text
+    assert "| `bm25` | 20.0 [18.0, 22.0] (6) | 2.78 [2.5, 3.06] |" in text
     assert "| all | | | 150 | 1,500 | 1,350 | 450 | 1 | | |" in text
