@@ -105,12 +105,6 @@ def utcnow() -> datetime:
 # Bounds of a budget: whole numbers (``true`` or ``"100"`` are mistakes, not 1 and 100),
 # at most a million tokens (beyond any model's context) and ten thousand items.
 MAX_BUDGET_TOKENS = 1_000_000
-#: Tokens an item's label takes in the memory section (``formatting``: ``- Jolene:`` and
-#: its newline, plus its share of the ``### DATE TIME`` heading), as measured on LoCoMo
-#: conv-26 (benchmarks/bench_context_labels.py, docs/harness.md: simple_rag 6.5, whose
-#: turns spread over many days, full_history 1.7); budgets are turned into result counts
-#: with it. tests/test_formatting.py checks a label without its heading stays within it.
-LABEL_TOKENS = 7
 MAX_BUDGET_ITEMS = 10_000
 
 
@@ -133,15 +127,6 @@ class ContextBudget(BaseModel):
                 "lower min_tokens or raise max_tokens"
             )
         return self
-
-    def top_k(self, item_text_tokens: int = 30, ceiling: int = 100) -> int:
-        """How many native results to ask for: ``max_items``, or as many items as the
-        budget can show — each costs its compact label (``LABEL_TOKENS``), its text (the
-        provider's typical ``item_text_tokens``) and a newline."""
-        if self.max_items is not None:
-            return self.max_items
-        per_item = LABEL_TOKENS + max(1, item_text_tokens) + 1
-        return max(1, min(ceiling, self.max_tokens // per_item))
 
 
 class RetrieveRequest(BaseModel):

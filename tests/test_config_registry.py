@@ -159,8 +159,11 @@ def test_scope_rejects_wildcards():
 def test_budget_validation():
     with pytest.raises(ValidationError, match="min_tokens"):
         nma.ContextBudget(max_tokens=10, min_tokens=20)
-    assert nma.ContextBudget(max_tokens=600).top_k() == 15  # 600 // (LABEL_TOKENS 7 + 30 + 1)
-    assert nma.ContextBudget(max_tokens=600, max_items=3).top_k() == 3
+    from nanobot_memory_adapters.sizing import top_k
+
+    assert top_k(nma.ContextBudget(max_tokens=600)) == 15  # 600 // (LABEL_TOKENS 7 + 30 + 1)
+    assert top_k(nma.ContextBudget(max_tokens=600, max_items=3)) == 3
+    assert top_k(nma.ContextBudget(max_tokens=600), 100, ceiling=4) == 4
 
 
 def test_config_example_blocks_validate_against_their_providers(tmp_path):

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_memory_adapters.contract import LABEL_TOKENS, ContextBudget, RetrievedItem
+from nanobot_memory_adapters.contract import ContextBudget, RetrievedItem
 from nanobot_memory_adapters.formatting import (
     SECTION_TAG,
     SectionPacker,
@@ -18,6 +18,7 @@ from nanobot_memory_adapters.formatting import (
     opens_item,
     render_context,
 )
+from nanobot_memory_adapters.sizing import LABEL_TOKENS
 from nanobot_memory_adapters.tokens import count_tokens, truncate_to_tokens
 
 DAY_HEADING = re.compile(r"### \d{1,4}-\d{2}-\d{2}(?: \d{2}:\d{2}(?:[+-]\d{2}:\d{2})?)?")

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     MemoryEvent,
@@ -63,7 +64,7 @@ class ReferenceAdapter(BaseAdapter):
         scored = sorted(
             ((len(words & set(_WORD.findall(r["text"].lower()))) / (len(words) or 1), r)
              for r in rows), key=lambda pair: -pair[0])
-        top_k = request.budget.top_k()  # the budget reaches the "native" call
+        top_k = sizing.top_k(request.budget)  # the budget reaches the "native" call
         items = [RetrievedItem(native_id=r["id"], text=r["text"], score=score,
                                source_event_ids=[r["id"]], metadata=dict(r["tags"]), raw=r)
                  for score, r in scored[:top_k] if score > 0]

@@ -18,7 +18,6 @@ from nanobot_memory_adapters.backends.graphiti import (
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
-    LABEL_TOKENS,
     AdapterError,
     AdapterMode,
     ContextBudget,
@@ -32,6 +31,7 @@ from nanobot_memory_adapters.contract import (
     capabilities_of,
 )
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.sizing import LABEL_TOKENS
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 T1 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)

@@ -16,6 +16,7 @@ from graphiti_core.search.search_filters import (
     SearchFilters,
 )
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.backends.graphiti.config import (
     RECIPES,
     GraphitiConfig,
@@ -117,7 +118,7 @@ class GraphitiSearch:
         if not self.store.settled(group):  # a new FalkorDB graph: its indexes first (once:
             await self.store.driver_for(graphiti, group)  # each clone starts a build)
         search_cfg = self.config.search
-        limit = request.budget.top_k(search_cfg.item_text_tokens, search_cfg.max_results)
+        limit = sizing.top_k(request.budget, search_cfg.item_text_tokens, search_cfg.max_results)
         filters, described, warnings_ = self.search_filters(request)
         config = self.search_config(limit)
         query = self.query_text(request)

@@ -20,6 +20,7 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.backends.mcp import templates
 from nanobot_memory_adapters.backends.mcp.config import McpConfig, ToolCall
 from nanobot_memory_adapters.backends.mcp.session import StdioServer, ToolError
@@ -274,7 +275,7 @@ class McpAdapter(BaseAdapter):
 
     async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         search = self.config.search
-        limit = min(self.config.max_limit, request.budget.top_k(ITEM_TEXT_TOKENS))
+        limit = min(self.config.max_limit, sizing.top_k(request.budget, ITEM_TEXT_TOKENS))
         values = {**self._values(request.scope), "limit": limit}
         terms = query_terms(request.query, search.max_terms, values["scope_tag"]) \
             if search.split_terms else []

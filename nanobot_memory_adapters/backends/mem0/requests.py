@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.backends.mem0.config import (
     EXTRACTED_ITEM_TOKENS,
     IDENTITY_KEYS,
@@ -91,7 +92,7 @@ class Mem0Requests:
         text_tokens = self.config.item_text_tokens or (
             EXTRACTED_ITEM_TOKENS if self.infer else VERBATIM_ITEM_TOKENS
         )
-        top_k = request.budget.top_k(text_tokens, self.config.top_k_ceiling)
+        top_k = sizing.top_k(request.budget, text_tokens, self.config.top_k_ceiling)
         return request.query, {
             "top_k": top_k,
             "filters": filters,

@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import BaseModel
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.backends.memos.config import (
     ISOLATION,
     MEMOS_GROUPS,
@@ -364,7 +365,7 @@ class MemOSAdapter(BaseAdapter):
         """The exact ``/product/search`` body for a request (``APISearchRequest``)."""
         ids = self.native_ids(request.scope, "retrieve")
         cfg = self.config
-        top_k = request.budget.top_k(cfg.item_text_tokens, cfg.top_k_ceiling)
+        top_k = sizing.top_k(request.budget, cfg.item_text_tokens, cfg.top_k_ceiling)
         body: dict[str, Any] = {
             "query": request.query,
             "user_id": ids["user_id"],
