@@ -77,3 +77,17 @@ def test_conformance_uses_the_configured_readiness_timeout():
     assert _readiness_timeout(MemoryConfig(condition="no_memory"), Slow()) == 90.0
     configured = MemoryConfig(condition="no_memory", readiness_timeout_s=5)
     assert _readiness_timeout(configured, Slow()) == 5.0
+
+
+def test_conformance_and_pytest_read_item_7_from_the_provider_class():
+    """One source for "no native backend": the class's declaration, read alike by the CLI
+    and by ``SuiteTarget.for_class`` (what the pytest suite uses)."""
+    from nanobot_memory_adapters.conditions.static_profile import StaticProfile
+    from nanobot_memory_adapters.testing import SuiteTarget
+
+    out = run("conformance", "--condition", "static_profile", "--items", "7", "--json")
+    assert out.returncode == 0, out.stderr
+    (item,) = json.loads(out.stdout)["items"]
+    target = SuiteTarget.for_class(StaticProfile, make=None)  # type: ignore[arg-type]
+    assert item["status"] == "not_applicable"
+    assert target.no_native_backend and target.no_native_backend in json.dumps(item)

@@ -25,7 +25,7 @@ class TestNoMemory(ContractSuite):
         async def make():
             return NoMemory()
 
-        return SuiteTarget(make=make, no_native_backend="no_memory has no native store")
+        return SuiteTarget.for_class(NoMemory, make)
 
 
 class TestNoMemoryNamed(ContractSuite):
@@ -34,7 +34,7 @@ class TestNoMemoryNamed(ContractSuite):
         async def make():
             return NoMemoryNamed("Alice")
 
-        return SuiteTarget(make=make, no_native_backend="no_memory_named is configuration only")
+        return SuiteTarget.for_class(NoMemoryNamed, make)
 
 
 class TestFullHistory(ContractSuite):
@@ -83,7 +83,7 @@ class TestStaticProfile(ContractSuite):
         async def make():
             return StaticProfile("Prefers short answers; vegetarian.")
 
-        return SuiteTarget(make=make, no_native_backend="static_profile is configuration only")
+        return SuiteTarget.for_class(StaticProfile, make)
 
 
 class TestOracleIPAS(ContractSuite):
@@ -94,7 +94,7 @@ class TestOracleIPAS(ContractSuite):
         async def make():
             return OracleIPAS(prefs)
 
-        return SuiteTarget(make=make, no_native_backend="oracle_ipas is configuration only")
+        return SuiteTarget.for_class(OracleIPAS, make)
 
 
 async def test_dream_loop_never_loads_the_users_memory_plugin(tmp_path, llm_double, monkeypatch):

@@ -37,6 +37,8 @@ class ReferenceAdapter(BaseAdapter):
     (read-only gate, traces, errors, rendering); this class supplies the native parts."""
 
     config_model: ClassVar[type[BaseModel]] = ReferenceConfig
+    # no native layer that could be unreachable: contract item 7 is not applicable
+    no_native_backend: ClassVar[str] = "an in-memory dict cannot fail"
 
     def __init__(self, config: ReferenceConfig | None = None) -> None:
         name = (config or ReferenceConfig()).name

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from nanobot_memory_adapters.contract import (
     ACCEPTED_WRITE_STATUSES,
@@ -36,6 +36,7 @@ from nanobot_memory_adapters.contract import (
     undelivered_capabilities,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
+from nanobot_memory_adapters.provider import no_native_backend
 from nanobot_memory_adapters.redaction import redact_text
 from nanobot_memory_adapters.tokens import count_tokens
 
@@ -65,6 +66,15 @@ class SuiteTarget:
     readiness_timeout_s: float = 30.0
     run_prefix: str = "conformance"
     budget_visits: Literal["turns", "one_turn"] = "turns"
+
+    @classmethod
+    def for_class(cls, provider: type, make: AdapterMaker,
+                  make_failing: AdapterMaker | None = None, **options: Any) -> SuiteTarget:
+        """The target for a provider class, reading what the class declares (its
+        ``no_native_backend`` reason) exactly as ``nanobot-memory conformance`` does, so
+        pytest and the CLI give item 7 the same answer from one source."""
+        return cls(make=make, make_failing=make_failing,
+                   no_native_backend=no_native_backend(provider), **options)
 
 
 class ItemFailed(AssertionError):
