@@ -16,7 +16,7 @@ relevance, speaker and a short id in the bracket). Sections in today's grammar
 item at all), so it refuses them with one line: use ``--format-blind``, which needs no
 grammar.
 
-``--format-blind`` (issue 31) reads no label grammar: per ask, the share of the section's
+``--format-blind`` reads no label grammar: per ask, the share of the section's
 cl100k tokens that are not the shown turns' own text (labels, headings, frame, speaker
 names, escaping), from the section and the texts the bench recorded; per provider the
 pooled share and the mean per-ask share with a 95 % interval (cluster bootstrap by

@@ -1,4 +1,4 @@
-"""LongMemEval-S cost, extrapolated (issue 31): the bench unit against its embedding floor,
+"""LongMemEval-S cost, extrapolated: the bench unit against its embedding floor,
 haystack by haystack, in one process.
 
     python benchmarks/longmemeval_gen.py lme-s.json --questions 19 --sessions 50 \

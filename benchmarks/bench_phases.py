@@ -1,4 +1,4 @@
-"""Ask and ingest against their embedding floors (issue 31), in one process.
+"""Ask and ingest against their embedding floors, in one process.
 
     python benchmarks/bench_phases.py [--data PATH] [--sample conv-26] [--rounds 3]
 
