@@ -1,4 +1,4 @@
-"""``nanobot-memory health`` on the README's own memory.json (issue 34): ``"llm":
+"""``nanobot-memory health`` on the README's own memory.json: ``"llm":
 "nanobot"`` finds nanobot's config.json beside memory.json, or says in one line to pass
 ``--nanobot-config``; mem0 without an llm says why it reports itself as simple_rag."""
 

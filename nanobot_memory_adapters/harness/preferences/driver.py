@@ -356,6 +356,6 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
             "attribute's default: what the ideal reader scores with no memory",
             "open_tasks": "LLM judge against each test's rubric; reported apart",
             "IQI": "this project's definition: acting on a preference the user never "
-            "stated, only implied by details (docs/harness.md)",
+            "stated, only implied by details (docs/preferences.md)",
         },
     }

@@ -7,7 +7,7 @@ question row names its context and ``end_index_in_shared_context`` (the history 
 that message is what the model may know), the user's message, ``all_options`` (a Python
 list literal of ``"(a) ..."`` strings) and ``correct_answer`` (``"(c)"``).
 
-Mapping (this project's, documented in docs/harness.md):
+Mapping (this project's, documented in docs/preferences.md):
 
 - one shared context = one persona timeline here (``<persona_id>-<context id[:8]>``);
   sessions split at system messages; no timestamps in PersonaMem, so session k is placed
