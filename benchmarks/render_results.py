@@ -290,7 +290,8 @@ def _privacy(runs: list[dict[str, Any]]) -> list[str]:
     leaks = sum(len(r["leaks"]) for r in runs)
     lines.append(f"| all | | | {total['episodes']:,} | {total['requests_checked']:,} "
                  f"| {total['replies_checked']:,} | {total['canaries']:,} | {leaks} | | |")
-    return [*lines, ""]
+    notes = [f"- seed {r['seed']}: {r['note']}" for r in runs if r.get("note")]
+    return [*lines, "", *notes, *([""] if notes else [])]
 
 
 def _lme_m(doc: dict[str, Any]) -> list[str]:
