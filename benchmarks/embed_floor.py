@@ -10,7 +10,8 @@ at most 512 padded tokens, whatever ``--batch`` says) or both, interleaved hayst
 haystack, with their ratio. Per runtime it also prints the CPU per haystack with its 95 %
 interval and that times ``--extrapolate`` haystacks (500: LongMemEval-S) in CPU-hours:
 the least any simple_rag bench on that runtime can cost, since every turn must be
-embedded once. Divide a bench run's CPU on the same set by it (`timing.unit_cpu_s`). Not a timed test: run it by hand, on a quiet machine.
+embedded once. Divide a bench run's CPU on the same set by it (`timing.unit_cpu_s`).
+Not a timed test: run it by hand, on a quiet machine.
 """
 
 from __future__ import annotations
