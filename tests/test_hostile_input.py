@@ -218,3 +218,27 @@ async def test_full_history_packs_past_an_oversized_turn(tmp_path):
     assert ctx.trace is not None
     assert any("skipped 1 turn" in w and "e4" in w for w in ctx.trace.warnings)
     await adapter.aclose()
+
+
+@pytest.mark.servers
+def test_a_background_run_says_ctrl_c_is_ignored_but_bad_input_stays_one_line(tmp_path):
+    """Started as a shell's background job (SIGINT ignored, as under nohup or `&`): a run
+    says once that Ctrl-C will not stop it; a run refused for its input is still the one
+    error line (the note came first and made it three)."""
+    import signal
+
+    def background() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def bench_bg(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nanobot_memory_adapters.cli", "bench", "--providers",
+             "no_memory", *args], capture_output=True, text=True, timeout=600,
+            preexec_fn=background)
+
+    one_error_line(bench_bg("--dataset", str(tmp_path), "--out", str(tmp_path / "bad")),
+                   "is a directory")
+    path = _dataset(tmp_path, [SAMPLE])
+    ran = bench_bg("--dataset", str(path), "--out", str(tmp_path / "out"))
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stderr.count("Ctrl-C (SIGINT) is ignored") == 1

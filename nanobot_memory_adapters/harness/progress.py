@@ -159,6 +159,27 @@ def progress_bar() -> Progress:
     )
 
 
+class _SaidOnStart:
+    """A progress display that prints ``note`` before its first report: the note belongs to
+    a run that started, not to one refused for its input (that stays one line)."""
+
+    def __init__(self, display: Any, note: str) -> None:
+        self._display, self._note = display, note
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._display, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._note is not None:
+                err_console.print(self._note, highlight=False)
+                self._note = None
+            return attr(*args, **kwargs)
+
+        return call
+
+
 def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = False) -> Any:
     """``runner(cfg[, progress])`` to completion with a progress bar (none when ``quiet``);
     Ctrl-C says how to resume from the checkpoint and exits 130; a mismatched checkpoint
@@ -168,10 +189,10 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     from nanobot_memory_adapters.harness.safe_paths import FolderInUse, run_lock
     from nanobot_memory_adapters.harness.units import UnitFailed
 
+    note = None
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        err_console.print("note: Ctrl-C (SIGINT) is ignored by this process's parent (a "
-                          "background job); stop the run with SIGTERM, it resumes from its "
-                          "checkpoint", highlight=False)
+        note = ("note: Ctrl-C (SIGINT) is ignored by this process's parent (a background "
+                "job); stop the run with SIGTERM, it resumes from its checkpoint")
     started = time.perf_counter()
     try:
         with run_lock(cfg.out):
@@ -180,6 +201,8 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
             else:
                 with units_bar() if units else progress_bar() as progress:
                     display = UnitsProgress(progress) if units else RichProgress(progress)
+                    if note is not None:  # said once the run is under way, not on bad input
+                        display = _SaidOnStart(display, note)
                     outcome = asyncio.run(runner(cfg, display))
     except FolderInUse as exc:
         raise fail(str(exc)) from None

@@ -69,7 +69,7 @@ from nanobot_memory_adapters.harness.metrics import (
 )
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
-from nanobot_memory_adapters.harness.progress import UnitsProgress, token_sizes
+from nanobot_memory_adapters.harness.progress import token_sizes
 from nanobot_memory_adapters.harness.safe_paths import (
     PROBE_DIR,
     claim_run_folder,
@@ -248,8 +248,9 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                              {**limits, **plan.limits})
         if progress is not None:
             progress.planned(len(jobs) + resumed, resumed)
-            if isinstance(progress, UnitsProgress):  # ETA and tokens/s at the run's scale
-                progress.sizes(token_sizes(jobs))
+            sizes = getattr(progress, "sizes", None)  # a units display: ETA, tokens/s
+            if sizes is not None:
+                sizes(token_sizes(jobs))
 
         def done(job: UnitJob, unit: dict[str, Any]) -> None:
             cp.save_unit(unit)

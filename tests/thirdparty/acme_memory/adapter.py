@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from nanobot_memory_adapters import sizing
 from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     MemoryEvent,
@@ -90,7 +91,7 @@ class AcmeAdapter(BaseAdapter):
             if overlap:
                 scored.append((overlap / (len(words) or 1), row))
         scored.sort(key=lambda x: -x[0])
-        top_k = request.budget.top_k()
+        top_k = sizing.top_k(request.budget)
         items = [
             RetrievedItem(native_id=row["id"], text=row["text"], score=score,
                           source_event_ids=[row["id"]], metadata=dict(row["tags"]), raw=row)
