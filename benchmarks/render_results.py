@@ -233,13 +233,14 @@ def _recall_scale(doc: dict[str, Any]) -> list[str]:
             cells = []
             for n in sizes:
                 step = own.get(n)
-                cells.append("skipped" if step is None else
+                cells.append("skipped" if step is None or "retrieve" not in step else
                              f"{_ms(step['retrieve']['p50_ms'])} "
                              f"({step['ingest']['turns_per_s']:.0f}/s)")
             lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
         lines.append("")
     crowds = sorted({k for r in doc["results"].values()
-                     for k in r.get("others", {}) if "x" in k and k[0].isdigit()})
+                     for k in r.get("others", {}) if "x" in k and k[0].isdigit()},
+                    key=lambda c: tuple(int(n) for n in c.split("x")))
     if crowds:
         lines += [
             f"The same person ({doc['settings']['alone_own']} turns) beside other users "
