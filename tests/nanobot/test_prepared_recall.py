@@ -101,11 +101,14 @@ async def test_a_write_by_another_process_since_is_not_served_stale(home, llm_do
                           timeout=120)
     assert done.returncode == 0, done.stderr
     served = plugin.prepared.served
+    # the store as the next request will see it (this turn's own write lands after its
+    # reply, so a retrieve after the turn would hold the turn too)
+    expected = await _section_now(plugin)
     await say(loop, "alice", "Where do I live now?")
     assert plugin.prepared.served == served
     shown = long_term_memory(agent_request(llm_double, "Where do I live now?"))
     assert "moved to Reykjavik" in shown
-    assert shown == await _section_now(plugin)
+    assert shown == expected
 
 
 async def test_another_persons_turn_never_gets_alices_prepared_section(home, llm_double):

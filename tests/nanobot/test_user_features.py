@@ -166,6 +166,7 @@ async def test_a_switch_leaves_no_earlier_providers_error_in_health(home):
                                   "simple_rag": {"embedding_dims": 7}}})
     loop = home.loop()
     await say(loop, "alice", "Hello.")
+    await plugin_for(loop).flush()  # no write in progress: the switch is not deferred
     await say(loop, "alice", "/memory-mode simple_rag")  # its store opens on first use
     await say(loop, "alice", "What do you remember?")
     health = await say(loop, "alice", "/memory-health")
@@ -175,6 +176,10 @@ async def test_a_switch_leaves_no_earlier_providers_error_in_health(home):
     assert "last error: " in health and "gateway's log" in health, health
     terminal = await cli_turn(loop, "/memory-health")
     assert "memory.simple_rag.embedding_dims" in terminal, terminal
+    for _ in range(100):  # the failing write to simple_rag ends: the switch is not deferred
+        if "busy:" not in await say(loop, "alice", "/memory-health"):
+            break
+        await asyncio.sleep(0.1)
     switched = await say(loop, "alice", "/memory-mode full_history")
     assert "now 'full_history'" in switched, switched
     health = await say(loop, "alice", "/memory-health")
