@@ -319,49 +319,42 @@ def _lme_m(doc: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+SCALE_INTRO = (
+    "`python benchmarks/bench_recall_scale.py` (docs/harness.md, Recall at scale): one "
+    "person's retrieve through the public API as their own history grows, and beside other "
+    "users' histories. Read the ratios, not the milliseconds, on a shared machine: the load "
+    "average is recorded before and after every step in the result file.")
+LME_M_INTRO = (
+    "`python benchmarks/bench_lme_m.py`: generated haystacks of LongMemEval-M's shape "
+    "through `bench --task longmemeval --workers`; each unit's process CPU (one haystack "
+    "ingested and asked, after its provider is built), its mean with a 95 % interval, and "
+    "that times the full set's haystacks.")
+PRIVACY_INTRO = (
+    "`python -m tests.privacy.fuzz --episodes N --seed S` (docs/nanobot-plugin.md, Users "
+    "and scopes): seeded random interleavings of a shared gateway through a real nanobot "
+    "`AgentLoop`; every request the model receives and every reply is checked for a canary "
+    "its audience must not see. An episode is one interleaving (canaries told in direct "
+    "chats, then 4-12 operations). A leak fails the run, so a row with 0 leaks is a run "
+    "that found none.")
+
+
+def _section(title: str, intro: str, body: list[str]) -> list[str]:
+    return [f"## {title}", "", _para(intro), "", *body]
+
+
 def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]],
                  lme_m: list[dict[str, Any]] | None = None) -> list[str]:
     """The sections for recall at scale, LongMemEval-M's cost and the privacy fuzzer
     (each left out when it has no file)."""
     lines: list[str] = []
     if scale:
-        lines += [
-            "## Recall at scale",
-            "",
-            _para("`python benchmarks/bench_recall_scale.py` (docs/harness.md, Recall at "
-                  "scale): one person's retrieve through the public API as their own "
-                  "history grows, and beside other users' histories. Read the ratios, not "
-                  "the milliseconds, on a shared machine: the load average is recorded "
-                  "before and after every step in the result file."),
-            "",
-        ]
-        for doc in scale:
-            lines += _recall_scale(doc)
+        lines += _section("Recall at scale", SCALE_INTRO,
+                          [line for doc in scale for line in _recall_scale(doc)])
     if lme_m:
-        lines += [
-            "## LongMemEval-M-shaped cost",
-            "",
-            _para("`python benchmarks/bench_lme_m.py`: generated haystacks of LongMemEval-M's "
-                  "shape through `bench --task longmemeval --workers`; each unit's process "
-                  "CPU (one haystack ingested and asked, after its provider is built), its "
-                  "mean with a 95 % interval, and that times the full set's haystacks."),
-            "",
-        ]
-        for doc in lme_m:
-            lines += _lme_m(doc)
+        lines += _section("LongMemEval-M-shaped cost", LME_M_INTRO,
+                          [line for doc in lme_m for line in _lme_m(doc)])
     if privacy:
-        lines += [
-            "## Privacy: the canary leak fuzzer",
-            "",
-            _para("`python -m tests.privacy.fuzz --episodes N --seed S` (docs/nanobot-plugin.md, "
-                  "Users and scopes): seeded random interleavings of a shared gateway through "
-                  "a real nanobot `AgentLoop`; every request the model receives and every "
-                  "reply is checked for a canary its audience must not see. An episode is "
-                  "one interleaving (canaries told in direct chats, then 4-12 operations). "
-                  "A leak fails the run, so a row with 0 leaks is a run that found none."),
-            "",
-            *_privacy(privacy),
-        ]
+        lines += _section("Privacy: the canary leak fuzzer", PRIVACY_INTRO, _privacy(privacy))
     return lines
 
 

@@ -6,15 +6,13 @@ It lives here, outside both, so neither backend imports the other."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.processes import pid_alive
+from nanobot_memory_adapters.processes import ScriptFailed, pid_alive, run_python
 
 _SCRIPTS = resources.files("nanobot_memory_adapters") / "runtime_scripts"
 
@@ -23,39 +21,11 @@ class LocalPostgresError(RuntimeError):
     """The local Postgres could not be started or stopped."""
 
 
-def clean_env() -> dict[str, str]:
-    """The environment for another interpreter: offline, one thread, and none of this
-    venv's paths (they would leak our packages into MemOS's venv)."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
-        env.pop(key, None)
-    return env
-
-
-def _run(py: Path, name: str, *args: str, timeout: float = 120.0) -> str:
-    script = (_SCRIPTS / name).read_text(encoding="utf-8")
-    proc = subprocess.run(
-        [str(py), "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=clean_env(),
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise LocalPostgresError(
-            f"{name} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
-        )
-    return proc.stdout
+def _run(py: Path, name: str, *args: str) -> str:
+    try:
+        return run_python(py, (_SCRIPTS / name).read_text(encoding="utf-8"), *args)
+    except ScriptFailed as exc:
+        raise LocalPostgresError(f"{name} failed ({exc})") from None
 
 
 def start_server(home: Path, py: Path | None = None) -> dict[str, Any]:

@@ -1,13 +1,15 @@
-"""Processes on this machine: is one still running, and which one is it (a pid is reused).
+"""Processes on this machine: is one still running, which one is it (a pid is reused), and
+how a script runs in another Python (MemOS's venv, the local Postgres helpers).
 
-One place for what the MemOS launcher (its servers) and the plugin's outbox (who owns a
-turn still being answered) both need to know.
+One place for what the MemOS launcher (its servers), the local Postgres and the plugin's
+outbox (who owns a turn still being answered) need to know.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from pathlib import Path
 
 
@@ -61,3 +63,41 @@ def token_alive(token: int | str | None) -> bool:
     except ValueError:
         return False
     return pid_alive(pid) and (not start or started(pid) in (None, start))
+
+
+def python_env() -> dict[str, str]:
+    """The environment for another interpreter: offline, one thread, and none of this
+    venv's paths (they would leak our packages into MemOS's venv)."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(key, None)
+    return env
+
+
+class ScriptFailed(RuntimeError):
+    """A script run by :func:`run_python` exited non-zero (its exit code and stderr tail)."""
+
+
+def run_python(py: Path, code: str, *args: str, timeout: float = 120.0) -> str:
+    """Run ``code`` with interpreter ``py`` in :func:`python_env`; its stdout, or
+    :class:`ScriptFailed` (callers name it in their own error)."""
+    proc = subprocess.run(
+        [str(py), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=python_env(),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise ScriptFailed(f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return proc.stdout

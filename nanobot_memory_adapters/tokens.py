@@ -29,18 +29,11 @@ def offer_cl100k_offline() -> None:
     checked), so a library that asks for it by that name (nanobot counts every prompt
     with it) finds it instead of fetching it from the network on each call: tiktoken does
     not remember a failed download, so offline every count paid a DNS lookup, and online
-    it was a download the user never configured."""
+    it was a download the user never configured. A ``cl100k_base`` tiktoken already has
+    (its cache, an earlier call) stays."""
     import tiktoken.registry
 
-    with tiktoken.registry._lock:  # pyright: ignore[reportPrivateUsage]
-        if "cl100k_base" not in tiktoken.registry.ENCODINGS:
-            offline = encoding()
-            tiktoken.registry.ENCODINGS["cl100k_base"] = tiktoken.Encoding(
-                name="cl100k_base",
-                pat_str=offline._pat_str,  # pyright: ignore[reportPrivateUsage]
-                mergeable_ranks=offline._mergeable_ranks,  # pyright: ignore[reportPrivateUsage]
-                special_tokens=offline._special_tokens,  # pyright: ignore[reportPrivateUsage]
-            )
+    tiktoken.registry.ENCODINGS.setdefault("cl100k_base", encoding())
 
 
 def count_tokens(text: str) -> int:

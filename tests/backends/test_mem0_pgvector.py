@@ -79,10 +79,8 @@ class TestMem0PgvectorContract(ContractSuite):
 
     @pytest.fixture
     def contract_target(self, tmp_path, pg_dsn, llm_double):
-        config = Mem0Config(
-            vector_store=_store(pg_dsn),
-            llm=LLMSettings(base_url=llm_double.base_url, model="double-chat", api_key="test"),
-        )
+        config = Mem0Config(vector_store=_store(pg_dsn), llm=LLMSettings(
+            base_url=llm_double.base_url, model="double-chat", api_key="test"))
 
         async def make():
             return Mem0Adapter(tmp_path / "data", config)
@@ -102,33 +100,17 @@ async def test_each_scope_has_a_table_of_its_own(tmp_path, pg_dsn):
     run = f"r{uuid.uuid4().hex[:8]}"
     adapter = SimpleRagAdapter(tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn)))
     try:
-        for i, (who, text) in enumerate(
-            [
-                ("alice", "I live in Lisbon."),
-                ("bob", "I live in Montevideo."),
-                ("bob", "I keep bees."),
-            ]
-        ):
-            receipt = await adapter.record_event(
-                MemoryEvent(
-                    event_id=f"{who}-{i}",
-                    run_id=run,
-                    user_id=who,
-                    agent_id="nanobot",
-                    session_id="s1",
-                    turn_id=str(i),
-                    timestamp=T0,
-                    messages=[Message(role="user", content=text)],
-                )
-            )
+        for i, (who, text) in enumerate([("alice", "I live in Lisbon."),
+                                         ("bob", "I live in Montevideo."),
+                                         ("bob", "I keep bees.")]):
+            receipt = await adapter.record_event(MemoryEvent(
+                event_id=f"{who}-{i}", run_id=run, user_id=who, agent_id="nanobot",
+                session_id="s1", turn_id=str(i), timestamp=T0,
+                messages=[Message(role="user", content=text)]))
             assert receipt.status == "committed"
-        found = await adapter.retrieve(
-            RetrieveRequest(
-                query="Where do I live?",
-                scope=MemoryScope(run_id=run, persona_id="alice"),
-                budget=ContextBudget(max_tokens=1000),
-            )
-        )
+        found = await adapter.retrieve(RetrieveRequest(
+            query="Where do I live?", scope=MemoryScope(run_id=run, persona_id="alice"),
+            budget=ContextBudget(max_tokens=1000)))
         assert [i.text for i in found.items] == ["I live in Lisbon."]
         with psycopg.connect(pg_dsn) as db:
             for who, rows in (("alice", 1), ("bob", 2)):
@@ -160,21 +142,14 @@ def test_setup_offers_pgvector_and_tests_the_connection(tmp_path, pg_dsn, llm_do
     home.root.mkdir(parents=True)
     home.write_config()
     var = "NANOBOT_MEMORY_SIMPLE_RAG_PG_CONNECTION_STRING"
-    unset = run(home, "setup", "--provider", "simple_rag", "--vector-store", "pgvector", "--yes")
+    unset = run(home, "setup", "--provider", "simple_rag", "--vector-store", "pgvector",
+                "--yes")
     one_error_line(unset, f"{var}: not set")
     assert not home.memory_path.exists()
     bad = run(home, "setup", "--provider", "simple_rag", "--vector-store", "pg", "--yes")
     one_error_line(bad, "--vector-store pg: give one of local, pgvector, qdrant-server")
-    proc = run(
-        home,
-        "setup",
-        "--provider",
-        "simple_rag",
-        "--vector-store",
-        "pgvector",
-        "--yes",
-        env={var: pg_dsn},
-    )
+    proc = run(home, "setup", "--provider", "simple_rag", "--vector-store", "pgvector",
+               "--yes", env={var: pg_dsn})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     block = home.read_memory()["memory"]["simple_rag"]
     assert block == {"vector_store": {"provider": "pgvector", "connection_string_env": var}}
@@ -199,25 +174,20 @@ async def test_a_scope_table_is_searched_through_its_hnsw_index(tmp_path, pg_dsn
         vectors = rng.normal(size=(5000, 384))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         memory.vector_store.insert(  # mem0's own insert, the payloads its add writes
-            vectors.tolist(),
-            [{"user_id": "alice", "run_id": run, "data": f"turn {i}"} for i in range(5000)],
-            [str(uuid.uuid4()) for _ in range(5000)],
-        )
+            vectors.tolist(), [{"user_id": "alice", "run_id": run, "data": f"turn {i}"}
+                               for i in range(5000)],
+            [str(uuid.uuid4()) for _ in range(5000)])
         table = memory.vector_store.collection_name
         with psycopg.connect(pg_dsn, autocommit=True) as db:
             db.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
             plan = db.execute(
-                sql.SQL(
-                    "EXPLAIN SELECT id, vector <=> %s::vector AS distance, payload FROM {} "
-                    "WHERE payload->>%s = %s AND payload->>%s = %s ORDER BY distance "
-                    "LIMIT %s"
-                ).format(sql.Identifier(table)),
-                (str(vectors[0].tolist()), "user_id", "alice", "run_id", run, 240),
-            ).fetchall()
+                sql.SQL("EXPLAIN SELECT id, vector <=> %s::vector AS distance, payload FROM {} "
+                        "WHERE payload->>%s = %s AND payload->>%s = %s ORDER BY distance "
+                        "LIMIT %s").format(sql.Identifier(table)),
+                (str(vectors[0].tolist()), "user_id", "alice", "run_id", run, 240)).fetchall()
         assert any("_hnsw_idx" in line for (line,) in plan), plan
-        found = await adapter.retrieve(
-            RetrieveRequest(query="turn", scope=scope, budget=ContextBudget(max_tokens=2000))
-        )
+        found = await adapter.retrieve(RetrieveRequest(
+            query="turn", scope=scope, budget=ContextBudget(max_tokens=2000)))
         assert found.items
     finally:
         await adapter.aclose()

@@ -59,7 +59,6 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     write_state,
 )
 from nanobot_memory_adapters.backends.memos.services import (
-    base_env,
     postgres_running,
     provision,
     run_helper,
@@ -70,7 +69,7 @@ from nanobot_memory_adapters.backends.memos.services import (
     terminate,
 )
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.processes import pid_alive
+from nanobot_memory_adapters.processes import pid_alive, python_env
 from nanobot_memory_adapters.redaction import redact
 
 # --------------------------------------------------------------------------- server
@@ -78,7 +77,7 @@ from nanobot_memory_adapters.redaction import redact
 
 def server_env(settings: MemosServerSettings, home: Path, py: Path, pg: dict[str, Any],
                 redis: dict[str, Any] | None) -> dict[str, str]:  # fmt: skip
-    env = base_env()
+    env = python_env()
     llm_key = settings.llm_api_key or "sk-local-unused"
     llm_base = settings.llm_base_url or ""
     (home / "files").mkdir(exist_ok=True)

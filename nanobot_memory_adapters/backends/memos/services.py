@@ -28,9 +28,8 @@ from nanobot_memory_adapters.backends.memos.launcher import (
     tail,
 )
 from nanobot_memory_adapters.local_postgres import LocalPostgresError
-from nanobot_memory_adapters.local_postgres import clean_env as base_env
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.processes import pid_alive
+from nanobot_memory_adapters.processes import ScriptFailed, pid_alive, run_python
 
 # --------------------------------------------------------------------------- provisioning
 
@@ -101,19 +100,10 @@ def script(name: str) -> str:
 
 
 def run_helper(py: Path, script: str, *args: str, timeout: float = 120.0) -> str:
-    proc = subprocess.run(
-        [str(py), "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=base_env(),
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise MemosServerError(
-            f"helper failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
-        )
-    return proc.stdout
+    try:
+        return run_python(py, script, *args, timeout=timeout)
+    except ScriptFailed as exc:
+        raise MemosServerError(f"helper failed ({exc})") from None
 
 
 # --------------------------------------------------------------------------- postgres / redis
