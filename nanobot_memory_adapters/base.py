@@ -15,10 +15,12 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
 from nanobot_memory_adapters.contract import (
+    CAPABILITIES,
     AdapterError,
     AdapterMode,
     BackendHealth,
     ContextBudget,
+    FeedbackRequest,
     MemoryEvent,
     MemoryScope,
     ModeReceipt,
@@ -32,6 +34,7 @@ from nanobot_memory_adapters.contract import (
     WriteReceipt,
     WriteStatus,
     capabilities_of,
+    has_methods,
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.formatting import RenderedContext, render_context
@@ -118,6 +121,9 @@ class BaseAdapter:
     info: ProviderInfo
 
     def __init__(self, *, info: ProviderInfo, trace_sink: TraceSink | None = None) -> None:
+        if info.capabilities is None:  # one spelling: declared data (read off the methods)
+            info = info.model_copy(update={"capabilities": tuple(
+                c for c in CAPABILITIES if has_methods(self, c))})
         self.info = info
         self.backend_name = info.name
         self.trace_sink = trace_sink
@@ -320,10 +326,6 @@ class BaseAdapter:
         key = scope.key if isinstance(scope, MemoryScope) else scope
         return render_context(backend=self.backend_name, scope=key, items=items, budget=budget)
 
-    def format_context(self, result: RetrieveResult, budget: ContextBudget | None = None) -> str:
-        budget = budget or ContextBudget(max_tokens=result.trace.budget_max_tokens or 2000)
-        return self.render(result.trace.scope or "", result.items, budget).text
-
     async def reset_scope(self, scope: MemoryScope) -> ResetReceipt:
         if self._mode.read_only:
             # Test sessions never reset memory: refuse rather than obey a stray call.
@@ -377,6 +379,42 @@ class BaseAdapter:
     async def aclose(self) -> None:
         """Release native clients and locks. Safe to call twice."""
 
+    # -- write capabilities: the read-only gate, here once ---------------------------------
+    # A backend offers these by declaring the capability and implementing the hook
+    # (``_native_mutation``, ``_end_session``, ``_apply_feedback``); the public methods
+    # below gate every call, so no backend gates a write path by hand.
+
+    #: ``native_mutation``'s operations, and those of them that only read (served while
+    #: read-only too); the contract suite's item 11 calls every other one read-only.
+    native_mutations: frozenset[str] = frozenset()
+    read_mutations: frozenset[str] = frozenset()
+
+    def _skipped_write(self, operation: str, scope: MemoryScope, **fields: Any) -> Trace:
+        trace = self._trace(operation, scope=scope.key, status="skipped_read_only",
+                            latency_ms=0.0, **fields)
+        self._emit(trace)
+        return trace
+
+    async def native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self._mode.read_only and operation not in self.read_mutations:
+            self._skipped_write("native_mutation", scope, native_operation=operation)
+            return {"status": "skipped_read_only", "operation": operation}
+        return await self._native_mutation(scope, operation, payload)
+
+    async def end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
+        if self._mode.read_only:
+            self._skipped_write("end_session", scope)
+            return {"status": "skipped_read_only"}
+        return await self._end_session(scope, session_id)
+
+    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        if self._mode.read_only:
+            trace = self._skipped_write("apply_feedback", request.scope)
+            return WriteReceipt(status="skipped_read_only", trace=trace)
+        return await self._apply_feedback(request)
+
     # -- native parts (override) ------------------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
         return None
@@ -392,6 +430,40 @@ class BaseAdapter:
 
     async def _health(self) -> NativeHealth:
         return NativeHealth(status="ok")
+
+    # optional write capabilities (declare the capability too); called past the gate
+    async def _native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        raise self._not_offered("native_mutation")
+
+    async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
+        raise self._not_offered("end_session")
+
+    async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        raise self._not_offered("apply_feedback")
+
+    def _not_offered(self, operation: str) -> AdapterError:
+        return AdapterError(f"{self.backend_name} does not offer {operation}",
+                            backend_name=self.backend_name, operation=operation,
+                            retryable=False)
+
+
+# capability -> (the gated public method, the hook a BaseAdapter overrides to offer it)
+_GATED_HOOKS = {"native_mutation": ("native_mutation", "_native_mutation"),
+                "session_end": ("end_session", "_end_session"),
+                "feedback": ("apply_feedback", "_apply_feedback")}
+
+
+def _mark_gates() -> None:
+    """The gated methods name their hooks, and the default hooks say they offer nothing
+    (``contract.has_methods`` reads both: a gate over a missing hook is no capability)."""
+    for public, hook in _GATED_HOOKS.values():
+        getattr(BaseAdapter, public).gates = hook
+        getattr(BaseAdapter, hook).not_offered = True
+
+
+_mark_gates()
 
 
 # One native bulk write: one result per event of the batch, in order (an ``AdapterError``

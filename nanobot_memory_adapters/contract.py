@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, overload, runtime_checkable
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
+from typing_extensions import TypeIs
 
 from nanobot_memory_adapters.events import TAG_FIELDS, MemoryEvent, Message, set_tags
 from nanobot_memory_adapters.redaction import redact, redact_text
@@ -441,54 +442,32 @@ class MemoryAdapter(Protocol):
     async def set_mode(self, mode: AdapterMode) -> ModeReceipt: ...
     async def record_event(self, event: MemoryEvent) -> WriteReceipt: ...
     async def retrieve(self, request: RetrieveRequest) -> RetrieveResult: ...
-    def format_context(self, result: RetrieveResult, budget: ContextBudget | None = None) -> str:
-        ...
     async def reset_scope(self, scope: MemoryScope) -> ResetReceipt: ...
     async def health(self) -> BackendHealth: ...
     async def aclose(self) -> None: ...
 
 
-_ProtocolMeta = type(Protocol)
-
-
-class _DeclaredCapability(_ProtocolMeta):  # type: ignore[misc]
-    """``isinstance(adapter, SupportsX)`` reads the provider's declaration when it has one:
-    the methods must be present AND the capability declared. Call sites written against
-    the Protocols keep working; ``supports`` is the direct spelling."""
-
-    def has_methods(cls, instance: object) -> bool:
-        """The Protocol's own structural check (the methods are there)."""
-        return super().__instancecheck__(instance)
-
-    def __instancecheck__(cls, instance: object) -> bool:
-        if not cls.has_methods(instance):
-            return False
-        declared = declared_capabilities(instance)
-        name = _CAPABILITY_OF.get(cls)
-        return name is None or declared is None or name in declared
-
-
 @runtime_checkable
-class SupportsFeedback(Protocol, metaclass=_DeclaredCapability):
+class SupportsFeedback(Protocol):
 
     async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt: ...
 
 
 @runtime_checkable
-class SupportsBulkIngest(Protocol, metaclass=_DeclaredCapability):
+class SupportsBulkIngest(Protocol):
 
     async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]: ...
 
 
 @runtime_checkable
-class SupportsReadiness(Protocol, metaclass=_DeclaredCapability):
+class SupportsReadiness(Protocol):
 
     async def readiness(self, scope: MemoryScope) -> Readiness: ...
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness: ...
 
 
 @runtime_checkable
-class SupportsNativeMutation(Protocol, metaclass=_DeclaredCapability):
+class SupportsNativeMutation(Protocol):
 
     async def native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
@@ -496,7 +475,7 @@ class SupportsNativeMutation(Protocol, metaclass=_DeclaredCapability):
 
 
 @runtime_checkable
-class SupportsProvenance(Protocol, metaclass=_DeclaredCapability):
+class SupportsProvenance(Protocol):
 
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
@@ -504,7 +483,7 @@ class SupportsProvenance(Protocol, metaclass=_DeclaredCapability):
 
 
 @runtime_checkable
-class SupportsNativeQuery(Protocol, metaclass=_DeclaredCapability):
+class SupportsNativeQuery(Protocol):
     """Diagnostics only (an extra LLM call or raw query); never used in the agent loop."""
 
 
@@ -514,7 +493,7 @@ class SupportsNativeQuery(Protocol, metaclass=_DeclaredCapability):
 
 
 @runtime_checkable
-class SupportsSessionEnd(Protocol, metaclass=_DeclaredCapability):
+class SupportsSessionEnd(Protocol):
     """A backend feature that works on a whole chat session once it ends (e.g. Honcho's
     dream): the plugin calls it when nanobot archives or compacts a session (``/new``,
     ``/compact``, idle compaction), after the session's turns reached the backend, never
@@ -524,7 +503,7 @@ class SupportsSessionEnd(Protocol, metaclass=_DeclaredCapability):
 
 
 @runtime_checkable
-class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
+class SupportsIngestLookahead(Protocol):
     """Work done ahead for events the provider is about to be given: ``simple_rag`` embeds
     their texts in one batch of its own embedder (a whole conversation sorts and batches
     better than one session at a time). Inside the context the events arrive as usual
@@ -541,7 +520,7 @@ class SupportsIngestLookahead(Protocol, metaclass=_DeclaredCapability):
 
 
 @runtime_checkable
-class SupportsStoreVersion(Protocol, metaclass=_DeclaredCapability):
+class SupportsStoreVersion(Protocol):
     """A cheap token (no scan of the store) that changes whenever what ``retrieve`` can
     return for the scope may have changed, by this process or any other sharing the
     store (or with time, for a provider whose results age: a request without ``as_of``
@@ -552,7 +531,7 @@ class SupportsStoreVersion(Protocol, metaclass=_DeclaredCapability):
     async def store_version(self, scope: MemoryScope) -> str: ...
 
 
-_PROTOCOLS: dict[Capability, _DeclaredCapability] = {
+_PROTOCOLS: dict[Capability, type] = {
     "feedback": SupportsFeedback,
     "bulk_ingest": SupportsBulkIngest,
     "readiness": SupportsReadiness,
@@ -563,10 +542,6 @@ _PROTOCOLS: dict[Capability, _DeclaredCapability] = {
     "ingest_lookahead": SupportsIngestLookahead,
     "store_version": SupportsStoreVersion,
 }
-# (kept outside the Protocols: a class attribute there would become a protocol member)
-_CAPABILITY_OF: dict[_DeclaredCapability, Capability] = {
-    proto: name for name, proto in _PROTOCOLS.items()
-}
 
 
 def declared_capabilities(adapter: object) -> tuple[Capability, ...] | None:
@@ -575,17 +550,64 @@ def declared_capabilities(adapter: object) -> tuple[Capability, ...] | None:
     return info.capabilities if isinstance(info, ProviderInfo) else None
 
 
+def has_methods(adapter: object, capability: Capability) -> bool:
+    """Whether the capability's methods are there (its Protocol's structural check). A
+    wrapper's method that gates a native hook (marked ``gates = "<hook>"``, as
+    ``BaseAdapter``'s write capabilities are) counts only when the hook is implemented
+    (not marked ``not_offered``)."""
+    proto = _PROTOCOLS[capability]
+    if not isinstance(adapter, proto):
+        return False
+    for name in (n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")):
+        hook = getattr(getattr(adapter, name, None), "gates", None)
+        if hook and getattr(getattr(adapter, hook, None), "not_offered", False):
+            return False
+    return True
+
+
 def undelivered_capabilities(adapter: object) -> list[Capability]:
     """Capabilities the provider declares without having their methods (a defect the
     contract suite reports)."""
-    return [c for c in declared_capabilities(adapter) or ()
-            if not _PROTOCOLS[c].has_methods(adapter)]
+    return [c for c in declared_capabilities(adapter) or () if not has_methods(adapter, c)]
 
 
+@overload
+def supports(adapter: object, capability: Literal["feedback"]) -> TypeIs[SupportsFeedback]:
+    ...
+@overload
+def supports(adapter: object, capability: Literal["bulk_ingest"]
+             ) -> TypeIs[SupportsBulkIngest]: ...
+@overload
+def supports(adapter: object, capability: Literal["readiness"]
+             ) -> TypeIs[SupportsReadiness]: ...
+@overload
+def supports(adapter: object, capability: Literal["native_mutation"]
+             ) -> TypeIs[SupportsNativeMutation]: ...
+@overload
+def supports(adapter: object, capability: Literal["provenance"]
+             ) -> TypeIs[SupportsProvenance]: ...
+@overload
+def supports(adapter: object, capability: Literal["native_query"]
+             ) -> TypeIs[SupportsNativeQuery]: ...
+@overload
+def supports(adapter: object, capability: Literal["session_end"]
+             ) -> TypeIs[SupportsSessionEnd]: ...
+@overload
+def supports(adapter: object, capability: Literal["ingest_lookahead"]
+             ) -> TypeIs[SupportsIngestLookahead]: ...
+@overload
+def supports(adapter: object, capability: Literal["store_version"]
+             ) -> TypeIs[SupportsStoreVersion]: ...
+@overload
+def supports(adapter: object, capability: Capability) -> bool: ...
 def supports(adapter: object, capability: Capability) -> bool:
-    """Whether ``adapter`` offers ``capability``: declared (or, undeclared, present) and
-    its methods there. The one check; ``isinstance(adapter, SupportsX)`` agrees with it."""
-    return isinstance(adapter, _PROTOCOLS[capability])
+    """Whether ``adapter`` offers ``capability``: declared (the one spelling: data in
+    ``info.capabilities``) and its methods there. A provider that declares nothing (one
+    written before declarations, not a ``BaseAdapter``) offers what its methods show."""
+    declared = declared_capabilities(adapter)
+    if declared is not None and capability not in declared:
+        return False
+    return has_methods(adapter, capability)
 
 
 def capabilities_of(adapter: object) -> list[str]:

@@ -282,3 +282,37 @@ async def test_item_13_does_not_apply_without_either_declaration():
 
     result = await run_item(13, SuiteTarget(make=make))
     assert result.status == "not_applicable", result.detail
+
+
+class MutatesPastTheGate(ReferenceAdapter):
+    """Declares native_mutation and overrides the gated public method itself, so its
+    'forget' writes while read-only (the defect item 11 exists for)."""
+
+    native_mutations = frozenset({"forget"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": ("native_mutation",)})
+
+    async def native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
+        self._rows.pop(scope.key, None)
+        return {"status": "committed", "operation": operation}
+
+
+class MutatesThroughTheGate(MutatesPastTheGate):
+    async def _native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
+        return await MutatesPastTheGate.native_mutation(self, scope, operation, payload)
+
+    native_mutation = ReferenceAdapter.native_mutation  # the base class's gate
+
+
+@pytest.mark.parametrize(("cls", "status"), [(MutatesPastTheGate, "failed"),
+                                             (MutatesThroughTheGate, "passed")])
+async def test_item_11_gates_native_mutation(cls, status):
+    async def make():
+        return cls()
+
+    result = await run_item(11, SuiteTarget(make=make, no_native_backend="dict"))
+    assert result.status == status, result
+    if status == "passed":
+        assert "native_mutation.forget" in result.detail

@@ -12,10 +12,9 @@ from nanobot_memory_adapters.contract import (
     ACCEPTED_WRITE_STATUSES,
     MemoryAdapter,
     MemoryEvent,
-    SupportsBulkIngest,
-    SupportsIngestLookahead,
     Trace,
     WriteReceipt,
+    supports,
 )
 from nanobot_memory_adapters.harness.datasets.locomo import (
     Conversation,
@@ -107,7 +106,7 @@ class LocomoIngest:
         (``lookahead_s`` says how much of it)."""
         adapter = self.adapter
         if (session.number in self._lookahead_sessions
-                or not isinstance(adapter, SupportsIngestLookahead)):
+                or not supports(adapter, "ingest_lookahead")):
             return
         await self._end_lookahead()
         window = lookahead_window(self.conv.sessions, session.number)
@@ -149,7 +148,7 @@ class LocomoIngest:
         self.unit.ingest_tokens = (self.unit.ingest_tokens or 0) + sum(
             count_tokens(t.content) for t in turns)
         started = time.perf_counter()
-        if isinstance(self.adapter, SupportsBulkIngest):
+        if supports(self.adapter, "bulk_ingest"):
             receipts: list[WriteReceipt | BaseException] = []
             t0 = time.perf_counter()
             with self.sink.capture() as held:

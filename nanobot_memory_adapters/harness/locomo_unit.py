@@ -17,10 +17,9 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
     RetrieveResult,
-    SupportsBulkIngest,
-    SupportsReadiness,
     Trace,
     WriteReceipt,
+    supports,
 )
 from nanobot_memory_adapters.formatting import compose_sections, split_budget
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation
@@ -101,7 +100,7 @@ class UnitRunner(LocomoIngest):
         self.unit = UnitState(
             provider=p.name,
             conversation=conv.sample_id,
-            ingest_mode="bulk" if isinstance(self.adapter, SupportsBulkIngest) else "single",
+            ingest_mode="bulk" if supports(self.adapter, "bulk_ingest") else "single",
         )
 
     async def run(self) -> dict[str, Any]:
@@ -238,7 +237,7 @@ class UnitRunner(LocomoIngest):
 
     # -- test points ---------------------------------------------------------------------
     async def _test_point(self, point: int, is_final: bool, last_ts: Any) -> None:
-        if isinstance(self.adapter, SupportsReadiness):
+        if supports(self.adapter, "readiness"):
             t0 = time.perf_counter()
             status = "ready"
             for persona in self.personas:

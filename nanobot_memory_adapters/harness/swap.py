@@ -32,8 +32,8 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     Message,
     RetrieveRequest,
-    SupportsReadiness,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.redaction import redact, redact_text
@@ -332,7 +332,7 @@ async def run_swap(
     async def readiness() -> tuple[str, dict[str, Any]]:
         adapter: MemoryAdapter = state["adapter"]
         timeout: float = state["timeout"]
-        if isinstance(adapter, SupportsReadiness):
+        if supports(adapter, "readiness"):
             started = time.perf_counter()
             results = {}
             for scope in (scope_a, scope_b):
@@ -395,7 +395,7 @@ async def run_swap(
             await adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
         if receipt.status != "skipped_read_only":
             raise _GateFailed("failed", f"a read-only write returned {receipt.status!r}")
-        if isinstance(adapter, SupportsReadiness):
+        if supports(adapter, "readiness"):
             await adapter.wait_until_ready(scope_a, state["timeout"])
         if probe.lower() in await retrieve(scope_a):
             raise _GateFailed("failed", "a read-only write became retrievable")

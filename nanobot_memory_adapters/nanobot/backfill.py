@@ -31,8 +31,7 @@ from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     MemoryEvent,
     MemoryScope,
-    SupportsBulkIngest,
-    SupportsReadiness,
+    supports,
 )
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -219,7 +218,7 @@ async def deliver(
     scopes: dict[str, MemoryScope] = {}
     while rows := outbox.pending(provider, batch):
         fresh = [r for r in rows if r.attempts == 0]
-        bulk = adapter if fresh and isinstance(adapter, SupportsBulkIngest) else None
+        bulk = adapter if fresh and supports(adapter, "bulk_ingest") else None
         chosen = fresh if bulk is not None else rows[:1]
         events = [r.event() for r in chosen]
         for r in chosen:
@@ -257,7 +256,7 @@ async def deliver(
 async def wait_ready(adapter: MemoryAdapter, scopes: Sequence[MemoryScope],
                      timeout_s: float) -> list[str]:
     """The readiness wait at the end, one line per scope (what the provider says)."""
-    if not isinstance(adapter, SupportsReadiness):
+    if not supports(adapter, "readiness"):
         return ["readiness: the provider stores synchronously (nothing to wait for)"]
     lines = []
     for scope in scopes:

@@ -28,7 +28,6 @@ from typing import Any
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
-    SupportsSessionEnd,
     supports,
 )
 from nanobot_memory_adapters.events import MemoryEvent
@@ -537,7 +536,7 @@ class Delivery:
             logger.debug("{}: session {} ends with turns still queued; no session-end call",
                          LOG, session_key)
             return
-        assert isinstance(adapter, SupportsSessionEnd)
+        assert supports(adapter, "session_end")
         ended = self._ended.pop((self.state.provider, session_key), {})
         for scope, session_id in ended.values():
             try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from nanobot_memory_adapters.contract import (
     MemoryAdapter,
     RetrieveRequest,
-    SupportsStoreVersion,
+    supports,
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
@@ -44,7 +44,7 @@ def request_key(request: RetrieveRequest) -> str:
 def preparable(adapter: MemoryAdapter | None) -> bool:
     """Whether this provider's recall can be prepared before the message is known."""
     return (adapter is not None and adapter.info.query_independent
-            and isinstance(adapter, SupportsStoreVersion))
+            and supports(adapter, "store_version"))
 
 
 class PreparedRecalls:
@@ -103,7 +103,7 @@ class PreparedRecalls:
         adapter = self.state.adapter
         remembered = self._requests.get(session_key)
         if (remembered is None or not preparable(adapter)
-                or not isinstance(adapter, SupportsStoreVersion)
+                or not supports(adapter, "store_version")
                 or self.state.status != "active" or self.state.closed):
             self._prepared.pop(session_key, None)
             return
@@ -130,7 +130,7 @@ class PreparedRecalls:
         earlier); all of it within ``timeout_s``."""
         adapter = self.state.adapter
         if (not self.state.settings.plugin.prepare_recall  # switched off since it was made
-                or not isinstance(adapter, SupportsStoreVersion)
+                or not supports(adapter, "store_version")
                 or session_key not in self._requests):
             return None
         try:

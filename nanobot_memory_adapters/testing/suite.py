@@ -26,13 +26,8 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
     RetrieveResult,
-    SupportsBulkIngest,
-    SupportsFeedback,
-    SupportsIngestLookahead,
-    SupportsReadiness,
-    SupportsSessionEnd,
-    SupportsStoreVersion,
     WriteReceipt,
+    supports,
     undelivered_capabilities,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
@@ -155,7 +150,7 @@ class _Ctx:
         return await self.adapter.record_event(event)
 
     async def ready(self, scope: MemoryScope) -> None:
-        if isinstance(self.adapter, SupportsReadiness):
+        if supports(self.adapter, "readiness"):
             state = await self.adapter.wait_until_ready(scope, self.target.readiness_timeout_s)
             if state.status == "pending":
                 raise ItemFailed(
@@ -430,12 +425,12 @@ async def item_11_gate_every_write(ctx: _Ctx) -> str:
     checked = ["record_event"]
     try:
         receipts = [await ctx.record(ctx.event(scope, "Actually I moved to Ulaanbaatar."))]
-        if isinstance(ctx.adapter, SupportsBulkIngest):
+        if supports(ctx.adapter, "bulk_ingest"):
             checked.append("record_events")
             receipts += await ctx.adapter.record_events(
                 [ctx.event(scope, "I now live in Ulaanbaatar for good.")]
             )
-        if isinstance(ctx.adapter, SupportsFeedback):
+        if supports(ctx.adapter, "feedback"):
             from nanobot_memory_adapters.contract import FeedbackRequest
 
             checked.append("apply_feedback")
@@ -444,7 +439,16 @@ async def item_11_gate_every_write(ctx: _Ctx) -> str:
                     FeedbackRequest(scope=scope, feedback="I moved to Ulaanbaatar.")
                 )
             )
-        if isinstance(ctx.adapter, SupportsSessionEnd):
+        if supports(ctx.adapter, "native_mutation"):
+            reads = set(getattr(ctx.adapter, "read_mutations", ()))
+            writes = sorted(set(getattr(ctx.adapter, "native_mutations", ())) - reads)
+            for operation in writes or ["write"]:  # undeclared: any write must be refused
+                checked.append(f"native_mutation.{operation}")
+                answer = await ctx.adapter.native_mutation(
+                    scope, operation, {"text": "I moved to Ulaanbaatar."})
+                _expect(answer.get("status") == "skipped_read_only",
+                        f"native_mutation {operation!r} during read-only returned {answer}")
+        if supports(ctx.adapter, "session_end"):
             checked.append("end_session")
             ended = await ctx.adapter.end_session(scope, "s1")
             _expect(ended.get("status") == "skipped_read_only",
@@ -469,7 +473,7 @@ async def item_12_ingest_lookahead(ctx: _Ctx) -> str:
     they are recorded, and what is retrieved after is what the same turns give without
     the lookahead."""
     adapter = ctx.adapter
-    if not isinstance(adapter, SupportsIngestLookahead):
+    if not supports(adapter, "ingest_lookahead"):
         raise NotApplicable("ingest_lookahead not declared")
     ahead, plain = ctx.scope("alice"), ctx.scope("bob")
     turns = ["I live in Zanzibar and my pet axolotl is called Quetzal.",
@@ -483,7 +487,7 @@ async def item_12_ingest_lookahead(ctx: _Ctx) -> str:
         early = await ctx.retrieve(ahead, query)
         _expect(not _has(early, "zanzibar"), "an announced event was retrievable before "
                 "it was recorded")
-        if isinstance(adapter, SupportsBulkIngest):  # the path a bench takes
+        if supports(adapter, "bulk_ingest"):  # the path a bench takes
             await adapter.record_events(events)
         else:
             for event in events:
@@ -506,14 +510,14 @@ async def item_13_prepared_recall(ctx: _Ctx) -> str:
     staler than a retrieve."""
     adapter = ctx.adapter
     independent = adapter.info.query_independent
-    versioned = isinstance(adapter, SupportsStoreVersion)
+    versioned = supports(adapter, "store_version")
     if not independent and not versioned:
         raise NotApplicable("neither query_independent nor store_version declared")
     scope = ctx.scope("alice")
     await adapter.setup_scope(scope)
     checked: list[str] = []
     empty: str | None = None
-    if isinstance(adapter, SupportsStoreVersion):
+    if supports(adapter, "store_version"):
         empty = await adapter.store_version(scope)
         _expect(await adapter.store_version(scope) == empty, "the version changed with no write")
     for text in ("I live in Zanzibar and my pet axolotl is called Quetzal.",
@@ -528,7 +532,7 @@ async def item_13_prepared_recall(ctx: _Ctx) -> str:
         checked.append("query ignored")
     if not versioned:
         return ", ".join(checked)
-    assert isinstance(adapter, SupportsStoreVersion)
+    assert supports(adapter, "store_version")
     held = await adapter.store_version(scope)
     if ctx.stores:
         _expect(held != empty, "two writes to the scope left the version unchanged")

@@ -24,11 +24,8 @@ from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
     RetrieveRequest,
-    SupportsBulkIngest,
-    SupportsNativeMutation,
-    SupportsProvenance,
-    SupportsReadiness,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.sizing import LABEL_TOKENS
@@ -148,9 +145,9 @@ def test_unknown_keys_are_rejected(llm_double, data_dir):
 
 def test_capabilities_and_info(adapter):
     assert capabilities_of(adapter) == ["bulk_ingest", "provenance", "native_query"]
-    assert isinstance(adapter, SupportsBulkIngest | SupportsProvenance)
-    assert not isinstance(adapter, SupportsReadiness)
-    assert not isinstance(adapter, SupportsNativeMutation)
+    assert supports(adapter, "bulk_ingest") and supports(adapter, "provenance")
+    assert not supports(adapter, "readiness")
+    assert not supports(adapter, "native_mutation")
     info = adapter.info
     assert info.condition_kind == "architecture"
     assert info.consistency_model == "immediate"
@@ -181,7 +178,7 @@ def test_fact_triples_and_custom_types_only_when_configured(llm_double, data_dir
         },
     )
     assert type(adapter) is GraphitiAdapter  # declared from config, not by a subclass
-    assert isinstance(adapter, SupportsNativeMutation)
+    assert supports(adapter, "native_mutation")
     assert capabilities_of(adapter) == [
         "bulk_ingest", "native_mutation", "provenance", "native_query"]
     assert adapter.info.native_ingest_modes == (

@@ -27,11 +27,8 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     Message,
     RetrieveRequest,
-    SupportsBulkIngest,
-    SupportsNativeQuery,
-    SupportsReadiness,
-    SupportsSessionEnd,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.registry import load_provider
@@ -142,7 +139,7 @@ async def test_session_end_schedules_a_dream_for_the_user_peer(honcho):
     dreams = _adapter(honcho.base_url, dream_on_session_end=True)
     assert "session_end" not in capabilities_of(plain)
     assert "session_end" in capabilities_of(dreams)
-    assert isinstance(dreams, SupportsSessionEnd) and not isinstance(plain, SupportsSessionEnd)
+    assert supports(dreams, "session_end") and not supports(plain, "session_end")
     scope = _scope(f"dreamer-{uuid.uuid4().hex[:6]}")
     try:
         await dreams.record_event(_event(scope, "I switched to oat milk.", session="chat-1"))
@@ -208,7 +205,7 @@ async def test_user_and_assistant_peers_are_distinct(honcho):
 async def test_pending_derivation_is_visible_then_ready(server_url):
     adapter = _adapter(server_url)
     try:
-        assert isinstance(adapter, SupportsReadiness)
+        assert supports(adapter, "readiness")
         scope = _scope()
         await adapter.setup_scope(scope)
         await adapter.record_event(_event(scope, "My sister Ines lives in Porto."))
@@ -398,7 +395,7 @@ async def test_reset_then_reuse_same_session_id(server_url):
 async def test_bulk_ingest_batches_of_100(honcho):
     adapter = _adapter(honcho.base_url)
     try:
-        assert isinstance(adapter, SupportsBulkIngest)
+        assert supports(adapter, "bulk_ingest")
         scope = _scope()
         events = [_event(scope, f"Fact number {n}.", n=n) for n in range(1, 61)]  # 120 messages
         receipts = await adapter.record_events(events)
@@ -432,7 +429,7 @@ async def test_native_query_is_diagnostics_only_and_declared(server_url):
 
     adapter = HonchoAdapter(HonchoConfig(), base_url=server_url, trace_sink=Sink())
     try:
-        assert isinstance(adapter, SupportsNativeQuery)
+        assert supports(adapter, "native_query")
         assert set(capabilities_of(adapter)) == {"bulk_ingest", "readiness", "native_query"}
         scope = _scope()
         await adapter.record_event(_event(scope, "I keep bees."))

@@ -22,8 +22,8 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     Message,
     RetrieveRequest,
-    SupportsReadiness,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
@@ -212,7 +212,7 @@ async def test_a_misnamed_tool_is_named_in_one_error_and_health_is_unavailable(
 async def test_declares_what_the_tools_cannot_do(tmp_path, server_memory):
     adapter = _adapter(reference_block(server_memory), tmp_path / "store")
     try:
-        assert not isinstance(adapter, SupportsReadiness)
+        assert not supports(adapter, "readiness")
         assert capabilities_of(adapter) == []
         info = adapter.info
         assert info.capabilities == ()  # declared, not read from the methods present

@@ -23,11 +23,8 @@ from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
     RetrieveRequest,
-    SupportsBulkIngest,
-    SupportsNativeMutation,
-    SupportsProvenance,
-    SupportsReadiness,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.registry import load_provider
@@ -425,7 +422,7 @@ async def test_openrouter_key_in_env_never_redirects_extraction(data_dir, llm_do
 
 
 async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter, llm_double):
-    assert isinstance(infer_adapter, SupportsBulkIngest)
+    assert supports(infer_adapter, "bulk_ingest")
     scope = _scope(_run())
     events = [_event(scope, f"I own {n} bicycles.") for n in ("two", "three")]
     events.append(_event(scope, "I cycle to work.", context="work"))  # other tags: new call
@@ -466,14 +463,14 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
 # -- capabilities ---------------------------------------------------------------------------
 
 async def test_readiness_is_immediate(raw_adapter):
-    assert isinstance(raw_adapter, SupportsReadiness)
+    assert supports(raw_adapter, "readiness")
     state = await raw_adapter.wait_until_ready(_scope(_run()), 0.01)
     assert state.status == "ready" and state.pending_count == 0
 
 
 async def test_native_mutation_and_provenance_stay_in_scope(raw_adapter):
-    assert isinstance(raw_adapter, SupportsNativeMutation)
-    assert isinstance(raw_adapter, SupportsProvenance)
+    assert supports(raw_adapter, "native_mutation")
+    assert supports(raw_adapter, "provenance")
     run = _run()
     alice, bob = _scope(run, "alice"), _scope(run, "bob")
     receipt = await raw_adapter.record_event(_event(alice, "I drive a red car."))

@@ -40,9 +40,8 @@ from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
     RetrieveRequest,
-    SupportsFeedback,
-    SupportsReadiness,
     capabilities_of,
+    supports,
 )
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
@@ -178,7 +177,7 @@ class TestMemOSSyncFineContract(ContractSuite):
 async def test_async_add_becomes_retrievable_after_readiness(memos_server):
     adapter = MemOSAdapter(_config(memos_server))
     try:
-        assert isinstance(adapter, SupportsReadiness)
+        assert supports(adapter, "readiness")
         assert adapter.info.consistency_model == "async_derived"
         scope = _scope(_run())
         await adapter.setup_scope(scope)
@@ -335,7 +334,7 @@ async def test_feedback_capability(memos_server):
         _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)
     )
     try:
-        assert not isinstance(plain, SupportsFeedback)
+        assert not supports(plain, "feedback")
         assert "feedback" in capabilities_of(feedback)
         scope = _scope(_run())
         await feedback.record_event(_event(scope, "I live in Oslo and I drink green tea."))
@@ -362,7 +361,7 @@ async def test_registry_builds_memos_from_config(memos_server, tmp_path):
         data_dir=tmp_path,
     )
     try:
-        assert isinstance(adapter, SupportsFeedback)
+        assert supports(adapter, "feedback")
         health = await adapter.health()
         assert health.status == "ok", health
         assert health.details["scheduler_queue"] == "redis"

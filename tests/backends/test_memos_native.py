@@ -62,8 +62,8 @@ async def test_native_query_inventory_request_parse_and_trace():
 
     from nanobot_memory_adapters.contract import (
         AdapterError,
-        SupportsNativeQuery,
         capabilities_of,
+        supports,
     )
 
     sent: list[tuple[str, dict]] = []
@@ -86,7 +86,7 @@ async def test_native_query_inventory_request_parse_and_trace():
     adapter = MemOSAdapter(MemOSConfig(base_url=URL), trace_sink=Sink(),
                            transport=httpx.MockTransport(handler))
     try:
-        assert isinstance(adapter, SupportsNativeQuery)
+        assert supports(adapter, "native_query")
         assert capabilities_of(adapter) == ["readiness", "native_query"]
         scope = MemoryScope(run_id="r1", persona_id="alice")
         out = await adapter.native_query(scope, "inventory")

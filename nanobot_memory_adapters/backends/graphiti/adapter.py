@@ -152,10 +152,13 @@ class GraphitiAdapter(BaseAdapter):
         return source_description(event)
 
     # -- capabilities ----------------------------------------------------------------------
-    async def native_mutation(
+    native_mutations = frozenset({"add_triplet"})
+
+    async def _native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        """``add_triplet`` (with ``ingest.fact_triples``): see ``GraphitiWrites``."""
+        """``add_triplet`` (with ``ingest.fact_triples``), past the read-only gate: see
+        ``GraphitiWrites``."""
         return await self.writes.native_mutation(scope, operation, payload)
 
     async def provenance(

@@ -174,11 +174,6 @@ class GraphitiWrites:
                 backend_name=plumbing.backend_name, operation="native_mutation",
                 raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
             )
-        if plumbing.mode.read_only:
-            trace = plumbing._trace("native_mutation", scope=scope.key,
-                                    status="skipped_read_only")
-            plumbing._emit(trace)
-            return {"status": "skipped_read_only"}
         return await plumbing._call("native_mutation", lambda: self._add_triplet(scope, payload))
 
     async def _add_triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:

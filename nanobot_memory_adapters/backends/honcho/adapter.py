@@ -445,7 +445,7 @@ class HonchoAdapter(BaseAdapter):
                                native_request=request, scope=scope.key, status="ok"))
         return out
 
-    async def end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
+    async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
         """``session_end`` (``dream_on_session_end``): schedule Honcho's dream for the
         scope's user peer, scoped to the session's native Honcho session. The dream runs
         in Honcho's queue like derivation, so readiness waits for it."""
@@ -455,10 +455,6 @@ class HonchoAdapter(BaseAdapter):
                 operation="end_session", retryable=False,
                 raw={"fix": "set memory.honcho.dream_on_session_end to true"},
             )
-        if self.mode.read_only:
-            self._emit(self._trace("end_session", native_operation="schedule_dream",
-                                   scope=scope.key, status="skipped_read_only"))
-            return {"status": "skipped_read_only", "native_operation": "schedule_dream"}
         request: dict[str, Any] = {}
 
         async def run() -> None:

@@ -207,10 +207,14 @@ class Mem0Adapter(BaseAdapter):
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
         return await self.native_ops.wait_until_ready(scope, timeout_s)
 
-    async def native_mutation(
+    native_mutations = frozenset({"update", "delete", "history"})
+    read_mutations = frozenset({"history"})
+
+    async def _native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``."""
+        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``
+        (update and delete pass the read-only gate in ``BaseAdapter.native_mutation``)."""
         try:
             return await self.native_ops.native_mutation(scope, operation, payload)
         finally:

@@ -63,8 +63,8 @@ class Mem0NativeOps:
     ) -> dict[str, Any]:
         """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``.
 
-        payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. update and
-        delete obey the read-only gate (``{"status": "skipped_read_only"}``).
+        payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. Called past the
+        adapter's read-only gate (update and delete never reach here while read-only).
         """
         op = f"native_mutation.{operation}"
         if operation not in ("update", "delete", "history"):
@@ -78,8 +78,6 @@ class Mem0NativeOps:
                 "payload needs 'native_id' (a mem0 memory id)",
                 backend_name=self.backend_name, operation=op, raw={"payload": payload},
             )
-        if operation != "history" and self.plumbing.mode.read_only:
-            return {"status": "skipped_read_only", "operation": operation, "native_id": native_id}
         await self._owned(scope, native_id, op)
         memory = await self._native(scope)
         if operation == "history":

@@ -147,7 +147,7 @@ class MemOSAdapter(BaseAdapter):
         ids = self.native_ids(request.scope, "apply_feedback")
         return feedback_body(request, ids, self.config.feedback_async_mode)
 
-    async def apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+    async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
         """POST /product/feedback (MemOS judges the feedback with its LLM and adds or
         updates memories itself). ``metadata.history``: the chat turns it refers to."""
         if not self.config.feedback:
@@ -157,12 +157,6 @@ class MemOSAdapter(BaseAdapter):
                 raw={"fix": "set memory.memos.feedback to true"},
             )
         scope_key = request.scope.key
-        if self._mode.read_only:
-            trace = self._trace(
-                "apply_feedback", scope=scope_key, status="skipped_read_only", latency_ms=0.0
-            )
-            self._emit(trace)
-            return WriteReceipt(status="skipped_read_only", trace=trace)
         body = self.feedback_request(request)
         started = time.perf_counter()
         result = await self._call(

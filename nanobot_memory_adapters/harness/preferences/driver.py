@@ -33,7 +33,7 @@ from typing import Any
 
 from nanobot_memory_adapters.contract import (
     MemoryScope,
-    SupportsFeedback,
+    supports,
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
@@ -172,7 +172,7 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
             if p is None:
                 skipped.append({"name": name, "reason": reason or "unknown"})
                 continue
-            if group == "feedback" and not isinstance(p.adapter, SupportsFeedback):
+            if group == "feedback" and not supports(p.adapter, "feedback"):
                 await p.adapter.aclose()
                 skipped.append({"name": name, "reason": f"{base} has no native feedback "
                                 "(SupportsFeedback); the feedback group needs it"})

@@ -15,11 +15,9 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     Message,
     RetrieveRequest,
-    SupportsBulkIngest,
-    SupportsFeedback,
-    SupportsReadiness,
     Trace,
     WriteReceipt,
+    supports,
 )
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM, NanobotAgent
 from nanobot_memory_adapters.harness.preferences.format import (
@@ -161,7 +159,7 @@ class PreferenceUnit:
         started = time.perf_counter()
         with self.sink.capture() as held:
             receipts: list[WriteReceipt | BaseException]
-            if isinstance(self.adapter, SupportsBulkIngest):
+            if supports(self.adapter, "bulk_ingest"):
                 try:
                     receipts = list(await self.adapter.record_events(events))
                 except Exception as exc:
@@ -197,7 +195,7 @@ class PreferenceUnit:
 
     # -- test points -------------------------------------------------------------------
     async def _test_point(self, point: int, agent: Any) -> None:
-        if isinstance(self.adapter, SupportsReadiness):
+        if supports(self.adapter, "readiness"):
             t0 = time.perf_counter()
             try:
                 state = await self.adapter.wait_until_ready(self.scope,
@@ -328,7 +326,7 @@ class PreferenceUnit:
             self.unit.gate_violations += 1
 
     async def _feedback(self, done: list[tuple[TestSession, dict[str, Any]]]) -> None:
-        assert isinstance(self.adapter, SupportsFeedback)
+        assert supports(self.adapter, "feedback")
         for test, record in done:
             text = feedback_text(test, record.get("outcome") or {})
             if text is None:
