@@ -75,11 +75,11 @@ DataDirOpt = Annotated[
 ]
 
 
-def load(source: dict[str, Any] | Path, data_dir: Path | None) -> Any:
+def load(source: dict[str, Any] | Path, data_dir: Path | None, also: Any = None) -> Any:
     from nanobot_memory_adapters.registry import load_provider
 
     try:
-        return load_provider(source, data_dir=data_dir)
+        return load_provider(source, data_dir=data_dir, also=also)
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
@@ -178,32 +178,59 @@ def conformance(
     items: Annotated[
         str | None, typer.Option(help="Comma-separated item numbers (default: all).")
     ] = None,
+    provider_class: Annotated[
+        str | None,
+        typer.Option("--provider-class", help="A provider class by import path "
+                     "(module:Class), registered or not: a class in development, run with "
+                     "its default config (importable from the current directory too)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the contract suite (docs/design.md: items 1-13) against a provider; non-zero on failure.
 
     Without --data-dir, embedded stores live in a temporary directory that is removed
-    afterwards, so a conformance run never touches your real memory.
+    afterwards, so a conformance run never touches your real memory. The result names the
+    conformance level: "full" (every item for what the provider declares passed), "base"
+    (the items every provider must pass did, a declared capability's did not) or "none".
     """
+    from nanobot_memory_adapters.registry import class_spec, resolve_config
     from nanobot_memory_adapters.testing import SuiteTarget, run_contract_suite
 
-    source = memory_config_source(config, backend, condition)
+    also = None
+    if provider_class:
+        if config or backend or condition:
+            raise fail("--provider-class runs the class on its default config; give it "
+                       "alone (not with --config, --backend or --condition)")
+        try:
+            also = class_spec(provider_class)
+        except ConfigError as exc:
+            raise fail(str(exc)) from None
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))  # a class in the project being written
+        source: dict[str, Any] | Path = {"backend": also.name}
+    else:
+        source = memory_config_source(config, backend, condition)
     wanted = _suite_items(items)
     # Fail fast on config errors, before any item runs or any directory is made.
-    from nanobot_memory_adapters.registry import resolve_config
-
     try:
-        memory_config, _ = resolve_config(source)
+        memory_config, spec = resolve_config(source, also)
+        if also is not None:
+            from nanobot_memory_adapters.registry import provider_class as import_class
+
+            import_class(spec)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except ImportError as exc:
+        raise fail(f"--provider-class {provider_class}: cannot import it ({exc}); run from "
+                   "the folder that holds the module or install its package") from None
     tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="nanobot-memory-conformance-")
     base = data_dir or Path(tmp.name)  # type: ignore[union-attr]
 
     async def make() -> Any:
-        return load(source, base)
+        return load(source, base, also)
 
     try:
-        no_native, failing_factory = _failing_variant(source)
+        no_native, failing_factory = _failing_variant(source, also)
     except ConfigError as exc:
         if tmp is not None:
             tmp.cleanup()
@@ -215,10 +242,10 @@ def conformance(
         # Embedded stores cannot live under a regular file: a real native failure.
         blocker = base / "conformance-blocked"
         blocker.write_text("this file stands where a directory is expected\n")
-        return load(source, blocker / "store")
+        return load(source, blocker / "store", also)
 
     async def run() -> Any:
-        probe = load(source, base)
+        probe = load(source, base, also)
         try:
             state = await probe.health()
         finally:
@@ -250,6 +277,8 @@ def conformance(
                 {
                     "provider": report.provider,
                     "ok": report.ok,
+                    "level": report.level,
+                    "groups": report.groups(),
                     "items": [r.__dict__ for r in report.results],
                 },
                 indent=2,
@@ -258,12 +287,14 @@ def conformance(
         )
     else:
         table = Table(title=f"contract suite: {report.provider}")
-        for col in ("item", "check", "result", "detail"):
+        for col in ("group", "item", "check", "result", "detail"):
             table.add_column(col)
         for r in report.results:
             colour = {"passed": "green", "failed": "red"}.get(r.status, "yellow")
-            table.add_row(str(r.item), r.title, Text(r.status, style=colour), r.detail[:120])
+            table.add_row(r.group, str(r.item), r.title, Text(r.status, style=colour),
+                          r.detail[:120])
         console.print(table)
+        console.print(report.summary(), markup=False, highlight=False)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -277,12 +308,13 @@ def _readiness_timeout(config: Any, adapter: Any) -> float:
     return max(60.0, readiness_floor_s(adapter))
 
 
-def _failing_variant(source: dict[str, Any] | Path) -> tuple[str | None, Any]:
+def _failing_variant(source: dict[str, Any] | Path, also: Any = None
+                     ) -> tuple[str | None, Any]:
     """How item 7 gets a failing backend: the provider's own recipe, or a blocked store."""
     from nanobot_memory_adapters.provider import failing_variant, no_native_backend
     from nanobot_memory_adapters.registry import provider_class, resolve_config
 
-    config, spec = resolve_config(source)
+    config, spec = resolve_config(source, also)
     cls = provider_class(spec)
     no_native = no_native_backend(cls)
     recipe = failing_variant(cls)

@@ -102,10 +102,25 @@ def provider_class(spec: ProviderSpec) -> ProviderClass:
     return cast(ProviderClass, cls)
 
 
+def class_spec(target: str) -> ProviderSpec:
+    """A provider class named by import path (``module:Class``), not registered: how
+    ``nanobot-memory conformance --provider-class`` checks a class in development before
+    its distribution declares the entry point."""
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr.isidentifier():
+        raise ConfigError("--provider-class", f"{target!r} is not module:Class",
+                          "e.g. --provider-class my_memory.adapter:MyAdapter")
+    return ProviderSpec(name=target, kind="backend", target=target, origin="--provider-class")
+
+
 def resolve_config(
     source: dict[str, Any] | str | Path | MemoryConfig,
+    also: ProviderSpec | None = None,
 ) -> tuple[MemoryConfig, ProviderSpec]:
+    """The config and its provider's registration (``also``: one more, unregistered)."""
     specs = available_providers()
+    if also is not None:
+        specs[also.name] = also
     if isinstance(source, MemoryConfig):
         config = source
     else:
@@ -130,9 +145,10 @@ def load_provider(
     *,
     data_dir: str | Path | None = None,
     trace_sink: TraceSink | None = None,
+    also: ProviderSpec | None = None,
 ) -> MemoryAdapter:
     """Build exactly one provider from a memory config (dict, JSON file path, or model)."""
-    config, spec = resolve_config(source)
+    config, spec = resolve_config(source, also)
     cls = provider_class(spec)
     block_model: type[BaseModel] = cls.config_model
     # ``${NAME}`` references (how ``setup`` stores secrets) are read here, in memory only;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,39 @@ def test_conformance_full_history_json_reports_every_item_passed():
     # every item passes, but the one for a capability full_history does not declare
     assert {i["item"]: i["status"] for i in report["items"]} == {
         **{n: "passed" for n in range(1, 12)}, 12: "not_applicable", 13: "passed"}
+    assert report["level"] == "full"
+    assert report["groups"] == {"base": "passed 11", "ingest_lookahead": "not applicable",
+                                "store_version": "passed 1"}
+
+
+def test_conformance_runs_a_provider_class_that_is_not_registered(tmp_path):
+    """A newcomer's class before its entry point exists: the reference provider (not a
+    registered provider) and a copy of it in a module of the current directory, by path."""
+    out = run("conformance", "--provider-class",
+              "nanobot_memory_adapters.testing.reference:ReferenceAdapter")
+    assert out.returncode == 0, out.stderr
+    assert "conformance level: full (base passed 10;" in out.stdout  # item 7: no backend
+    source = Path(__file__).parents[1] / "nanobot_memory_adapters/testing/reference.py"
+    (tmp_path / "my_memory.py").write_text(source.read_text().replace(
+        '"reference"', '"my_memory"'))
+    out = run("conformance", "--provider-class", "my_memory:ReferenceAdapter", "--json",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["provider"] == "my_memory" and report["level"] == "full"
+
+
+@pytest.mark.parametrize(("target", "needle"), [
+    ("my_memory", "is not module:Class"),
+    ("no_such_module_xyz:Thing", "cannot import it"),
+    ("json:dumps", "not a provider class"),
+])
+def test_conformance_provider_class_errors_are_one_line(target, needle):
+    out = run("conformance", "--provider-class", target)
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) <= 2 and needle in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_health_no_memory_json_is_ok():

@@ -11,15 +11,19 @@
                 return MyAdapter(url="http://127.0.0.1:9")   # nothing listens there
             return SuiteTarget(make=make, make_failing=make_failing)
 
-Every item is one test, named ``test_item_NN_<name>``; an item that does not apply to the
-provider (item 7 without a native backend) is skipped, not passed. Needs pytest-asyncio.
+Every item is one test, named by its group and item, ``test_<group>_item_NN_<name>``:
+``base`` for what every provider must pass, a capability's name for its own items
+(``suite.GROUPS``; ``-k base`` runs the base level only). An item that does not apply to
+the provider (item 7 without a native backend, a capability it does not declare) is
+skipped, not passed. ``nanobot-memory conformance`` runs the same items and prints the
+level they reach. Needs pytest-asyncio.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nanobot_memory_adapters.testing.suite import ITEMS, SuiteTarget, run_item
+from nanobot_memory_adapters.testing.suite import ITEMS, SuiteTarget, group_of, run_item
 
 
 def _make_test(number: int, name: str, title: str):  # type: ignore[no-untyped-def]
@@ -30,7 +34,7 @@ def _make_test(number: int, name: str, title: str):  # type: ignore[no-untyped-d
             pytest.skip(f"contract item {number} ({name}) not applicable: {result.detail}")
         assert result.status != "failed", f"contract item {number} ({name}): {result.detail}"
 
-    test.__name__ = f"test_item_{number:02d}_{name}"
+    test.__name__ = f"test_{group_of(number)}_item_{number:02d}_{name}"
     test.__doc__ = title
     return test
 
@@ -40,4 +44,5 @@ class ContractSuite:
 
 
 for _number, _name, _title, _check in ITEMS:
-    setattr(ContractSuite, f"test_item_{_number:02d}_{_name}", _make_test(_number, _name, _title))
+    _test = _make_test(_number, _name, _title)
+    setattr(ContractSuite, _test.__name__, _test)

@@ -76,6 +76,21 @@ class ItemFailed(AssertionError):
     pass
 
 
+#: The items every provider must pass ("base"), then each capability's own, as LangGraph's
+#: checkpoint conformance groups its specs. Item 11 calls every write path a provider
+#: declares (bulk ingest, feedback, native mutations, session end) read-only.
+GROUPS: dict[str, tuple[int, ...]] = {
+    "base": tuple(range(1, 12)),
+    "ingest_lookahead": (12,),
+    "store_version": (13,),
+}
+Level = Literal["full", "base", "none"]
+
+
+def group_of(item: int) -> str:
+    return next(name for name, items in GROUPS.items() if item in items)
+
+
 @dataclass
 class ItemResult:
     item: int
@@ -84,9 +99,11 @@ class ItemResult:
     status: Literal["passed", "failed", "not_applicable"]
     detail: str = ""
     seconds: float = 0.0
+    group: str = ""
 
     def __post_init__(self) -> None:
         self.detail = redact_text(self.detail)  # printed and written by the CLI
+        self.group = self.group or group_of(self.item)
 
 
 @dataclass
@@ -97,6 +114,32 @@ class SuiteReport:
     @property
     def ok(self) -> bool:
         return all(r.status != "failed" for r in self.results)
+
+    @property
+    def level(self) -> Level:
+        """``full``: every item run passed or did not apply; ``base``: the items every
+        provider must pass did, a declared capability's did not; ``none``: a base item
+        failed. Over the items run (``--items`` runs fewer)."""
+        if any(r.status == "failed" and r.group == "base" for r in self.results):
+            return "none"
+        return "full" if self.ok else "base"
+
+    def groups(self) -> dict[str, str]:
+        """Per group: "passed N", "failed N of M" or "not applicable" (items run only)."""
+        out: dict[str, str] = {}
+        for name in GROUPS:
+            runs = [r for r in self.results if r.group == name]
+            if not runs:
+                continue
+            failed = sum(r.status == "failed" for r in runs)
+            passed = sum(r.status == "passed" for r in runs)
+            out[name] = (f"failed {failed} of {len(runs)}" if failed
+                         else f"passed {passed}" if passed else "not applicable")
+        return out
+
+    def summary(self) -> str:
+        parts = "; ".join(f"{name} {state}" for name, state in self.groups().items())
+        return f"conformance level: {self.level} ({parts})"
 
 
 class NotApplicable(Exception):
