@@ -343,30 +343,6 @@ class ProviderInfo(BaseModel):
     native_memory_types: tuple[str, ...] = ()
     native_ingest_modes: tuple[str, ...] = ()
     requires_llm: bool = False
-    query_independent: bool = Field(
-        default=False,
-        description="retrieve's result does not depend on the request's query (full_history, "
-        "static_profile, no_memory, rolling_summary): a recall can be prepared before the "
-        "message is known.",
-    )
-    host_native: bool = Field(
-        default=False,
-        description="The provider is the host's own memory (rolling_summary: nanobot's "
-        "MEMORY.md and Dream); inside nanobot the plugin leaves it in charge.",
-    )
-    max_concurrent_units: int | None = Field(
-        default=None,
-        ge=1,
-        description="How many harness units (each with its own scope and, for embedded "
-        "stores, its own store) may run against this provider at once; None: any number.",
-    )
-    replay_checked_writes: bool = Field(
-        default=False,
-        description="record_event and record_events look a replayed event_id up in the "
-        "store and do not store it twice, and the store outlives the process: a harness "
-        "unit interrupted mid-way resumes after its last finished session instead of "
-        "starting over.",
-    )
     capabilities: tuple[Capability, ...] | None = Field(
         default=None,
         description="The optional capabilities this provider offers, declared (they may "

@@ -34,7 +34,6 @@ from nanobot_memory_adapters.contract import (
     STORED_WRITE_STATUSES,
     MemoryAdapter,
     MemoryScope,
-    ProviderInfo,
     WriteStatus,
 )
 from nanobot_memory_adapters.tracing import TraceSink
@@ -51,12 +50,14 @@ __all__ = [
     "ProviderClass",
     "ProviderEnv",
     "WriteStatus",
-    "default_info",
     "failing_variant",
     "is_host_native",
+    "is_query_independent",
+    "max_concurrent_units",
     "native_scope",
     "no_native_backend",
     "readiness_floor_s",
+    "replays_checked_writes",
 ]
 
 ENTRY_POINT_GROUP = "nanobot_memory_adapters.backends"
@@ -125,16 +126,32 @@ def native_scope(adapter: object, scope: MemoryScope) -> dict[str, Any] | None:
     return adapter.native_scope(scope) if isinstance(adapter, DescribesNativeScope) else None
 
 
-def default_info(cls: ProviderClass | type) -> ProviderInfo | None:
-    """``default_info``: the provider's ProviderInfo before any config (class level), for
-    decisions taken before an instance exists (the nanobot plugin's, below)."""
-    info = getattr(cls, "default_info", None)
-    return info if isinstance(info, ProviderInfo) else None
-
-
 def is_host_native(cls: ProviderClass | type) -> bool:
-    """Whether the provider *is* the host's own memory (``ProviderInfo.host_native``:
-    rolling_summary is nanobot's MEMORY.md and Dream). Inside nanobot the plugin then
+    """``host_native = True`` (class level): the provider *is* the host's own memory
+    (rolling_summary is nanobot's MEMORY.md and Dream). Inside nanobot the plugin then
     leaves nanobot's memory in charge instead of serving it through the slot."""
-    info = default_info(cls)
-    return bool(info and info.host_native)
+    return getattr(cls, "host_native", False) is True
+
+
+def is_query_independent(adapter: object) -> bool:
+    """``query_independent = True``: retrieve's result does not depend on the request's
+    query (full_history, static_profile, no_memory, rolling_summary), so the nanobot plugin
+    may prepare a turn's recall before the message is known (with ``store_version``;
+    contract item 13 checks both)."""
+    return getattr(adapter, "query_independent", False) is True
+
+
+def max_concurrent_units(adapter: object) -> int | None:
+    """``max_concurrent_units``: how many harness units (each with its own scope and, for
+    embedded stores, its own store) may run against this provider at once; None: any."""
+    value = getattr(adapter, "max_concurrent_units", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
+        else None
+
+
+def replays_checked_writes(adapter: object) -> bool:
+    """``replay_checked_writes = True``: record_event and record_events look a replayed
+    event_id up in the store and do not store it twice, and the store outlives the
+    process, so a harness unit interrupted mid-way resumes after its last finished
+    session instead of starting over."""
+    return getattr(adapter, "replay_checked_writes", False) is True

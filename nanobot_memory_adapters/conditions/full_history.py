@@ -40,7 +40,6 @@ INFO = ProviderInfo(
     memory_form="verbatim",
     item_fields=("native_id", "event_at", "source_event_ids"),
     native_ingest_modes=("transcript",),
-    query_independent=True,
     capabilities=("store_version",),
     description="Prior transcripts packed chronologically into the budget (query ignored).",
 )
@@ -134,6 +133,9 @@ class FullHistoryConfig(BaseModel):
 
 
 class FullHistory(BaseAdapter):
+    # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
+    # a turn's recall before the message is known
+    query_independent = True
     config_model = FullHistoryConfig
 
     def __init__(self, path: str | Path, *, trace_sink: TraceSink | None = None) -> None:

@@ -32,7 +32,6 @@ INFO = ProviderInfo(
     consistency_model="immediate",
     stores_events=False,
     memory_form="none",
-    query_independent=True,
     capabilities=(),
     description="Retrieve returns an empty context; nothing is stored (anonymized).",
 )
@@ -43,7 +42,6 @@ NAMED_INFO = ProviderInfo(
     stores_events=False,
     memory_form="none",
     item_fields=("native_id",),
-    query_independent=True,
     capabilities=(),
     description="Retrieve shows the user's name and nothing else; nothing is stored.",
 )
@@ -56,6 +54,9 @@ class NoMemoryConfig(BaseModel):
 
 class NoMemory(BaseAdapter):
     config_model = NoMemoryConfig
+    # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
+    # a turn's recall before the message is known
+    query_independent = True
     no_native_backend = "no_memory has no native store"
 
     def __init__(self, *, trace_sink: TraceSink | None = None) -> None:
@@ -113,6 +114,10 @@ class NoMemoryNamedConfig(BaseModel):
 
 class NoMemoryNamed(BaseAdapter):
     """The named variant: one line with the persona's name, nothing it could learn."""
+
+    # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
+    # a turn's recall before the message is known
+    query_independent = True
 
     config_model = NoMemoryNamedConfig
     no_native_backend = "no_memory_named is configuration only"

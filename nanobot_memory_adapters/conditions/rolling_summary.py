@@ -48,10 +48,8 @@ INFO = ProviderInfo(
     # Turns reach MEMORY.md only through Dream, which needs an LLM.
     stores_events=False,
     memory_form="derived",
-    host_native=True,
     item_fields=("native_id",),
     native_ingest_modes=("history.jsonl",),
-    query_independent=True,
     capabilities=("readiness",),
     description="nanobot's own MEMORY.md / history.jsonl / Dream, as a control.",
 )
@@ -99,7 +97,10 @@ def _memory_store(workspace: Path) -> Any:
 
 class RollingSummary(BaseAdapter):
     config_model = RollingSummaryConfig
-    default_info = INFO
+    # nanobot's own memory (provider.is_host_native): inside nanobot the plugin leaves
+    # MEMORY.md and Dream in charge instead of serving them through the slot
+    host_native = True
+    query_independent = True  # provider.is_query_independent
 
     def __init__(
         self,

@@ -24,7 +24,6 @@ INFO = ProviderInfo(
     stores_events=False,
     memory_form="none",
     item_fields=("native_id",),
-    query_independent=True,
     capabilities=(),
     description="A fixed profile text (per persona or shared); no writes.",
 )
@@ -50,6 +49,9 @@ class StaticProfileConfig(BaseModel):
 
 
 class StaticProfile(BaseAdapter):
+    # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
+    # a turn's recall before the message is known
+    query_independent = True
     config_model = StaticProfileConfig
     no_native_backend = "static_profile is configuration only"
 

@@ -14,9 +14,9 @@ on the executor, on the number of workers or on the order units finish in.
   trace lines back as it goes; ``--ray-address`` joins a running cluster, without it a
   local Ray instance is started for the run. At most N tasks are in flight.
 
-A provider's ``ProviderInfo.max_concurrent_units`` caps how many of its units run at
-once (a server that tolerates only so many writers); units of other providers fill the
-remaining workers.
+A provider's ``max_concurrent_units`` (``provider.max_concurrent_units``) caps how many
+of its units run at once (a server that tolerates only so many writers); units of other
+providers fill the remaining workers.
 """
 
 from __future__ import annotations

@@ -85,6 +85,7 @@ from nanobot_memory_adapters.harness.unit_progress import (
     progress_path,
 )
 from nanobot_memory_adapters.harness.units import UnitJob, part_name, unit_key
+from nanobot_memory_adapters.provider import max_concurrent_units, replays_checked_writes
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 __all__ = ["BenchConfig", "BenchOutcome", "Progress", "SeededIds", "UnitRunner", "run_bench",
@@ -227,7 +228,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                 # Ray: a worker-local temporary store (the worker may be another machine)
                 local = cfg.execution.executor == "local"
                 # a unit that finished sessions in a store that kept them goes on from there
-                resumable = local and p.adapter.info.replay_checked_writes and keeps_store(store)
+                resumable = local and replays_checked_writes(p.adapter) and keeps_store(store)
                 sha = manifest["manifest_sha256"]
                 partial = load_progress(part, sha, cfg.out) if resumable else None
                 if partial is None:
@@ -240,7 +241,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                                     store if local else None, resume=partial,
                                     manifest_sha256=sha))
         plan = cfg.execution
-        limits = {p.name: n for p in prepared if (n := p.adapter.info.max_concurrent_units)}
+        limits = {p.name: n for p in prepared if (n := max_concurrent_units(p.adapter))}
         # A block that names its own store path puts every unit in that one store:
         # its units run one at a time (they would share an embedded store's lock).
         limits.update({p.name: 1 for p in prepared if _pins_a_store(p.block)})

@@ -30,6 +30,7 @@ from nanobot_memory_adapters.harness.unit_progress import (
     keeps_store,
     save_progress,
 )
+from nanobot_memory_adapters.provider import replays_checked_writes
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.harness.bench_config import BenchConfig
@@ -147,7 +148,7 @@ async def _build_and_run(
             save_progress(traces, done)
 
         # a store that stays where the next run finds it: the unit may resume mid-way
-        on_session = save if p.adapter.info.replay_checked_writes else None
+        on_session = save if replays_checked_writes(p.adapter) else None
         try:
             reporter = _Reporter(job.key, progress) if progress else None
             return await UnitRunner(p, job.conv, job.points, cfg, reporter,

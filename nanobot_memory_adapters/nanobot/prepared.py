@@ -23,6 +23,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import CACHE_SESSIONS, LOG
+from nanobot_memory_adapters.provider import is_query_independent
 
 # The query a prepared retrieve carries (and its trace shows): the message is not known.
 PREPARED_QUERY = "-"
@@ -43,7 +44,7 @@ def request_key(request: RetrieveRequest) -> str:
 
 def preparable(adapter: MemoryAdapter | None) -> bool:
     """Whether this provider's recall can be prepared before the message is known."""
-    return (adapter is not None and adapter.info.query_independent
+    return (adapter is not None and is_query_independent(adapter)
             and supports(adapter, "store_version"))
 
 

@@ -568,7 +568,7 @@ class MemoryPlugin:
         return f"memory provider is now '{name}' ({kind}; {persisted})"
 
 def _host_native(name: str) -> bool:
-    """Whether the provider is nanobot's own memory (``ProviderInfo.host_native``)."""
+    """Whether the provider is nanobot's own memory (``provider.is_host_native``)."""
     from nanobot_memory_adapters.provider import is_host_native
     from nanobot_memory_adapters.registry import available_providers, provider_class
 

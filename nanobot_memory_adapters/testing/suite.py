@@ -31,7 +31,7 @@ from nanobot_memory_adapters.contract import (
     undelivered_capabilities,
 )
 from nanobot_memory_adapters.formatting import SECTION_TAG
-from nanobot_memory_adapters.provider import no_native_backend
+from nanobot_memory_adapters.provider import is_query_independent, no_native_backend
 from nanobot_memory_adapters.redaction import redact_text
 from nanobot_memory_adapters.tokens import count_tokens
 
@@ -552,7 +552,7 @@ async def item_13_prepared_recall(ctx: _Ctx) -> str:
     store that this one can see, and on a reset: a recall prepared under it is never
     staler than a retrieve."""
     adapter = ctx.adapter
-    independent = adapter.info.query_independent
+    independent = is_query_independent(adapter)
     versioned = supports(adapter, "store_version")
     if not independent and not versioned:
         raise NotApplicable("neither query_independent nor store_version declared")

@@ -27,6 +27,7 @@ from nanobot_memory_adapters.contract import (
     capabilities_of,
     supports,
 )
+from nanobot_memory_adapters.provider import replays_checked_writes
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.sizing import LABEL_TOKENS
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
@@ -608,7 +609,7 @@ async def test_per_event_bulk_mode(llm_double, data_dir):
         # A session recorded again (a bench unit resumed after a crash): each episode
         # is looked up first, nothing is extracted or stored twice. So the mode declares
         # replay-checked writes; native add_episode_bulk does not look up, and does not.
-        assert adapter.info.replay_checked_writes
+        assert replays_checked_writes(adapter)
         before = len(llm_double.chat_requests())
         third = _event(scope, 3, "I play the cello.", T2)
         again = await adapter.record_events(
@@ -626,7 +627,7 @@ async def test_per_event_bulk_mode(llm_double, data_dir):
         await adapter.aclose()
     native = _load(llm_double, data_dir / "native")
     try:
-        assert not native.info.replay_checked_writes
+        assert not replays_checked_writes(native)
     finally:
         await native.aclose()
 

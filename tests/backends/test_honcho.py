@@ -31,6 +31,7 @@ from nanobot_memory_adapters.contract import (
     supports,
 )
 from nanobot_memory_adapters.formatting import opens_item
+from nanobot_memory_adapters.provider import replays_checked_writes
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from nanobot_memory_adapters.tokens import count_tokens
@@ -577,7 +578,7 @@ async def test_a_replayed_bulk_write_adds_only_what_honcho_does_not_hold(server_
     crash cut its session short) stores each message once, as ``record_event`` does."""
     adapter = _adapter(server_url)
     try:
-        assert adapter.info.replay_checked_writes
+        assert replays_checked_writes(adapter)
         scope = _scope()
         events = [_event(scope, f"Fact number {n}.", assistant="Noted.", n=n)
                   for n in range(1, 5)]

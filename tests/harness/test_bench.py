@@ -349,11 +349,13 @@ async def test_a_unit_embeds_its_conversation_ahead_in_one_batch_with_the_same_r
     timing = ahead.results["providers"]["simple_rag"]["timing"]
     assert 0 < timing["ingest_lookahead_s"] <= timing["ingest_s"]
 
-    class Never:  # no provider offers the lookahead
-        pass
+    real_supports = locomo_ingest.supports
+
+    def never_lookahead(adapter, capability):  # no provider offers the lookahead
+        return capability != "ingest_lookahead" and real_supports(adapter, capability)
 
     batches.clear()
-    monkeypatch.setattr(locomo_ingest, "SupportsIngestLookahead", Never)
+    monkeypatch.setattr(locomo_ingest, "supports", never_lookahead)
     without = await run_bench(config(locomo_file, tmp_path / "without", ["simple_rag"]))
     assert len(batches) == sum(len(c.sessions) for c in conversations)
     assert "ingest_lookahead_s" not in without.results["providers"]["simple_rag"]["timing"]

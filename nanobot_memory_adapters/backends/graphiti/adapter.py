@@ -110,6 +110,9 @@ class GraphitiAdapter(BaseAdapter):
     ) -> None:
         config = resolve_database(config, Path(data_dir), falkorlite.installed())
         super().__init__(info=provider_info(config), trace_sink=trace_sink)
+        # add_episode looks the event's episode up first; add_episode_bulk does not
+        # (provider.replays_checked_writes)
+        self.replay_checked_writes = config.ingest.bulk == "per_event"
         self.config = config
         self.data_dir = Path(data_dir)
         self.store = GraphitiStore(config, self.data_dir)

@@ -381,8 +381,6 @@ def provider_info(config: GraphitiConfig) -> ProviderInfo:
         requires_llm=True,
         capabilities=("bulk_ingest", "native_mutation", "provenance", "native_query")
         if config.ingest.fact_triples else ("bulk_ingest", "provenance", "native_query"),
-        # add_episode looks the event's episode up first; add_episode_bulk does not.
-        replay_checked_writes=config.ingest.bulk == "per_event",
         description="Graphiti temporal knowledge graph (facts with validity times) on "
         f"{config.database.provider}.",
     )

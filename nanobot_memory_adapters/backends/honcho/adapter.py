@@ -92,6 +92,9 @@ from nanobot_memory_adapters.backends.honcho.writes import HonchoWrites
 
 class HonchoAdapter(BaseAdapter):
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
+    # messages are filtered by their event_id metadata before adding
+    # (provider.replays_checked_writes)
+    replay_checked_writes = True
 
     def __init__(
         self,

@@ -33,7 +33,6 @@ INFO = ProviderInfo(
     native_memory_types=("peer_representation", "peer_card", "session_summary", "message"),
     native_ingest_modes=("session.add_messages",),
     requires_llm=True,
-    replay_checked_writes=True,  # messages filtered by event_id metadata before adding
     capabilities=("bulk_ingest", "readiness", "native_query"),
     description="Honcho v3: peers, sessions and the deriver's peer representations; "
     "session.context(summary, tokens, peer_target, search_query) is the one read.",

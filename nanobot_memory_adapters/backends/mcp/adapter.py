@@ -69,9 +69,6 @@ def info_for(config: McpConfig) -> ProviderInfo:
         memory_form=config.memory_form,
         item_fields=tuple(mapped),
         native_ingest_modes=(config.record.tool,),
-        # one server process per adapter on one store: the reference server rewrites its
-        # whole file per write, so two units on one store would lose each other's writes
-        max_concurrent_units=1,
         # declared: none of the optional capabilities (no generic tool for feedback, bulk
         # ingest, readiness, mutation, provenance or diagnostics; docs/mcp.md)
         capabilities=(),
@@ -112,6 +109,9 @@ def _as_time(value: Any) -> datetime | None:
 
 class McpAdapter(BaseAdapter):
     config_model = McpConfig
+    # one server process per adapter on one store: the reference server rewrites its whole
+    # file per write, so two harness units on one store would lose each other's writes
+    max_concurrent_units = 1
 
     def __init__(self, config: McpConfig, *, data_dir: str | Path,
                  trace_sink: TraceSink | None = None) -> None:

@@ -133,6 +133,9 @@ class Mem0Adapter(BaseAdapter):
     """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
+    # a replayed event id is looked up (event ids per scope, listed once:
+    # stored_events.py) and not stored twice (provider.replays_checked_writes)
+    replay_checked_writes = True
     readiness_timeout_s = 5.0  # immediate consistency: nothing to wait for
     # With extraction, a write fails when the model's answer did (timeout, cut JSON).
     write_failures_retryable: bool | None = None

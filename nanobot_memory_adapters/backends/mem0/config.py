@@ -36,7 +36,6 @@ MEM0_INFO = ProviderInfo(
     native_memory_types=("memory",),
     native_ingest_modes=("add(infer=True)", "add(multi-message, infer=True)"),
     requires_llm=True,
-    replay_checked_writes=True,  # event ids per scope, listed once (stored_events.py)
     capabilities=_MEM0_CAPABILITIES,
     description="mem0 AsyncMemory: LLM extraction (additive) into local Qdrant, semantic search.",
 )
