@@ -67,13 +67,20 @@ def lookahead_window(sessions: Sequence[Session], number: int) -> list[Session]:
 
 
 class LocomoIngest:
-    p: Prepared
-    adapter: MemoryAdapter
-    sink: AnnotatingSink
-    conv: Conversation
-    unit: UnitState
-    personas: list[Persona]
-    dia_of_event: dict[str, str]
+    """Records a conversation's sessions into one provider for a bench unit: the
+    lookahead window, bulk or per-event writes, their receipts as trace lines, and the
+    ingest measurements in the unit's ``UnitState``. A collaborator the unit runner
+    owns (built once the unit's state is final, resumed or fresh) and calls."""
+
+    def __init__(self, p: Prepared, conv: Conversation, personas: list[Persona],
+                 unit: UnitState, dia_of_event: dict[str, str]) -> None:
+        self.p = p
+        self.adapter: MemoryAdapter = p.adapter
+        self.sink: AnnotatingSink = p.sink
+        self.conv = conv
+        self.personas = personas
+        self.unit = unit  # mutated in place: the runner reads the same object
+        self.dia_of_event = dia_of_event
 
     def _record_line(
         self, trace: Trace, turn: Turn, event: MemoryEvent, status: str, copy: int
@@ -99,7 +106,7 @@ class LocomoIngest:
     _lookahead: AbstractAsyncContextManager[None] | None = None
     _lookahead_sessions: frozenset[int] = frozenset()
 
-    async def _look_ahead(self, session: Session) -> None:
+    async def look_ahead(self, session: Session) -> None:
         """Before recording ``session``: if the provider declares ``ingest_lookahead`` and
         no open window covers that session, close the window and open the one that holds
         it (``lookahead_window``), for every persona. Its time counts as ingest time
@@ -108,7 +115,7 @@ class LocomoIngest:
         if (session.number in self._lookahead_sessions
                 or not supports(adapter, "ingest_lookahead")):
             return
-        await self._end_lookahead()
+        await self.end_lookahead()
         window = lookahead_window(self.conv.sessions, session.number)
         events = [turn_event(self.conv, t, persona.scope, persona.speaker)
                   for persona in self.personas for s in window for t in s.turns]
@@ -128,7 +135,7 @@ class LocomoIngest:
         self.unit.ingest_s += spent
         self.unit.lookahead_s = (self.unit.lookahead_s or 0.0) + spent
 
-    async def _end_lookahead(self) -> None:
+    async def end_lookahead(self) -> None:
         """Leave the open window, if any (as the contract says: without exception info,
         whether the unit ends well or not; a failure to leave is logged, never raised)."""
         context, self._lookahead = self._lookahead, None
@@ -140,7 +147,7 @@ class LocomoIngest:
                 logger.warning("{}: ending ingest_lookahead failed ({})", self.p.name,
                                error_text(exc))
 
-    async def _record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
+    async def record_session(self, turns: Sequence[Turn], persona: Persona, copy: int) -> None:
         if not turns:
             return
         events = [turn_event(self.conv, t, persona.scope, persona.speaker) for t in turns]

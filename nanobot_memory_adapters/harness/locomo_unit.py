@@ -63,7 +63,7 @@ class Asked:
     held: list[Trace]
 
 
-class UnitRunner(LocomoIngest):
+class UnitRunner:
     def __init__(
         self,
         p: Prepared,
@@ -114,6 +114,8 @@ class UnitRunner(LocomoIngest):
         resume = self.resume
         if resume is not None:
             self._restore(resume)
+        self.ingest = LocomoIngest(self.p, self.conv, self.personas, self.unit,
+                                   self.dia_of_event)
         await self._set_mode(False, "bench_unit_start")
         if resume is None:
             await self._fresh_scopes()
@@ -131,7 +133,7 @@ class UnitRunner(LocomoIngest):
         try:
             await self._sessions(resume, final, done_s, started)
         finally:
-            await self._end_lookahead()
+            await self.ingest.end_lookahead()
         self.unit.wall_s = done_s + time.perf_counter() - started
         if resume is None:  # a resumed unit's earlier CPU is not known
             self.unit.cpu_s = round(time.process_time() - cpu_started, 3)
@@ -144,11 +146,11 @@ class UnitRunner(LocomoIngest):
             if resume is not None and session.number <= resume.session:
                 continue
             self._reseed(session.number)
-            await self._look_ahead(session)  # stores nothing: not yet "started"
+            await self.ingest.look_ahead(session)  # stores nothing: not yet "started"
             if self._saved is not None:  # from here on the store may hold this session
                 self._save(self._saved.session, self._saved.elapsed_s, next_started=True)
             for copy, persona in enumerate(self.personas):
-                await self._record_session(session.turns, persona, copy)
+                await self.ingest.record_session(session.turns, persona, copy)
             if session.number in self.points:
                 await self._test_point(
                     session.number,
