@@ -1,4 +1,4 @@
-"""Shared plumbing for adapters: the read-only gate, timing, traces and error wrapping.
+"""What every adapter shares: the read-only gate, timing, traces and error wrapping.
 
 Subclasses implement only the native parts (``_record``, ``_retrieve``, ``_reset``,
 ``_health``); everything that must behave the same for every provider lives here once.
@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 from nanobot_memory_adapters.contract import (
     CAPABILITIES,
@@ -99,20 +99,27 @@ async def poll_readiness(
         await asyncio.sleep(min(interval_s, deadline - now))
 
 
-class Plumbing(Protocol):
-    """What a backend's collaborators (its request builder, native operations, search...)
-    use of the adapter that owns them: the read-only mode, native calls that become
-    ``AdapterError``, traces. ``BaseAdapter`` is one; a collaborator is handed it."""
+class NativeCalls:
+    """The provider's native-call service for its collaborators (request builders, native
+    operations, readiness probes): a native call that fails becomes an ``AdapterError``
+    with diagnostics, and a trace goes to the provider's sink. ``BaseAdapter`` builds one
+    (``self.calls``) and hands it to its collaborators, which never see the adapter."""
 
-    backend_name: str
+    def __init__(self, adapter: BaseAdapter) -> None:
+        self.backend_name = adapter.backend_name
+        self._adapter = adapter
 
-    @property
-    def mode(self) -> AdapterMode: ...
-    async def _call(
+    async def run(
         self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
-    ) -> T: ...
-    def _trace(self, operation: str, **fields: Any) -> Trace: ...
-    def _emit(self, trace: Trace) -> None: ...
+    ) -> T:
+        """``fn()``; any failure becomes an AdapterError naming ``operation``."""
+        return await self._adapter._call(operation, fn, retryable=retryable)
+
+    def trace(self, operation: str, **fields: Any) -> Trace:
+        return self._adapter._trace(operation, **fields)
+
+    def emit(self, trace: Trace) -> None:
+        self._adapter._emit(trace)
 
 
 class BaseAdapter:
@@ -127,6 +134,7 @@ class BaseAdapter:
         self.info = info
         self.backend_name = info.name
         self.trace_sink = trace_sink
+        self.calls = NativeCalls(self)  # what collaborators are handed
         self._mode = AdapterMode(read_only=False, reason="default")
         # Failed writes since start: health shows them (degraded while the latest failed).
         self.failed_write_count = 0

@@ -116,12 +116,12 @@ class GraphitiAdapter(BaseAdapter):
         self.config = config
         self.data_dir = Path(data_dir)
         self.store = GraphitiStore(config, self.data_dir)
-        self.writes = GraphitiWrites(self, self.store, config)
+        self.writes = GraphitiWrites(self.calls, self.store, config)
         self.search = GraphitiSearch(self.store, config)
-        self.batches = GraphitiBulk(self, self.store, self.writes, config)
+        self.batches = GraphitiBulk(self.calls, self.store, self.writes, config)
         self.bulk = BulkIngest(self, self.batches.record_batch,
                                batch_key=self.batches.batch_key)
-        self.sources = GraphitiProvenance(self, self.store)
+        self.sources = GraphitiProvenance(self.calls, self.store)
 
     @classmethod
     def from_config(cls, config: GraphitiConfig, env: ProviderEnv) -> GraphitiAdapter:

@@ -14,7 +14,7 @@ from nanobot_memory_adapters.backends.graphiti.config import GraphitiConfig
 from nanobot_memory_adapters.backends.graphiti.ids import episode_name, source_description
 from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
 from nanobot_memory_adapters.backends.graphiti.writes import GraphitiWrites
-from nanobot_memory_adapters.base import NativeWrite, Plumbing
+from nanobot_memory_adapters.base import NativeCalls, NativeWrite
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
@@ -26,10 +26,10 @@ class GraphitiBulk:
     """The adapter's ``SupportsBulkIngest`` hooks: which events share a call, and the call."""
 
     def __init__(
-        self, plumbing: Plumbing, store: GraphitiStore, writes: GraphitiWrites,
+        self, calls: NativeCalls, store: GraphitiStore, writes: GraphitiWrites,
         config: GraphitiConfig,
     ) -> None:
-        self.plumbing = plumbing
+        self.calls = calls
         self.store = store
         self.writes = writes
         self.config = config
@@ -73,7 +73,7 @@ class GraphitiBulk:
         for event in batch:
             started = time.perf_counter()
             try:
-                native = await self.plumbing._call(
+                native = await self.calls.run(
                     "record_events", lambda e=event: self.writes.record(e), retryable=True,
                 )
             except AdapterError as exc:

@@ -18,7 +18,7 @@ from graphiti_core.search.search_filters import (
 
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
 from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
-from nanobot_memory_adapters.base import Plumbing
+from nanobot_memory_adapters.base import NativeCalls
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -29,10 +29,10 @@ from nanobot_memory_adapters.timeparse import require_time
 class GraphitiProvenance:
     """``SupportsProvenance`` with Graphiti's own queries, inside the scope's group."""
 
-    def __init__(self, plumbing: Plumbing, store: GraphitiStore) -> None:
-        self.plumbing = plumbing
+    def __init__(self, calls: NativeCalls, store: GraphitiStore) -> None:
+        self.calls = calls
         self.store = store
-        self.backend_name = plumbing.backend_name
+        self.backend_name = calls.backend_name
 
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
@@ -43,7 +43,7 @@ class GraphitiProvenance:
         - ``provenance(scope, invalidated_from=..., invalidated_to=..., limit=100)``: facts
           Graphiti invalidated in that time range (either bound optional), oldest first.
         """
-        return await self.plumbing._call(
+        return await self.calls.run(
             "provenance", lambda: self._provenance(scope, native_id, query)
         )
 

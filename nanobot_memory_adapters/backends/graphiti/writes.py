@@ -21,7 +21,7 @@ from nanobot_memory_adapters.backends.graphiti.ids import (
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
 from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
-from nanobot_memory_adapters.base import NativeWrite, Plumbing
+from nanobot_memory_adapters.base import NativeCalls, NativeWrite
 from nanobot_memory_adapters.contract import AdapterError, MemoryEvent, MemoryScope
 from nanobot_memory_adapters.timeparse import require_time
 from nanobot_memory_adapters.tracing import redact
@@ -45,8 +45,8 @@ class SavedEpisode:
 class GraphitiWrites:
     """Episodes (body, ingest options, the replay lookup, ``add_episode``) and triplets."""
 
-    def __init__(self, plumbing: Plumbing, store: GraphitiStore, config: GraphitiConfig) -> None:
-        self.plumbing = plumbing
+    def __init__(self, calls: NativeCalls, store: GraphitiStore, config: GraphitiConfig) -> None:
+        self.calls = calls
         self.store = store
         self.config = config
         ingest = config.ingest
@@ -166,15 +166,15 @@ class GraphitiWrites:
     ) -> dict[str, Any]:
         """``add_triplet``: payload ``{source, target, relation, fact, valid_at?, invalid_at?}``
         (source/target are entity names) -> Graphiti ``add_triplet`` in the scope's group."""
-        plumbing = self.plumbing
+        calls = self.calls
         if not self.config.ingest.fact_triples or operation != "add_triplet":
             raise AdapterError(
                 f"unsupported native mutation {operation!r}; graphiti supports 'add_triplet' "
                 "with ingest.fact_triples: true",
-                backend_name=plumbing.backend_name, operation="native_mutation",
+                backend_name=calls.backend_name, operation="native_mutation",
                 raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
             )
-        return await plumbing._call("native_mutation", lambda: self._add_triplet(scope, payload))
+        return await calls.run("native_mutation", lambda: self._add_triplet(scope, payload))
 
     async def _add_triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:
         group = self.store.group_id(scope)
@@ -189,7 +189,7 @@ class GraphitiWrites:
             "edges": [edge_raw(e) for e in stored.edges],
             "nodes": [dump(n, "name_embedding") for n in stored.nodes],
         }
-        trace = self.plumbing._trace(
+        trace = self.calls.trace(
             "native_mutation",
             native_operation="graphiti.add_triplet",
             native_request=redact({"group_id": group, "relation": edge.name}),
@@ -198,7 +198,7 @@ class GraphitiWrites:
             latency_ms=(time.perf_counter() - started) * 1000,
             status="committed",
         )
-        self.plumbing._emit(trace)
+        self.calls.emit(trace)
         return result
 
 

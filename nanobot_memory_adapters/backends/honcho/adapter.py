@@ -111,7 +111,7 @@ class HonchoAdapter(BaseAdapter):
         self._clients: dict[str, Honcho] = {}
         self._scopes: dict[str, ScopeState] = {}
         # collaborator: the deriver's queue and what it cannot show yet
-        self.deriver = HonchoReadiness(config, self, scope_state=self._scope_state,
+        self.deriver = HonchoReadiness(config, self.calls, scope_state=self._scope_state,
                                        client=self._client, state_key=self.state_key)
         # collaborators: the writes (one event, or a run of them through bulk ingest)
         self.writes = HonchoWrites(scope_state=self._scope_state,

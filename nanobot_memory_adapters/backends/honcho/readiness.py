@@ -9,7 +9,7 @@ from honcho import Honcho
 from honcho.peer import Peer
 
 from nanobot_memory_adapters.backends.honcho.config import Dirty, HonchoConfig, ScopeState
-from nanobot_memory_adapters.base import Plumbing, poll_readiness
+from nanobot_memory_adapters.base import NativeCalls, poll_readiness
 from nanobot_memory_adapters.contract import MemoryScope, Readiness
 
 
@@ -21,14 +21,14 @@ class HonchoReadiness:
     def __init__(
         self,
         config: HonchoConfig,
-        plumbing: Plumbing,
+        calls: NativeCalls,
         *,
         scope_state: Callable[[MemoryScope], Awaitable[ScopeState]],
         client: Callable[[str], Honcho],
         state_key: Callable[[MemoryScope], str],
     ) -> None:
         self.config = config
-        self.plumbing = plumbing
+        self.calls = calls
         self._scope_state = scope_state
         self._client = client
         self.state_key = state_key
@@ -73,7 +73,7 @@ class HonchoReadiness:
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         started = time.perf_counter()
-        busy, _, deleting = await self.plumbing._call("readiness", lambda: self._probe(scope))
+        busy, _, deleting = await self.calls.run("readiness", lambda: self._probe(scope))
         dirty = self._dirty.get(self.state_key(scope))
         if busy:
             if dirty:

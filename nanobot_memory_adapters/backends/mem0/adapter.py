@@ -170,7 +170,7 @@ class Mem0Adapter(BaseAdapter):
         self.embedding_model = config.embedding_model
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
-        self.native_ops = Mem0NativeOps(self, self.requests, self._native)
+        self.native_ops = Mem0NativeOps(self.calls, self.requests, self._native)
         self._scoped: dict[ScopeKey, Any] = {}  # the scopes' AsyncMemory (scoped.py)
         self._stored_events = StoredEvents()  # the replay index off the local Qdrant
         # bulk ingest: mem0's multi-message add per run of events (``_batches``)

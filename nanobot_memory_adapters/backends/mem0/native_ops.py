@@ -11,7 +11,7 @@ from nanobot_memory_adapters.backends.mem0.config import (
     IDENTITY_KEYS,
 )
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
-from nanobot_memory_adapters.base import Plumbing
+from nanobot_memory_adapters.base import NativeCalls
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -20,17 +20,17 @@ from nanobot_memory_adapters.contract import (
 
 
 class Mem0NativeOps:
-    """mem0's own operations on one memory, through the adapter's plumbing (read-only
+    """mem0's own operations on one memory, through the adapter's native calls (read-only
     mode, error wrapping, traces) and its ``AsyncMemory``."""
 
     def __init__(
-        self, plumbing: Plumbing, requests: Mem0Requests,
+        self, calls: NativeCalls, requests: Mem0Requests,
         native: Callable[[MemoryScope], Awaitable[Any]],
     ) -> None:
-        self.plumbing = plumbing
+        self.calls = calls
         self.requests = requests
         self._native = native
-        self.backend_name = plumbing.backend_name
+        self.backend_name = calls.backend_name
 
     def scope_ids(self, scope: MemoryScope, operation: str) -> dict[str, str]:
         return self.requests.scope_ids(scope, operation)
@@ -48,8 +48,8 @@ class Mem0NativeOps:
     async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
         """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
         ids = self.scope_ids(scope, operation)
-        memory = await self.plumbing._call(operation, lambda: self._native(scope))
-        record = await self.plumbing._call(operation, lambda: memory.get(native_id))
+        memory = await self.calls.run(operation, lambda: self._native(scope))
+        record = await self.calls.run(operation, lambda: memory.get(native_id))
         if not record or any(record.get(k) != v for k, v in ids.items()):
             raise AdapterError(
                 f"memory {native_id!r} does not exist in scope {scope.key}",
@@ -81,11 +81,11 @@ class Mem0NativeOps:
         await self._owned(scope, native_id, op)
         memory = await self._native(scope)
         if operation == "history":
-            rows = await self.plumbing._call(op, lambda: memory.history(native_id))
+            rows = await self.calls.run(op, lambda: memory.history(native_id))
             return {"status": "ok", "operation": operation, "native_id": native_id,
                     "history": rows}
         if operation == "delete":
-            result = await self.plumbing._call(op, lambda: memory.delete(native_id))
+            result = await self.calls.run(op, lambda: memory.delete(native_id))
         else:
             text, metadata = payload.get("text"), payload.get("metadata")
             if text is None and metadata is None:
@@ -98,14 +98,14 @@ class Mem0NativeOps:
                     "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
                 )
-            result = await self.plumbing._call(
+            result = await self.calls.run(
                 op, lambda: memory.update(native_id, text=text, metadata=metadata)
             )
-        trace = self.plumbing._trace(
+        trace = self.calls.trace(
             op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
             native_ids=[native_id], status="committed",
         )
-        self.plumbing._emit(trace)
+        self.calls.emit(trace)
         return {"status": "committed", "operation": operation, "native_id": native_id,
                 "result": result}
 
@@ -117,12 +117,12 @@ class Mem0NativeOps:
         if native_id is not None:
             record = await self._owned(scope, native_id, "provenance")
             memory = await self._native(scope)
-            rows = await self.plumbing._call("provenance", lambda: memory.history(native_id))
+            rows = await self.calls.run("provenance", lambda: memory.history(native_id))
             return {"native_id": native_id, "memory": record, "history": rows}
         ids = self.scope_ids(scope, "provenance")
-        memory = await self.plumbing._call("provenance", lambda: self._native(scope))
+        memory = await self.calls.run("provenance", lambda: self._native(scope))
         top_k = int(query.get("top_k", 100))
-        listed = await self.plumbing._call(
+        listed = await self.calls.run(
             "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
         )
         return {"scope": ids, "memories": listed.get("results", [])}
@@ -162,7 +162,7 @@ class Mem0NativeOps:
             out = {"native_operation": "AsyncMemory.get_all", "memory_count": len(memories),
                    "top_k": top_k}
             ids = []
-        self.plumbing._emit(self.plumbing._trace(
+        self.calls.emit(self.calls.trace(
             "native_query", native_operation=out["native_operation"], scope=scope.key,
             native_ids=ids, status="ok",
         ))

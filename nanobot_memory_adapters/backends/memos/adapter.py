@@ -111,10 +111,11 @@ class MemOSAdapter(BaseAdapter):
             transport=transport,
         )
         # collaborator: the scheduler's task status (readiness)
-        self.scheduler = MemOSReadiness(self.config, self, native_ids=self.native_ids,
+        self.scheduler = MemOSReadiness(self.config, self.calls, native_ids=self.native_ids,
                                         request=self._request)
         # collaborator: diagnostics (native_query), never used in a prompt
-        self.inventory = MemOSInventory(self, native_ids=self.native_ids, request=self._request)
+        self.inventory = MemOSInventory(self.calls, native_ids=self.native_ids,
+                                        request=self._request)
 
     @classmethod
     def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:

@@ -10,7 +10,7 @@ from nanobot_memory_adapters.backends.memos.config import (
     MemOSConfig,
 )
 from nanobot_memory_adapters.base import (
-    Plumbing,
+    NativeCalls,
     poll_readiness,
 )
 from nanobot_memory_adapters.contract import (
@@ -28,13 +28,13 @@ class MemOSReadiness:
     def __init__(
         self,
         config: MemOSConfig,
-        plumbing: Plumbing,
+        calls: NativeCalls,
         *,
         native_ids: Callable[[MemoryScope, str], dict[str, str]],
         request: Callable[..., Awaitable[dict[str, Any]]],
     ) -> None:
         self.config = config
-        self.plumbing = plumbing
+        self.calls = calls
         self.native_ids = native_ids
         self._request = request
         self._redis: bool | None = None
@@ -68,7 +68,7 @@ class MemOSReadiness:
                 detail="MemOS runs without its Redis scheduler queue: task status is not "
                 "reported (start the server with --redis)",
             )
-        result = await self.plumbing._call(
+        result = await self.calls.run(
             "readiness",
             lambda: self._request(
                 "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
