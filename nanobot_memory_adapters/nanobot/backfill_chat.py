@@ -127,7 +127,7 @@ class Backfill:
             progress.stopped = (f"not started ({exc})" if progress.waiting else
                                 f"did not finish ({exc}); what is queued goes through the "
                                 "usual delivery")
-            self.state.note_error("backfill", exc, retryable=True)
+            self.state.health.note_error("backfill", exc, retryable=True)
             logger.warning("{}: backfill did not finish: {}", LOG, exc)
             if not queued.done():  # the command, if it still waits, says so too
                 queued.set_exception(exc)

@@ -84,7 +84,7 @@ class Delivery:
             if await self._record_turn(event) and not self.state.writing().locked():
                 await self.write_out(REPLY_WAIT_S)
         except Exception as exc:
-            self.state.note_error("enqueue", exc, retryable=False)
+            self.state.health.note_error("enqueue", exc, retryable=False)
             logger.exception("{}: could not queue the turn for memory", LOG)
 
     async def open_turn(self, request: Any) -> None:
@@ -94,7 +94,7 @@ class Delivery:
         try:
             await self._record_arrival(request)
         except Exception as exc:
-            self.state.note_error("enqueue", exc, retryable=False)
+            self.state.health.note_error("enqueue", exc, retryable=False)
             logger.exception("{}: could not queue the user's message for memory", LOG)
 
     def _recording(self, key: str | None) -> bool:
@@ -156,7 +156,7 @@ class Delivery:
                 include_tools=self.state.settings.plugin.include_tool_messages,
             )
         except ValueError as exc:  # a scope template or id the backend must not see
-            self.state.note_error("build_event", exc, retryable=False)
+            self.state.health.note_error("build_event", exc, retryable=False)
             logger.warning("{}: turn {} not recorded: {}", LOG, event.turn_id, exc)
             return False
         if memory_event is None:
@@ -187,7 +187,7 @@ class Delivery:
                     return False
                 self.state.unqueued.written(write)
                 if not write.open_turn:
-                    self.state.enqueue_stats.add((time.perf_counter() - started) * 1000)
+                    self.state.health.enqueue_stats.add((time.perf_counter() - started) * 1000)
                     if not added:  # a replay of a turn the outbox already holds
                         self._unsettle(write.session_key)
             if self.state.unqueued.failing_since is not None:
@@ -197,7 +197,7 @@ class Delivery:
 
     def _outbox_failed(self, exc: BaseException) -> None:
         line = describe_failure(self.state.outbox.path, exc)
-        self.state.note_error("outbox", RuntimeError(line), retryable=True)
+        self.state.health.note_error("outbox", RuntimeError(line), retryable=True)
         if self.state.unqueued.failed(line):
             logger.debug("{}: {} turn(s) kept in memory until the outbox takes them: {}",
                          LOG, self.state.unqueued.turns(), line)
@@ -303,7 +303,7 @@ class Delivery:
             self._outbox_failed(exc)
             self._schedule_retry()
         except Exception as exc:  # never "Task exception was never retrieved"
-            self.state.note_error("deliver", exc, retryable=True)
+            self.state.health.note_error("deliver", exc, retryable=True)
             logger.opt(exception=exc).debug("{}: delivery pass failed; retrying", LOG)
             self._schedule_retry()
         finally:
@@ -349,7 +349,7 @@ class Delivery:
                             self._schedule_retry()
                             return
             self.state.retry_delay = self.state.settings.plugin.retry_initial_s
-            self.state.writes_failing_since = None
+            self.state.health.writes_failing_since = None
 
     # -- the end of the process ------------------------------------------------------
     def loop_closing(self) -> None:
@@ -415,12 +415,12 @@ class Delivery:
     async def _deliver(self, row: OutboxRow) -> bool:
         """True when the row is settled (delivered or parked); False to stop and retry later.
         While it runs, ``activity`` says so (``/memory-health``: "busy: recording turn …")."""
-        self.state.activity = Activity(f"recording turn {row.seq} of {row.session_key}",
+        self.state.health.activity = Activity(f"recording turn {row.seq} of {row.session_key}",
                                        time.time())
         try:
             return await self._deliver_row(row)
         finally:
-            self.state.activity = None
+            self.state.health.activity = None
 
     async def _deliver_row(self, row: OutboxRow) -> bool:
         assert self.state.adapter is not None
@@ -444,11 +444,11 @@ class Delivery:
                                     f"backend returned {receipt.status}")
             return False
         latency = (time.perf_counter() - started) * 1000
-        self.state.record_stats.add(latency)
+        self.state.health.record_stats.add(latency)
         await asyncio.to_thread(self.state.outbox.mark_delivered, row.seq, status=receipt.status,
                                 native_ids=receipt.native_ids, latency_ms=latency)
-        self.state.writes_failing_since = None
-        self.state.store_lock.cleared()
+        self.state.health.writes_failing_since = None
+        self.state.health.store_lock.cleared()
         if supports(self.state.adapter, "session_end"):
             key = (self.state.provider, row.session_key)
             self._ended.setdefault(key, {})[event.scope().key] = (event.scope(),
@@ -477,7 +477,7 @@ class Delivery:
     async def wait_for_own_writes(self, session_key: str, timeout_s: float) -> None:
         """Let this session's just-queued turns land first, when the backend is healthy."""
         def failing() -> bool:  # the backend or the outbox refuses writes: do not wait
-            return (self.state.writes_failing_since is not None
+            return (self.state.health.writes_failing_since is not None
                     or self.state.unqueued.failing_since is not None)
 
         if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.state.read_only
@@ -492,16 +492,17 @@ class Delivery:
     async def _write_failed(self, row: OutboxRow, exc: BaseException, *, retryable: bool) -> bool:
         detail = exc.to_dict() if isinstance(exc, AdapterError) else {"message": str(exc)}
         error = json.dumps(detail, default=str)[:4000]
-        self.state.note_error("record_event", exc, retryable=retryable)
+        self.state.health.note_error("record_event", exc, retryable=retryable)
         if retryable:
-            if self.state.writes_failing_since is None:
-                self.state.writes_failing_since = time.time()
+            if self.state.health.writes_failing_since is None:
+                self.state.health.writes_failing_since = time.time()
             await asyncio.to_thread(self.state.outbox.mark_retry, row.seq, error)
             # the held-store notice is one line, once; any other retry goes to DEBUG (the log
             # file), not the terminal: it is routine, shows in /memory-health, and a warning
             # would print over the interactive prompt.
-            if not self.state.store_lock.report(self.state.provider, self.state.data_dir, exc,
-                                                self.state.writes_failing_since):
+            health = self.state.health
+            if not health.store_lock.report(self.state.provider, self.state.data_dir, exc,
+                                            health.writes_failing_since):
                 logger.debug("{}: '{}' did not accept event {} ({}); kept in the outbox, "
                              "retrying in {:.1f}s", LOG, self.state.provider, row.event_id, exc,
                              self.state.retry_delay)
@@ -543,7 +544,7 @@ class Delivery:
                 async with asyncio.timeout(limit):
                     answer = await adapter.end_session(scope, session_id)
             except Exception as exc:  # noted (/memory-health), never raised into nanobot
-                self.state.note_error("end_session", exc,
+                self.state.health.note_error("end_session", exc,
                                       retryable=getattr(exc, "retryable", False))
                 continue
             logger.debug("{}: session {} ended for {}: {}", LOG, session_key, scope.key,

@@ -82,7 +82,8 @@ class Forget:
         if isinstance(scope, str):
             return [Piece.plain(scope)]
         if not await self._ensure_adapter():
-            if self.state.last_error is not None and self.state.last_error.store_locked:
+            last = self.state.health.last_error
+            if last is not None and last.store_locked:
                 return [Piece.operator(
                     held_reply(self.state.provider, self.state.data_dir, scope),
                     withheld="cannot forget here: another process holds the memory store; "

@@ -34,6 +34,39 @@ from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 
 @dataclass(eq=False, repr=False)
+class HealthState:
+    """How the provider is doing: latencies, the last error, since when reads or writes
+    fail, the store-lock notice and what the backend is busy with. Recall and delivery
+    note into it; the reports (``/memory-health``, the turn line, status) read it."""
+
+    retrieve_stats: LatencyStats = field(default_factory=LatencyStats)
+    record_stats: LatencyStats = field(default_factory=LatencyStats)
+    enqueue_stats: LatencyStats = field(default_factory=LatencyStats)
+    last_error: LastError | None = None
+    writes_failing_since: float | None = None
+    reads_failing_since: float | None = None
+    # "another process holds the store", said once
+    store_lock: StoreLockNotice = field(default_factory=StoreLockNotice)
+    activity: Activity | None = None  # what the backend is busy with, if anything
+
+    def note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None:
+        message = str(exc) or type(exc).__name__
+        self.last_error = LastError(time.time(), operation, message[:1000], retryable,
+                                    store_locked=mentions_lock_contention(exc))
+
+    def note_read_failure(
+        self, operation: str, exc: AdapterError | TimeoutError, timed_out: str
+    ) -> None:
+        """A failed read: noted (a bare timeout as ``timed_out``); a retryable one (a
+        timeout or a retryable AdapterError) starts the reads-failing clock."""
+        retryable = isinstance(exc, TimeoutError) or exc.retryable
+        self.note_error(operation, exc if str(exc) else TimeoutError(timed_out),
+                        retryable=retryable)
+        if retryable and self.reads_failing_since is None:
+            self.reads_failing_since = time.time()
+
+
+@dataclass(eq=False, repr=False)
 class PluginState:
     """What the provider is, how it is doing, and the plugin's shared queues and locks
     (no generated ``__eq__``/``__repr__``: one live object, whose repr would print the
@@ -62,15 +95,8 @@ class PluginState:
         default_factory=OrderedDict[str, tuple[str | None, Audience]])
     # turns the outbox could not take yet (kept in order, retried)
     unqueued: UnqueuedTurns = field(default_factory=UnqueuedTurns)
-    retrieve_stats: LatencyStats = field(default_factory=LatencyStats)
-    record_stats: LatencyStats = field(default_factory=LatencyStats)
-    enqueue_stats: LatencyStats = field(default_factory=LatencyStats)
-    last_error: LastError | None = None
-    writes_failing_since: float | None = None
-    reads_failing_since: float | None = None
-    # "another process holds the store", said once
-    store_lock: StoreLockNotice = field(default_factory=StoreLockNotice)
-    activity: Activity | None = None  # what the backend is busy with, if anything
+    # how the provider is doing (what /memory-health and the turn line report)
+    health: HealthState = field(default_factory=lambda: HealthState())
     opened_outbox: Outbox | None = None
     drain_lock: asyncio.Lock | None = None
     write_lock: asyncio.Lock | None = None
@@ -94,22 +120,6 @@ class PluginState:
         if self.write_lock is None:
             self.write_lock = asyncio.Lock()
         return self.write_lock
-
-    def note_error(self, operation: str, exc: BaseException, *, retryable: bool) -> None:
-        message = str(exc) or type(exc).__name__
-        self.last_error = LastError(time.time(), operation, message[:1000], retryable,
-                                    store_locked=mentions_lock_contention(exc))
-
-    def note_read_failure(
-        self, operation: str, exc: AdapterError | TimeoutError, timed_out: str
-    ) -> None:
-        """A failed read: noted (a bare timeout as ``timed_out``); a retryable one (a
-        timeout or a retryable AdapterError) starts the reads-failing clock."""
-        retryable = isinstance(exc, TimeoutError) or exc.retryable
-        self.note_error(operation, exc if str(exc) else TimeoutError(timed_out),
-                        retryable=retryable)
-        if retryable and self.reads_failing_since is None:
-            self.reads_failing_since = time.time()
 
     @property
     def group_scope(self) -> bool:

@@ -114,7 +114,7 @@ class PreparedRecalls:
         result = await asyncio.wait_for(adapter.retrieve(request), timeout)
         if adapter is not self.state.adapter:  # switched meanwhile: not this provider's
             return
-        self.state.reads_failing_since = None  # a retrieve succeeded
+        self.state.health.reads_failing_since = None  # a retrieve succeeded
         self._prepared[session_key] = PreparedRecall(
             adapter, request_key(request), version, result.formatted_context or "",
             len(result.shown))

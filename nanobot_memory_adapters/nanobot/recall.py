@@ -106,7 +106,7 @@ class Recall:
                 turn_id=request.turn_id,
             )
         except Exception as exc:  # a memory problem must never fail the turn
-            self.state.note_error("retrieve", exc, retryable=False)
+            self.state.health.note_error("retrieve", exc, retryable=False)
             logger.exception("{}: recall failed", LOG)
         if (self.state.settings.plugin.context_placement == "user_message" and entry is not None
                 and entry.text and not entry.in_system):
@@ -139,7 +139,7 @@ class Recall:
                                     sender_id=who.person, session_key=session_key,
                                     attributes=attributes)
         except ValueError as exc:
-            self.state.note_error("scope", exc, retryable=False)
+            self.state.health.note_error("scope", exc, retryable=False)
             self.state.cache.pop(session_key, None)
             return None
         previous = self.state.cache.get(session_key)
@@ -176,7 +176,7 @@ class Recall:
             if (prepared := await self.prepared.take(session_key, request, timeout_s)
                     ) is not None:
                 latency_ms = (time.perf_counter() - started) * 1000
-                self.state.retrieve_stats.add(latency_ms)
+                self.state.health.retrieve_stats.add(latency_ms)
                 entry = CacheEntry(prepared.text, scope.key, self.state.provider, time.time(),
                                    query)
                 self._note_recall(session_key, RecallNote(
@@ -192,7 +192,7 @@ class Recall:
                     max(0.0, timeout_s - (time.perf_counter() - started)),
                 )
             except (AdapterError, TimeoutError) as exc:
-                self.state.note_read_failure("retrieve", exc, f"retrieve took longer than "
+                self.state.health.note_read_failure("retrieve", exc, f"retrieve took longer than "
                                              f"{self.state.settings.plugin.recall_timeout_s}s")
                 logger.warning("{}: retrieve from '{}' failed ({}); answering with {} memory",
                                LOG, self.state.provider, exc or "timeout",
@@ -204,8 +204,8 @@ class Recall:
                     scope.key)
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
-                self.state.retrieve_stats.add(latency_ms)
-                self.state.reads_failing_since = None
+                self.state.health.retrieve_stats.add(latency_ms)
+                self.state.health.reads_failing_since = None
                 text = result.formatted_context or ""
                 entry = CacheEntry(text, scope.key, self.state.provider, time.time(), query)
                 self._note_recall(session_key, RecallNote(
@@ -314,7 +314,7 @@ class Recall:
             result = await asyncio.wait_for(self.state.adapter.retrieve(request),
                                             self.state.settings.plugin.recall_timeout_s)
         except (AdapterError, TimeoutError) as exc:
-            self.state.note_read_failure("memory_search", exc, "memory_search timed out")
+            self.state.health.note_read_failure("memory_search", exc, "memory_search timed out")
             return "memory search failed (the gateway's log has the details)"
         return release([Piece.memory(result.formatted_context
                                      or f"no memories found for: {query}", request.scope.key,
@@ -347,8 +347,9 @@ class Recall:
                 await self._ensure_scope(scope)
             return True
         except (AdapterError, TimeoutError) as exc:
-            self.state.note_read_failure("setup_scope", exc, f"provider start took longer than "
-                                         f"{self.state.settings.plugin.startup_timeout_s}s")
+            self.state.health.note_read_failure(
+                "setup_scope", exc, f"provider start took longer than "
+                f"{self.state.settings.plugin.startup_timeout_s}s")
             return False
 
     def _stale(self, previous: CacheEntry | None, scope: MemoryScope, query: str) -> CacheEntry:
@@ -375,5 +376,5 @@ class Recall:
                 await asyncio.to_thread(seams.strip_memory_blocks, self.state.sessions,
                                         ctx.session_key)
         except Exception as exc:
-            self.state.note_error("strip_shared_history", exc, retryable=False)
+            self.state.health.note_error("strip_shared_history", exc, retryable=False)
             logger.exception("{}: could not clean a shared chat's history", LOG)

@@ -65,8 +65,8 @@ class Reports:
                 lines.append(f"runs as: {adapter.backend_name} — {adapter.info.description}")
             lines.append("mode: " + ("read-only (turns are not saved)" if self.state.read_only
                                      else "read-write (turns are saved after each reply)"))
-            if self.state.activity is not None:  # e.g. a turn being saved, a switch waiting
-                lines.append(self.state.activity.line())
+            if self.state.health.activity is not None:  # e.g. a turn being saved, a switch waiting
+                lines.append(self.state.health.activity.line())
             lines.append(self.scope_line(ctx))
             lines.append(f"data dir: {self.state.data_dir}")
         elif self.state.status == "passthrough":
@@ -94,10 +94,10 @@ class Reports:
                                 f"config: {self.state.settings.path}\n"
                                 "nanobot is running with its own memory (MEMORY.md).")]
         store_locked = False
-        fresh = self.state.adapter is None and self.state.activity is None
+        fresh = self.state.adapter is None and self.state.health.activity is None
         if fresh:
             await self._await_start()
-        activity = self.state.activity  # read first: what the plugin was doing when asked
+        activity = self.state.health.activity  # read first: what the plugin was doing when asked
         health, health_line = await self._bounded_health(
             # a provider started just now for this question (a one-shot run) gets its
             # whole check: it is what the user asked for, not an interruption of a gateway
@@ -114,9 +114,11 @@ class Reports:
             unreadable = describe_failure(self.state.outbox.path, exc)
         status = health.status if health is not None else \
             ("busy" if activity is not None else "unavailable")
-        if status == "ok" and (self.state.writes_failing_since or self.state.reads_failing_since):
+        health_state = self.state.health
+        if status == "ok" and (health_state.writes_failing_since
+                               or health_state.reads_failing_since):
             status = "degraded"
-        if self.state.writes_failing_since and (stats is None or stats.pending):
+        if self.state.health.writes_failing_since and (stats is None or stats.pending):
             status = "unavailable" if status != "ok" else "degraded"
         if status == "ok" and (stats is None or self.state.unqueued.writes):
             status = "degraded"
@@ -126,11 +128,11 @@ class Reports:
             lines.append(activity.line())
         if health_line:
             lines.append(health_line)
-        if self.state.writes_failing_since:
-            lines.append(f"writes failing since {_ago(self.state.writes_failing_since)}; "
+        if self.state.health.writes_failing_since:
+            lines.append(f"writes failing since {_ago(self.state.health.writes_failing_since)}; "
                          "turns are kept in the outbox")
-        if self.state.reads_failing_since:
-            lines.append(f"reads failing since {_ago(self.state.reads_failing_since)}; "
+        if self.state.health.reads_failing_since:
+            lines.append(f"reads failing since {_ago(self.state.health.reads_failing_since)}; "
                          "answering with stale or no memory")
         if health is not None:
             lines.append(f"backend health: {health.status}"
@@ -162,8 +164,8 @@ class Reports:
         # error text can quote another user's turn (MemOS and FastAPI bodies echo what was
         # sent): the operation and its age for everyone, the text for the operator only
         not_here = " (its text is in the gateway's log and `nanobot-memory status`)"
-        if self.state.last_error is not None:
-            e = self.state.last_error
+        if self.state.health.last_error is not None:
+            e = self.state.health.last_error
             head = f"last error: {e.operation} {_ago(e.at)}"
             lines.append(Piece.operator(f"{head}: {e.message[:300]}", withheld=head + not_here))
             store_locked = store_locked or e.store_locked
@@ -184,8 +186,8 @@ class Reports:
         mine = self._recall.last_recall_for(ctx)
         if mine is not None:
             lines.append(mine)
-        lines.append(f"retrieve latency: {self.state.retrieve_stats.line()}")
-        lines.append(f"record latency: {self.state.record_stats.line()}")
+        lines.append(f"retrieve latency: {self.state.health.retrieve_stats.line()}")
+        lines.append(f"record latency: {self.state.health.record_stats.line()}")
         lines.append(f"config: {self.state.settings.path}")
         return [p if isinstance(p, Piece) else Piece.plain(p) for p in lines]
 
@@ -234,7 +236,7 @@ class Reports:
                 assert self.state.adapter is not None
                 health = await self.state.adapter.health()
         except Exception as exc:
-            self.state.note_error("build_provider" if building and self.state.adapter is None
+            self.state.health.note_error("build_provider" if building and self.state.adapter is None
                                   else "health", exc, retryable=True)
             return False
         self.known_health = KnownHealth(health, time.time())

@@ -167,23 +167,23 @@ class MemoryPlugin:
 
     @property
     def last_error(self) -> LastError | None:
-        return self.state.last_error
+        return self.state.health.last_error
 
     @property
     def writes_failing_since(self) -> float | None:
-        return self.state.writes_failing_since
+        return self.state.health.writes_failing_since
 
     @property
     def retrieve_stats(self) -> LatencyStats:
-        return self.state.retrieve_stats
+        return self.state.health.retrieve_stats
 
     @property
     def record_stats(self) -> LatencyStats:
-        return self.state.record_stats
+        return self.state.health.record_stats
 
     @property
     def enqueue_stats(self) -> LatencyStats:
-        return self.state.enqueue_stats
+        return self.state.health.enqueue_stats
 
     @property
     def backfill_progress(self) -> BackfillProgress | None:
@@ -321,7 +321,7 @@ class MemoryPlugin:
         memory = self.state.settings.memory
         assert memory is not None
         provider = self.state.provider
-        self.state.activity = Activity(f"starting provider '{provider}'", time.time())
+        self.state.health.activity = Activity(f"starting provider '{provider}'", time.time())
         try:
             adapter = await asyncio.to_thread(self._build, memory)
         except (ConfigError, ImportError, ValidationError) as exc:
@@ -330,12 +330,12 @@ class MemoryPlugin:
             return False
         except Exception as exc:  # the backend itself is down: keep events, retry later
             self._build_failed_at = time.time()
-            self.state.note_error("build_provider", exc, retryable=True)
-            if not self.state.store_lock.report(provider, self.state.data_dir, exc, None):
+            self.state.health.note_error("build_provider", exc, retryable=True)
+            if not self.state.health.store_lock.report(provider, self.state.data_dir, exc, None):
                 logger.warning("{}: provider '{}' not available yet: {}", LOG, provider, exc)
             return False
         finally:
-            self.state.activity = None
+            self.state.health.activity = None
         if (self.state.closed or self.state.status != "active" or self.state.provider != provider
                 or self.state.adapter is not None):
             await adapter.aclose()  # closed or switched meanwhile
@@ -511,7 +511,7 @@ class MemoryPlugin:
         if self.state.draining().locked():
             # a turn is being saved (an extraction on a busy local model takes minutes): the
             # command answers now and the switch happens when that write is done
-            busy = self.state.activity.line() if self.state.activity else "busy"
+            busy = self.state.health.activity.line() if self.state.health.activity else "busy"
             seams.schedule_background(self.loop, self._switch_later(name, spec.kind, raw,
                                                                     candidate, host_native))
             return (f"switching to '{name}' as soon as the write in progress finishes "
@@ -540,7 +540,7 @@ class MemoryPlugin:
                 except Exception as exc:
                     self.state.data_dir = old_data_dir
                     self.state.adapter = None
-                    self.state.note_error("switch", exc, retryable=False)
+                    self.state.health.note_error("switch", exc, retryable=False)
                     return (f"cannot switch to '{name}': {exc}. Still using "
                             f"'{self.state.provider or 'nanobot memory'}' (it reconnects on "
                             "next use)")
@@ -552,8 +552,8 @@ class MemoryPlugin:
             self.state.cache.clear()
             self._scopes_ready = set()
             self._build_task = None
-            self.state.writes_failing_since = self.state.reads_failing_since = None
-            self.state.last_error = None  # the previous provider's: health is this one's now
+            self.state.health.writes_failing_since = self.state.health.reads_failing_since = None
+            self.state.health.last_error = None  # the previous provider's: health is this one's now
             self._apply_settings()
             opened = self.state.opened_outbox
             if opened is not None and opened.path.parent != self.state.data_dir:

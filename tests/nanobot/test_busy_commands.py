@@ -103,10 +103,10 @@ async def test_a_provider_switch_answers_at_once_while_a_turn_is_being_saved(hom
     monkeypatch.setattr(adapter, "record_event", slow_record)
     await say(loop, "alice", "I moved to Lisbon.")
     for _ in range(100):
-        if plugin.state.activity is not None:
+        if plugin.state.health.activity is not None:
             break
         await asyncio.sleep(0.05)
-    assert plugin.state.activity is not None, "the write is in progress"
+    assert plugin.state.health.activity is not None, "the write is in progress"
     started = time.monotonic()
     reply = await say(loop, "alice", "/memory-mode simple_rag")
     assert time.monotonic() - started < 1.0, reply

@@ -97,4 +97,4 @@ async def test_new_ends_the_session_with_the_providers_session_end_call(
             assert new[0]["observer"] == new[0]["observed"]
             assert new[0]["observer"].startswith("user__")
             assert new[0]["session_id"].startswith("s__")
-            assert plugin.state.last_error is None, plugin.state.last_error
+            assert plugin.state.health.last_error is None, plugin.state.health.last_error
