@@ -140,6 +140,7 @@ class ScopeIndex:
 
 class Bm25(FullHistory):
     """full_history's store, BM25's ranking (the store is shared code, not a copy)."""
+    query_independent = False  # ranks by the query (FullHistory's is True)
     config_model = Bm25Config
 
     def __init__(self, path: str | Path, *, top_k: int = 100,
