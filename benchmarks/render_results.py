@@ -267,7 +267,10 @@ def _recall_scale(doc: dict[str, Any]) -> list[str]:
                          + " | ".join(cells) + " |")
         lines.append("")
     lines += ["Targets:", ""]
+    ran = set(doc.get("results", {}))
     for t in doc.get("targets", []):
+        if t["met"] is None and t["provider"] not in ran:
+            continue  # a provider this run left out: nothing to say
         met = {True: "met", False: "**not met**", None: "not measured"}[t["met"]]
         value = "" if t["value"] is None else f" ({t['value']})"
         lines.append(f"- `{t['provider']}`: {t['target']}: {met}{value}")
