@@ -12,7 +12,8 @@ Honcho server by its deriver's settings), ingest time, retrieve p50/p95 and read
 waits (bench's results.json).
 
     python benchmarks/side_by_side.py run --llm-base-url URL --llm-model M \\
-        [--llm-api-key-env VAR] [--honcho-url URL] [--memos-url URL | --memos-port P] [--workers N] \\
+        [--llm-api-key-env VAR] [--honcho-url URL] [--memos-url URL | --memos-port P] \\
+        [--workers N] \\
         [--label TEXT] [--out bench-out/side-by-side] [--results-dir benchmarks/results]
     python benchmarks/side_by_side.py summarize --out DIR   # results JSON from a run's outputs
     python benchmarks/render_results.py                      # docs/results.md
@@ -99,7 +100,8 @@ def start_memos(args: argparse.Namespace, meter: LLMMeter) -> tuple[str | None, 
     env = {**os.environ, "NANOBOT_MEMORY_MEMOS_LLM_API_KEY":
            os.environ.get(args.llm_api_key_env) or "not-needed"}
     cmd = [sys.executable, "-m", "nanobot_memory_adapters.cli", "memos-server", "start",
-           "--home", str(home), "--port", str(args.memos_port), "--llm-base-url", meter.url_for("memos"),
+           "--home", str(home), "--port", str(args.memos_port),
+           "--llm-base-url", meter.url_for("memos"),
            "--llm-model", args.llm_model]
     print(f"[side-by-side] MemOS server ({home}; provisioning a venv takes minutes once)",
           flush=True)

@@ -320,8 +320,10 @@ def _failing_variant(source: dict[str, Any] | Path, also: Any = None
     recipe = failing_variant(cls)
     if recipe is None:
         return no_native, None
+    from nanobot_memory_adapters.store import as_provider
+
     block = cls.config_model.model_validate(config.provider_block())
-    return no_native, lambda: recipe(block)
+    return no_native, lambda: as_provider(recipe(block))
 
 
 def _mount_optional_rooms() -> None:

@@ -530,9 +530,13 @@ def has_methods(adapter: object, capability: Capability) -> bool:
     """Whether the capability's methods are there (its Protocol's structural check). A
     wrapper's method that gates a native hook (marked ``gates = "<hook>"``, as
     ``BaseAdapter``'s write capabilities are) counts only when the hook is implemented
-    (not marked ``not_offered``)."""
+    (not marked ``not_offered``). A wrapper whose methods are always there but offered
+    per instance (``store.StoreProvider``) answers ``offers_capability(name)``."""
     proto = _PROTOCOLS[capability]
     if not isinstance(adapter, proto):
+        return False
+    offers = getattr(adapter, "offers_capability", None)
+    if callable(offers) and not offers(capability):
         return False
     for name in (n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")):
         hook = getattr(getattr(adapter, name, None), "gates", None)

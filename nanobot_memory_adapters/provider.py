@@ -9,14 +9,16 @@ point group of its distribution — built-ins exactly like third parties::
     mem0 = "nanobot_memory_adapters.backends.mem0:Mem0Adapter [mem0]"  # [extra] to install
 
 The registry validates the provider's own config block with ``config_model`` and calls
-``from_config(block, env)``; the instance must satisfy ``contract.MemoryAdapter``
-(subclass ``base.BaseAdapter`` for the read-only gate, traces, errors and failed-write
-accounting; for bulk ingest build a ``base.BulkIngest`` and delegate ``record_events``
-to it). Optional capabilities are declared in ``ProviderInfo.capabilities`` (from config
+``from_config(block, env)``. The simplest answer is a native store (``store.NativeStore``:
+record, retrieve, reset, health; optional capabilities as attributes), which the registry
+wraps in ``store.StoreProvider``, the one wrapper that owns the read-only gate, traces,
+errors and rendering. A class may instead return a whole ``contract.MemoryAdapter`` (the
+built-in backends subclass ``base.BaseAdapter``, which ``StoreProvider`` is built on).
+Optional capabilities are declared in ``ProviderInfo.capabilities`` (from config
 if they depend on it; their method signatures are the ``contract.Supports*`` protocols)
 and asked with ``contract.supports``.
 Optional hooks are declared below, read through the accessor functions (never ``getattr``
-scattered through callers). ``testing/reference.py`` is a whole provider to copy. Prove
+scattered through callers). ``testing/reference.py`` is a whole store to copy. Prove
 the contract with
 ``nanobot_memory_adapters.testing.ContractSuite``.
 """
@@ -78,7 +80,9 @@ class ProviderClass(Protocol):
     config_model: ClassVar[type[BaseModel]]
 
     @classmethod
-    def from_config(cls, config: Any, env: ProviderEnv) -> MemoryAdapter: ...
+    def from_config(cls, config: Any, env: ProviderEnv) -> MemoryAdapter | Any:
+        """A provider, or a ``store.NativeStore`` the registry wraps."""
+        ...
 
 
 # -- optional hooks ------------------------------------------------------------------------

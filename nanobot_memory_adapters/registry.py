@@ -33,6 +33,7 @@ from nanobot_memory_adapters.provider import (
     ProviderClass,
     ProviderEnv,
 )
+from nanobot_memory_adapters.store import as_provider
 from nanobot_memory_adapters.tracing import JsonlTraceWriter, TraceSink
 
 ProviderKind = Literal["backend", "condition"]
@@ -163,4 +164,5 @@ def load_provider(
     if trace_sink is None and config.trace_file:
         trace_sink = JsonlTraceWriter(Path(config.trace_file).expanduser())
     env = ProviderEnv(data_dir=base, memory=config, trace_sink=trace_sink)
-    return cls.from_config(block, env)
+    # a registered native store (store.py) gets the one provider wrapper
+    return as_provider(cls.from_config(block, env), trace_sink=trace_sink)

@@ -15,7 +15,8 @@ from nanobot_memory_adapters.contract import (
     supports,
     undelivered_capabilities,
 )
-from nanobot_memory_adapters.testing.reference import ReferenceAdapter
+from nanobot_memory_adapters.store import StoreProvider
+from nanobot_memory_adapters.testing.reference import ReferenceStore
 
 
 async def test_memos_feedback_is_declared_by_config_not_by_a_subclass():
@@ -48,29 +49,39 @@ def test_an_undeclared_provider_is_read_from_its_methods():
 
 
 def test_a_declaration_without_methods_is_reported():
-    adapter = ReferenceAdapter()
+    adapter = StoreProvider(ReferenceStore())
     adapter.info = adapter.info.model_copy(update={"capabilities": ("bulk_ingest",)})
     assert capabilities_of(adapter) == []
     assert undelivered_capabilities(adapter) == ["bulk_ingest"]
 
 
-class Mutates(ReferenceAdapter):
-    """A native mutation that writes whenever it is reached: only the gate can stop it."""
+class RenameAndPeek:
+    """Native operations that write whenever they are reached: only the gate can stop
+    them (a store's ``mutations`` object)."""
 
-    native_mutations = frozenset({"rename", "peek"})
-    read_mutations = frozenset({"peek"})
+    operations = frozenset({"rename", "peek"})
+    read_operations = frozenset({"peek"})
 
     def __init__(self) -> None:
-        super().__init__()
-        self.info = self.info.model_copy(update={"capabilities": ("native_mutation",)})
         self.reached: list[str] = []
 
-    async def _native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
+    async def run(self, scope, operation, payload):  # type: ignore[no-untyped-def]
         self.reached.append(operation)
         return {"status": "committed", "operation": operation}
 
 
-async def test_the_read_only_gate_for_native_mutation_is_the_base_class_s_not_the_backend_s():
+class MutatingStore(ReferenceStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": None})  # read off
+        self.mutations = RenameAndPeek()
+
+
+def Mutates() -> StoreProvider:
+    return StoreProvider(MutatingStore())
+
+
+async def test_the_read_only_gate_for_native_mutation_is_the_wrapper_s_not_the_store_s():
     from nanobot_memory_adapters.contract import AdapterMode
 
     adapter, scope = Mutates(), MemoryScope(run_id="r", persona_id="p")
@@ -81,19 +92,61 @@ async def test_the_read_only_gate_for_native_mutation_is_the_base_class_s_not_th
         assert answer == {"status": "skipped_read_only", "operation": operation}
     # a declared read passes the gate
     assert (await adapter.native_mutation(scope, "peek", {}))["status"] == "committed"
-    assert adapter.reached == ["peek"]
+    assert adapter.store.mutations.reached == ["peek"]
     await adapter.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
     assert (await adapter.native_mutation(scope, "rename", {}))["status"] == "committed"
 
 
-async def test_a_base_adapter_offers_a_gated_capability_only_with_its_hook():
-    plain = ReferenceAdapter()
+async def test_the_wrapper_offers_a_capability_only_when_the_store_fills_its_attribute():
+    plain = StoreProvider(ReferenceStore())
     assert not supports(plain, "native_mutation") and not supports(plain, "feedback")
     assert capabilities_of(Mutates()) == ["native_mutation"]
     with pytest.raises(AdapterError, match="does not offer apply_feedback"):
         await plain.apply_feedback(FeedbackRequest(
             scope=MemoryScope(run_id="r", persona_id="p"), feedback="no"))
-    # declared without its hook: reported, not offered
-    hollow = ReferenceAdapter()
+    # declared without its attribute: reported, not offered
+    hollow = StoreProvider(ReferenceStore())
     hollow.info = hollow.info.model_copy(update={"capabilities": ("session_end",)})
     assert undelivered_capabilities(hollow) == ["session_end"] and not capabilities_of(hollow)
+
+
+def test_a_store_that_declares_what_it_does_not_fill_is_refused_when_wrapped():
+    store = ReferenceStore()
+    store.info = store.info.model_copy(update={"capabilities": ("feedback",)})
+    with pytest.raises(TypeError, match="declares feedback but does not set feedback"):
+        StoreProvider(store)
+
+
+class BatchingStore(ReferenceStore):
+    """Bulk ingest as a store attribute: one native call per batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": None})
+        self.batches: list[int] = []
+        self.record_batch = self._batch
+
+    async def _batch(self, events):  # type: ignore[no-untyped-def]
+        self.batches.append(len(events))
+        return [await self.record(e) for e in events]
+
+
+async def test_a_store_s_record_batch_is_bulk_ingest_behind_the_wrapper_s_gate():
+    from datetime import UTC, datetime
+
+    from nanobot_memory_adapters.contract import AdapterMode, MemoryEvent
+
+    provider = StoreProvider(BatchingStore())
+    assert capabilities_of(provider) == ["bulk_ingest"]
+    events = [MemoryEvent(event_id=f"e{i}", run_id="r", user_id="p", agent_id="bot",
+                          session_id="s", turn_id=str(i), timestamp=datetime.now(UTC),
+                          messages=[{"role": "user", "content": f"turn {i}"}])
+              for i in range(3)]
+    await provider.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    assert {r.status for r in await provider.record_events(events)} == {"skipped_read_only"}
+    assert provider.store.batches == []
+    await provider.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+    receipts = await provider.record_events(events)
+    assert [r.status for r in receipts] == ["committed"] * 3 and provider.store.batches == [3]
+    with pytest.raises(AdapterError, match="does not offer readiness"):
+        await provider.readiness(MemoryScope(run_id="r", persona_id="p"))

@@ -35,16 +35,17 @@ def test_conformance_full_history_json_reports_every_item_passed():
 
 
 def test_conformance_runs_a_provider_class_that_is_not_registered(tmp_path):
-    """A newcomer's class before its entry point exists: the reference provider (not a
-    registered provider) and a copy of it in a module of the current directory, by path."""
+    """A newcomer's class before its entry point exists: the reference store (one class
+    implementing the store protocol, not registered; the CLI wraps it in the one provider
+    wrapper) and a copy of it in a module of the current directory, by path."""
     out = run("conformance", "--provider-class",
-              "nanobot_memory_adapters.testing.reference:ReferenceAdapter")
+              "nanobot_memory_adapters.testing.reference:ReferenceStore")
     assert out.returncode == 0, out.stderr
     assert "conformance level: full (base passed 10;" in out.stdout  # item 7: no backend
     source = Path(__file__).parents[1] / "nanobot_memory_adapters/testing/reference.py"
     (tmp_path / "my_memory.py").write_text(source.read_text().replace(
         '"reference"', '"my_memory"'))
-    out = run("conformance", "--provider-class", "my_memory:ReferenceAdapter", "--json",
+    out = run("conformance", "--provider-class", "my_memory:ReferenceStore", "--json",
               cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nanobot_memory_adapters.base import NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.conditions.full_history import FullHistory
 from nanobot_memory_adapters.contract import (
     ContextBudget,
@@ -16,8 +16,13 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     WriteReceipt,
 )
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import SuiteTarget, run_item
-from nanobot_memory_adapters.testing.reference import ReferenceAdapter
+from nanobot_memory_adapters.testing.reference import ReferenceStore
+
+
+def reference() -> StoreProvider:
+    return StoreProvider(ReferenceStore())
 
 
 def event(run: str, persona: str, text: str, n: int = 1) -> MemoryEvent:
@@ -135,11 +140,16 @@ async def test_item_7_requires_a_failing_target_or_a_reason(tmp_path):
     assert na.status == "not_applicable"
 
 
-class EmptyWhenSmall(ReferenceAdapter):
+def EmptyWhenSmall() -> StoreProvider:
     """Finds items but renders none under a small budget: an empty section always fits."""
+    provider = reference()
+    whole = provider.render
 
-    def render(self, scope, items, budget):  # type: ignore[no-untyped-def]
-        return super().render(scope, items if budget.max_tokens > 500 else [], budget)
+    def render(scope, items, budget):  # type: ignore[no-untyped-def]
+        return whole(scope, items if budget.max_tokens > 500 else [], budget)
+
+    provider.render = render  # type: ignore[method-assign]
+    return provider
 
 
 @pytest.mark.parametrize("visits", ["turns", "one_turn"])
@@ -152,7 +162,7 @@ async def test_item_5_needs_a_non_empty_small_section_when_items_exist(visits):
     assert result.status == "failed" and "none shown within 120 tokens" in result.detail
 
     async def make_sound():
-        return ReferenceAdapter()
+        return reference()
 
     sound = SuiteTarget(make=make_sound, no_native_backend="dict", budget_visits=visits)
     assert (await run_item(5, sound)).status == "passed"
@@ -160,25 +170,25 @@ async def test_item_5_needs_a_non_empty_small_section_when_items_exist(visits):
 
 async def test_item_5_in_one_turn_records_the_same_four_sentences_once():
     """The real-model lane's cheaper item 5: one event holding the four visits."""
-    made: list[ReferenceAdapter] = []
+    made: list[StoreProvider] = []
 
     async def make():
-        made.append(ReferenceAdapter())
+        made.append(reference())
         return made[-1]
 
     result = await run_item(5, SuiteTarget(make=make, no_native_backend="dict",
                                            budget_visits="one_turn"))
     assert result.status == "passed", result
-    [rows] = made[0]._rows.values()
+    [rows] = made[0].store._rows.values()
     [row] = rows
     assert all(f"visited {city} and loved" in row["text"]
                for city in ("Lisbon", "Kyoto", "Nairobi", "Quito"))
 
 
-class DeclaresFeedbackItLacks(ReferenceAdapter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.info = self.info.model_copy(update={"capabilities": ("feedback",)})
+def DeclaresFeedbackItLacks() -> StoreProvider:
+    provider = reference()
+    provider.info = provider.info.model_copy(update={"capabilities": ("feedback",)})
+    return provider
 
 
 async def test_a_declared_capability_without_its_methods_fails_the_suite():
@@ -278,24 +288,35 @@ async def test_item_13_catches_a_stale_version_or_a_query_dependent_section(
 
 async def test_item_13_does_not_apply_without_either_declaration():
     async def make():
-        return ReferenceAdapter()
+        return reference()
 
     result = await run_item(13, SuiteTarget(make=make))
     assert result.status == "not_applicable", result.detail
 
 
-class MutatesPastTheGate(ReferenceAdapter):
-    """Declares native_mutation and overrides the gated public method itself, so its
-    'forget' writes while read-only (the defect item 11 exists for)."""
+class MutatesPastTheGate(BaseAdapter):
+    """A provider written on ``BaseAdapter`` (not a store behind the wrapper) that declares
+    native_mutation and overrides the gated public method itself, so its 'forget' writes
+    while read-only (the defect item 11 exists for)."""
 
     native_mutations = frozenset({"forget"})
 
     def __init__(self) -> None:
-        super().__init__()
-        self.info = self.info.model_copy(update={"capabilities": ("native_mutation",)})
+        self.store = ReferenceStore()
+        super().__init__(info=self.store.info.model_copy(
+            update={"capabilities": ("native_mutation",)}))
+
+    async def _record(self, event):  # type: ignore[no-untyped-def]
+        return await self.store.record(event)
+
+    async def _retrieve(self, request):  # type: ignore[no-untyped-def]
+        return await self.store.retrieve(request)
+
+    async def _reset(self, scope):  # type: ignore[no-untyped-def]
+        return await self.store.reset(scope)
 
     async def native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
-        self._rows.pop(scope.key, None)
+        self.store._rows.pop(scope.key, None)
         return {"status": "committed", "operation": operation}
 
 
@@ -303,7 +324,7 @@ class MutatesThroughTheGate(MutatesPastTheGate):
     async def _native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
         return await MutatesPastTheGate.native_mutation(self, scope, operation, payload)
 
-    native_mutation = ReferenceAdapter.native_mutation  # the base class's gate
+    native_mutation = BaseAdapter.native_mutation  # the base class's gate
 
 
 @pytest.mark.parametrize(("cls", "status"), [(MutatesPastTheGate, "failed"),

@@ -1,0 +1,225 @@
+"""The native-store protocol and the one provider wrapper over it (as httpx splits
+``Client`` from its transport).
+
+A backend implements a :class:`NativeStore`: write one event, search, reset a scope,
+report health. Optional capabilities are attributes holding an object or ``None``, as
+Graphiti's drivers declare theirs (``record_batch`` for bulk ingest, ``mutations`` for
+native operations, ``readiness`` for a derivation queue, ...). :class:`StoreProvider`
+wraps any store into a whole provider and owns, once, what every provider shares: the
+read-only gate on every write path, traces, error wrapping, budget rendering and the
+capabilities it declares (read off which attributes the store fills). The registry wraps
+a registered store class itself, so a newcomer's backend is one class::
+
+    class MyStore:
+        config_model = MyConfig
+        info = ProviderInfo(name="mine", ...)
+        record_batch = None          # no bulk ingest (or an async callable)
+
+        @classmethod
+        def from_config(cls, config, env): return cls(config)
+        async def setup(self, scope): ...
+        async def record(self, event) -> NativeWrite: ...
+        async def retrieve(self, request) -> NativeRetrieval: ...
+        async def reset(self, scope) -> str | None: ...
+        async def health(self) -> NativeHealth: ...
+        async def aclose(self): ...
+
+``nanobot-memory conformance --provider-class my_module:MyStore`` and
+``ContractSuite`` (with ``StoreProvider(MyStore())``) check it. ``testing/reference.py``
+is the worked example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, final, runtime_checkable
+
+from nanobot_memory_adapters.base import (
+    BaseAdapter,
+    BatchWrite,
+    BulkIngest,
+    NativeHealth,
+    NativeRetrieval,
+    NativeWrite,
+    poll_readiness,
+)
+from nanobot_memory_adapters.contract import (
+    AdapterError,
+    Capability,
+    FeedbackRequest,
+    MemoryEvent,
+    MemoryScope,
+    ProviderInfo,
+    Readiness,
+    RetrieveRequest,
+    WriteReceipt,
+)
+from nanobot_memory_adapters.tracing import TraceSink
+
+__all__ = [
+    "STORE_CAPABILITIES",
+    "NativeMutations",
+    "NativeStore",
+    "StoreProvider",
+    "as_provider",
+    "is_store",
+]
+
+
+@runtime_checkable
+class NativeStore(Protocol):
+    """What a backend implements: the native calls, nothing the wrapper owns."""
+
+    info: ProviderInfo
+
+    async def setup(self, scope: MemoryScope) -> None: ...
+    async def record(self, event: MemoryEvent) -> NativeWrite: ...
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval: ...
+    async def reset(self, scope: MemoryScope) -> str | None: ...
+    async def health(self) -> NativeHealth: ...
+    async def aclose(self) -> None: ...
+
+
+class NativeMutations(Protocol):
+    """A store's native operations (``mutations``): their names, those that only read
+    (served while read-only), and the call. The wrapper gates the rest."""
+
+    operations: frozenset[str]
+    read_operations: frozenset[str]
+
+    async def run(self, scope: MemoryScope, operation: str,
+                  payload: dict[str, Any]) -> dict[str, Any]: ...
+
+
+ReadinessProbe = Callable[[MemoryScope], Awaitable[Readiness]]
+SessionEnd = Callable[[MemoryScope, str], Awaitable[dict[str, Any]]]
+Feedback = Callable[[FeedbackRequest], Awaitable[WriteReceipt]]
+
+#: capability -> the store attribute that offers it (an object, or None: not offered).
+STORE_CAPABILITIES: dict[Capability, str] = {
+    "bulk_ingest": "record_batch",
+    "readiness": "readiness",
+    "native_mutation": "mutations",
+    "session_end": "end_session",
+    "feedback": "feedback",
+}
+
+#: Plain provider attributes (provider.py's accessors read them) a store may set.
+_PROVIDER_ATTRIBUTES = ("query_independent", "max_concurrent_units",
+                        "replay_checked_writes", "readiness_timeout_s")
+
+
+def is_store(obj: object) -> bool:
+    """A native store, not already a provider (a provider has ``record_event``)."""
+    return isinstance(obj, NativeStore) and not hasattr(obj, "record_event")
+
+
+def _offered(store: object, attribute: str) -> Any:
+    return getattr(store, attribute, None)
+
+
+@final
+class StoreProvider(BaseAdapter):
+    """The provider for any :class:`NativeStore`. Nothing here is backend logic: each
+    call goes to the store, through the gate, timing, traces and rendering that
+    ``BaseAdapter`` holds once."""
+
+    def __init__(self, store: NativeStore, *, trace_sink: TraceSink | None = None) -> None:
+        offered = tuple(c for c, attr in STORE_CAPABILITIES.items()
+                        if _offered(store, attr) is not None)
+        declared = store.info.capabilities
+        if declared is not None:
+            lacking: list[Capability] = [
+                c for c in declared if c in STORE_CAPABILITIES and c not in offered]
+            other: list[Capability] = [c for c in declared if c not in STORE_CAPABILITIES]
+            if lacking or other:
+                raise TypeError(
+                    f"{type(store).__name__} declares {', '.join(lacking + other)} but "
+                    + ("does not set " + ", ".join(STORE_CAPABILITIES[c] for c in lacking)
+                       if lacking else "a store cannot offer " + ", ".join(other))
+                    + "; declare what the store's attributes offer (or leave "
+                    "capabilities None to read them off)")
+        super().__init__(info=store.info.model_copy(update={"capabilities": offered}),
+                         trace_sink=trace_sink)
+        self.store = store
+        for name in _PROVIDER_ATTRIBUTES:
+            if hasattr(store, name):
+                setattr(self, name, getattr(store, name))
+        mutations: NativeMutations | None = _offered(store, "mutations")
+        if mutations is not None:
+            self.native_mutations = frozenset(mutations.operations)
+            self.read_mutations = frozenset(mutations.read_operations)
+        batch: BatchWrite | None = _offered(store, "record_batch")
+        self._bulk = BulkIngest(self, batch) if batch is not None else None
+
+    def offers_capability(self, capability: Capability) -> bool:
+        """Whether the store fills the capability's attribute (``contract.has_methods``
+        asks: this wrapper has every capability's methods, the store decides)."""
+        attribute = STORE_CAPABILITIES.get(capability)
+        return attribute is not None and _offered(self.store, attribute) is not None
+
+    # -- the native calls: the store's ----------------------------------------------
+    async def _setup(self, scope: MemoryScope) -> None:
+        await self.store.setup(scope)
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        return await self.store.record(event)
+
+    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        return await self.store.retrieve(request)
+
+    async def _reset(self, scope: MemoryScope) -> str | None:
+        return await self.store.reset(scope)
+
+    async def _health(self) -> NativeHealth:
+        return await self.store.health()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    # -- optional capabilities (declared only when the store's attribute is set) --------
+    async def record_events(self, events: list[MemoryEvent]) -> list[WriteReceipt]:
+        if self._bulk is None:
+            raise self._not_offered("record_events")
+        return await self._bulk.record_events(events)
+
+    async def readiness(self, scope: MemoryScope) -> Readiness:
+        probe: ReadinessProbe | None = _offered(self.store, "readiness")
+        if probe is None:
+            raise self._not_offered("readiness")
+        return await self._call("readiness", lambda: probe(scope))
+
+    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                    interval_s=getattr(self.store, "readiness_interval_s",
+                                                       0.5))
+
+    async def _native_mutation(
+        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        mutations: NativeMutations | None = _offered(self.store, "mutations")
+        if mutations is None:
+            raise self._not_offered("native_mutation")
+        if operation not in mutations.operations:
+            raise AdapterError(f"{self.backend_name} has no native operation {operation!r}",
+                               backend_name=self.backend_name, operation="native_mutation",
+                               retryable=False)
+        return await self._call("native_mutation",
+                                lambda: mutations.run(scope, operation, payload))
+
+    async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
+        end: SessionEnd | None = _offered(self.store, "end_session")
+        if end is None:
+            raise self._not_offered("end_session")
+        return await self._call("end_session", lambda: end(scope, session_id))
+
+    async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        feedback: Feedback | None = _offered(self.store, "feedback")
+        if feedback is None:
+            raise self._not_offered("apply_feedback")
+        return await self._call("apply_feedback", lambda: feedback(request))
+
+
+def as_provider(obj: Any, *, trace_sink: TraceSink | None = None) -> Any:
+    """A store wrapped into its provider; a provider as it is."""
+    return StoreProvider(obj, trace_sink=trace_sink) if is_store(obj) else obj
