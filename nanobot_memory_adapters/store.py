@@ -1,10 +1,11 @@
 """The native-store protocol and the one provider wrapper over it (as httpx splits
 ``Client`` from its transport).
 
-A backend implements a :class:`NativeStore`: write one event, search, reset a scope,
-report health. Optional capabilities are attributes holding an object or ``None``, as
-Graphiti's drivers declare theirs (``record_batch`` for bulk ingest, ``mutations`` for
-native operations, ``readiness`` for a derivation queue, ...). :class:`StoreProvider`
+A backend implements a :class:`NativeStore`: write one event, search, reset a scope
+(and, if it has them, ``setup``, ``health`` and ``aclose``). Optional capabilities are
+attributes holding an object or ``None``, as Graphiti's drivers declare theirs
+(``record_batch`` for bulk ingest, ``mutations`` for native operations, ``readiness``
+for a derivation queue, ...). :class:`StoreProvider`
 wraps any store into a whole provider and owns, once, what every provider shares: the
 read-only gate on every write path, traces, error wrapping, budget rendering and the
 capabilities it declares (read off which attributes the store fills). The registry wraps
@@ -17,12 +18,10 @@ a registered store class itself, so a newcomer's backend is one class::
 
         @classmethod
         def from_config(cls, config, env): return cls(config)
-        async def setup(self, scope): ...
         async def record(self, event) -> NativeWrite: ...
         async def retrieve(self, request) -> NativeRetrieval: ...
         async def reset(self, scope) -> str | None: ...
-        async def health(self) -> NativeHealth: ...
-        async def aclose(self): ...
+        # optional: async setup(scope), async health() -> NativeHealth, async aclose()
 
 ``nanobot-memory conformance --provider-class my_module:MyStore`` and
 ``ContractSuite`` (with ``StoreProvider(MyStore())``) check it. ``testing/reference.py``
@@ -68,16 +67,15 @@ __all__ = [
 
 @runtime_checkable
 class NativeStore(Protocol):
-    """What a backend implements: the native calls, nothing the wrapper owns."""
+    """What a backend implements: the native calls, nothing the wrapper owns. Optional
+    lifecycle methods, called when the store has them: ``async setup(scope)`` (once per
+    scope), ``async health() -> NativeHealth`` (default ``ok``), ``async aclose()``."""
 
     info: ProviderInfo
 
-    async def setup(self, scope: MemoryScope) -> None: ...
     async def record(self, event: MemoryEvent) -> NativeWrite: ...
     async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval: ...
     async def reset(self, scope: MemoryScope) -> str | None: ...
-    async def health(self) -> NativeHealth: ...
-    async def aclose(self) -> None: ...
 
 
 class NativeMutations(Protocol):
@@ -160,7 +158,9 @@ class StoreProvider(BaseAdapter):
 
     # -- the native calls: the store's ----------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
-        await self.store.setup(scope)
+        setup = getattr(self.store, "setup", None)
+        if setup is not None:
+            await setup(scope)
 
     async def _record(self, event: MemoryEvent) -> NativeWrite:
         return await self.store.record(event)
@@ -172,10 +172,13 @@ class StoreProvider(BaseAdapter):
         return await self.store.reset(scope)
 
     async def _health(self) -> NativeHealth:
-        return await self.store.health()
+        health = getattr(self.store, "health", None)
+        return NativeHealth(status="ok") if health is None else await health()
 
     async def aclose(self) -> None:
-        await self.store.aclose()
+        aclose = getattr(self.store, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     # -- optional capabilities (declared only when the store's attribute is set) --------
     async def record_events(self, events: list[MemoryEvent]) -> list[WriteReceipt]:

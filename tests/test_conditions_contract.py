@@ -9,6 +9,7 @@ from nanobot_memory_adapters.conditions.no_memory import NoMemory, NoMemoryNamed
 from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
 from nanobot_memory_adapters.conditions.rolling_summary import DreamLLM, RollingSummary
 from nanobot_memory_adapters.conditions.static_profile import StaticProfile
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 
@@ -23,7 +24,7 @@ class TestNoMemory(ContractSuite):
     @pytest.fixture
     def contract_target(self):
         async def make():
-            return NoMemory()
+            return StoreProvider(NoMemory())
 
         return SuiteTarget.for_class(NoMemory, make)
 
@@ -32,7 +33,7 @@ class TestNoMemoryNamed(ContractSuite):
     @pytest.fixture
     def contract_target(self):
         async def make():
-            return NoMemoryNamed("Alice")
+            return StoreProvider(NoMemoryNamed("Alice"))
 
         return SuiteTarget.for_class(NoMemoryNamed, make)
 
@@ -81,7 +82,7 @@ class TestStaticProfile(ContractSuite):
     @pytest.fixture
     def contract_target(self):
         async def make():
-            return StaticProfile("Prefers short answers; vegetarian.")
+            return StoreProvider(StaticProfile("Prefers short answers; vegetarian."))
 
         return SuiteTarget.for_class(StaticProfile, make)
 
@@ -92,7 +93,7 @@ class TestOracleIPAS(ContractSuite):
         prefs = {"alice": [Preference(attribute="diet", value="vegetarian", context="personal")]}
 
         async def make():
-            return OracleIPAS(prefs)
+            return StoreProvider(OracleIPAS(prefs))
 
         return SuiteTarget.for_class(OracleIPAS, make)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
@@ -24,7 +24,6 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id, refuse_control_chars
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="no_memory",
@@ -52,27 +51,27 @@ class NoMemoryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class NoMemory(BaseAdapter):
+class NoMemory:
     config_model = NoMemoryConfig
     # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
     # a turn's recall before the message is known
     query_independent = True
     no_native_backend = "no_memory has no native store"
 
-    def __init__(self, *, trace_sink: TraceSink | None = None) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+    def __init__(self) -> None:
+        self.info = INFO
 
     @classmethod
     def from_config(cls, config: NoMemoryConfig, env: ProviderEnv) -> NoMemory:
-        return cls(trace_sink=env.trace_sink)
+        return cls()
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return NativeWrite(status="ignored", native_ids=[], native_operation="none")
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         return NativeRetrieval(items=[], raw=None, native_operation="none")
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         return "no_memory stores nothing"
 
 
@@ -112,7 +111,7 @@ class NoMemoryNamedConfig(BaseModel):
         return self
 
 
-class NoMemoryNamed(BaseAdapter):
+class NoMemoryNamed:
     """The named variant: one line with the persona's name, nothing it could learn."""
 
     # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
@@ -122,20 +121,19 @@ class NoMemoryNamed(BaseAdapter):
     config_model = NoMemoryNamedConfig
     no_native_backend = "no_memory_named is configuration only"
 
-    def __init__(self, name: str | None = None, names: dict[str, str] | None = None, *,
-                 trace_sink: TraceSink | None = None) -> None:
-        super().__init__(info=NAMED_INFO, trace_sink=trace_sink)
+    def __init__(self, name: str | None = None, names: dict[str, str] | None = None) -> None:
+        self.info = NAMED_INFO
         self.name = name
         self.names = dict(names or {})
 
     @classmethod
     def from_config(cls, config: NoMemoryNamedConfig, env: ProviderEnv) -> NoMemoryNamed:
-        return cls(config.name, config.names, trace_sink=env.trace_sink)
+        return cls(config.name, config.names)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return NativeWrite(status="ignored", native_ids=[], native_operation="none")
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         persona = request.scope.persona_id
         name = self.names.get(persona, self.name)
         if name is None:
@@ -148,5 +146,5 @@ class NoMemoryNamed(BaseAdapter):
         return NativeRetrieval(items=[item], raw={"persona": persona},
                                native_operation="name")
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         return "no_memory_named stores nothing; the name is configuration"

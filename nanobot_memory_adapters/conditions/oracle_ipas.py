@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
@@ -25,7 +25,6 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.json_files import SETTINGS_BYTES, JsonFileError, load_json_file
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="oracle_ipas",
@@ -85,24 +84,24 @@ class OracleConfig(BaseModel):
         return self
 
 
-class OracleIPAS(BaseAdapter):
+class OracleIPAS:
     config_model = OracleConfig
     no_native_backend = "oracle_ipas is configuration only"
 
     def __init__(
-        self, preferences: dict[str, list[Preference]], *, trace_sink: TraceSink | None = None
+        self, preferences: dict[str, list[Preference]]
     ) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+        self.info = INFO
         self.preferences = preferences
 
     @classmethod
     def from_config(cls, config: OracleConfig, env: ProviderEnv) -> OracleIPAS:
-        return cls(config.preferences, trace_sink=env.trace_sink)
+        return cls(config.preferences)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return NativeWrite(status="ignored", native_ids=[], native_operation="none")
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         persona = request.scope.persona_id
         wanted = request.tags()
         at = _comparable(request.as_of) if request.as_of else utcnow()
@@ -129,5 +128,5 @@ class OracleIPAS(BaseAdapter):
             native_request={"filter": wanted, "as_of": at.isoformat()},
         )
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         return "oracle_ipas has no writable state; preferences are configuration"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     MemoryEvent,
     MemoryScope,
@@ -15,7 +15,6 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
 )
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="static_profile",
@@ -48,7 +47,7 @@ class StaticProfileConfig(BaseModel):
         return self
 
 
-class StaticProfile(BaseAdapter):
+class StaticProfile:
     # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
     # a turn's recall before the message is known
     query_independent = True
@@ -59,21 +58,19 @@ class StaticProfile(BaseAdapter):
         self,
         profile: str | None = None,
         profiles: dict[str, str] | None = None,
-        *,
-        trace_sink: TraceSink | None = None,
     ) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+        self.info = INFO
         self.profile = profile
         self.profiles = dict(profiles or {})
 
     @classmethod
     def from_config(cls, config: StaticProfileConfig, env: ProviderEnv) -> StaticProfile:
-        return cls(config.profile, config.profiles, trace_sink=env.trace_sink)
+        return cls(config.profile, config.profiles)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return NativeWrite(status="ignored", native_ids=[], native_operation="none")
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         persona = request.scope.persona_id
         text = self.profiles.get(persona, self.profile)
         items = []
@@ -84,5 +81,5 @@ class StaticProfile(BaseAdapter):
             )
         return NativeRetrieval(items=items, raw={"profile_key": persona}, native_operation="static")
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         return "static_profile has no writable state; the profile is configuration"

@@ -60,9 +60,6 @@ class ReferenceStore:
     # optional capabilities: an object (here an async callable) or None
     record_batch = None  # no bulk ingest: record_event one at a time
 
-    async def setup(self, scope: MemoryScope) -> None:
-        return None
-
     async def record(self, event: MemoryEvent) -> NativeWrite:
         row = {"id": event.event_id, "text": event.transcript(), "tags": event.tags()}
         self._rows.setdefault(event.scope().key, []).append(row)
@@ -84,8 +81,6 @@ class ReferenceStore:
         self._rows.pop(scope.key, None)
         return "removed the scope's rows"
 
+    # optional lifecycle: setup(scope) and aclose() are not needed here; health reports
     async def health(self) -> NativeHealth:
         return NativeHealth(status="ok", details={"scopes": len(self._rows)})
-
-    async def aclose(self) -> None:
-        return None

@@ -471,11 +471,13 @@ async def test_oracle_answers_as_of_the_requests_time():
     from nanobot_memory_adapters.conditions.oracle_ipas import OracleIPAS, Preference
 
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    oracle = OracleIPAS({"p": [
+    from nanobot_memory_adapters.store import StoreProvider
+
+    oracle = StoreProvider(OracleIPAS({"p": [
         Preference(attribute="coffee", value="espresso", valid_from=t0,
                    valid_until=t0 + timedelta(days=10)),
         Preference(attribute="coffee", value="decaf", valid_from=t0 + timedelta(days=10)),
-    ]})
+    ]}))
     scope = MemoryScope(run_id="r", persona_id="p")
 
     async def shown(at: datetime) -> list[str]:
