@@ -109,9 +109,9 @@ class Delivery:
         memory = self.state.settings.memory
         assert memory is not None
         # the same attribution as the finished turn's (cron turns: the session's person)
-        who = await self.state.attribute(session_key=key, channel=request.channel,
-                                         chat_id=request.chat_id, sender_id=request.sender_id,
-                                         metadata=getattr(request, "metadata", None))
+        who = await self.state.audiences.attribute(
+            session_key=key, channel=request.channel, chat_id=request.chat_id,
+            sender_id=request.sender_id, metadata=getattr(request, "metadata", None))
         if who.person is None:
             return
         try:
@@ -143,8 +143,9 @@ class Delivery:
         memory = self.state.settings.memory
         assert memory is not None
         # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
-        who = await self.state.attribute(session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
-                                         sender_id=event.sender_id, metadata=ctx.metadata)
+        who = await self.state.audiences.attribute(
+            session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
+            sender_id=event.sender_id, metadata=ctx.metadata)
         if who.person is None:
             logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
             return False

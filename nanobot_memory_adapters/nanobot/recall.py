@@ -81,7 +81,7 @@ class Recall:
         if entry is None or not entry.text or (
                 plugin.context_placement == "user_message" and not entry.in_system):
             return told.text
-        audience = self.state.audience_now(key, getattr(request, "turn_id", None))
+        audience = self.state.audiences.now(key, getattr(request, "turn_id", None))
         return release([told, Piece.memory(entry.text, entry.scope_key)], audience, "\n\n")
 
     async def provide(self, request: Any) -> Any:
@@ -110,7 +110,7 @@ class Recall:
             logger.exception("{}: recall failed", LOG)
         if (self.state.settings.plugin.context_placement == "user_message" and entry is not None
                 and entry.text and not entry.in_system):
-            audience = self.state.audience_now(request.session_key, request.turn_id)
+            audience = self.state.audiences.now(request.session_key, request.turn_id)
             text = release([Piece.memory(entry.text, entry.scope_key)], audience)
             return seams.runtime_context_block(text) if text else None
         return None
@@ -123,14 +123,15 @@ class Recall:
         if self.state.status != "active" or not session_key or session_key.startswith("dream:"):
             return None
         # nobody's memory until this turn's audience is known (a failure below leaves it so)
-        self.state.note_audience(session_key, turn_id, Audience.nobody())
+        self.state.audiences.note(session_key, turn_id, Audience.nobody())
         if not seams.session_persists(self.state.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
-        who = await self.state.attribute(session_key=session_key, channel=channel,
-                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
-        audience = self.state.audience_of(who, channel=channel, chat_id=chat_id,
-                                          session_key=session_key, attributes=attributes)
-        self.state.note_audience(session_key, turn_id, audience)
+        who = await self.state.audiences.attribute(
+            session_key=session_key, channel=channel, chat_id=chat_id, sender_id=sender_id,
+            metadata=metadata)
+        audience = self.state.audiences.audience_of(who, channel=channel, chat_id=chat_id,
+                                                    session_key=session_key, attributes=attributes)
+        self.state.audiences.note(session_key, turn_id, audience)
         if not audience.scopes:
             self.state.cache.pop(session_key, None)  # nobody's memory, and no earlier speaker's
             return None
@@ -286,13 +287,14 @@ class Recall:
             return "memory_search needs a non-empty query"
         if not session_key or not seams.session_persists(self.state.sessions, session_key):
             return "this session has no long-term memory"
-        who = await self.state.attribute(session_key=session_key, channel=channel,
-                                         chat_id=chat_id, sender_id=sender_id, metadata=metadata)
+        who = await self.state.audiences.attribute(
+            session_key=session_key, channel=channel, chat_id=chat_id, sender_id=sender_id,
+            metadata=metadata)
         if who.person is None:
             return "this turn belongs to no person, so it has no long-term memory to search"
-        audience = self.state.audience_of(who, channel=channel, chat_id=chat_id,
-                                          session_key=session_key, attributes=attributes)
-        if who.shared and not self.state.group_scope:
+        audience = self.state.audiences.audience_of(who, channel=channel, chat_id=chat_id,
+                                                    session_key=session_key, attributes=attributes)
+        if who.shared and not self.state.audiences.group_scope:
             # a tool result is saved in the session's history, which everyone who can read
             # this chat replays; with group_recall "personal" the recall rides in the
             # system prompt only, which a tool result cannot
@@ -369,9 +371,9 @@ class Recall:
             ctx = event.context
             if self.state.status != "active" or not ctx.session_key:
                 return
-            who = await self.state.attribute(session_key=ctx.session_key, channel=ctx.channel,
-                                             chat_id=ctx.chat_id, sender_id=event.sender_id,
-                                             metadata=ctx.metadata)
+            who = await self.state.audiences.attribute(
+                session_key=ctx.session_key, channel=ctx.channel, chat_id=ctx.chat_id,
+                sender_id=event.sender_id, metadata=ctx.metadata)
             if who.shared:
                 await asyncio.to_thread(seams.strip_memory_blocks, self.state.sessions,
                                         ctx.session_key)

@@ -389,9 +389,7 @@ class MemoryPlugin:
         if self.state.opened_outbox is not None:
             self.state.opened_outbox.close()
             self.state.opened_outbox = None
-        if self.state.opened_book is not None:
-            self.state.opened_book.close()
-            self.state.opened_book = None
+        self.state.audiences.close()
 
     async def _close_adapter(self) -> None:
         await self._recall.prepared.aclose()  # nothing prepares from a closing provider
@@ -412,13 +410,13 @@ class MemoryPlugin:
         if self.state.status != "active" or self.state.settings.memory is None:
             return Audience(frozenset(), False, operator=operator)
         try:
-            who = await self.state.attribute(session_key=ctx.key, channel=msg.channel,
-                                             chat_id=msg.chat_id, sender_id=msg.sender_id,
-                                             metadata=msg.metadata)
+            who = await self.state.audiences.attribute(session_key=ctx.key, channel=msg.channel,
+                                                       chat_id=msg.chat_id, sender_id=msg.sender_id,
+                                                       metadata=msg.metadata)
         except Exception:
             return Audience(frozenset(), False, operator=operator)
-        audience = self.state.audience_of(who, channel=msg.channel, chat_id=msg.chat_id,
-                                          session_key=ctx.key, attributes=None)
+        audience = self.state.audiences.audience_of(who, channel=msg.channel, chat_id=msg.chat_id,
+                                                    session_key=ctx.key, attributes=None)
         return dataclasses.replace(audience, operator=operator)
 
     async def set_read_only(self, on: bool) -> str:

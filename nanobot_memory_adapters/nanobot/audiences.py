@@ -1,0 +1,100 @@
+"""Who may read what, per turn: the plugin's audience collaborator.
+
+It owns the chat book (what turns showed about each session, on disk) and each
+session's current turn's ``Audience``, computed once per turn (``attribute`` then
+``audience_of``) and read back, without I/O, by the synchronous prompt build of that same
+turn (``now``). Recall, delivery and the runtime ask it; nobody else keeps audience state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nanobot_memory_adapters.nanobot.audience import Audience
+from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
+from nanobot_memory_adapters.nanobot.people import Attribution, attribute, observe
+from nanobot_memory_adapters.nanobot.settings import LoadedSettings
+from nanobot_memory_adapters.nanobot.turns import chat_scope
+
+#: How many sessions' current audiences are kept (the oldest go first).
+NOTED_SESSIONS = 4096
+
+
+class Audiences:
+    """The chat book and each session's current audience. ``settings`` and ``base_dir``
+    are read when needed (a reload replaces the plugin's settings)."""
+
+    def __init__(self, settings: Callable[[], LoadedSettings],
+                 base_dir: Callable[[], Path]) -> None:
+        self._settings = settings
+        self._base_dir = base_dir
+        self._book: ChatBook | None = None
+        # session key -> (turn id, audience) of its current turn
+        self._noted: OrderedDict[str, tuple[str | None, Audience]] = OrderedDict()
+
+    @property
+    def book(self) -> ChatBook:
+        """The chat book, in the data directory the plugin started with (it is about
+        chats, not providers: a switch keeps it)."""
+        if self._book is None:
+            self._book = ChatBook(self._base_dir() / CHATS_FILE)
+        return self._book
+
+    def close(self) -> None:
+        if self._book is not None:
+            self._book.close()
+            self._book = None
+
+    @property
+    def group_scope(self) -> bool:
+        """``group_recall: group``: a shared chat reads and writes its own scope."""
+        return self._settings().plugin.group_recall == "group"
+
+    async def attribute(self, *, session_key: str, channel: str, chat_id: str,
+                        sender_id: str | None, metadata: dict[str, Any] | None
+                        ) -> Attribution:
+        """Whose turn this is: this turn's observation merged into the session's facts on
+        disk (``chat_book``), then ``people.attribute`` (recall, search, delivery alike)."""
+        seen = observe(session_key=session_key, channel=channel, chat_id=chat_id,
+                       sender_id=sender_id, metadata=metadata,
+                       direct_chats=self._settings().plugin.direct_chats)
+        facts = await asyncio.to_thread(self.book.observe, session_key, seen)
+        return attribute(facts, seen, session_key=session_key, chat_id=chat_id,
+                         group_scope=self.group_scope)
+
+    def audience_of(self, who: Attribution, *, channel: str, chat_id: str, session_key: str,
+                    attributes: dict[str, Any] | None) -> Audience:
+        """Whose memory may reach this turn's request and reply: the turn's own scope in a
+        one-person chat; in a shared (or unknown) chat only what ``group_recall`` allows
+        (``group``: the chat's own scope; ``personal``: the speaker's; ``none``: nothing)."""
+        settings = self._settings()
+        memory = settings.memory
+        if memory is None or who.person is None:
+            return Audience.nobody()
+        if who.shared and settings.plugin.group_recall == "none":
+            return Audience.nobody()
+        try:
+            scope = chat_scope(memory, channel=channel, chat_id=chat_id, sender_id=who.person,
+                               session_key=session_key, attributes=attributes)[0]
+        except ValueError:
+            return Audience.nobody()
+        return Audience(frozenset({scope.key}), one_person=not who.shared)
+
+    def note(self, session_key: str, turn_id: str | None, audience: Audience) -> None:
+        """This turn's audience, for the same turn's synchronous prompt build."""
+        self._noted[session_key] = (turn_id, audience)
+        self._noted.move_to_end(session_key)
+        while len(self._noted) > NOTED_SESSIONS:
+            self._noted.popitem(last=False)
+
+    def now(self, session_key: str, turn_id: str | None) -> Audience:
+        """The audience noted for this very turn (no I/O); nobody when this turn was not
+        seen (fails closed)."""
+        noted = self._noted.get(session_key)
+        if noted is None or noted[0] != turn_id:
+            return Audience.nobody()
+        return noted[1]
