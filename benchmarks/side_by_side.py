@@ -13,7 +13,7 @@ waits (bench's results.json).
 
     python benchmarks/side_by_side.py run --llm-base-url URL --llm-model M \\
         [--llm-api-key-env VAR] [--honcho-url URL] [--memos-url URL | --memos-port P] \\
-        [--workers N] \\
+        [--workers N] [--leave-out P,...] \\
         [--label TEXT] [--out bench-out/side-by-side] [--results-dir benchmarks/results]
     python benchmarks/side_by_side.py summarize --out DIR   # results JSON from a run's outputs
     python benchmarks/render_results.py                      # docs/results.md
@@ -125,6 +125,8 @@ def bench_command(task: str, args: argparse.Namespace, meter: LLMMeter, config: 
                 "--max-sessions", str(args.sessions)]
     else:
         cmd += ["--task", "longmemeval", "--dataset", str(lme_dataset(args))]
+    if left_out := [p for p in args.leave_out.split(",") if p in providers]:
+        cmd += ["--leave-out", ",".join(left_out)]  # same run, resumable without it
     if args.judge:
         cmd += ["--llm-base-url", meter.url_for("judge"), "--llm-model", args.llm_model,
                 "--llm-api-key-env", args.llm_api_key_env]
@@ -425,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("--honcho-url")
     run_p.add_argument("--memos-url")
     run_p.add_argument("--memos-home", type=Path)
+    run_p.add_argument("--leave-out", default="",
+                       help="providers (comma-separated) not run this time (bench's "
+                       "--leave-out: the results list them as skipped; rerun without it "
+                       "to resume them)")
     run_p.add_argument("--memos-port", type=int, default=8797,
                        help="the MemOS server's port; fixed so a resumed run has the same "
                        "manifest (its base_url is in it)")

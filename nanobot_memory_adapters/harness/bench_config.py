@@ -72,6 +72,10 @@ class BenchConfig:
     execution: ExecutionPlan = field(default_factory=ExecutionPlan)
     task: str = "locomo"  # locomo | longmemeval | beam (lme_task.py, beam_task.py)
     gold_corrections: Path | None = None  # audited LoCoMo (datasets/gold_corrections.py)
+    # Providers of the run not run this time (not in the manifest's hash, like workers):
+    # results list them as skipped, their finished units stay in the checkpoint and a
+    # run without the option resumes them. For a provider too slow for the time at hand.
+    leave_out: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.budgets:

@@ -265,6 +265,13 @@ def bench_command(
                      "answers and evidence; the manifest records it; entries that match "
                      "no question are counted and named."),
     ] = None,
+    leave_out: Annotated[
+        str | None,
+        typer.Option(help="Providers of the run (comma-separated) not run this time: "
+                     "results list them as skipped, their finished units are kept, and "
+                     "the same command without this option resumes them. Not part of the "
+                     "run's settings, like --workers."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results.json.")] = False,
     nanobot_config: NanobotConfigOpt = None,
 ) -> None:
@@ -284,11 +291,15 @@ def bench_command(
     check_llm_options(llm_base_url, llm_model)
     budgets = parse_budgets(budget_tokens)
     check_workers(workers, executor)
+    left_out = [n.strip() for n in (leave_out or "").split(",") if n.strip()]
     default_log_file(out)
     if gold_corrections is not None and task != "locomo":
         raise fail(f"--gold-corrections: corrects LoCoMo gold answers; --task {task} has "
                    "none to correct (drop the option or use --task locomo)")
     if task == "preferences":
+        if left_out:
+            raise fail("--leave-out: for LoCoMo, LongMemEval and BEAM runs; a preferences "
+                       "run's units are its personas (drop the option)")
         if nanobot_config is not None:
             raise fail("--nanobot-config: used by --task locomo (provider blocks); a "
                        "preferences run takes its model from --llm-base-url/--llm-model")
@@ -321,6 +332,9 @@ def bench_command(
         raise fail("--task beam needs --dataset FOLDER (a BEAM conversation folder such as "
                    "chats/100K/1, or chats/100K; not shipped: see docs/harness.md)")
     names = provider_names(providers)
+    if unknown := [n for n in left_out if n not in names]:
+        raise fail(f"--leave-out {','.join(unknown)}: not among --providers "
+                   f"({','.join(names)}); name providers of this run")
     check_seconds(readiness_timeout)
     if speakers not in SPEAKER_PROTOCOLS:
         raise fail(f"--speakers {speakers!r}: use one of {', '.join(SPEAKER_PROTOCOLS)}")
@@ -345,6 +359,7 @@ def bench_command(
         execution=ExecutionPlan(executor, workers, ray_address),  # type: ignore[arg-type]
         task=task,
         gold_corrections=gold_corrections,
+        leave_out=left_out,
     )
     outcome = run_bench_cli(cfg, quiet=as_json)
     if corrected := outcome.manifest["dataset"].get("gold_corrections"):

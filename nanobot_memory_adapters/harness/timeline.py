@@ -213,6 +213,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
                 await p.adapter.aclose()
         cp = open_checkpoint(cfg.out, manifest["manifest_sha256"])
         mf.write_manifest(manifest, cfg.out / "manifest.json")
+        prepared = leave_out(prepared, skipped, cfg.leave_out)
 
         jobs: list[UnitJob] = []
         resumed = partly = 0
@@ -281,7 +282,7 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
             results,
             [u for u in cp.units.values() if u["provider"] in names],
         )
-        cp.complete = True
+        cp.complete = not cfg.leave_out  # a left-out provider's units are still to run
         cp.save()
         return BenchOutcome(cfg.out, manifest, results, skipped, resumed, resumed_mid_unit=partly)
     finally:
@@ -291,6 +292,20 @@ async def run_bench(cfg: BenchConfig, progress: UnitDisplay | None = None) -> Be
         if cfg.judge is not None:
             with contextlib.suppress(Exception):
                 await cfg.judge.aclose()
+
+
+LEFT_OUT = ("left out of this run (--leave-out); its finished units are kept, and a "
+            "run without the option resumes it")
+
+
+def leave_out(prepared: list[Prepared], skipped: list[dict[str, str]],
+              names: list[str]) -> list[Prepared]:
+    """The providers that run now; those in ``names`` join ``skipped`` with the reason
+    (after the manifest, whose hash they stay in: the run is the same run)."""
+    for p in prepared:
+        if p.name in names:
+            skipped.append({"name": p.name, "reason": LEFT_OUT})
+    return [p for p in prepared if p.name not in names]
 
 
 def load_units(cfg: BenchConfig) -> list[Any]:

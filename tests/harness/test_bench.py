@@ -188,6 +188,35 @@ async def test_resume_after_interruption_gives_the_same_results(locomo_file, tmp
     assert fresh.resumed_units == 0
 
 
+async def test_a_left_out_provider_is_skipped_now_and_resumed_later(locomo_file, tmp_path):
+    """``--leave-out``: the same run (same manifest) without one provider; its results
+    name it as skipped, and the same run without the option runs only what is missing."""
+    providers = ["no_memory", "full_history"]
+    clean = await run_bench(config(locomo_file, tmp_path / "clean", providers))
+    out = tmp_path / "partial"
+    partial = await run_bench(config(locomo_file, out, providers, leave_out=["full_history"]))
+    assert list(partial.results["providers"]) == ["no_memory"]
+    assert [s["name"] for s in partial.skipped] == ["full_history"]
+    assert "--leave-out" in partial.skipped[0]["reason"]
+    assert partial.manifest["manifest_sha256"] == clean.manifest["manifest_sha256"]
+    assert (partial.results["providers"]["no_memory"]
+            == clean.results["providers"]["no_memory"] | {"timing": partial.results[
+                "providers"]["no_memory"]["timing"]})
+    assert not json.loads((out / "checkpoint.json").read_text())["complete"]
+    whole = await run_bench(config(locomo_file, out, providers))
+    assert whole.resumed_units == 2 and not whole.skipped  # no_memory's two conversations
+    assert whole.results["metrics_sha256"] == clean.results["metrics_sha256"]
+
+
+def test_cli_leave_out_must_name_a_provider_of_the_run(locomo_file, tmp_path):
+    result = CliRunner().invoke(app, [
+        "bench", "--dataset", str(locomo_file), "--providers", "no_memory,full_history",
+        "--leave-out", "mem0", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "--leave-out mem0: not among --providers (no_memory,full_history)" in result.output
+    assert not (tmp_path / "x").exists()
+
+
 def test_cli_bench_json_and_verify(locomo_file, tmp_path):
     out = tmp_path / "cli"
     result = CliRunner().invoke(

@@ -81,3 +81,30 @@ def test_side_by_side_runs_both_tables_meters_the_model_and_renders(tmp_path, ll
     assert again["providers"]["mem0"]["cost"]["llm"] is None
     assert "not pointed at the run's meter" in again["providers"]["mem0"]["cost"]["llm_note"]
     assert again["date"] == docs["locomo"]["date"]  # the run's date, not the summary's
+
+
+def test_leave_out_reaches_the_bench_commands_of_the_providers_it_names(tmp_path):
+    """``--leave-out``: the same run without a provider too slow for the time at hand
+    (bench lists it as skipped and resumes it in a run without the option)."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "side_by_side", REPO / "benchmarks" / "side_by_side.py")
+    assert spec and spec.loader
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+
+    class Meter:
+        def url_for(self, label: str) -> str:
+            return f"http://127.0.0.1:1/u/{label}"
+
+    args = argparse.Namespace(
+        out=tmp_path, workers=1, readiness_timeout=60.0, locomo=tmp_path / "l.json",
+        conversation="conv-26", sessions=5, judge=False, leave_out="graphiti,honcho")
+    cmd = sbs.bench_command("locomo", args, Meter(), tmp_path / "p.json",
+                            ["no_memory", "mem0", "graphiti"])
+    assert cmd[cmd.index("--leave-out") + 1] == "graphiti"  # honcho is not in this run
+    args.leave_out = ""
+    assert "--leave-out" not in sbs.bench_command("locomo", args, Meter(),
+                                                  tmp_path / "p.json", ["no_memory"])
