@@ -122,12 +122,20 @@ def _pairs(doc: dict[str, Any]) -> list[str]:
         real = [r for r in rows if r["verdict"] != "not distinguishable"]
         if not rows:
             continue
-        text = "; ".join(f"{r['verdict']} ({_num(r['difference'], signed=True)} "
-                         f"[{_num(r['low'], 2, True)}, {_num(r['high'], 2, True)}], n "
-                         f"{r['n']})" for r in real)
+        text = "; ".join(f"{r['verdict']} ({_winner_minus_loser(r)}, n {r['n']})"
+                         for r in real)
         out.append(f"- {PAIR_NAMES.get(metric, metric)}: {len(real)} of {len(rows)} pairs "
                    f"distinguishable{': ' + text if text else ''}.")
     return out
+
+
+def _winner_minus_loser(r: dict[str, Any]) -> str:
+    """A pair's difference read as its verdict: the winner's score minus the loser's
+    (the stored difference is ``a - b`` whichever won)."""
+    diff, low, high = r["difference"], r["low"], r["high"]
+    if r["verdict"].split(" > ")[0] != r["a"]:
+        diff, low, high = -diff, -high, -low
+    return f"{_num(diff, signed=True)} [{_num(low, 2, True)}, {_num(high, 2, True)}]"
 
 
 def _para(text: str) -> str:
@@ -191,6 +199,7 @@ def render(docs: list[dict[str, Any]]) -> str:
         if doc["skipped"]:
             lines += ["", "Skipped: " + "; ".join(f"`{s['name']}`: {s['reason']}"
                                                  for s in doc["skipped"]) + "."]
+        lines += [f"- `{n}`: {note}." for n, note in (doc.get("notes") or {}).items()]
         notes = [f"`{n}`: {p['cost']['llm_note']}" for n, p in doc["providers"].items()
                  if p["cost"].get("llm_note")]
         if notes:

@@ -42,6 +42,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -236,9 +237,31 @@ def _pair(r: dict[str, Any], value_key: str = "value") -> dict[str, Any]:
             "verdict": r["verdict"]}
 
 
+def unit_windows(task_out: Path, provider: str) -> list[tuple[float, float]]:
+    """When each of the provider's units ran: the first and last trace time of each unit
+    file (``units/<provider>__<unit>.jsonl``). Read from the units themselves, so a bench
+    that was stopped and resumed (across days) still has its model calls counted, and
+    only the calls of the unit attempts the results come from."""
+    spans = []
+    for path in sorted((task_out / "units").glob(f"{provider}__*.jsonl")):
+        times = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                at = (json.loads(line).get("trace") or {}).get("at")
+            except ValueError:
+                continue
+            if at:
+                times.append(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp())
+        if times:
+            spans.append((min(times), max(times)))
+    return spans
+
+
 def cost(out: Path, task: str, results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    windows = [(w["started"], w["ended"]) for w in _windows(out) if w["task"] == task]
-    metered = summarize(read_log(out / "llm_meter.jsonl"), windows)
+    calls = list(read_log(out / "llm_meter.jsonl"))
+    metered = {name: summarize([c for c in calls if c["label"] == name],
+                               unit_windows(out / task, name)).get(name)
+               for name in results["providers"]}
     table: dict[str, dict[str, Any]] = {}
     for name, m in results["providers"].items():
         t, calls = m["timing"], metered.get(name)
@@ -355,6 +378,39 @@ def lme_quality(out: Path, results: dict[str, Any]) -> tuple[dict[str, Any], dic
     return quality, pairwise
 
 
+def empty_notes(task_out: Path, results: dict[str, Any]) -> dict[str, str]:
+    """Providers with memory whose section was empty for every question: say so, with
+    the retrieve warning they gave most (why it is empty), so a 0 reads as measured."""
+    notes = {}
+    for name, m in results["providers"].items():
+        if (m.get("memory_form") in (None, "none")
+                or (m.get("context_tokens") or {}).get("mean") not in (0, 0.0)):
+            continue
+        said: Counter[str] = Counter()
+        for path in (task_out / "units").glob(f"{name}__*.jsonl"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                trace = json.loads(line).get("trace") or {}
+                if trace.get("operation") == "retrieve":
+                    said.update(trace.get("warnings") or [])
+        why = f" (retrieve said: {said.most_common(1)[0][0]})" if said else ""
+        notes[name] = f"an empty section for every question{why}"
+    return notes
+
+
+def portable(command: str, run_out: Path) -> str:
+    """The command without this machine's paths: the run's folder as ``OUT``, a file in
+    the repository relative to it, any other absolute path as ``PATH``."""
+    words = []
+    for word in shlex.split(command):
+        if word.startswith("/"):
+            path = Path(word)
+            word = ("OUT" + word[len(str(run_out)):] if path.is_relative_to(run_out)
+                    else str(path.relative_to(REPO)) if path.is_relative_to(REPO)
+                    else "PATH")
+        words.append(word)
+    return shlex.join(words)
+
+
 def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Path:
     """``<results_dir>/<name>_<task>.json``: one table's figures with what reproduces them
     (command, commit, machine, date, model), from the run's outputs alone."""
@@ -374,7 +430,7 @@ def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Pat
         "title": (f"LoCoMo {ran['conversation']}, first {ran['sessions']} sessions"
                   if task == "locomo" else "LongMemEval-shaped generated set "
                   f"({ran['lme_questions']} questions x {ran['lme_sessions']} sessions)"),
-        "label": ran["label"], "command": ran["command"],
+        "label": ran["label"], "command": portable(ran["command"], run_out),
         "commit": ran["commit"], "dirty": ran["dirty"], "machine": ran["machine"],
         "date": datetime.fromtimestamp(windows[-1]["ended"] if windows else time.time(),
                                        UTC).isoformat(timespec="seconds"),
@@ -382,7 +438,8 @@ def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Pat
                   "embeddings_base_url": ran.get("embed_base_url")},
         "budget_tokens": BUDGET,
         "bench_exit": windows[-1]["exit"] if windows else None,
-        "wall_s": round(sum(w["ended"] - w["started"] for w in windows), 1),
+        "wall_s": round(sum(u.get("wall_s") or 0.0 for u in json.loads(
+            (out / "checkpoint.json").read_text())["units"].values()), 1),  # units' own
         "dataset": manifest.get("dataset"),
         "manifest_sha256": results.get("manifest_sha256"),
         "metrics_sha256": results.get("metrics_sha256"),
@@ -391,7 +448,8 @@ def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Pat
                           "quality": quality[n], "cost": spent[n]} for n in order},
         "pairwise": pairwise,
         "skipped": skips,
-        "outputs": str(out),
+        "notes": empty_notes(out, results),
+        "outputs": f"OUT/{task}",
     }
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{name}_{task}.json"

@@ -116,6 +116,26 @@ async def test_dream_loop_never_loads_the_users_memory_plugin(tmp_path, llm_doub
         await adapter.aclose()
 
 
+async def test_an_empty_dream_memory_says_dream_ran_and_wrote_nothing(tmp_path):
+    """A section of 0 tokens from nanobot's own memory must be readable: when Dream has
+    consumed history and MEMORY.md is still empty (a model that made no edit), the
+    retrieve trace says so; before any Dream it says nothing."""
+    from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
+
+    adapter = RollingSummary(tmp_path / "rolling")
+    scope = MemoryScope(run_id="r", persona_id="alice")
+    request = RetrieveRequest(query="q", scope=scope, budget=ContextBudget(max_tokens=200))
+    try:
+        assert (await adapter.retrieve(request)).trace.warnings == []
+        adapter.store(scope).set_last_dream_cursor(92)
+        result = await adapter.retrieve(request)
+        assert result.formatted_context == ""
+        assert any("consumed 92 history entries and MEMORY.md is still empty" in w
+                   for w in result.trace.warnings)
+    finally:
+        await adapter.aclose()
+
+
 async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_stores(tmp_path):
     """A one-message turn shows as ``Name: text`` (a transcript line, no bullet: issue 31's
     label tokens); a turn of several messages shows its transcript under ``- ``; a store

@@ -277,11 +277,20 @@ class RollingSummary(BaseAdapter):
             )
         if user:
             items.append(RetrievedItem(native_id="USER.md", text=user, native_type="user_profile"))
+        warnings = []
+        if not items:  # an empty section: say whether Dream ran and wrote nothing
+            consumed = await asyncio.to_thread(store.get_last_dream_cursor)
+            if consumed:
+                warnings.append(
+                    f"Dream has consumed {consumed} history entries and MEMORY.md is still "
+                    "empty: its model made no edit (nanobot's Dream writes memory only "
+                    "through its file-edit tools)")
         return NativeRetrieval(
             items=items,
             raw={"memory_file": str(store.memory_file), "user_file": str(store.user_file),
                  "user_profile_shown": bool(user)},
             native_operation="MemoryStore.read_memory + USER.md",
+            warnings=warnings,
         )
 
     async def _reset(self, scope: MemoryScope) -> str | None:

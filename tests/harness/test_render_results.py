@@ -70,3 +70,19 @@ def test_scale_and_fuzz_files_render_with_intervals_and_totals(tmp_path):
     assert "| 2 | `full_history` | none | 50 (stopped early) | 500 |" in text
     assert "| `bm25` | 20.0 [18.0, 22.0] (6) | 2.78 [2.5, 3.06] |" in text
     assert "| all | | | 150 | 1,500 | 1,350 | 450 | 1 | | |" in text
+
+
+def test_a_pair_s_difference_reads_as_its_verdict_winner_minus_loser():
+    """The stored difference is a - b whichever won; the line says winner > loser, so
+    its figure is the winner's score minus the loser's, never a negative 'lead'."""
+    spec = importlib.util.spec_from_file_location(
+        "render_results", REPO / "benchmarks" / "render_results.py")
+    assert spec and spec.loader
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    b_won = {"a": "no_memory", "b": "bm25", "difference": -0.938, "low": -0.98,
+             "high": -0.88, "n": 113, "verdict": "bm25 > no_memory"}
+    a_won = {**b_won, "difference": 0.25, "low": 0.1, "high": 0.4,
+             "verdict": "no_memory > bm25"}
+    assert render._winner_minus_loser(b_won) == "+0.938 [+0.88, +0.98]"
+    assert render._winner_minus_loser(a_won) == "+0.250 [+0.10, +0.40]"
