@@ -165,8 +165,12 @@ def run(args: argparse.Namespace) -> int:
             skipped["honcho"] = ("no --honcho-url: needs a real Honcho server (not in the "
                                  "package registries; docs/honcho.md says how to run one)")
         running = [p for p in wanted if p not in skipped]
+        command = redact_text(shlex.join([sys.argv[0], *sys.argv[1:]]))
+        before = (json.loads((args.out / "run.json").read_text())
+                  if (args.out / "run.json").is_file() else {})
         (args.out / "run.json").write_text(json.dumps({  # what summarize reports
-            "command": redact_text(shlex.join([sys.argv[0], *sys.argv[1:]])),
+            "command": command,  # each table's own: a later run may do only one task
+            "commands": {**before.get("commands", {}), **{t: command for t in args.tasks}},
             "label": args.label, "llm_base_url": redact_text(args.llm_base_url),
             "llm_model": args.llm_model,
             "embed_base_url": redact_text(args.embed_base_url) if args.embed_base_url else None,
@@ -397,6 +401,22 @@ def empty_notes(task_out: Path, results: dict[str, Any]) -> dict[str, str]:
     return notes
 
 
+def left_out_measured(run_out: Path, task: str, name: str) -> str:
+    """What a provider left out of the run had done by then (its model calls, from the
+    meter; its finished sessions, from its units' progress files): the reason in figures."""
+    calls = [c for c in read_log(run_out / "llm_meter.jsonl") if c["label"] == name]
+    if not calls:
+        return ""
+    model_s = sum(c["ended"] - c["started"] for c in calls)
+    cut = sum(1 for c in calls if c.get("completion_tokens", 0) >= 4000)
+    sessions = [json.loads(p.read_text()).get("session", 0)
+                for p in (run_out / task / "units").glob(f"{name}__*.progress.json")]
+    return (f"; measured in the run's meter log before it was left out: {len(calls)} "
+            f"model calls over "
+            f"{model_s / 3600:.1f} h ({model_s / len(calls):.0f} s a call, {cut} answers "
+            f"of 4,000+ tokens), {sum(sessions)} session(s) finished")
+
+
 def portable(command: str, run_out: Path) -> str:
     """The command without this machine's paths: the run's folder as ``OUT``, a file in
     the repository relative to it, any other absolute path as ``PATH``."""
@@ -423,14 +443,17 @@ def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Pat
                          else lme_quality(run_out, results))
     spent = cost(run_out, task, results)
     order = [p for p in PROVIDERS if p in results["providers"]]
-    skips = [{"name": s["name"], "reason": s["reason"]} for s in results.get("skipped", [])]
+    skips = [{"name": s["name"], "reason": s["reason"] + (
+        left_out_measured(run_out, task, s["name"]) if "--leave-out" in s["reason"] else "")}
+        for s in results.get("skipped", [])]
     skips += [{"name": n, "reason": r} for n, r in ran["skipped"].items()]
     doc = {
         "schema": SCHEMA, "task": task,
         "title": (f"LoCoMo {ran['conversation']}, first {ran['sessions']} sessions"
                   if task == "locomo" else "LongMemEval-shaped generated set "
                   f"({ran['lme_questions']} questions x {ran['lme_sessions']} sessions)"),
-        "label": ran["label"], "command": portable(ran["command"], run_out),
+        "label": ran["label"],
+        "command": portable(ran.get("commands", {}).get(task, ran["command"]), run_out),
         "commit": ran["commit"], "dirty": ran["dirty"], "machine": ran["machine"],
         "date": datetime.fromtimestamp(windows[-1]["ended"] if windows else time.time(),
                                        UTC).isoformat(timespec="seconds"),
