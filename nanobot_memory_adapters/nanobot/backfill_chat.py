@@ -72,7 +72,7 @@ class Backfill:
         memory = self.state.settings.memory
         assert memory is not None
         plan = await asyncio.to_thread(
-            backfill.plan_backfill, self.state.sessions, memory, self.state.outbox,
+            backfill.plan_backfill, self.state.sessions, memory, self.state.queues.outbox,
             self.state.provider,
             include_tools=self.state.settings.plugin.include_tool_messages,
             include_forgotten=include_forgotten)
@@ -145,19 +145,19 @@ class Backfill:
         lock keeps other processes' drainers out; when another process is draining, the
         usual per-turn drain takes over."""
         provider = progress.provider
-        async with self.state.draining():
+        async with self.state.queues.draining():
             _still_wanted(self.state, provider)  # what changed while this waited
-            count = await asyncio.to_thread(backfill.enqueue, self.state.outbox, provider,
+            count = await asyncio.to_thread(backfill.enqueue, self.state.queues.outbox, provider,
                                             plan)
             progress.queued, progress.waiting = count, False
             if not queued.done():
                 queued.set_result(count)
-            with self.state.outbox.drain_lock() as mine:
+            with self.state.queues.outbox.drain_lock() as mine:
                 state = self.state
                 if (not mine or state.adapter is None or state.provider != provider
                         or state.read_only or state.closed):
                     return
-                await backfill.deliver(state.adapter, state.outbox, provider)
+                await backfill.deliver(state.adapter, state.queues.outbox, provider)
 
     def line(self) -> str | None:
         progress = self.progress
@@ -170,7 +170,7 @@ class Backfill:
             return (f"{head}: {progress.queued} turn(s) planned {ago(progress.started_at)}, "
                     "queued once the delivery in progress finishes")
         if not progress.done:
-            stats = self.state.outbox.stats(progress.provider)
+            stats = self.state.queues.outbox.stats(progress.provider)
             return (f"{head}: {progress.queued} turn(s) queued {ago(progress.started_at)}, "
                     f"{stats.pending} still pending")
         return f"{head}: done ({progress.queued} turn(s)); " + "; ".join(progress.readiness)

@@ -81,7 +81,7 @@ class Delivery:
         """Bus subscriber: queue the whole turn. Never raises; waits for the outbox at most
         ``REPLY_WAIT_S`` (then the turn is kept in memory and written in the background)."""
         try:
-            if await self._record_turn(event) and not self.state.writing().locked():
+            if await self._record_turn(event) and not self.state.queues.writing().locked():
                 await self.write_out(REPLY_WAIT_S)
         except Exception as exc:
             self.state.health.note_error("enqueue", exc, retryable=False)
@@ -169,48 +169,49 @@ class Delivery:
 
     def _queue(self, write: Write) -> None:
         """Keep the write in order and let a background task put it in the outbox."""
-        self.state.unqueued.add(write)
+        self.state.queues.unqueued.add(write)
         self.schedule_drain()
 
     async def write_out(self, wait_s: float = WRITE_WAIT_S) -> bool:
         """Put the kept writes into the outbox, oldest first; False while it refuses them
         (each write waits at most ``wait_s`` for the write lock)."""
-        async with self.state.writing():
-            while self.state.unqueued.writes:
-                write = self.state.unqueued.writes[0]
+        async with self.state.queues.writing():
+            while self.state.queues.unqueued.writes:
+                write = self.state.queues.unqueued.writes[0]
                 started = time.perf_counter()
                 try:
                     added = await asyncio.to_thread(
-                        self.state.outbox.enqueue, write.provider, write.event, write.session_key,
-                        write.identity, wait_s=wait_s, open_turn=write.open_turn)
+                        self.state.queues.outbox.enqueue, write.provider, write.event,
+                        write.session_key, write.identity, wait_s=wait_s,
+                        open_turn=write.open_turn)
                 except OUTBOX_ERRORS as exc:
                     self._outbox_failed(exc)
                     return False
-                self.state.unqueued.written(write)
+                self.state.queues.unqueued.written(write)
                 if not write.open_turn:
                     self.state.health.enqueue_stats.add((time.perf_counter() - started) * 1000)
                     if not added:  # a replay of a turn the outbox already holds
                         self._unsettle(write.session_key)
-            if self.state.unqueued.failing_since is not None:
+            if self.state.queues.unqueued.failing_since is not None:
                 logger.info("{}: the outbox takes turns again; the kept ones are queued", LOG)
-            self.state.unqueued.recovered()
+            self.state.queues.unqueued.recovered()
             return True
 
     def _outbox_failed(self, exc: BaseException) -> None:
-        line = describe_failure(self.state.outbox.path, exc)
+        line = describe_failure(self.state.queues.outbox.path, exc)
         self.state.health.note_error("outbox", RuntimeError(line), retryable=True)
-        if self.state.unqueued.failed(line):
+        if self.state.queues.unqueued.failed(line):
             logger.debug("{}: {} turn(s) kept in memory until the outbox takes them: {}",
-                         LOG, self.state.unqueued.turns(), line)
+                         LOG, self.state.queues.unqueued.turns(), line)
 
     async def recover_open_turns(self) -> int:
         """Promote ``open`` rows of processes that died before the reply: each becomes a
         pending turn holding the user's message (with the time nanobot saved it at, when
         nanobot's session file has it). Returns how many."""
-        orphans = await asyncio.to_thread(self.state.outbox.orphaned_turns)
+        orphans = await asyncio.to_thread(self.state.queues.outbox.orphaned_turns)
         for row in orphans:
             event = self._saved_user_half(row)
-            await asyncio.to_thread(self.state.outbox.promote, row.seq, event)
+            await asyncio.to_thread(self.state.queues.outbox.promote, row.seq, event)
         if orphans:
             logger.info("{}: {} turn(s) cut short by an earlier process's end queued for "
                         "memory (the user's message alone)", LOG, len(orphans))
@@ -281,7 +282,7 @@ class Delivery:
                         or self.state.adapter is None):
                     continue
                 try:
-                    version = await asyncio.to_thread(self.state.outbox.data_version)
+                    version = await asyncio.to_thread(self.state.queues.outbox.data_version)
                 except OUTBOX_ERRORS:
                     continue  # the drain reports an outbox problem; the watch only looks
                 if version != seen and seen is not None and not (
@@ -316,7 +317,7 @@ class Delivery:
             return
         if self.state.read_only:
             return
-        drain_lock = self.state.draining()
+        drain_lock = self.state.queues.draining()
         async with drain_lock:
             if self.state.status != "active" or self.state.read_only or self._exit_over():
                 return
@@ -333,12 +334,12 @@ class Delivery:
                     self._schedule_retry()
                 return
             provider = self.state.provider
-            with self.state.outbox.drain_lock() as mine:
+            with self.state.queues.outbox.drain_lock() as mine:
                 if not mine:  # another process is draining this outbox
                     self._schedule_retry()
                     return
                 while True:
-                    rows = await asyncio.to_thread(self.state.outbox.pending, provider, 50)
+                    rows = await asyncio.to_thread(self.state.queues.outbox.pending, provider, 50)
                     if not rows:
                         break
                     for row in rows:
@@ -366,7 +367,7 @@ class Delivery:
             for cm in list(self._exit_timeouts):  # a write already waiting on the backend
                 if cm.when() is None or cm.when() > when:  # type: ignore[operator]
                     cm.reschedule(when)
-        if self.state.unqueued.writes or self.state.status == "active":
+        if self.state.queues.unqueued.writes or self.state.status == "active":
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop()
                 seams.schedule_background(self.state.loop, self.drain())
@@ -400,15 +401,15 @@ class Delivery:
             return
         self._left_said = True
         try:
-            pending = self.state.outbox.stats(self.state.provider).pending
+            pending = self.state.queues.outbox.stats(self.state.provider).pending
         except OUTBOX_ERRORS:
             pending = -1
-        kept = self.state.unqueued.turns()
+        kept = self.state.queues.unqueued.turns()
         if pending or kept:
             what = (f"{pending} turn(s) left in the outbox" if pending >= 0
                     else "turns left in the outbox")
             if kept:
-                what += f", {kept} not queued ({self.state.unqueued.problem})"
+                what += f", {kept} not queued ({self.state.queues.unqueued.problem})"
             logger.warning("{}: delivery stopped {:.0f}s after exit began: {}; the next nanobot "
                            "process delivers them", LOG,
                            self.state.settings.plugin.exit_delivery_s, what)
@@ -441,13 +442,14 @@ class Delivery:
         except Exception as exc:
             return await self._write_failed(row, exc, retryable=False)
         if not receipt.accepted:  # e.g. skipped_read_only: not accepted, keep it
-            await asyncio.to_thread(self.state.outbox.mark_retry, row.seq,
+            await asyncio.to_thread(self.state.queues.outbox.mark_retry, row.seq,
                                     f"backend returned {receipt.status}")
             return False
         latency = (time.perf_counter() - started) * 1000
         self.state.health.record_stats.add(latency)
-        await asyncio.to_thread(self.state.outbox.mark_delivered, row.seq, status=receipt.status,
-                                native_ids=receipt.native_ids, latency_ms=latency)
+        await asyncio.to_thread(self.state.queues.outbox.mark_delivered, row.seq,
+                                status=receipt.status, native_ids=receipt.native_ids,
+                                latency_ms=latency)
         self.state.health.writes_failing_since = None
         self.state.health.store_lock.cleared()
         if supports(self.state.adapter, "session_end"):
@@ -479,7 +481,7 @@ class Delivery:
         """Let this session's just-queued turns land first, when the backend is healthy."""
         def failing() -> bool:  # the backend or the outbox refuses writes: do not wait
             return (self.state.health.writes_failing_since is not None
-                    or self.state.unqueued.failing_since is not None)
+                    or self.state.queues.unqueued.failing_since is not None)
 
         if (timeout_s <= 0 or not self._unsettled.get(session_key) or self.state.read_only
                 or failing()):
@@ -497,7 +499,7 @@ class Delivery:
         if retryable:
             if self.state.health.writes_failing_since is None:
                 self.state.health.writes_failing_since = time.time()
-            await asyncio.to_thread(self.state.outbox.mark_retry, row.seq, error)
+            await asyncio.to_thread(self.state.queues.outbox.mark_retry, row.seq, error)
             # the held-store notice is one line, once; any other retry goes to DEBUG (the log
             # file), not the terminal: it is routine, shows in /memory-health, and a warning
             # would print over the interactive prompt.
@@ -508,7 +510,7 @@ class Delivery:
                              "retrying in {:.1f}s", LOG, self.state.provider, row.event_id, exc,
                              self.state.retry_delay)
             return False
-        await asyncio.to_thread(self.state.outbox.mark_failed, row.seq, error)
+        await asyncio.to_thread(self.state.queues.outbox.mark_failed, row.seq, error)
         await self._settle(row)
         logger.error("{}: '{}' rejected event {} ({}); parked in the outbox as failed",
                      LOG, self.state.provider, row.event_id, exc)
@@ -559,11 +561,11 @@ class Delivery:
                 return 0
             await self.drain()
             try:
-                pending = (await asyncio.to_thread(self.state.outbox.stats,
+                pending = (await asyncio.to_thread(self.state.queues.outbox.stats,
                                                    self.state.provider)).pending
             except OUTBOX_ERRORS:
                 pending = 0
-            pending += self.state.unqueued.turns()
+            pending += self.state.queues.unqueued.turns()
             if pending == 0 or self.state.read_only or time.monotonic() >= deadline:
                 return pending
             await asyncio.sleep(0.05)

@@ -96,9 +96,9 @@ class Forget:
                                  self._nanobot_config(), exclude=self.state.provider)
         # no write and no delivery of this process in between: a turn still being written
         # would otherwise land after the forget (writes lock first, as the drain takes it)
-        async with self.state.writing(), self.state.draining():
-            self.state.unqueued.drop_scope(scope.key)
-            outcome = await forget_scope(adapter, self.state.outbox, scope,
+        async with self.state.queues.writing(), self.state.queues.draining():
+            self.state.queues.unqueued.drop_scope(scope.key)
+            outcome = await forget_scope(adapter, self.state.queues.outbox, scope,
                                          provider=self.state.provider, build=build)
         self.state.cache.clear()
         active = outcome.active

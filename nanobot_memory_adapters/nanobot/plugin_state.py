@@ -2,11 +2,12 @@
 
 ``MemoryPlugin`` builds one ``PluginState`` and hands it to its collaborators (``Recall``,
 ``Delivery``, ``Reports``, ``Forget``, ``Backfill``); state only one of them uses lives
-in that collaborator."""
+in that collaborator, and each concern several use has its own typed object here:
+``HealthState`` (how the provider is doing), ``audiences.Audiences`` (who may read what)
+and ``queues.TurnQueues`` (where kept turns wait)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -17,17 +18,15 @@ from typing import Any
 from nanobot_memory_adapters.contract import AdapterError, MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.nanobot.audiences import Audiences
-from nanobot_memory_adapters.nanobot.outbox import Outbox
+from nanobot_memory_adapters.nanobot.queues import TurnQueues
 from nanobot_memory_adapters.nanobot.settings import LoadedSettings, data_dir_for
 from nanobot_memory_adapters.nanobot.state import (
-    OUTBOX_FILE,
     Activity,
     CacheEntry,
     LastError,
     LatencyStats,
 )
 from nanobot_memory_adapters.nanobot.store_lock import StoreLockNotice
-from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 
 
 @dataclass(eq=False, repr=False)
@@ -65,9 +64,10 @@ class HealthState:
 
 @dataclass(eq=False, repr=False)
 class PluginState:
-    """What the provider is, how it is doing, and the plugin's shared queues and locks
-    (no generated ``__eq__``/``__repr__``: one live object, whose repr would print the
-    settings, the cache and queued turns)."""
+    """What the provider is and the collaborators' own typed states (``health``,
+    ``audiences``, ``queues``), handed to every collaborator (no generated
+    ``__eq__``/``__repr__``: one live object, whose repr would print the settings, the
+    cache and queued turns)."""
 
     loop: Any
     sessions: Any
@@ -84,39 +84,19 @@ class PluginState:
     closed: bool = False
     retry_delay: float = 1.0  # the next backoff (provider build and delivery alike)
     cache: OrderedDict[str, CacheEntry] = field(default_factory=OrderedDict[str, CacheEntry])
-    # turns the outbox could not take yet (kept in order, retried)
-    unqueued: UnqueuedTurns = field(default_factory=UnqueuedTurns)
     # how the provider is doing (what /memory-health and the turn line report)
     health: HealthState = field(default_factory=lambda: HealthState())
-    opened_outbox: Outbox | None = None
-    drain_lock: asyncio.Lock | None = None
-    write_lock: asyncio.Lock | None = None
     # who may read what: the chat book and each session's current audience
     audiences: Audiences = field(init=False)
+    # where kept turns wait: the outbox, the turns it could not take yet, the locks
+    queues: TurnQueues = field(init=False)
 
     def __post_init__(self) -> None:
-        self.audiences = Audiences(lambda: self.settings,
-                                   lambda: self.data_dir or data_dir_for(self.settings))
+        def base() -> Path:
+            return self.data_dir or data_dir_for(self.settings)
 
-    @property
-    def outbox(self) -> Outbox:
-        if self.opened_outbox is None:
-            base = self.data_dir or data_dir_for(self.settings)
-            self.opened_outbox = Outbox(base / OUTBOX_FILE,
-                                        keep_delivered=self.settings.plugin.keep_delivered)
-        return self.opened_outbox
-
-    def draining(self) -> asyncio.Lock:
-        """This process's delivery lock (delivery, forget, backfill, a switch)."""
-        if self.drain_lock is None:
-            self.drain_lock = asyncio.Lock()
-        return self.drain_lock
-
-    def writing(self) -> asyncio.Lock:
-        """This process's lock on putting kept turns into the outbox."""
-        if self.write_lock is None:
-            self.write_lock = asyncio.Lock()
-        return self.write_lock
+        self.audiences = Audiences(lambda: self.settings, base)
+        self.queues = TurnQueues(base, lambda: self.settings.plugin.keep_delivered)
 
 
 #: The plugin's "build the provider once, retry later" (True when it is ready).

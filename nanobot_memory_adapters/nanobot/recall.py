@@ -223,7 +223,7 @@ class Recall:
         process; the next run delivers it while it answers), so a recall that misses
         them does not pass for the memory's whole answer."""
         try:
-            queued = await asyncio.to_thread(self.state.outbox.queued_turns,
+            queued = await asyncio.to_thread(self.state.queues.outbox.queued_turns,
                                              self.state.provider, session_key)
         except Exception:  # an outbox problem is /memory-health's to report
             return

@@ -106,12 +106,13 @@ class Reports:
         stats: OutboxStats | None = None
         try:
             stats = await asyncio.wait_for(
-                asyncio.shield(asyncio.to_thread(self.state.outbox.stats, self.state.provider)),
+                asyncio.shield(asyncio.to_thread(self.state.queues.outbox.stats,
+                                                 self.state.provider)),
                 self.state.settings.plugin.health_live_s)
         except TimeoutError:
             unreadable = "busy (another process or a write holds it); try again"
         except OUTBOX_ERRORS as exc:
-            unreadable = describe_failure(self.state.outbox.path, exc)
+            unreadable = describe_failure(self.state.queues.outbox.path, exc)
         status = health.status if health is not None else \
             ("busy" if activity is not None else "unavailable")
         health_state = self.state.health
@@ -120,7 +121,7 @@ class Reports:
             status = "degraded"
         if self.state.health.writes_failing_since and (stats is None or stats.pending):
             status = "unavailable" if status != "ok" else "degraded"
-        if status == "ok" and (stats is None or self.state.unqueued.writes):
+        if status == "ok" and (stats is None or self.state.queues.unqueued.writes):
             status = "degraded"
         info = getattr(self.state.adapter, "info", None)
         lines.append(f"memory: {self.state.provider} — {status}")
@@ -260,13 +261,13 @@ class Reports:
             if stats.pending_other_providers:
                 outbox += f"; {stats.pending_other_providers} pending for other providers"
             lines.append(outbox)
-        kept = self.state.unqueued.turns()
+        kept = self.state.queues.unqueued.turns()
         if kept:
-            problem = self.state.unqueued.problem
+            problem = self.state.queues.unqueued.problem
             if problem is None and stats is None and unreadable and unreadable.startswith("busy"):
                 # the writer is still waiting for the SQLite write lock (it has not timed
                 # out yet), which is also why the outbox cannot be read within the bound
-                problem = describe_failure(self.state.outbox.path,
+                problem = describe_failure(self.state.queues.outbox.path,
                                            sqlite3.OperationalError("database is locked"))
             problem = problem or "being written"
             head = (f"{kept} turns not queued (kept in this process's memory and "

@@ -150,7 +150,7 @@ class MemoryPlugin:
 
     @property
     def outbox(self) -> Outbox:
-        return self.state.outbox
+        return self.state.queues.outbox
 
     @property
     def cache(self) -> OrderedDict[str, CacheEntry]:
@@ -163,7 +163,7 @@ class MemoryPlugin:
 
     @property
     def unqueued(self) -> UnqueuedTurns:
-        return self.state.unqueued
+        return self.state.queues.unqueued
 
     @property
     def last_error(self) -> LastError | None:
@@ -381,14 +381,12 @@ class MemoryPlugin:
                 with contextlib.suppress(BaseException):
                     await task
         self._delivery.retry_task = self._delivery.watch_task = None
-        if self.state.drain_lock is not None:
-            async with self.state.drain_lock:
+        if self.state.queues.drain_lock is not None:
+            async with self.state.queues.drain_lock:
                 await self._close_adapter()
         else:
             await self._close_adapter()
-        if self.state.opened_outbox is not None:
-            self.state.opened_outbox.close()
-            self.state.opened_outbox = None
+        self.state.queues.close_outbox()
         self.state.audiences.close()
 
     async def _close_adapter(self) -> None:
@@ -506,7 +504,7 @@ class MemoryPlugin:
             problem = self._check_block(candidate)
             if problem:
                 return f"cannot switch to '{name}': {problem}"
-        if self.state.draining().locked():
+        if self.state.queues.draining().locked():
             # a turn is being saved (an extraction on a busy local model takes minutes): the
             # command answers now and the switch happens when that write is done
             busy = self.state.health.activity.line() if self.state.health.activity else "busy"
@@ -524,7 +522,7 @@ class MemoryPlugin:
     async def _switch(self, name: str, kind: str, raw: dict[str, Any],
                       candidate: LoadedSettings, host_native: bool) -> str:
         """The switch itself, under this process's delivery lock."""
-        async with self.state.draining():
+        async with self.state.queues.draining():
             new_adapter: MemoryAdapter | None = None
             if not host_native:
                 old_data_dir = self.state.data_dir
@@ -553,10 +551,8 @@ class MemoryPlugin:
             self.state.health.writes_failing_since = self.state.health.reads_failing_since = None
             self.state.health.last_error = None  # the previous provider's: health is this one's now
             self._apply_settings()
-            opened = self.state.opened_outbox
-            if opened is not None and opened.path.parent != self.state.data_dir:
-                opened.close()  # the new provider keeps its outbox in its data dir
-                self.state.opened_outbox = None
+            # the new provider keeps its outbox in its data dir
+            self.state.queues.close_outbox(unless_in=self.state.data_dir)
             if new_adapter is not None:
                 if self.state.read_only:
                     await new_adapter.set_mode(AdapterMode(read_only=True,

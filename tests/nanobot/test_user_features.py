@@ -381,7 +381,7 @@ def _a_delivery_starts_after_planning(plugin, monkeypatch) -> asyncio.Lock:
     drain lock, as a delivery of live turns would; the test releases it."""
     from nanobot_memory_adapters.nanobot import backfill
 
-    lock = plugin.state.draining()
+    lock = plugin.state.queues.draining()
     running = asyncio.get_running_loop()
     real_plan = backfill.plan_backfill
 
