@@ -34,6 +34,7 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.store import StoreProvider
 
 TEXT = ("we talked about the garden the trip to the lake my sister and the new job at "
          "the bakery which starts next month and the dog who loves long walks")
@@ -59,7 +60,7 @@ async def timed(call) -> float:  # type: ignore[no-untyped-def]
 
 async def one_size(n: int, rounds: int, calls: int, budget: int, root: Path) -> dict:
     scope = MemoryScope(run_id="bench", persona_id=f"user{n}", agent_id="nanobot")
-    adapter = FullHistory(root / f"h{n}.sqlite3")
+    adapter = StoreProvider(FullHistory(root / f"h{n}.sqlite3"))
     await adapter.setup_scope(scope)
     for event in turns(n, scope):
         await adapter.record_event(event)

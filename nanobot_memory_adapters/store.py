@@ -7,8 +7,10 @@ attributes holding an object or ``None``, as Graphiti's drivers declare theirs
 (``record_batch`` for bulk ingest, ``mutations`` for native operations, ``readiness``
 for a derivation queue, ...). :class:`StoreProvider`
 wraps any store into a whole provider and owns, once, what every provider shares: the
-read-only gate on every write path, traces, error wrapping, budget rendering and the
-capabilities it declares (read off which attributes the store fills). The registry wraps
+read-only gate on every write path, traces, error wrapping and budget rendering. The
+capabilities are the store's declared ones (each must have its attribute filled, or the
+wrap is refused); a store that declares none (``capabilities=None``) offers what its
+attributes hold. The registry wraps
 a registered store class itself, so a newcomer's backend is one class::
 
     class MyStore:
@@ -30,7 +32,8 @@ is the worked example.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, final, runtime_checkable
 
 from nanobot_memory_adapters.base import (
@@ -45,14 +48,17 @@ from nanobot_memory_adapters.base import (
 from nanobot_memory_adapters.contract import (
     AdapterError,
     Capability,
+    ContextBudget,
     FeedbackRequest,
     MemoryEvent,
     MemoryScope,
     ProviderInfo,
     Readiness,
+    RetrievedItem,
     RetrieveRequest,
     WriteReceipt,
 )
+from nanobot_memory_adapters.formatting import RenderedContext
 from nanobot_memory_adapters.tracing import TraceSink
 
 __all__ = [
@@ -100,6 +106,8 @@ STORE_CAPABILITIES: dict[Capability, str] = {
     "native_mutation": "mutations",
     "session_end": "end_session",
     "feedback": "feedback",
+    "store_version": "store_version",  # async (scope) -> str
+    "ingest_lookahead": "ingest_lookahead",  # (events) -> async context manager
 }
 
 #: Plain provider attributes (provider.py's accessors read them) a store may set.
@@ -137,8 +145,10 @@ class StoreProvider(BaseAdapter):
                        if lacking else "a store cannot offer " + ", ".join(other))
                     + "; declare what the store's attributes offer (or leave "
                     "capabilities None to read them off)")
-        super().__init__(info=store.info.model_copy(update={"capabilities": offered}),
-                         trace_sink=trace_sink)
+        # declared data is the one spelling; a store that declares nothing is read off
+        super().__init__(info=store.info.model_copy(
+            update={"capabilities": offered if declared is None else declared}),
+            trace_sink=trace_sink)
         self.store = store
         for name in _PROVIDER_ATTRIBUTES:
             if hasattr(store, name):
@@ -171,6 +181,14 @@ class StoreProvider(BaseAdapter):
     async def _reset(self, scope: MemoryScope) -> str | None:
         return await self.store.reset(scope)
 
+    def render(self, scope: MemoryScope | str, items: list[RetrievedItem],
+               budget: ContextBudget) -> RenderedContext:
+        """The store's own ``render`` (its packing order, e.g. newest first) when it has
+        one, else the one section format."""
+        render = getattr(self.store, "render", None)
+        return super().render(scope, items, budget) if render is None else render(
+            scope, items, budget)
+
     async def _health(self) -> NativeHealth:
         health = getattr(self.store, "health", None)
         return NativeHealth(status="ok") if health is None else await health()
@@ -196,6 +214,21 @@ class StoreProvider(BaseAdapter):
         return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
                                     interval_s=getattr(self.store, "readiness_interval_s",
                                                        0.5))
+
+    async def store_version(self, scope: MemoryScope) -> str:
+        version: Callable[[MemoryScope], Awaitable[str]] | None = _offered(
+            self.store, "store_version")
+        if version is None:
+            raise self._not_offered("store_version")
+        return await self._call("store_version", lambda: version(scope))
+
+    def ingest_lookahead(self, events: Sequence[MemoryEvent]
+                         ) -> AbstractAsyncContextManager[None]:
+        lookahead: Callable[[Sequence[MemoryEvent]], AbstractAsyncContextManager[None]] | None
+        lookahead = _offered(self.store, "ingest_lookahead")
+        if lookahead is None:
+            raise self._not_offered("ingest_lookahead")
+        return lookahead(events)
 
     async def _native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]

@@ -18,24 +18,25 @@ from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 pytest.importorskip("bm25s")
 from nanobot_memory_adapters.conditions.bm25 import Bm25
+from nanobot_memory_adapters.store import StoreProvider
 
 
 class TestBm25(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path):
         async def make():
-            return Bm25(tmp_path / "bm25.sqlite3")
+            return StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
 
         async def make_failing():
             blocker = tmp_path / "not-a-directory"
             blocker.write_text("x")
-            return Bm25(blocker / "store" / "bm25.sqlite3")
+            return StoreProvider(Bm25(blocker / "store" / "bm25.sqlite3"))
 
         return SuiteTarget(make=make, make_failing=make_failing)
 
 
 async def test_bm25_ranks_by_terms_not_by_recency(tmp_path):
-    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    adapter = StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
     scope = MemoryScope(run_id="r", persona_id="p", agent_id="a")
     await adapter.setup_scope(scope)
     texts = ["My sister's dog is called Biscuit.", "I baked bread on Sunday.",
@@ -69,7 +70,7 @@ def test_bm25_declares_no_optional_capability(tmp_path):
     capabilities (full_history's store: an insert per turn, readable at once)."""
     from nanobot_memory_adapters.contract import capabilities_of, undelivered_capabilities
 
-    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    adapter = StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
     assert adapter.info.capabilities == ()
     assert adapter.info.consistency_model == "immediate"
     assert capabilities_of(adapter) == [] == undelivered_capabilities(adapter)
@@ -83,7 +84,7 @@ def _turn(i: int, text: str, user: str = "p", hours: int | None = None) -> Memor
         messages=[Message(role="user", name=user, content=text)])
 
 
-async def _ask(adapter: Bm25, scope: MemoryScope, query: str):
+async def _ask(adapter: StoreProvider, scope: MemoryScope, query: str):
     result = await adapter.retrieve(RetrieveRequest(
         query=query, scope=scope, budget=ContextBudget(max_tokens=2000)))
     return [(i.native_id, i.score) for i in result.items], result.raw["index_updated"]
@@ -94,7 +95,7 @@ async def test_bm25_index_per_scope_updated_only_when_its_scope_changes(tmp_path
     it; a write to the scope, another connection's commit and a reset do, and the ranking
     after each equals one built from scratch over the scope's turns."""
     words = ["dog", "bread", "train", "glacier", "sister", "film", "Lisbon", "Sunday"]
-    adapter = Bm25(tmp_path / "bm25.sqlite3")
+    adapter = StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
     scope = MemoryScope(run_id="r", persona_id="p", agent_id="a")
     other = MemoryScope(run_id="r", persona_id="q", agent_id="a")
     await adapter.setup_scope(scope)
@@ -113,7 +114,7 @@ async def test_bm25_index_per_scope_updated_only_when_its_scope_changes(tmp_path
     assert updated and after_write[0][0] == "p-e99" and len(after_write) == 13
 
     async def from_scratch() -> list:
-        fresh = Bm25(tmp_path / "bm25.sqlite3")
+        fresh = StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
         try:
             ranked, updated = await _ask(fresh, scope, query)
             assert updated
@@ -123,7 +124,7 @@ async def test_bm25_index_per_scope_updated_only_when_its_scope_changes(tmp_path
 
     assert after_write == await from_scratch()
     # another connection's commit to the file: the scope is read again
-    writer = Bm25(tmp_path / "bm25.sqlite3")
+    writer = StoreProvider(Bm25(tmp_path / "bm25.sqlite3"))
     await writer.record_event(_turn(100, "Lisbon, Lisbon, my sister and her dog"))
     await writer.aclose()
     elsewhere, updated = await _ask(adapter, scope, query)

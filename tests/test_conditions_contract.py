@@ -42,10 +42,10 @@ class TestFullHistory(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path):
         async def make():
-            return FullHistory(tmp_path / "history.sqlite3")
+            return StoreProvider(FullHistory(tmp_path / "history.sqlite3"))
 
         async def make_failing():
-            return FullHistory(_blocked_path(tmp_path) / "history.sqlite3")
+            return StoreProvider(FullHistory(_blocked_path(tmp_path) / "history.sqlite3"))
 
         return SuiteTarget(make=make, make_failing=make_failing)
 
@@ -163,7 +163,7 @@ async def test_full_history_shows_a_turn_as_its_speakers_line_and_reads_older_st
                            session_id="s", turn_id=str(n), messages=list(messages),
                            timestamp=datetime(2023, 5, 8, 13, 50, n, tzinfo=UTC))
 
-    adapter = FullHistory(path)
+    adapter = StoreProvider(FullHistory(path))
     try:
         await adapter.record_event(event(1, Message(role="user", name="Tim",
                                                     content="I surf at dawn.")))

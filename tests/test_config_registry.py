@@ -208,8 +208,9 @@ async def test_full_history_keeps_slash_scopes_apart(tmp_path):
     from datetime import UTC
 
     from nanobot_memory_adapters.conditions.full_history import FullHistory
+    from nanobot_memory_adapters.store import StoreProvider
 
-    adapter = FullHistory(tmp_path / "h.sqlite3")
+    adapter = StoreProvider(FullHistory(tmp_path / "h.sqlite3"))
     one = MemoryScope(run_id="team/bob", persona_id="alice")
     other = MemoryScope(run_id="team", persona_id="bob/alice")
     await adapter.record_event(nma.MemoryEvent(

@@ -199,8 +199,9 @@ async def test_full_history_packs_past_an_oversized_turn(tmp_path):
     from nanobot_memory_adapters.conditions.full_history import FullHistory
     from nanobot_memory_adapters.contract import MemoryEvent, RetrieveRequest
     from nanobot_memory_adapters.scope import MemoryScope
+    from nanobot_memory_adapters.store import StoreProvider
 
-    adapter = FullHistory(tmp_path / "history.sqlite3")
+    adapter = StoreProvider(FullHistory(tmp_path / "history.sqlite3"))
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     texts = [f"small fact number {i}: I like tea {i}" for i in range(5)]
     texts.insert(4, "huge " * 4500)  # the newest-but-one turn: ~4,500 tokens

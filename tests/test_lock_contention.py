@@ -40,9 +40,10 @@ WRITER = textwrap.dedent("""
     from datetime import UTC, datetime, timedelta
     from nanobot_memory_adapters.conditions.full_history import FullHistory
     from nanobot_memory_adapters.contract import MemoryEvent
+    from nanobot_memory_adapters.store import StoreProvider
 
     async def main(path, tag, n):
-        adapter = FullHistory(path)
+        adapter = StoreProvider(FullHistory(path))
         t0 = datetime(2024, 1, 1, tzinfo=UTC)
         failed = 0
         for i in range(n):

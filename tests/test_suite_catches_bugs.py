@@ -16,7 +16,7 @@ from nanobot_memory_adapters.contract import (
     RetrieveRequest,
     WriteReceipt,
 )
-from nanobot_memory_adapters.store import StoreProvider
+from nanobot_memory_adapters.store import StoreProvider, as_provider
 from nanobot_memory_adapters.testing import SuiteTarget, run_item
 from nanobot_memory_adapters.testing.reference import ReferenceStore
 
@@ -46,7 +46,34 @@ def request(run: str, persona: str, query: str, max_tokens: int = 500) -> Retrie
     )
 
 
-class IgnoresReadOnly(FullHistory):
+class OnFullHistory(BaseAdapter):
+    """A provider written on ``BaseAdapter`` over a full_history store (not the store
+    wrapper): how a provider-level defect, one the wrapper makes impossible, is built."""
+
+    def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
+        self.store = FullHistory(path)
+        super().__init__(info=self.store.info)
+
+    async def _setup(self, scope):  # type: ignore[no-untyped-def]
+        await self.store.setup(scope)
+
+    async def _record(self, event):  # type: ignore[no-untyped-def]
+        return await self.store.record(event)
+
+    async def _retrieve(self, request):  # type: ignore[no-untyped-def]
+        return await self.store.retrieve(request)
+
+    async def _reset(self, scope):  # type: ignore[no-untyped-def]
+        return await self.store.reset(scope)
+
+    def render(self, scope, items, budget):  # type: ignore[no-untyped-def]
+        return self.store.render(scope, items, budget)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+
+class IgnoresReadOnly(OnFullHistory):
     async def record_event(self, event: MemoryEvent) -> WriteReceipt:
         native = await self._record(event)
         return WriteReceipt(
@@ -57,7 +84,7 @@ class IgnoresReadOnly(FullHistory):
 
 
 class LeaksAcrossScopes(FullHistory):
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         rows = self._run("SELECT event_id, transcript FROM events")
         from nanobot_memory_adapters.contract import RetrievedItem
 
@@ -69,17 +96,17 @@ class LeaksAcrossScopes(FullHistory):
 
 
 class ResetsEverything(FullHistory):
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         self._run("DELETE FROM events")
         return "deleted all"
 
 
 class LosesWrites(FullHistory):
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return NativeWrite(status="committed", native_ids=[], native_operation="drop")
 
 
-class RaisesRawErrors(FullHistory):
+class RaisesRawErrors(OnFullHistory):
     async def retrieve(self, request: RetrieveRequest):  # type: ignore[override]
         raise RuntimeError("backend exploded")
 
@@ -93,9 +120,9 @@ class RaisesRawErrors(FullHistory):
 class BudgetBlind(FullHistory):
     """Packs and renders as if the budget were unlimited."""
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         huge = request.model_copy(update={"budget": ContextBudget(max_tokens=100_000)})
-        return await super()._retrieve(huge)
+        return await super().retrieve(huge)
 
     def render(self, scope, items, budget):  # type: ignore[override]
         return super().render(scope, items, ContextBudget(max_tokens=100_000))
@@ -114,7 +141,7 @@ class BudgetBlind(FullHistory):
 )
 async def test_suite_fails_a_broken_adapter(tmp_path, cls, item):
     async def make():
-        return cls(tmp_path / "h.sqlite3")
+        return as_provider(cls(tmp_path / "h.sqlite3"))
 
     result = await run_item(item, SuiteTarget(make=make, make_failing=make))
     assert result.status == "failed", result
@@ -122,7 +149,7 @@ async def test_suite_fails_a_broken_adapter(tmp_path, cls, item):
 
 async def test_item_7_fails_when_errors_are_not_wrapped(tmp_path):
     async def make():
-        return FullHistory(tmp_path / "h.sqlite3")
+        return StoreProvider(FullHistory(tmp_path / "h.sqlite3"))
 
     async def make_failing():
         return RaisesRawErrors(tmp_path / "h2.sqlite3")
@@ -133,7 +160,7 @@ async def test_item_7_fails_when_errors_are_not_wrapped(tmp_path):
 
 async def test_item_7_requires_a_failing_target_or_a_reason(tmp_path):
     async def make():
-        return FullHistory(tmp_path / "h.sqlite3")
+        return StoreProvider(FullHistory(tmp_path / "h.sqlite3"))
 
     assert (await run_item(7, SuiteTarget(make=make))).status == "failed"
     na = await run_item(7, SuiteTarget(make=make, no_native_backend="none"))
@@ -210,7 +237,7 @@ class RecordsAhead(FullHistory):
     @contextlib.asynccontextmanager
     async def ingest_lookahead(self, events):  # type: ignore[no-untyped-def]
         for e in events:
-            await self._record(e)
+            await self.record(e)
         yield
 
 
@@ -232,7 +259,7 @@ async def test_item_12_catches_a_lookahead_that_stores_ahead_or_changes_results(
     tmp_path, cls, says
 ):
     async def make():
-        return cls(tmp_path / "h.sqlite3")
+        return StoreProvider(cls(tmp_path / "h.sqlite3"))
 
     result = await run_item(12, SuiteTarget(make=make))
     assert result.status == "failed" and says in result.detail, result.detail
@@ -241,7 +268,7 @@ async def test_item_12_catches_a_lookahead_that_stores_ahead_or_changes_results(
 
 
 async def _full_history(tmp_path):  # type: ignore[no-untyped-def]
-    return FullHistory(tmp_path / "plain.sqlite3")
+    return StoreProvider(FullHistory(tmp_path / "plain.sqlite3"))
 
 
 class IgnoresOwnWrites(FullHistory):
@@ -261,8 +288,8 @@ class BlindToOtherWriters(FullHistory):
 class FollowsTheQuery(FullHistory):
     """Declares query_independent but shows only items that share a word with the query."""
 
-    async def _retrieve(self, request):  # type: ignore[no-untyped-def]
-        native = await super()._retrieve(request)
+    async def retrieve(self, request):  # type: ignore[no-untyped-def]
+        native = await super().retrieve(request)
         words = set(request.query.lower().split())
         native.items = [i for i in native.items if words & set(i.text.lower().split())]
         return native
@@ -277,7 +304,7 @@ async def test_item_13_catches_a_stale_version_or_a_query_dependent_section(
     tmp_path, cls, says
 ):
     async def make():
-        return cls(tmp_path / "h.sqlite3")  # every adapter on the one file: two writers
+        return StoreProvider(cls(tmp_path / "h.sqlite3"))  # one file: two writers
 
     result = await run_item(13, SuiteTarget(make=make))
     assert result.status == "failed" and says in result.detail, result.detail

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from nanobot_memory_adapters.conditions.full_history import FullHistory
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.tracing import JsonlTraceWriter, read_traces, redact
 
 
@@ -23,7 +24,7 @@ def test_every_operation_is_traced_to_jsonl(tmp_path):
     from tests.test_suite_catches_bugs import event, request
 
     sink = JsonlTraceWriter(tmp_path / "traces.jsonl")
-    adapter = FullHistory(tmp_path / "h.sqlite3", trace_sink=sink)
+    adapter = StoreProvider(FullHistory(tmp_path / "h.sqlite3"), trace_sink=sink)
 
     async def run():
         await adapter.record_event(event("r", "alice", "I like tea"))

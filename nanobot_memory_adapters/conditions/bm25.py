@@ -44,7 +44,6 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.formatting import RenderedContext, render_context
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="bm25",
@@ -143,10 +142,9 @@ class Bm25(FullHistory):
     query_independent = False  # ranks by the query (FullHistory's is True)
     config_model = Bm25Config
 
-    def __init__(self, path: str | Path, *, top_k: int = 100,
-                 trace_sink: TraceSink | None = None) -> None:
-        super().__init__(path, trace_sink=trace_sink)
-        self.info, self.backend_name = INFO, INFO.name
+    def __init__(self, path: str | Path, *, top_k: int = 100) -> None:
+        super().__init__(path)
+        self.info = INFO
         self.top_k = top_k
         self._indexes: dict[str, ScopeIndex] = {}
         self._index_lock = threading.Lock()  # one build of a scope's index at a time
@@ -154,7 +152,7 @@ class Bm25(FullHistory):
     @classmethod
     def from_config(cls, config: Bm25Config, env: ProviderEnv) -> Bm25:  # type: ignore[override]
         path = Path(config.path).expanduser() if config.path else env.data_dir / "bm25.sqlite3"
-        return cls(path, top_k=config.top_k, trace_sink=env.trace_sink)
+        return cls(path, top_k=config.top_k)
 
     def _scope_index(self, key: str) -> tuple[ScopeIndex, bool]:
         """The scope's index, brought up to the store's version of the scope: (index,
@@ -177,7 +175,7 @@ class Bm25(FullHistory):
             self._indexes[key] = index
             return index, True
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         index, rebuilt = await asyncio.to_thread(self._scope_index, request.scope.key)
         rows = index.rows
         k = min(self.top_k, request.budget.max_items or self.top_k)
@@ -190,9 +188,9 @@ class Bm25(FullHistory):
                                native_request={"k": k, "method": "lucene",
                                                "stopwords": "en", "stemmer": "snowball-english"})
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         try:
-            return await super()._reset(scope)
+            return await super().reset(scope)
         finally:
             with self._index_lock:
                 self._indexes.pop(scope.key, None)
@@ -206,4 +204,4 @@ class Bm25(FullHistory):
                budget: ContextBudget) -> RenderedContext:
         """In rank order, until the budget is spent (not full_history's chronology)."""
         key = scope.key if isinstance(scope, MemoryScope) else scope
-        return render_context(backend=self.backend_name, scope=key, items=items, budget=budget)
+        return render_context(backend=self.info.name, scope=key, items=items, budget=budget)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     ContextBudget,
     MemoryEvent,
@@ -29,7 +29,6 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.formatting import RenderedContext, SectionPacker, render_context
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="full_history",
@@ -132,14 +131,14 @@ class FullHistoryConfig(BaseModel):
     path: str | None = None  # default: <data_dir>/full_history.sqlite3
 
 
-class FullHistory(BaseAdapter):
+class FullHistory:
     # retrieve ignores the query (provider.is_query_independent): the plugin may prepare
     # a turn's recall before the message is known
     query_independent = True
     config_model = FullHistoryConfig
 
-    def __init__(self, path: str | Path, *, trace_sink: TraceSink | None = None) -> None:
-        super().__init__(info=INFO, trace_sink=trace_sink)
+    def __init__(self, path: str | Path) -> None:
+        self.info = INFO
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -151,7 +150,7 @@ class FullHistory(BaseAdapter):
         path = (
             Path(config.path).expanduser() if config.path else env.data_dir / "full_history.sqlite3"
         )
-        return cls(path, trace_sink=env.trace_sink)
+        return cls(path)
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -196,10 +195,10 @@ class FullHistory(BaseAdapter):
         anything to the file (conservative: a write to another scope counts too)."""
         return await asyncio.to_thread(self._version, scope.key)
 
-    async def _setup(self, scope: MemoryScope) -> None:
+    async def setup(self, scope: MemoryScope) -> None:
         await asyncio.to_thread(self._conn)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         key = event.scope().key
         statements: list[tuple[str, tuple]] = [(
             "INSERT OR IGNORE INTO events VALUES (?,?,?,?,?,?,?)",
@@ -227,7 +226,7 @@ class FullHistory(BaseAdapter):
         not what is stored). A turn too large for the room left is skipped (and named in
         the trace), so one huge turn never hides the whole past; after
         MAX_SKIPS_IN_A_ROW misses nothing more fits."""
-        packer = SectionPacker(backend=self.backend_name, scope=request.scope.key,
+        packer = SectionPacker(backend=self.info.name, scope=request.scope.key,
                                budget=request.budget, items=[])
         skipped: list[str] = []
         misses = 0
@@ -251,7 +250,7 @@ class FullHistory(BaseAdapter):
                 cursor.close()
         return packer, skipped, total
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         packer, skipped, total = await asyncio.to_thread(self._pack_newest, request)
         picked = list(reversed(packer.chosen))
         warnings = []
@@ -270,23 +269,23 @@ class FullHistory(BaseAdapter):
 
     def render(self, scope: MemoryScope | str, items: list[RetrievedItem],
                budget: ContextBudget) -> RenderedContext:
-        """Packed newest first, as ``_retrieve`` chose them (a day heading shows the time
+        """Packed newest first, as ``retrieve`` chose them (a day heading shows the time
         of the first turn packed under it), shown oldest first."""
         key = scope.key if isinstance(scope, MemoryScope) else scope
-        packer = SectionPacker(backend=self.backend_name, scope=key, budget=budget,
+        packer = SectionPacker(backend=self.info.name, scope=key, budget=budget,
                                items=items)
         for item in reversed(items):
             packer.offer(item)
-        return render_context(backend=self.backend_name, scope=key, items=items,
+        return render_context(backend=self.info.name, scope=key, items=items,
                               budget=budget, packer=packer)
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         await asyncio.to_thread(self._run_all, [
             ("DELETE FROM events WHERE scope = ?", (scope.key,)),
             ("DELETE FROM speakers WHERE scope = ?", (scope.key,))], scope.key)
         return "all transcripts of the scope deleted"
 
-    async def _health(self) -> NativeHealth:
+    async def health(self) -> NativeHealth:
         rows = await asyncio.to_thread(self._run, "SELECT count(*) FROM events")
         return NativeHealth(status="ok", details={"path": str(self.path), "events": rows[0][0]})
 

@@ -84,9 +84,10 @@ async def test_a_write_by_another_process_since_is_not_served_stale(home, llm_do
         from datetime import UTC, datetime
         from nanobot_memory_adapters.conditions.full_history import FullHistory
         from nanobot_memory_adapters.contract import MemoryEvent, Message
+        from nanobot_memory_adapters.store import StoreProvider
 
         async def main():
-            adapter = FullHistory({str(plugin.adapter.path)!r})
+            adapter = StoreProvider(FullHistory({str(plugin.adapter.store.path)!r}))
             receipt = await adapter.record_event(MemoryEvent(
                 event_id="other-1", run_id="default", user_id="telegram-alice",
                 agent_id="nanobot", session_id="elsewhere", turn_id="1",
