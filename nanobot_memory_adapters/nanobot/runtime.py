@@ -542,7 +542,14 @@ class MemoryPlugin:
                             "next use)")
             else:
                 await self._close_adapter()
-            persisted = self._persist(raw)
+            # the file as it is now: a switch that waited for a write must not put back
+            # what it read before an edit made meanwhile (nor overwrite a half-made one)
+            on_disk, problem = self._on_disk()
+            if on_disk is None:
+                persisted = f"not saved: {problem}"
+            else:
+                raw = with_provider(on_disk, name, kind)
+                persisted = self._persist(raw)
             self.state.settings = _reloaded(LoadedSettings(self.state.settings.path, True, None,
                                                            self.state.settings.plugin, raw))
             self.state.cache.clear()

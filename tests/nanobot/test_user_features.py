@@ -161,6 +161,42 @@ async def test_memory_mode_keeps_what_the_user_wrote_into_memory_json_since_star
     assert home.memory_path.read_text() == '{"memory": {"condition": '
 
 
+async def test_a_switch_that_waited_for_a_write_keeps_edits_made_meanwhile(home):
+    """/memory-mode during a write answers at once and switches when the write is done;
+    by then the user may have edited memory.json: the switch writes its one change into
+    the file as it is then (an edit stays; a half-made edit is left as it is)."""
+    home.write_memory({"memory": {"condition": "full_history"}})
+    loop = home.loop()
+    await say(loop, "alice", "Hello.")
+    plugin = plugin_for(loop)
+    assert plugin is not None
+    await plugin.flush()
+    for edit, broken in (({"memory": {"condition": "full_history",
+                                      "budget": {"max_tokens": 1234}}}, False),
+                         ('{"memory": {"condition": ', True)):
+        lock = plugin.state.queues.draining()
+        await lock.acquire()  # a write in progress
+        try:
+            reply = await say(loop, "alice", "/memory-mode no_memory")
+            assert "as soon as the write in progress finishes" in reply, reply
+            home.write_memory(edit)  # the user edits the file meanwhile
+        finally:
+            lock.release()
+        for _ in range(200):
+            if plugin.state.provider == "no_memory":
+                break
+            await asyncio.sleep(0.05)
+        assert plugin.state.provider == "no_memory"
+        if broken:
+            assert home.memory_path.read_text() == edit  # left as it is
+        else:
+            now = home.read_memory()
+            assert now["memory"]["budget"] == {"max_tokens": 1234}, now
+            assert now["memory"]["condition"] == "no_memory", now
+        home.write_memory({"memory": {"condition": "full_history"}})
+        await say(loop, "alice", "/memory-mode full_history")
+
+
 async def test_a_switch_leaves_no_earlier_providers_error_in_health(home):
     home.write_memory({"memory": {"condition": "full_history",
                                   "simple_rag": {"embedding_dims": 7}}})
