@@ -46,16 +46,17 @@ def request(run: str, persona: str, query: str, max_tokens: int = 500) -> Retrie
     )
 
 
-class OnFullHistory(BaseAdapter):
-    """A provider written on ``BaseAdapter`` over a full_history store (not the store
-    wrapper): how a provider-level defect, one the wrapper makes impossible, is built."""
+class OnStore(BaseAdapter):
+    """A provider written on ``BaseAdapter`` over a store (not the store wrapper): how a
+    provider-level defect, one the wrapper makes impossible, is built."""
 
-    def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
-        self.store = FullHistory(path)
-        super().__init__(info=self.store.info)
+    def __init__(self, store) -> None:  # type: ignore[no-untyped-def]
+        self.store = store
+        super().__init__(info=store.info)
 
     async def _setup(self, scope):  # type: ignore[no-untyped-def]
-        await self.store.setup(scope)
+        if hasattr(self.store, "setup"):
+            await self.store.setup(scope)
 
     async def _record(self, event):  # type: ignore[no-untyped-def]
         return await self.store.record(event)
@@ -67,10 +68,18 @@ class OnFullHistory(BaseAdapter):
         return await self.store.reset(scope)
 
     def render(self, scope, items, budget):  # type: ignore[no-untyped-def]
-        return self.store.render(scope, items, budget)
+        render = getattr(self.store, "render", None)
+        return super().render(scope, items, budget) if render is None else render(
+            scope, items, budget)
 
     async def aclose(self) -> None:
-        await self.store.aclose()
+        if hasattr(self.store, "aclose"):
+            await self.store.aclose()
+
+
+class OnFullHistory(OnStore):
+    def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(FullHistory(path))
 
 
 class IgnoresReadOnly(OnFullHistory):
@@ -321,7 +330,7 @@ async def test_item_13_does_not_apply_without_either_declaration():
     assert result.status == "not_applicable", result.detail
 
 
-class MutatesPastTheGate(BaseAdapter):
+class MutatesPastTheGate(OnStore):
     """A provider written on ``BaseAdapter`` (not a store behind the wrapper) that declares
     native_mutation and overrides the gated public method itself, so its 'forget' writes
     while read-only (the defect item 11 exists for)."""
@@ -329,18 +338,8 @@ class MutatesPastTheGate(BaseAdapter):
     native_mutations = frozenset({"forget"})
 
     def __init__(self) -> None:
-        self.store = ReferenceStore()
-        super().__init__(info=self.store.info.model_copy(
-            update={"capabilities": ("native_mutation",)}))
-
-    async def _record(self, event):  # type: ignore[no-untyped-def]
-        return await self.store.record(event)
-
-    async def _retrieve(self, request):  # type: ignore[no-untyped-def]
-        return await self.store.retrieve(request)
-
-    async def _reset(self, scope):  # type: ignore[no-untyped-def]
-        return await self.store.reset(scope)
+        super().__init__(ReferenceStore())
+        self.info = self.info.model_copy(update={"capabilities": ("native_mutation",)})
 
     async def native_mutation(self, scope, operation, payload):  # type: ignore[no-untyped-def]
         self.store._rows.pop(scope.key, None)
