@@ -17,9 +17,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "nanobot-memory-side-by-side/1"
 REPRODUCE = """    python benchmarks/side_by_side.py run --llm-base-url URL --llm-model MODEL \\
-        [--llm-api-key-env VAR] --honcho-url URL [--workers N] \\
+        [--llm-api-key-env VAR] --honcho-url URL [--workers N] [--leave-out P] \\
         --label "WHAT THE MODEL AND MACHINE ARE; not comparable with published results"
-    python benchmarks/render_results.py"""
+    python benchmarks/render_results.py
+
+(Every step resumes: rerun the same command. `--leave-out P` finishes the tables without
+a provider too slow for the time at hand; the same command without it resumes that
+provider.)"""
 QUALITY = {
     "locomo": (("turn_recall", "turn recall"), ("provenance_recall", "prov. recall"),
                ("answer_lift", "answer lift")),
