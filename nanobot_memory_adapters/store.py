@@ -5,7 +5,8 @@ A backend implements a :class:`NativeStore`: write one event, search, reset a sc
 (and, if it has them, ``setup``, ``health`` and ``aclose``). Optional capabilities are
 attributes holding an object or ``None``, as Graphiti's drivers declare theirs
 (``record_batch`` for bulk ingest, ``mutations`` for native operations, ``readiness``
-for a derivation queue, ...). :class:`StoreProvider`
+for a derivation queue, ...; every capability of the contract has one,
+``STORE_CAPABILITIES``). :class:`StoreProvider`
 wraps any store into a whole provider and owns, once, what every provider shares: the
 read-only gate on every write path, traces, error wrapping and budget rendering. The
 capabilities are the store's declared ones (each must have its attribute filled, or the
@@ -108,6 +109,8 @@ STORE_CAPABILITIES: dict[Capability, str] = {
     "feedback": "feedback",
     "store_version": "store_version",  # async (scope) -> str
     "ingest_lookahead": "ingest_lookahead",  # (events) -> async context manager
+    "provenance": "provenance",  # async (scope, native_id=None, **query) -> dict
+    "native_query": "native_query",  # async (scope, query, **options) -> dict (diagnostics)
 }
 
 #: Plain provider attributes (provider.py's accessors read them) a store may set.
@@ -214,6 +217,22 @@ class StoreProvider(BaseAdapter):
         return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
                                     interval_s=getattr(self.store, "readiness_interval_s",
                                                        0.5))
+
+    async def provenance(self, scope: MemoryScope, native_id: str | None = None,
+                         **query: Any) -> dict[str, Any]:
+        trace: Callable[..., Awaitable[dict[str, Any]]] | None = _offered(
+            self.store, "provenance")
+        if trace is None:
+            raise self._not_offered("provenance")
+        return await self._call("provenance", lambda: trace(scope, native_id, **query))
+
+    async def native_query(self, scope: MemoryScope, query: str,
+                           **options: Any) -> dict[str, Any]:
+        ask: Callable[..., Awaitable[dict[str, Any]]] | None = _offered(
+            self.store, "native_query")
+        if ask is None:
+            raise self._not_offered("native_query")
+        return await self._call("native_query", lambda: ask(scope, query, **options))
 
     async def store_version(self, scope: MemoryScope) -> str:
         version: Callable[[MemoryScope], Awaitable[str]] | None = _offered(

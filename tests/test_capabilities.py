@@ -150,3 +150,38 @@ async def test_a_store_s_record_batch_is_bulk_ingest_behind_the_wrapper_s_gate()
     assert [r.status for r in receipts] == ["committed"] * 3 and provider.store.batches == [3]
     with pytest.raises(AdapterError, match="does not offer readiness"):
         await provider.readiness(MemoryScope(run_id="r", persona_id="p"))
+
+
+class DiagnosingStore(ReferenceStore):
+    """Provenance and a native query as store attributes (diagnostics, read-only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": None})
+        self.provenance = self._provenance
+        self.native_query = self._ask
+
+    async def _provenance(self, scope, native_id=None, **query):  # type: ignore[no-untyped-def]
+        return {"native_id": native_id, "rows": len(self._rows.get(scope.key, []))}
+
+    async def _ask(self, scope, query, **options):  # type: ignore[no-untyped-def]
+        if query == "explode":
+            raise RuntimeError("backend exploded")
+        return {"query": query, **options}
+
+
+async def test_every_capability_of_the_contract_has_a_store_attribute():
+    from nanobot_memory_adapters.contract import CAPABILITIES
+    from nanobot_memory_adapters.store import STORE_CAPABILITIES
+
+    assert set(STORE_CAPABILITIES) == set(CAPABILITIES)
+    provider = StoreProvider(DiagnosingStore())
+    assert capabilities_of(provider) == ["provenance", "native_query"]
+    scope = MemoryScope(run_id="r", persona_id="p")
+    assert await provider.provenance(scope, "m1") == {"native_id": "m1", "rows": 0}
+    assert await provider.native_query(scope, "who", k=3) == {"query": "who", "k": 3}
+    with pytest.raises(AdapterError, match="backend exploded") as raised:
+        await provider.native_query(scope, "explode")
+    assert raised.value.operation == "native_query"
+    with pytest.raises(AdapterError, match="does not offer provenance"):
+        await StoreProvider(ReferenceStore()).provenance(scope)
