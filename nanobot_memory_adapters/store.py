@@ -33,6 +33,7 @@ is the worked example.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, final, runtime_checkable
@@ -76,7 +77,10 @@ __all__ = [
 class NativeStore(Protocol):
     """What a backend implements: the native calls, nothing the wrapper owns. Optional
     lifecycle methods, called when the store has them: ``async setup(scope)`` (once per
-    scope), ``async health() -> NativeHealth`` (default ``ok``), ``async aclose()``."""
+    scope), ``async health() -> NativeHealth`` (default ``ok``), ``async aclose()``,
+    ``render(scope, items, budget)`` (its own packing), and ``async consolidate(scope,
+    timeout_s)`` for memory derived on request (the wrapper's ``wait_until_ready`` runs it,
+    never while read-only)."""
 
     info: ProviderInfo
 
@@ -214,9 +218,21 @@ class StoreProvider(BaseAdapter):
         return await self._call("readiness", lambda: probe(scope))
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
-                                    interval_s=getattr(self.store, "readiness_interval_s",
-                                                       0.5))
+        """Poll the store's readiness; a store that derives memory on request (nanobot's
+        Dream) has ``consolidate(scope, timeout_s)``, which runs here and never while
+        read-only (a test session must not trigger consolidation writes)."""
+        consolidate: Callable[[MemoryScope, float], Awaitable[None]] | None = _offered(
+            self.store, "consolidate")
+        if consolidate is None:
+            return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
+                                        interval_s=getattr(self.store,
+                                                           "readiness_interval_s", 0.5))
+        started = time.perf_counter()
+        if not self.mode.read_only:
+            await self._call("wait_until_ready", lambda: consolidate(scope, timeout_s))
+        state = await self.readiness(scope)
+        state.waited_ms = (time.perf_counter() - started) * 1000
+        return state
 
     async def provenance(self, scope: MemoryScope, native_id: str | None = None,
                          **query: Any) -> dict[str, Any]:

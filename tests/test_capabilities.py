@@ -185,3 +185,38 @@ async def test_every_capability_of_the_contract_has_a_store_attribute():
     assert raised.value.operation == "native_query"
     with pytest.raises(AdapterError, match="does not offer provenance"):
         await StoreProvider(ReferenceStore()).provenance(scope)
+
+
+class ConsolidatingStore(ReferenceStore):
+    """Derives memory on request (as nanobot's Dream): ``consolidate`` writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.info = self.info.model_copy(update={"capabilities": None})
+        self.consolidated: list[str] = []
+        self.readiness = self._readiness
+        self.consolidate = self._consolidate
+
+    async def _readiness(self, scope):  # type: ignore[no-untyped-def]
+        from nanobot_memory_adapters.contract import Readiness
+
+        return Readiness(status="ready" if self.consolidated else "pending")
+
+    async def _consolidate(self, scope, timeout_s):  # type: ignore[no-untyped-def]
+        self.consolidated.append(scope.key)
+
+
+async def test_the_wrapper_never_consolidates_while_read_only():
+    """wait_until_ready runs a store's consolidation (a write) only outside read-only
+    mode: a test session must not change memory by asking whether it is ready."""
+    from nanobot_memory_adapters.contract import AdapterMode
+
+    provider = StoreProvider(ConsolidatingStore())
+    scope = MemoryScope(run_id="r", persona_id="p")
+    await provider.set_mode(AdapterMode(read_only=True, reason="test_session"))
+    state = await provider.wait_until_ready(scope, timeout_s=5)
+    assert state.status == "pending" and provider.store.consolidated == []
+    await provider.set_mode(AdapterMode(read_only=False, reason="test_session_end"))
+    state = await provider.wait_until_ready(scope, timeout_s=5)
+    assert state.status == "ready" and provider.store.consolidated == [scope.key]
+    assert state.waited_ms is not None

@@ -54,10 +54,10 @@ class TestRollingSummary(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path):
         async def make():
-            return RollingSummary(tmp_path / "rolling")
+            return StoreProvider(RollingSummary(tmp_path / "rolling"))
 
         async def make_failing():
-            return RollingSummary(_blocked_path(tmp_path))
+            return StoreProvider(RollingSummary(_blocked_path(tmp_path)))
 
         return SuiteTarget(make=make, make_failing=make_failing)
 
@@ -70,10 +70,10 @@ class TestRollingSummaryWithDream(ContractSuite):
         llm = DreamLLM(base_url=llm_double.base_url)
 
         async def make():
-            return RollingSummary(tmp_path / "rolling", llm=llm)
+            return StoreProvider(RollingSummary(tmp_path / "rolling", llm=llm))
 
         async def make_failing():
-            return RollingSummary(_blocked_path(tmp_path), llm=llm)
+            return StoreProvider(RollingSummary(_blocked_path(tmp_path), llm=llm))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=60)
 
@@ -122,12 +122,12 @@ async def test_an_empty_dream_memory_says_dream_ran_and_wrote_nothing(tmp_path):
     retrieve trace says so; before any Dream it says nothing."""
     from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
 
-    adapter = RollingSummary(tmp_path / "rolling")
+    adapter = StoreProvider(RollingSummary(tmp_path / "rolling"))
     scope = MemoryScope(run_id="r", persona_id="alice")
     request = RetrieveRequest(query="q", scope=scope, budget=ContextBudget(max_tokens=200))
     try:
         assert (await adapter.retrieve(request)).trace.warnings == []
-        adapter.store(scope).set_last_dream_cursor(92)
+        adapter.store.memory_store(scope).set_last_dream_cursor(92)
         result = await adapter.retrieve(request)
         assert result.formatted_context == ""
         assert any("consumed 92 history entries and MEMORY.md is still empty" in w

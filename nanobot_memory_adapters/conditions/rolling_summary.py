@@ -21,13 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
+from nanobot_memory_adapters.base import NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
@@ -39,7 +38,6 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.llm_endpoint import OpenAICompatibleEndpoint
 from nanobot_memory_adapters.provider import ProviderEnv
-from nanobot_memory_adapters.tracing import TraceSink
 
 INFO = ProviderInfo(
     name="rolling_summary",
@@ -95,7 +93,7 @@ def _memory_store(workspace: Path) -> Any:
     return MemoryStore(workspace)
 
 
-class RollingSummary(BaseAdapter):
+class RollingSummary:
     config_model = RollingSummaryConfig
     # nanobot's own memory (provider.is_host_native): inside nanobot the plugin leaves
     # MEMORY.md and Dream in charge instead of serving them through the slot
@@ -108,14 +106,15 @@ class RollingSummary(BaseAdapter):
         *,
         llm: DreamLLM | None = None,
         dream_batches_max: int = 50,
-        trace_sink: TraceSink | None = None,
     ) -> None:
-        super().__init__(info=DREAM_INFO if llm else INFO, trace_sink=trace_sink)
+        self.info = DREAM_INFO if llm else INFO
         self.root = Path(root)
         self.llm = llm
         self.dream_batches_max = dream_batches_max
         self._stores: dict[str, Any] = {}
         self._loops: dict[str, Any] = {}
+        # Dream on request (the wrapper's wait_until_ready; never while read-only)
+        self.consolidate = self._dream if llm is not None else None
 
     @classmethod
     def from_config(cls, config: RollingSummaryConfig, env: ProviderEnv) -> RollingSummary:
@@ -128,14 +127,14 @@ class RollingSummary(BaseAdapter):
             root,
             llm=config.llm,
             dream_batches_max=config.dream_batches_max,
-            trace_sink=env.trace_sink,
         )
 
     def workspace(self, scope: MemoryScope) -> Path:
         digest = hashlib.sha256(scope.key.encode()).hexdigest()[:16]
         return self.root / digest
 
-    def store(self, scope: MemoryScope) -> Any:
+    def memory_store(self, scope: MemoryScope) -> Any:
+        """nanobot's ``MemoryStore`` of the scope's workspace."""
         key = scope.key
         if key not in self._stores:
             if self.llm is not None:
@@ -177,10 +176,7 @@ class RollingSummary(BaseAdapter):
         return self._loops[key]
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
-        return await self._call("readiness", lambda: self._readiness(scope))
-
-    async def _readiness(self, scope: MemoryScope) -> Readiness:
-        store = self.store(scope)
+        store = self.memory_store(scope)
         pending = await asyncio.to_thread(
             lambda: len(store.read_unprocessed_history(store.get_last_dream_cursor()))
         )
@@ -192,21 +188,10 @@ class RollingSummary(BaseAdapter):
             )
         return Readiness(status="ready" if pending == 0 else "pending", pending_count=pending)
 
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+    async def _dream(self, scope: MemoryScope, timeout_s: float) -> None:
         """Run nanobot's Dream until the journal is consolidated (or time runs out)."""
-        if self.llm is None or self._mode.read_only:
-            # A test session must not trigger consolidation writes.
-            return await self.readiness(scope)
-        started = time.perf_counter()
-
-        async def dream() -> None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dream_until_done(scope), timeout=timeout_s)
-
-        await self._call("wait_until_ready", dream)
-        state = await self.readiness(scope)
-        state.waited_ms = (time.perf_counter() - started) * 1000
-        return state
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._dream_until_done(scope), timeout=timeout_s)
 
     async def _dream_until_done(self, scope: MemoryScope) -> None:
         from nanobot.agent.memory import MemoryStore
@@ -234,7 +219,7 @@ class RollingSummary(BaseAdapter):
                 raise AdapterError(
                     "nanobot Dream did not complete: "
                     + MemoryStore.dream_incompletion_reason(response),
-                    backend_name=self.backend_name,
+                    backend_name=self.info.name,
                     operation="wait_until_ready",
                     raw={"response": str(getattr(response, "content", response))[:2000]},
                     retryable=True,
@@ -242,11 +227,11 @@ class RollingSummary(BaseAdapter):
             store.set_last_dream_cursor(last_cursor)
         store.compact_history()
 
-    async def _setup(self, scope: MemoryScope) -> None:
-        await asyncio.to_thread(self.store, scope)
+    async def setup(self, scope: MemoryScope) -> None:
+        await asyncio.to_thread(self.memory_store, scope)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
-        store = self.store(event.scope())
+    async def record(self, event: MemoryEvent) -> NativeWrite:
+        store = self.memory_store(event.scope())
         messages = [
             {"role": m.role, "content": m.content, "timestamp": event.timestamp.isoformat()}
             for m in event.messages
@@ -264,8 +249,8 @@ class RollingSummary(BaseAdapter):
             warnings=["turn journaled; only nanobot's Dream (LLM) moves it into MEMORY.md"],
         )
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
-        store = self.store(request.scope)
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+        store = self.memory_store(request.scope)
         memory = await asyncio.to_thread(store.read_memory)
         user = await asyncio.to_thread(_user_profile, Path(store.user_file))
         items = []
@@ -293,8 +278,8 @@ class RollingSummary(BaseAdapter):
             warnings=warnings,
         )
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
-        store = self.store(scope)
+    async def reset(self, scope: MemoryScope) -> str | None:
+        store = self.memory_store(scope)
 
         def clear() -> None:
             store.write_memory("")
@@ -306,7 +291,7 @@ class RollingSummary(BaseAdapter):
         return ("MEMORY.md emptied; history.jsonl, USER.md and SOUL.md (Dream's other files) "
                 "removed for this scope's workspace")
 
-    async def _health(self) -> NativeHealth:
+    async def health(self) -> NativeHealth:
         await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
         if self.llm is not None:
             return NativeHealth(

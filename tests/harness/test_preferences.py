@@ -448,11 +448,12 @@ def test_cli_generate_run_and_bench_task(tmp_path):
 
 async def test_rolling_summary_shows_users_md_and_reset_clears_it(tmp_path):
     from nanobot_memory_adapters.conditions.rolling_summary import RollingSummary
+    from nanobot_memory_adapters.store import StoreProvider
 
-    adapter = RollingSummary(tmp_path / "rs")
+    adapter = StoreProvider(RollingSummary(tmp_path / "rs"))
     scope = MemoryScope(run_id="r", persona_id="p")
     await adapter.setup_scope(scope)
-    store = adapter.store(scope)
+    store = adapter.store.memory_store(scope)
     request = RetrieveRequest(query="x", scope=scope, budget=ContextBudget(max_tokens=500))
     from nanobot.utils.helpers import load_bundled_template
 
