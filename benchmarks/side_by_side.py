@@ -420,7 +420,7 @@ def left_out_measured(run_out: Path, task: str, name: str) -> str:
 def portable(command: str, run_out: Path) -> str:
     """The command without this machine's paths: the run's folder as ``OUT``, a file in
     the repository relative to it, any other absolute path as ``PATH``."""
-    words = []
+    words, run_out = [], run_out.resolve()  # --out may have been given relative
     for word in shlex.split(command):
         if word.startswith("/"):
             path = Path(word)

@@ -206,15 +206,21 @@ class StoreProvider(BaseAdapter):
             await aclose()
 
     # -- optional capabilities (declared only when the store's attribute is set) --------
+    def _offering(self, attribute: str, operation: str) -> Any:
+        """The store's object for an optional capability, or the one "does not offer"
+        error every capability method raises without it."""
+        found = _offered(self.store, attribute)
+        if found is None:
+            raise self._not_offered(operation)
+        return found
+
     async def record_events(self, events: list[MemoryEvent]) -> list[WriteReceipt]:
         if self._bulk is None:
             raise self._not_offered("record_events")
         return await self._bulk.record_events(events)
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
-        probe: ReadinessProbe | None = _offered(self.store, "readiness")
-        if probe is None:
-            raise self._not_offered("readiness")
+        probe: ReadinessProbe = self._offering("readiness", "readiness")
         return await self._call("readiness", lambda: probe(scope))
 
     async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
@@ -236,41 +242,26 @@ class StoreProvider(BaseAdapter):
 
     async def provenance(self, scope: MemoryScope, native_id: str | None = None,
                          **query: Any) -> dict[str, Any]:
-        trace: Callable[..., Awaitable[dict[str, Any]]] | None = _offered(
-            self.store, "provenance")
-        if trace is None:
-            raise self._not_offered("provenance")
+        trace = self._offering("provenance", "provenance")
         return await self._call("provenance", lambda: trace(scope, native_id, **query))
 
     async def native_query(self, scope: MemoryScope, query: str,
                            **options: Any) -> dict[str, Any]:
-        ask: Callable[..., Awaitable[dict[str, Any]]] | None = _offered(
-            self.store, "native_query")
-        if ask is None:
-            raise self._not_offered("native_query")
+        ask = self._offering("native_query", "native_query")
         return await self._call("native_query", lambda: ask(scope, query, **options))
 
     async def store_version(self, scope: MemoryScope) -> str:
-        version: Callable[[MemoryScope], Awaitable[str]] | None = _offered(
-            self.store, "store_version")
-        if version is None:
-            raise self._not_offered("store_version")
+        version = self._offering("store_version", "store_version")
         return await self._call("store_version", lambda: version(scope))
 
     def ingest_lookahead(self, events: Sequence[MemoryEvent]
                          ) -> AbstractAsyncContextManager[None]:
-        lookahead: Callable[[Sequence[MemoryEvent]], AbstractAsyncContextManager[None]] | None
-        lookahead = _offered(self.store, "ingest_lookahead")
-        if lookahead is None:
-            raise self._not_offered("ingest_lookahead")
-        return lookahead(events)
+        return self._offering("ingest_lookahead", "ingest_lookahead")(events)
 
     async def _native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        mutations: NativeMutations | None = _offered(self.store, "mutations")
-        if mutations is None:
-            raise self._not_offered("native_mutation")
+        mutations: NativeMutations = self._offering("mutations", "native_mutation")
         if operation not in mutations.operations:
             raise AdapterError(f"{self.backend_name} has no native operation {operation!r}",
                                backend_name=self.backend_name, operation="native_mutation",
@@ -279,15 +270,11 @@ class StoreProvider(BaseAdapter):
                                 lambda: mutations.run(scope, operation, payload))
 
     async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
-        end: SessionEnd | None = _offered(self.store, "end_session")
-        if end is None:
-            raise self._not_offered("end_session")
+        end: SessionEnd = self._offering("end_session", "end_session")
         return await self._call("end_session", lambda: end(scope, session_id))
 
     async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
-        feedback: Feedback | None = _offered(self.store, "feedback")
-        if feedback is None:
-            raise self._not_offered("apply_feedback")
+        feedback: Feedback = self._offering("feedback", "apply_feedback")
         return await self._call("apply_feedback", lambda: feedback(request))
 
 

@@ -108,3 +108,18 @@ def test_leave_out_reaches_the_bench_commands_of_the_providers_it_names(tmp_path
     args.leave_out = ""
     assert "--leave-out" not in sbs.bench_command("locomo", args, Meter(),
                                                   tmp_path / "p.json", ["no_memory"])
+
+
+def test_a_recorded_command_carries_no_machine_paths(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "side_by_side", REPO / "benchmarks" / "side_by_side.py")
+    assert spec and spec.loader
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+    monkeypatch.chdir(tmp_path)  # the run's --out given relative to here
+    command = (f"{REPO}/benchmarks/side_by_side.py run --out {tmp_path / 'run'} "
+               "--memos-home /srv/somewhere/memos --label 'a b'")
+    assert sbs.portable(command, Path("run")) == (
+        "benchmarks/side_by_side.py run --out OUT --memos-home PATH --label 'a b'")
