@@ -78,6 +78,7 @@ from nanobot_memory_adapters.backends.mem0.config import VERBATIM_ITEM_TOKENS  #
 from nanobot_memory_adapters.contract import ContextBudget  # noqa: E402
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
 from nanobot_memory_adapters.local_models import bundled_minilm_path  # noqa: E402
+from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 from nanobot_memory_adapters.tokens import encoding  # noqa: E402
 
 BUDGET = 2000
@@ -95,7 +96,7 @@ def import_every_contender() -> float:
     sentence-transformers, imported by ``main`` for the floor): done once before the
     rounds, so no round pays another contender's imports."""
     t = time.perf_counter()
-    from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter  # noqa: F401
+    from nanobot_memory_adapters.backends.mem0 import simple_rag_store  # noqa: F401
     from nanobot_memory_adapters.harness.timeline import BenchConfig  # noqa: F401
     from nanobot_memory_adapters.harness.units import run_unit  # noqa: F401
     from nanobot_memory_adapters.telemetry import quiet_mem0
@@ -160,22 +161,18 @@ def lookahead_off() -> Iterator[None]:
 
 
 async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path) -> float:
-    from collections.abc import Sequence
+    from nanobot_memory_adapters.backends.mem0 import Mem0Store
 
-    from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
-    from nanobot_memory_adapters.contract import MemoryEvent, WriteReceipt
+    async def no_batch(self: Mem0Store, events: object) -> tuple[None, list[str]]:
+        return None, []  # each add embeds its own turns: no batched vectors
 
-    async def one_by_one(self: Mem0Adapter, events: Sequence[MemoryEvent]
-                         ) -> list[WriteReceipt]:
-        return await self.bulk.record_events(events)  # the bulk path, no batched vectors
-
-    batched = Mem0Adapter.record_events
-    Mem0Adapter.record_events = one_by_one  # type: ignore[method-assign]
+    held = Mem0Store._hold
+    Mem0Store._hold = no_batch  # type: ignore[method-assign,assignment]
     try:
         with lookahead_off():  # no batch ahead either
             return await run_bench_unit(data, conv, tmp)
     finally:
-        Mem0Adapter.record_events = batched  # type: ignore[method-assign]
+        Mem0Store._hold = held  # type: ignore[method-assign]
 
 
 async def run_bench_unit_padded(data: Path, conv: Conversation, tmp: Path) -> float:
@@ -208,12 +205,13 @@ class _HeldAddsOnly:
 
 
 async def run_mem0_direct(conv: Conversation, tmp: Path, held: bool = False) -> float:
-    from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
+    from nanobot_memory_adapters.backends.mem0 import simple_rag_store
 
     as_a_new_process()
     t = time.perf_counter()
-    adapter = SimpleRagAdapter(tmp)  # only to build mem0's AsyncMemory with its config
-    memory = await adapter._native()
+    # only to build mem0's AsyncMemory with its config
+    adapter = StoreProvider(simple_rag_store(tmp))
+    memory = await adapter.store._native()
     if held:  # every turn in one batch first; queries are still embedded one by one
         memory.embedding_model.hold([turn.content for turn in conv.turns])
         memory.embedding_model = _HeldAddsOnly(memory.embedding_model)

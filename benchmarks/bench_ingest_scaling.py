@@ -37,8 +37,9 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter  # noqa: E402
+from nanobot_memory_adapters.backends.mem0 import Mem0Store  # noqa: E402
 from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope, Message  # noqa: E402
+from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -53,12 +54,12 @@ def _event(scope: MemoryScope, i: int) -> MemoryEvent:
     )
 
 
-async def _prefill(adapter: Mem0Adapter, scope: MemoryScope, n: int) -> None:
+async def _prefill(adapter: StoreProvider, scope: MemoryScope, n: int) -> None:
     if not n:
         return
-    memory = await adapter._native(scope)  # the scope's collection
+    memory = await adapter.store._native(scope)  # the scope's collection
     rng = np.random.default_rng(0)
-    vectors = rng.normal(size=(n, adapter.config.embedding_dims))
+    vectors = rng.normal(size=(n, adapter.store.config.embedding_dims))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     payloads = [{"data": f"stored turn {i}", "hash": uuid.uuid4().hex,
                  "user_id": scope.persona_id, "run_id": scope.run_id,
@@ -74,11 +75,11 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         scope = MemoryScope(run_id="scaling", persona_id="p1", agent_id="nanobot")
-        stores = {0: Mem0Adapter(Path(tmp) / "empty"),
-                  args.stored: Mem0Adapter(Path(tmp) / "full")}
+        stores = {0: StoreProvider(Mem0Store(Path(tmp) / "empty")),
+                  args.stored: StoreProvider(Mem0Store(Path(tmp) / "full"))}
         try:
             for n, adapter in stores.items():
-                await adapter._native()
+                await adapter.store._native()
                 await _prefill(adapter, scope, n)
             times: dict[int, list[float]] = {n: [] for n in stores}
             for i in range(args.turns + 1):

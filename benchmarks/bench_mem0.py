@@ -11,7 +11,7 @@
 - Retrieve: each LoCoMo question of the sample with placeable evidence is one query;
   latency p50/p95 of ``adapter.retrieve`` (native search + formatting + trace).
 - Overhead: for each query, ``AsyncMemory.search`` is also called directly with the
-  arguments the adapter builds (``adapter.search_arguments``) on the same store and the
+  arguments the adapter builds (``adapter.store.search_arguments``) on the same store and the
   same AsyncMemory instance, alternating which goes first. Result ids and order must be
   identical; the p50 overhead must stay under 5% over all rounds and, paired per query,
   over the first round alone (each question asked once). The formatter caches exact
@@ -47,7 +47,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nanobot_memory_adapters.backends.mem0 import LLMSettings, Mem0Adapter, Mem0Config  # noqa: E402
+from nanobot_memory_adapters.backends.mem0 import LLMSettings, Mem0Config, Mem0Store  # noqa: E402
 from nanobot_memory_adapters.contract import (  # noqa: E402
     ContextBudget,
     MemoryEvent,
@@ -60,6 +60,7 @@ from nanobot_memory_adapters.harness.datasets.locomo import (  # noqa: E402
 )
 from nanobot_memory_adapters.harness.locomo_mapping import turn_event  # noqa: E402
 from nanobot_memory_adapters.stats import percentile  # noqa: E402
+from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 from nanobot_memory_adapters.tokens import clear_token_count_cache  # noqa: E402
 
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo" / "locomo7.json"
@@ -71,7 +72,7 @@ def events_for(conv: Conversation, scope: MemoryScope) -> list[list[MemoryEvent]
             for session in conv.sessions]
 
 
-async def ingest(adapter: Mem0Adapter, grouped: list[list[MemoryEvent]], bulk: bool) -> float:
+async def ingest(adapter: StoreProvider, grouped: list[list[MemoryEvent]], bulk: bool) -> float:
     started = time.perf_counter()
     for group in grouped:
         if bulk:
@@ -89,7 +90,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"sample": args.sample, "questions": len(questions)}
     tmp = tempfile.TemporaryDirectory(prefix="bench-mem0-")
     data_dir = Path(args.data_dir or tmp.name)
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
         scope = MemoryScope(run_id="bench-single", persona_id=speaker, agent_id="nanobot")
         bulk_scope = MemoryScope(run_id="bench-bulk", persona_id=speaker, agent_id="nanobot")
@@ -102,7 +103,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         seconds = await ingest(adapter, events_for(conv, bulk_scope), bulk=True)
         report["ingest_record_events"] = {"seconds": seconds, "turns_per_s": turns / seconds}
 
-        memory = await adapter._native(scope)  # the scope's collection
+        memory = await adapter.store._native(scope)  # the scope's collection
         budget = ContextBudget(max_tokens=args.max_tokens)
         requests = [
             RetrieveRequest(query=q, scope=scope, session_id="bench", budget=budget)
@@ -122,7 +123,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             cold = round_no == args.rounds
             a_out, d_out = (cold_adapter_ms, cold_direct_ms) if cold else (adapter_ms, direct_ms)
             for i, request in enumerate(requests):
-                query, kwargs = adapter.search_arguments(request)
+                query, kwargs = adapter.store.search_arguments(request)
 
                 async def via_adapter(request=request, cold=cold, a_out=a_out):
                     if cold:
@@ -157,7 +158,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         # Paired: the two calls of one query run back to back, so machine load hits both.
         paired = statistics.median(a - d for a, d in zip(adapter_ms, direct_ms, strict=True))
         report["retrieve"] = {
-            "top_k": adapter.search_arguments(requests[0])[1]["top_k"],
+            "top_k": adapter.store.search_arguments(requests[0])[1]["top_k"],
             "samples": len(adapter_ms),
             "adapter_p50_ms": a50,
             "adapter_p95_ms": percentile(adapter_ms, 95),
@@ -198,7 +199,7 @@ async def bench_infer(conv: Conversation, speaker: str, data_dir: Path) -> dict[
     out: dict[str, Any] = {}
     with LLMDouble() as double:
         config = Mem0Config(llm=LLMSettings(base_url=double.base_url, model="double"))
-        adapter = Mem0Adapter(data_dir / "infer", config)
+        adapter = StoreProvider(Mem0Store(data_dir / "infer", config))
         try:
             for bulk in (False, True):
                 scope = MemoryScope(run_id=f"bench-infer-{int(bulk)}", persona_id=speaker,

@@ -4,11 +4,11 @@
 
 Each round, on a fresh store, in turn:
 
-- ``ingest``: the conversation's sessions through ``SimpleRagAdapter.record_events`` (mem0
+- ``ingest``: the conversation's sessions through the simple_rag provider's ``record_events`` (mem0
   ``add(infer=False)``, the bench's bulk ingest: one call per session);
 - ``ingest floor``: the same turns embedded in one call by the bundled MiniLM on ONNX
   Runtime (the adapter's own default runtime), model already loaded;
-- ``ask``: every question through ``SimpleRagAdapter.retrieve`` at 2,000 tokens, the
+- ``ask``: every question through its ``retrieve`` at 2,000 tokens, the
   query cache cleared first (each question embedded once, as at a bench's first test
   point): mem0's search on the local Qdrant, then packing the section;
 - ``ask floor``: per question, one query embedding and a dot product with the stored
@@ -53,6 +53,7 @@ import numpy as np  # noqa: E402
 from _ratios import ratio_line  # noqa: E402
 
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
+from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 
 BUDGET = 2000
 
@@ -64,25 +65,25 @@ SEARCH_PARTS = ("query embedding", "entity embeddings", "vector store search",
 
 async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
                     ) -> dict[str, float]:
-    from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter, embed_cache
+    from nanobot_memory_adapters.backends.mem0 import embed_cache, simple_rag_store
     from nanobot_memory_adapters.contract import ContextBudget, MemoryScope, RetrieveRequest
     from nanobot_memory_adapters.harness.locomo_mapping import turn_event
     from nanobot_memory_adapters.tokens import clear_token_count_cache
 
     clear_token_count_cache()  # each round as a fresh process: no counts from an earlier one
     scope = MemoryScope(run_id="phases", persona_id=conv.sample_id)
-    adapter = SimpleRagAdapter(tmp / "store")
-    held_adapter = SimpleRagAdapter(tmp / "store-held")
+    adapter = StoreProvider(simple_rag_store(tmp / "store"))
+    held_adapter = StoreProvider(simple_rag_store(tmp / "store-held"))
     budget = ContextBudget(max_tokens=BUDGET)
     out: dict[str, float] = {}
 
-    async def sessions(which: SimpleRagAdapter) -> None:
+    async def sessions(which: StoreProvider) -> None:
         for session in conv.sessions:
             receipts = await which.record_events(
                 [turn_event(conv, t, scope) for t in session.turns])
             assert all(r.status == "committed" for r in receipts), receipts
 
-    async def ingest(which: SimpleRagAdapter, ahead: bool) -> None:
+    async def ingest(which: StoreProvider, ahead: bool) -> None:
         if not ahead:
             return await sessions(which)
         # the whole conversation in one batch before any session, as a bench unit does
@@ -105,7 +106,7 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
         out["ingest_floor_s"] = time.perf_counter() - wall
         out["ingest_floor_cpu_s"] = time.process_time() - cpu
         embed_cache.clear()
-        memory = await adapter._native(scope)  # the scope's collection
+        memory = await adapter.store._native(scope)  # the scope's collection
         cached, own = memory.embedding_model, memory.embedding_model._embedder
         spent: dict[str, list[float]] = {"ask": [], "floor": [], "native": []}
         # Where mem0's own search spends its time: its calls timed from inside, plus its
@@ -149,7 +150,7 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
                     memory.embedding_model = own
                     inside.clear()
                     try:
-                        text, kwargs = adapter.search_arguments(request)
+                        text, kwargs = adapter.store.search_arguments(request)
                         await memory.search(text, **kwargs)
                     finally:
                         memory.embedding_model = cached

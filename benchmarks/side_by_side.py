@@ -191,10 +191,12 @@ def run(args: argparse.Namespace) -> int:
                                     "exit": rc}) + "\n")
             # 3: a readiness wait timed out, 4: a provider failed or was skipped: the run
             # finished and says so (its exit is in the results JSON); anything else did not
-            if rc not in (0, 3, 4):
-                print(f"[side-by-side] {task}: bench exited {rc}; rerun the same command "
-                      "to resume", file=sys.stderr)
-                code = code or rc
+            # a unit that failed outright (its provider could not be built) also exits 4,
+            # before any results: no summary then, only the way on
+            if rc not in (0, 3, 4) or not (args.out / task / "results.json").exists():
+                print(f"[side-by-side] {task}: bench exited {rc} without results; fix what "
+                      "it said and rerun the same command to resume", file=sys.stderr)
+                code = code or rc or 1
                 continue
             path = write_summary(args.out, task, args.results_dir, args.name)
             print(f"[side-by-side] {task}: wrote {path}", flush=True)

@@ -6,7 +6,7 @@ point group of its distribution — built-ins exactly like third parties::
     [project.entry-points."nanobot_memory_adapters.backends"]
     acme = "acme_memory.adapter:AcmeAdapter"              # a backend
     "condition.acme_control" = "acme_memory:AcmeControl"  # a labelled control
-    mem0 = "nanobot_memory_adapters.backends.mem0:Mem0Adapter [mem0]"  # [extra] to install
+    mem0 = "nanobot_memory_adapters.backends.mem0:Mem0Store [mem0]"  # [extra] to install
 
 The registry validates the provider's own config block with ``config_model`` and calls
 ``from_config(block, env)``. The simplest answer is a native store (``store.NativeStore``:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, final, runtime_checkable
+from typing import Any, Protocol, TypeVar, final, runtime_checkable
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
@@ -78,9 +78,11 @@ class NativeStore(Protocol):
     """What a backend implements: the native calls, nothing the wrapper owns. Optional
     lifecycle methods, called when the store has them: ``async setup(scope)`` (once per
     scope), ``async health() -> NativeHealth`` (default ``ok``), ``async aclose()``,
-    ``render(scope, items, budget)`` (its own packing), and ``async consolidate(scope,
+    ``render(scope, items, budget)`` (its own packing), ``async consolidate(scope,
     timeout_s)`` for memory derived on request (the wrapper's ``wait_until_ready`` runs it,
-    never while read-only)."""
+    never while read-only), and ``native_error(exc, operation) -> AdapterError | None``
+    (its SDK's errors said in its own words, e.g. which server answered what, and whether
+    a retry can help; ``None``: the wrapper's generic wrapping)."""
 
     info: ProviderInfo
 
@@ -91,7 +93,8 @@ class NativeStore(Protocol):
 
 class NativeMutations(Protocol):
     """A store's native operations (``mutations``): their names, those that only read
-    (served while read-only), and the call. The wrapper gates the rest."""
+    (served while read-only), and the call. The wrapper gates the rest, and traces each
+    answer by its ``status``, ``native_operation`` and ``native_ids`` keys."""
 
     operations: frozenset[str]
     read_operations: frozenset[str]
@@ -100,6 +103,7 @@ class NativeMutations(Protocol):
                   payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
+T = TypeVar("T")
 ReadinessProbe = Callable[[MemoryScope], Awaitable[Readiness]]
 SessionEnd = Callable[[MemoryScope, str], Awaitable[dict[str, Any]]]
 Feedback = Callable[[FeedbackRequest], Awaitable[WriteReceipt]]
@@ -119,7 +123,8 @@ STORE_CAPABILITIES: dict[Capability, str] = {
 
 #: Plain provider attributes (provider.py's accessors read them) a store may set.
 _PROVIDER_ATTRIBUTES = ("query_independent", "max_concurrent_units",
-                        "replay_checked_writes", "readiness_timeout_s")
+                        "replay_checked_writes", "readiness_timeout_s",
+                        "write_failures_retryable")
 
 
 def is_store(obj: object) -> bool:
@@ -165,13 +170,37 @@ class StoreProvider(BaseAdapter):
             self.native_mutations = frozenset(mutations.operations)
             self.read_mutations = frozenset(mutations.read_operations)
         batch: BatchWrite | None = _offered(store, "record_batch")
-        self._bulk = BulkIngest(self, batch) if batch is not None else None
+        # ``split_batches`` (events -> runs of events, one native call each): the store's
+        # own grouping; default runs of one scope and session
+        self._bulk = None if batch is None else BulkIngest(
+            self, batch, batches=_offered(store, "split_batches"))
 
     def offers_capability(self, capability: Capability) -> bool:
         """Whether the store fills the capability's attribute (``contract.has_methods``
         asks: this wrapper has every capability's methods, the store decides)."""
         attribute = STORE_CAPABILITIES.get(capability)
         return attribute is not None and _offered(self.store, attribute) is not None
+
+    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]], *,
+                    retryable: bool | None = None) -> T:
+        """Every native call, once: the store's ``native_error`` says what its SDK's
+        failure means; anything it does not claim gets the generic wrapping."""
+        translate = getattr(self.store, "native_error", None)
+        if translate is None:
+            return await super()._call(operation, fn, retryable=retryable)
+        try:
+            return await fn()
+        except AdapterError:
+            raise
+        except Exception as exc:
+            said: AdapterError | None = translate(exc, operation)
+            if said is None:
+                error = exc
+                return await super()._call(operation, lambda: _reraise(error),
+                                           retryable=retryable)
+            if retryable is not None:
+                said.retryable = retryable
+            raise said from exc
 
     # -- the native calls: the store's ----------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
@@ -215,9 +244,16 @@ class StoreProvider(BaseAdapter):
         return found
 
     async def record_events(self, events: list[MemoryEvent]) -> list[WriteReceipt]:
+        """Bulk ingest through the store's ``record_batch``; a store with
+        ``ingest_lookahead`` prepares the whole call's events in it first (e.g. one
+        batched embedding) unless the gate will skip them anyway."""
         if self._bulk is None:
             raise self._not_offered("record_events")
-        return await self._bulk.record_events(events)
+        lookahead = _offered(self.store, "ingest_lookahead")
+        if lookahead is None or self.mode.read_only or not events:
+            return await self._bulk.record_events(events)
+        async with lookahead(events):
+            return await self._bulk.record_events(events)
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         probe: ReadinessProbe = self._offering("readiness", "readiness")
@@ -248,7 +284,8 @@ class StoreProvider(BaseAdapter):
     async def native_query(self, scope: MemoryScope, query: str,
                            **options: Any) -> dict[str, Any]:
         ask = self._offering("native_query", "native_query")
-        return await self._call("native_query", lambda: ask(scope, query, **options))
+        return self._traced("native_query", scope, await self._call(
+            "native_query", lambda: ask(scope, query, **options)))
 
     async def store_version(self, scope: MemoryScope) -> str:
         version = self._offering("store_version", "store_version")
@@ -266,16 +303,34 @@ class StoreProvider(BaseAdapter):
             raise AdapterError(f"{self.backend_name} has no native operation {operation!r}",
                                backend_name=self.backend_name, operation="native_mutation",
                                retryable=False)
-        return await self._call("native_mutation",
-                                lambda: mutations.run(scope, operation, payload))
+        return self._traced("native_mutation", scope, await self._call(
+            "native_mutation", lambda: mutations.run(scope, operation, payload)))
+
+    def _traced(self, operation: str, scope: MemoryScope,
+                result: dict[str, Any]) -> dict[str, Any]:
+        """One trace per answered diagnostic or mutation, from what the store's result
+        names (``native_operation``, ``native_ids``, ``native_request``, ``status``;
+        default ``ok``)."""
+        request = result.get("native_request")
+        self._emit(self._trace(
+            operation, scope=scope.key, status=str(result.get("status", "ok")),
+            native_operation=result.get("native_operation"),
+            native_ids=[str(i) for i in result.get("native_ids") or ()],
+            **({"native_request": request} if isinstance(request, dict) else {})))
+        return result
 
     async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
         end: SessionEnd = self._offering("end_session", "end_session")
-        return await self._call("end_session", lambda: end(scope, session_id))
+        return self._traced("end_session", scope, await self._call(
+            "end_session", lambda: end(scope, session_id)))
 
     async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
         feedback: Feedback = self._offering("feedback", "apply_feedback")
         return await self._call("apply_feedback", lambda: feedback(request))
+
+
+async def _reraise(error: Exception) -> Any:
+    raise error
 
 
 def as_provider(obj: Any, *, trace_sink: TraceSink | None = None) -> Any:

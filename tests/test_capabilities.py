@@ -220,3 +220,40 @@ async def test_the_wrapper_never_consolidates_while_read_only():
     state = await provider.wait_until_ready(scope, timeout_s=5)
     assert state.status == "ready" and provider.store.consolidated == [scope.key]
     assert state.waited_ms is not None
+
+
+class ServerDown(Exception):
+    """An SDK's own error type, which only its store knows how to read."""
+
+
+class ExplainingStore(ReferenceStore):
+    """A store that says what its SDK's errors mean (``native_error``)."""
+
+    def __init__(self, failure: Exception) -> None:
+        super().__init__()
+        self.failure = failure
+
+    async def retrieve(self, request):  # type: ignore[no-untyped-def]
+        raise self.failure
+
+    def native_error(self, exc: Exception, operation: str) -> AdapterError | None:
+        if isinstance(exc, ServerDown):
+            return AdapterError(f"the server at :9 is down ({exc})", backend_name="ref",
+                                operation=operation, retryable=True, raw={"url": ":9"})
+        return None
+
+
+async def test_a_store_says_what_its_sdks_errors_mean_and_the_wrapper_wraps_the_rest():
+    from nanobot_memory_adapters.contract import ContextBudget, RetrieveRequest
+
+    scope = MemoryScope(run_id="r", persona_id="p")
+    request = RetrieveRequest(scope=scope, query="q", budget=ContextBudget(max_tokens=100))
+    down = StoreProvider(ExplainingStore(ServerDown("refused")))
+    with pytest.raises(AdapterError, match=r"the server at :9 is down \(refused\)") as said:
+        await down.retrieve(request)
+    assert said.value.retryable and said.value.raw == {"url": ":9"}
+    assert said.value.operation == "retrieve" and isinstance(said.value.__cause__, ServerDown)
+    other = StoreProvider(ExplainingStore(ValueError("bad row")))
+    with pytest.raises(AdapterError, match="ValueError: bad row") as generic:
+        await other.retrieve(request)
+    assert generic.value.operation == "retrieve" and not generic.value.retryable

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
     site = Path("/env/lib/python3.11/site-packages")
     warn_from(str(site / "qdrant_client" / "qdrant_client.py"), "payload indexes")
     warn_from(str(site / "somehost" / "mod.py"), "the host's warning")
-    own = Path(sdk_output.__file__).parent / "backends" / "mem0" / "adapter.py"
+    own = Path(sdk_output.__file__).parent / "backends" / "mem0" / "store.py"
     warn_from(str(own), "the package's warning")  # backends/mem0 is not the mem0 SDK
     logging.getLogger("mem0.utils.spacy_models").warning("spaCy is not installed")
     logging.getLogger("somehost").warning("host logger untouched")
@@ -53,7 +53,7 @@ SCRIPT = textwrap.dedent(
         logging.getLogger("asyncio").error("the host's own task failed", exc_info=True)
         # this package's own code (backends/mem0 is not the mem0 SDK) stays visible
         logging.getLogger("asyncio").error(
-            "Task exception was never retrieved\\nfuture: <Task coro=<Mem0Adapter.record() "
+            "Task exception was never retrieved\\nfuture: <Task coro=<Mem0Store.record() "
             f"defined at {own}:1>>", exc_info=True)
     """
 )
@@ -84,7 +84,7 @@ def test_an_sdks_orphaned_task_goes_to_debug_not_a_traceback_on_stderr(routed):
     assert "Neo4jDriver" not in routed.stderr
     assert "DEBUG [asyncio ERROR] Task exception was never retrieved" in routed.stdout
     assert "the host's own task failed" in routed.stderr  # not an SDK's: still shown
-    assert "Mem0Adapter.record" in routed.stderr  # the package's own task: still shown
+    assert "Mem0Store.record" in routed.stderr  # the package's own task: still shown
     assert routed.stderr.count("Traceback") == 2
 
 

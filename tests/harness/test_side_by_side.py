@@ -123,3 +123,34 @@ def test_a_recorded_command_carries_no_machine_paths(tmp_path, monkeypatch):
                "--memos-home /srv/somewhere/memos --label 'a b'")
     assert sbs.portable(command, Path("run")) == (
         "benchmarks/side_by_side.py run --out OUT --memos-home PATH --label 'a b'")
+
+
+def test_a_bench_that_stopped_before_its_results_is_said_in_one_line(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A unit whose provider could not be built ends bench with exit 4 before any results:
+    the run says how to go on and exits non-zero, with no traceback from the summary."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "side_by_side", REPO / "benchmarks" / "side_by_side.py")
+    assert spec and spec.loader
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def bench(cmd, **kwargs):
+        if "bench" not in cmd:
+            return real(cmd, **kwargs)
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 4)  # failed before writing results.json
+
+    monkeypatch.setattr(sbs.subprocess, "run", bench)
+    code = sbs.main(["run", "--tasks", "lme", "--providers", "no_memory",
+                     "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+                     "--lme-questions", "2", "--lme-sessions", "3", "--meter-port", "0",
+                     "--out", str(tmp_path / "run"), "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 4 and len(calls) == 1
+    assert "lme: bench exited 4 without results" in err and "rerun the same command" in err
+    assert "Traceback" not in err and not (tmp_path / "r").exists()

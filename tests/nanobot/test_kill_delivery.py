@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nanobot_memory_adapters.store import StoreProvider
 from tests.nanobot.conftest import VENV_BIN
 
 # Every test here starts a process (a server, nanobot, a bench run): not in the fast suite.
@@ -64,10 +65,10 @@ async def test_sigkill_during_turns_and_delivery_stores_each_turn_once(home):
                 said[text.split("\n\n<memory-context", 1)[0].strip()] += 1
     assert len(said) >= 7, said  # nanobot saved turns from every process
 
-    from nanobot_memory_adapters.backends.mem0.adapter import SimpleRagAdapter
+    from nanobot_memory_adapters.backends.mem0 import simple_rag_store
     from nanobot_memory_adapters.scope import MemoryScope
 
-    adapter = SimpleRagAdapter(home.data_dir)
+    adapter = StoreProvider(simple_rag_store(home.data_dir))
     try:
         listed = await adapter.provenance(MemoryScope(run_id="default",
                                                       persona_id="telegram-kim",

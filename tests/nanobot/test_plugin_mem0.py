@@ -59,7 +59,7 @@ async def until_a_delivery_failed(plugin, before: int, timeout_s: float = 60) ->
 
 async def mem0_records(plugin) -> list[dict]:
     """Everything mem0 holds for alice (inspection through mem0's own get_all)."""
-    memory = await plugin.adapter._native(ALICE)
+    memory = await plugin.adapter.store._native(ALICE)
     got = await memory.get_all(filters={"user_id": ALICE.persona_id, "run_id": ALICE.run_id},
                                top_k=1000)
     return got["results"]
@@ -192,7 +192,7 @@ async def test_a_cut_extraction_stays_pending_until_the_model_answers(home, llm_
     plugin = plugin_for(loop)
     await say(loop, "alice", "Hello there.")
     assert await plugin.flush(timeout_s=120) == 0
-    plugin.adapter._memory.llm.config.max_tokens = 5  # every answer is now cut mid-JSON
+    plugin.adapter.store._memory.llm.config.max_tokens = 5  # every answer is now cut mid-JSON
     before = attempts(plugin)
     await say(loop, "alice", "My sister Ana lives in Porto.")
     await until_a_delivery_failed(plugin, before)
@@ -203,7 +203,7 @@ async def test_a_cut_extraction_stays_pending_until_the_model_answers(home, llm_
     assert "writes failing since" in health and "outbox: 1 pending" in health
     assert not [r for r in await mem0_records(plugin) if "Porto" in r["memory"]]
 
-    plugin.adapter._memory.llm.config.max_tokens = 2000  # the model answers whole again
+    plugin.adapter.store._memory.llm.config.max_tokens = 2000  # the model answers whole again
     assert await plugin.flush(timeout_s=60) == 0
     records = [r for r in await mem0_records(plugin) if "Porto" in r["memory"]]
     assert [r["memory"] for r in records] == ["User's sister Ana lives in Porto."]

@@ -300,7 +300,7 @@ TURNS = [f"Fact number {n}: my favourite {w} is {c}." for n, (w, c) in enumerate
 
 
 async def _simple_rag_memories(plugin, scope: MemoryScope) -> list[str]:
-    memory = await plugin.adapter._native(scope)
+    memory = await plugin.adapter.store._native(scope)
     got = await memory.get_all(filters={"user_id": scope.persona_id, "run_id": scope.run_id},
                                top_k=1000)
     return [r["memory"] for r in got["results"]]
@@ -329,14 +329,15 @@ async def _told_under_full_history(home, *, bob: bool):
 
 async def test_switching_with_backfill_brings_the_past_along(home, monkeypatch):
     loop, plugin = await _told_under_full_history(home, bob=True)
-    from nanobot_memory_adapters.registry import available_providers, provider_class
+    from nanobot_memory_adapters.store import StoreProvider
 
-    cls = provider_class(available_providers()["simple_rag"])
+    cls = StoreProvider  # simple_rag is a native store: its provider is the one wrapper
     bulk_calls: list[int] = []
     original = cls.record_events
 
     async def counting(self, events):
-        bulk_calls.append(len(events))
+        if self.backend_name == "simple_rag":
+            bulk_calls.append(len(events))
         return await original(self, events)
 
     monkeypatch.setattr(cls, "record_events", counting)
@@ -392,19 +393,21 @@ async def test_a_drain_started_as_the_turns_are_queued_leaves_them_to_bulk_inges
 
 def _bulk_counter(monkeypatch) -> tuple[list[int], list[str]]:
     """Count simple_rag's bulk and single writes (events per bulk call, single event ids)."""
-    from nanobot_memory_adapters.registry import available_providers, provider_class
+    from nanobot_memory_adapters.store import StoreProvider
 
-    cls = provider_class(available_providers()["simple_rag"])
+    cls = StoreProvider  # simple_rag is a native store: its provider is the one wrapper
     bulk_calls: list[int] = []
     single_calls: list[str] = []
     original_bulk, original_single = cls.record_events, cls.record_event
 
     async def counting_bulk(self, events):
-        bulk_calls.append(len(events))
+        if self.backend_name == "simple_rag":
+            bulk_calls.append(len(events))
         return await original_bulk(self, events)
 
     async def counting_single(self, event):
-        single_calls.append(event.event_id)
+        if self.backend_name == "simple_rag":
+            single_calls.append(event.event_id)
         return await original_single(self, event)
 
     monkeypatch.setattr(cls, "record_events", counting_bulk)

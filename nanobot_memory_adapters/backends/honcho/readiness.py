@@ -9,26 +9,24 @@ from honcho import Honcho
 from honcho.peer import Peer
 
 from nanobot_memory_adapters.backends.honcho.config import Dirty, HonchoConfig, ScopeState
-from nanobot_memory_adapters.base import NativeCalls, poll_readiness
 from nanobot_memory_adapters.contract import MemoryScope, Readiness
 
 
 class HonchoReadiness:
     """The deriver's queue for a persona, and what this adapter knows that the queue cannot
-    show yet (a write just accepted, sessions still being deleted). The adapter builds it
-    and calls it; it reaches Honcho through the adapter's scope state and clients."""
+    show yet (a write just accepted, sessions still being deleted). The store builds it
+    and offers its ``readiness`` (the wrapper polls it); it reaches Honcho through the
+    store's scope state and clients."""
 
     def __init__(
         self,
         config: HonchoConfig,
-        calls: NativeCalls,
         *,
         scope_state: Callable[[MemoryScope], Awaitable[ScopeState]],
         client: Callable[[str], Honcho],
         state_key: Callable[[MemoryScope], str],
     ) -> None:
         self.config = config
-        self.calls = calls
         self._scope_state = scope_state
         self._client = client
         self.state_key = state_key
@@ -73,7 +71,7 @@ class HonchoReadiness:
 
     async def readiness(self, scope: MemoryScope) -> Readiness:
         started = time.perf_counter()
-        busy, _, deleting = await self.calls.run("readiness", lambda: self._probe(scope))
+        busy, _, deleting = await self._probe(scope)
         dirty = self._dirty.get(self.state_key(scope))
         if busy:
             if dirty:
@@ -89,8 +87,4 @@ class HonchoReadiness:
             status, detail = "ready", "queue drained for this persona"
         return Readiness(status=status, pending_count=busy + len(deleting),
                          waited_ms=(time.perf_counter() - started) * 1000, detail=detail)
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
-                                    interval_s=self.config.readiness_poll_s)
 

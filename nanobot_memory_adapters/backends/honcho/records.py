@@ -5,10 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 
-async def _reraise(exc: Exception) -> Any:
-    raise exc
-
-
 def message_json(m: Any) -> dict[str, Any]:
     return {"id": m.id, "content": m.content, "peer_id": m.peer_id, "session_id": m.session_id,
             "workspace_id": m.workspace_id, "metadata": m.metadata,

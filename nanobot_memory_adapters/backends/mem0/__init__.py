@@ -1,8 +1,9 @@
 """mem0 (mem0ai 2.2.1 ``AsyncMemory``) on embedded Qdrant with local MiniLM embeddings,
-and the ``simple_rag`` control (the same adapter with ``infer=False``).
+and the ``simple_rag`` control (the same store with ``infer=False``).
 
 - ``config.py``: the config blocks and the two ProviderInfos;
-- ``adapter.py``: the adapter (mapping, native requests, formatting, lifecycle);
+- ``store.py``: the native store (mapping, native requests, lifecycle) and the
+  ``simple_rag`` registration;
 - ``qdrant.py``: one local Qdrant client per path per process;
 - ``extraction_log.py``: mem0's swallowed extraction failures, read from its own log.
 """
@@ -14,7 +15,6 @@ from nanobot_memory_adapters.sdk_output import route_sdk_output
 # before the SDK is imported: what it prints while loading goes to loguru at DEBUG
 route_sdk_output()
 
-from nanobot_memory_adapters.backends.mem0.adapter import Mem0Adapter, SimpleRagAdapter  # noqa: E402
 from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
     MEM0_INFO,
     SIMPLE_RAG_INFO,
@@ -22,13 +22,19 @@ from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
     Mem0Config,
     SimpleRagConfig,
 )
+from nanobot_memory_adapters.backends.mem0.store import (  # noqa: E402
+    Mem0Store,
+    SimpleRag,
+    simple_rag_store,
+)
 
 __all__ = [
     "MEM0_INFO",
     "SIMPLE_RAG_INFO",
     "LLMSettings",
-    "Mem0Adapter",
     "Mem0Config",
-    "SimpleRagAdapter",
+    "Mem0Store",
+    "SimpleRag",
     "SimpleRagConfig",
+    "simple_rag_store",
 ]

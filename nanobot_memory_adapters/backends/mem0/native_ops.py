@@ -1,6 +1,7 @@
 """mem0's optional capabilities: readiness (immediate), native mutation (its own update /
 delete / history on one memory of the scope), provenance (its record and history) and
-native query (diagnostics: the scope's memory count, one memory's history)."""
+native query (diagnostics: the scope's memory count, one memory's history). The provider
+wrapper (``store.StoreProvider``) gates, wraps errors and traces each call."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from nanobot_memory_adapters.backends.mem0.config import (
     IDENTITY_KEYS,
 )
 from nanobot_memory_adapters.backends.mem0.requests import Mem0Requests
-from nanobot_memory_adapters.base import NativeCalls
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -20,17 +20,28 @@ from nanobot_memory_adapters.contract import (
 
 
 class Mem0NativeOps:
-    """mem0's own operations on one memory, through the adapter's native calls (read-only
-    mode, error wrapping, traces) and its ``AsyncMemory``."""
+    """mem0's own operations on one memory, on the scope's ``AsyncMemory``."""
+
+    operations = frozenset({"update", "delete", "history"})
+    read_operations = frozenset({"history"})
 
     def __init__(
-        self, calls: NativeCalls, requests: Mem0Requests,
-        native: Callable[[MemoryScope], Awaitable[Any]],
+        self, requests: Mem0Requests, native: Callable[[MemoryScope], Awaitable[Any]],
+        *, backend_name: str, changed: Callable[[MemoryScope], None] = lambda scope: None,
     ) -> None:
-        self.calls = calls
         self.requests = requests
         self._native = native
-        self.backend_name = calls.backend_name
+        self.backend_name = backend_name
+        self._changed = changed  # told after every update/delete (the replay index)
+
+    async def run(self, scope: MemoryScope, operation: str,
+                  payload: dict[str, Any]) -> dict[str, Any]:
+        """``store.NativeMutations``: one of ``operations`` (the wrapper gates the writes)."""
+        try:
+            return await self.native_mutation(scope, operation, payload)
+        finally:
+            if operation not in self.read_operations:
+                self._changed(scope)
 
     def scope_ids(self, scope: MemoryScope, operation: str) -> dict[str, str]:
         return self.requests.scope_ids(scope, operation)
@@ -42,14 +53,11 @@ class Mem0NativeOps:
             detail="mem0 add is synchronous: memories are searchable when add returns",
         )
 
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await self.readiness(scope)
-
     async def _owned(self, scope: MemoryScope, native_id: str, operation: str) -> dict[str, Any]:
         """The memory, if it exists and belongs to ``scope``; never touch another scope's."""
         ids = self.scope_ids(scope, operation)
-        memory = await self.calls.run(operation, lambda: self._native(scope))
-        record = await self.calls.run(operation, lambda: memory.get(native_id))
+        memory = await self._native(scope)
+        record = await memory.get(native_id)
         if not record or any(record.get(k) != v for k, v in ids.items()):
             raise AdapterError(
                 f"memory {native_id!r} does not exist in scope {scope.key}",
@@ -81,11 +89,12 @@ class Mem0NativeOps:
         await self._owned(scope, native_id, op)
         memory = await self._native(scope)
         if operation == "history":
-            rows = await self.calls.run(op, lambda: memory.history(native_id))
+            rows = await memory.history(native_id)
             return {"status": "ok", "operation": operation, "native_id": native_id,
+                    "native_operation": "AsyncMemory.history", "native_ids": [native_id],
                     "history": rows}
         if operation == "delete":
-            result = await self.calls.run(op, lambda: memory.delete(native_id))
+            result = await memory.delete(native_id)
         else:
             text, metadata = payload.get("text"), payload.get("metadata")
             if text is None and metadata is None:
@@ -98,15 +107,9 @@ class Mem0NativeOps:
                     "metadata may not change scope ids (user_id/agent_id/run_id/actor_id)",
                     backend_name=self.backend_name, operation=op, raw={"payload": payload},
                 )
-            result = await self.calls.run(
-                op, lambda: memory.update(native_id, text=text, metadata=metadata)
-            )
-        trace = self.calls.trace(
-            op, native_operation=f"AsyncMemory.{operation}", scope=scope.key,
-            native_ids=[native_id], status="committed",
-        )
-        self.calls.emit(trace)
+            result = await memory.update(native_id, text=text, metadata=metadata)
         return {"status": "committed", "operation": operation, "native_id": native_id,
+                "native_operation": f"AsyncMemory.{operation}", "native_ids": [native_id],
                 "result": result}
 
     async def provenance(
@@ -117,14 +120,12 @@ class Mem0NativeOps:
         if native_id is not None:
             record = await self._owned(scope, native_id, "provenance")
             memory = await self._native(scope)
-            rows = await self.calls.run("provenance", lambda: memory.history(native_id))
+            rows = await memory.history(native_id)
             return {"native_id": native_id, "memory": record, "history": rows}
         ids = self.scope_ids(scope, "provenance")
-        memory = await self.calls.run("provenance", lambda: self._native(scope))
+        memory = await self._native(scope)
         top_k = int(query.get("top_k", 100))
-        listed = await self.calls.run(
-            "provenance", lambda: memory.get_all(filters=ids, top_k=top_k)
-        )
+        listed = await memory.get_all(filters=ids, top_k=top_k)
         return {"scope": ids, "memories": listed.get("results", [])}
 
     async def native_query(
@@ -148,22 +149,14 @@ class Mem0NativeOps:
                     raw={"options": options},
                 )
             rows = (await self.provenance(scope, native_id))["history"]
-            out: dict[str, Any] = {"native_operation": "AsyncMemory.history",
-                                   "native_id": native_id, "history": rows}
-            ids: list[str] = [native_id]
-        else:
-            # get_all returns at most top_k: a full page is listed again with twice the
-            # room, so the count is exact (never top_k standing for "top_k or more")
-            top_k = max(1, int(options.get("top_k", 10_000)))
+            return {"native_operation": "AsyncMemory.history", "native_id": native_id,
+                    "native_ids": [native_id], "history": rows}
+        # get_all returns at most top_k: a full page is listed again with twice the
+        # room, so the count is exact (never top_k standing for "top_k or more")
+        top_k = max(1, int(options.get("top_k", 10_000)))
+        memories = (await self.provenance(scope, top_k=top_k))["memories"]
+        while len(memories) >= top_k:
+            top_k *= 2
             memories = (await self.provenance(scope, top_k=top_k))["memories"]
-            while len(memories) >= top_k:
-                top_k *= 2
-                memories = (await self.provenance(scope, top_k=top_k))["memories"]
-            out = {"native_operation": "AsyncMemory.get_all", "memory_count": len(memories),
-                   "top_k": top_k}
-            ids = []
-        self.calls.emit(self.calls.trace(
-            "native_query", native_operation=out["native_operation"], scope=scope.key,
-            native_ids=ids, status="ok",
-        ))
-        return out
+        return {"native_operation": "AsyncMemory.get_all", "memory_count": len(memories),
+                "top_k": top_k}

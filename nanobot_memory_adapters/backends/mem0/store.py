@@ -18,7 +18,11 @@ Default layout (everything local, nothing downloaded at run time)::
   and the provider is the ``mem0`` architecture. Without one, writes run
   ``add(infer=False)`` (each non-system message stored verbatim) and the provider
   reports itself as the ``simple_rag`` control condition — an ablation of mem0, never
-  presented as mem0 with extraction. ``SimpleRagAdapter`` is that condition by name.
+  presented as mem0 with extraction. ``SimpleRag`` registers that condition by name (the
+  same store, built from the ``simple_rag`` block, never with an LLM).
+
+``Mem0Store`` is a native store (``nanobot_memory_adapters.store``): the provider wrapper
+owns the read-only gate, error wrapping, traces and rendering.
 
 Scope mapping: ``persona_id -> user_id``, ``run_id -> run_id``, ``agent_id -> agent_id``
 only when ``agent_scoped`` is set. Every search/delete carries user_id AND run_id
@@ -104,8 +108,6 @@ from nanobot_memory_adapters.backends.mem0.stored_events import (
     stored_events_for,
 )
 from nanobot_memory_adapters.base import (
-    BaseAdapter,
-    BulkIngest,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
@@ -114,10 +116,9 @@ from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryEvent,
     MemoryScope,
-    Readiness,
+    ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
@@ -126,13 +127,13 @@ from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.sdk_output import quiet_progress, route_sdk_output
 from nanobot_memory_adapters.telemetry import quiet_mem0
 from nanobot_memory_adapters.timeparse import parse_time
-from nanobot_memory_adapters.tracing import TraceSink
 
 
-class Mem0Adapter(BaseAdapter):
-    """mem0 ``AsyncMemory`` behind the contract (see the module docstring)."""
+class Mem0Store:
+    """mem0 ``AsyncMemory`` as a native store (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = Mem0Config
+    info: ProviderInfo
     # a replayed event id is looked up (event ids per scope, listed once:
     # stored_events.py) and not stored twice (provider.replays_checked_writes)
     replay_checked_writes = True
@@ -140,23 +141,15 @@ class Mem0Adapter(BaseAdapter):
     # With extraction, a write fails when the model's answer did (timeout, cut JSON).
     write_failures_retryable: bool | None = None
 
-    def __init__(
-        self,
-        data_dir: str | Path,
-        config: SimpleRagConfig | None = None,
-        *,
-        trace_sink: TraceSink | None = None,
-    ) -> None:
-        if config is None:
-            default = self.config_model()
-            assert isinstance(default, SimpleRagConfig)
-            config = default
+    def __init__(self, data_dir: str | Path, config: SimpleRagConfig | None = None) -> None:
+        config = config if config is not None else Mem0Config()
         llm = getattr(config, "llm", None)
         self.infer: bool = bool(llm is not None and getattr(config, "infer", False))
         info = MEM0_INFO if self.infer else SIMPLE_RAG_INFO
         if config.tag_mapping != info.tag_mapping:
             info = info.model_copy(update={"tag_mapping": config.tag_mapping})
-        super().__init__(info=info, trace_sink=trace_sink)
+        self.info = info
+        self.backend_name = info.name
         self.config = config
         self.llm: LLMSettings | None = llm
         base = Path(config.path).expanduser() if config.path else Path(data_dir) / "mem0"
@@ -170,11 +163,19 @@ class Mem0Adapter(BaseAdapter):
         self.embedding_model = config.embedding_model
         # collaborators: the native arguments, and mem0's own operations on one memory
         self.requests = Mem0Requests(config, backend_name=self.backend_name, infer=self.infer)
-        self.native_ops = Mem0NativeOps(self.calls, self.requests, self._native)
+        ops = Mem0NativeOps(self.requests, self._native, backend_name=self.backend_name,
+                            changed=self._changed)
+        # capabilities (store.STORE_CAPABILITIES): mem0's own operations on one memory
+        self.readiness = ops.readiness
+        self.mutations = ops
+        self.provenance = ops.provenance
+        self.native_query = ops.native_query
+        # bulk ingest: mem0's multi-message add per run of events (``_batches``)
+        self.record_batch = self._record_batch
+        self.split_batches = self._batches
+        self.ingest_lookahead = None if self.infer else self._lookahead
         self._scoped: dict[ScopeKey, Any] = {}  # the scopes' AsyncMemory (scoped.py)
         self._stored_events = StoredEvents()  # the replay index off the local Qdrant
-        # bulk ingest: mem0's multi-message add per run of events (``_batches``)
-        self.bulk = BulkIngest(self, self._record_batch, batches=self._batches)
         self._memory: Any = None
         self._client_held = False
         self._init_lock = threading.Lock()
@@ -183,8 +184,8 @@ class Mem0Adapter(BaseAdapter):
             self.write_failures_retryable = True
 
     @classmethod
-    def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Adapter:
-        return cls(env.data_dir, config, trace_sink=env.trace_sink)
+    def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Store:
+        return cls(env.data_dir, config)
 
     @property
     def stored_events(self) -> StoredEvents:
@@ -203,38 +204,9 @@ class Mem0Adapter(BaseAdapter):
         """The exact ``AsyncMemory.search`` arguments for a request (used by benchmarks)."""
         return self.requests.search_arguments(request)
 
-    # -- capabilities (Mem0NativeOps) ----------------------------------------------------
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        return await self.native_ops.readiness(scope)
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await self.native_ops.wait_until_ready(scope, timeout_s)
-
-    native_mutations = frozenset({"update", "delete", "history"})
-    read_mutations = frozenset({"history"})
-
-    async def _native_mutation(
-        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
-    ) -> dict[str, Any]:
-        """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``
-        (update and delete pass the read-only gate in ``BaseAdapter.native_mutation``)."""
-        try:
-            return await self.native_ops.native_mutation(scope, operation, payload)
-        finally:
-            if operation != "history":  # the scope's stored events are listed again
-                self.stored_events.forget(scope_key(self.scope_ids(scope, operation)))
-
-    async def provenance(
-        self, scope: MemoryScope, native_id: str | None = None, **query: Any
-    ) -> dict[str, Any]:
-        """mem0's record and ``history`` for one memory of the scope (or its memories)."""
-        return await self.native_ops.provenance(scope, native_id, **query)
-
-    async def native_query(
-        self, scope: MemoryScope, query: str, **options: Any
-    ) -> dict[str, Any]:
-        """Diagnostics only: ``memory_count`` or ``history`` (``native_id=...``)."""
-        return await self.native_ops.native_query(scope, query, **options)
+    def _changed(self, scope: MemoryScope) -> None:
+        """After a native update or delete: the scope's stored events are listed again."""
+        self.stored_events.forget(scope_key(self.scope_ids(scope, "native_mutation")))
 
     # -- lifecycle ---------------------------------------------------------------------
     def _mem0_config(self, client: Any) -> Any:
@@ -412,7 +384,7 @@ class Mem0Adapter(BaseAdapter):
         await asyncio.to_thread(close)
 
     # -- native parts ------------------------------------------------------------------
-    async def _setup(self, scope: MemoryScope) -> None:
+    async def setup(self, scope: MemoryScope) -> None:
         await self._memory_of(self.scope_ids(scope, "setup_scope"))
 
     async def _add(
@@ -464,7 +436,7 @@ class Mem0Adapter(BaseAdapter):
             warnings.append("mem0 extracted no new memory from this turn")
         return ids, request, warnings
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         stored = await self._stored_for(event)
         if stored:
             # A replay of an event that was stored (the process died before the outbox
@@ -531,7 +503,7 @@ class Mem0Adapter(BaseAdapter):
     def _describe_add(kwargs: dict[str, Any], messages: int) -> dict[str, Any]:
         return {**kwargs, "messages": messages}
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         query, kwargs = self.search_arguments(request)
         operation = "AsyncMemory.search"
         if not query.strip():
@@ -573,7 +545,7 @@ class Mem0Adapter(BaseAdapter):
             raw=result,
         )
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         ids = self.scope_ids(scope, "reset_scope")
         memory = await self._memory_of(ids)
         self.stored_events.forget(scope_key(ids))
@@ -593,7 +565,7 @@ class Mem0Adapter(BaseAdapter):
         return (f"{done}; the adapter removed their history rows and the scope's recent raw "
                 f"messages from mem0's SQLite history ({self.history_db_path.name})")
 
-    async def _health(self) -> NativeHealth:
+    async def health(self) -> NativeHealth:
         details: dict[str, Any] = {
             "mode": "mem0 (infer=True)" if self.infer else "simple_rag (mem0 infer=False)",
             "vector_store": self._store_details(),
@@ -692,26 +664,13 @@ class Mem0Adapter(BaseAdapter):
                 size = n
         return batches
 
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        """Bulk ingest; with ``infer=False`` the turns' vectors come from one batched call
-        of mem0's own embedder (``embed_cache``), and each ``add`` is served from it."""
-        events = list(events)
-        if self.infer or self.mode.read_only or not events:
-            return await self.bulk.record_events(events)
-        embedder, held = await self._hold(events)
-        try:
-            return await self.bulk.record_events(events)
-        finally:
-            if embedder is not None:
-                embedder.release(held)
-
     @contextlib.asynccontextmanager
-    async def ingest_lookahead(self, events: Sequence[MemoryEvent]) -> AsyncIterator[None]:
-        """With ``infer=False``: the events' texts embedded in one batch of mem0's own
-        embedder now, each later ``add`` of them served from it (as ``record_events``
-        does for one call) until the context ends. Declared by ``simple_rag`` only: with
-        ``infer=True`` mem0 embeds the facts its LLM extracts, not the turns."""
-        embedder, held = (None, []) if self.infer else await self._hold(list(events))
+    async def _lookahead(self, events: Sequence[MemoryEvent]) -> AsyncIterator[None]:
+        """``ingest_lookahead`` with ``infer=False``: the events' texts embedded in one batch
+        of mem0's own embedder now, each later ``add`` of them served from it until the
+        context ends (the wrapper holds one around a bulk ``record_events`` too). Not
+        offered with ``infer=True``: mem0 then embeds the facts its LLM extracts."""
+        embedder, held = await self._hold(list(events))
         try:
             yield
         finally:
@@ -782,23 +741,21 @@ async def _held_or_released(embedder: CachedQueryEmbedder, texts: list[str]) -> 
         raise
 
 
-class SimpleRagAdapter(Mem0Adapter):
-    """The ``simple_rag`` control condition: mem0 with ``infer=False``, always."""
+class SimpleRag:
+    """The ``simple_rag`` control's registration: a :class:`Mem0Store` built from the
+    ``simple_rag`` block (no subclass: the condition is a configuration of the store)."""
 
     config_model: ClassVar[type[BaseModel]] = SimpleRagConfig
 
-    def __init__(
-        self,
-        data_dir: str | Path,
-        config: SimpleRagConfig | None = None,
-        *,
-        trace_sink: TraceSink | None = None,
-    ) -> None:
-        config = config if config is not None else SimpleRagConfig()
-        if isinstance(config, Mem0Config):  # never extraction, whatever the block says
-            config = SimpleRagConfig(**config.model_dump(
-                exclude={"llm", "infer", "custom_instructions"}
-            ))
-        super().__init__(data_dir, config, trace_sink=trace_sink)
+    @classmethod
+    def from_config(cls, config: SimpleRagConfig, env: ProviderEnv) -> Mem0Store:
+        return simple_rag_store(env.data_dir, config)
 
 
+def simple_rag_store(data_dir: str | Path, config: SimpleRagConfig | None = None) -> Mem0Store:
+    """mem0 with ``infer=False``, always: a mem0 block handed here loses its LLM."""
+    config = config if config is not None else SimpleRagConfig()
+    if isinstance(config, Mem0Config):  # never extraction, whatever the block says
+        config = SimpleRagConfig(**config.model_dump(
+            exclude={"llm", "infer", "custom_instructions"}))
+    return Mem0Store(data_dir, config)

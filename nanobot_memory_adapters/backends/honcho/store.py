@@ -1,6 +1,8 @@
-"""Honcho v3 (honcho-ai 2.7.0 SDK, async through ``.aio``) behind the adapter contract.
+"""Honcho v3 (honcho-ai 2.7.0 SDK, async through ``.aio``) as a native store
+(``nanobot_memory_adapters.store``: the provider wrapper owns the read-only gate, traces,
+error wrapping and rendering; this store says what Honcho's own errors mean).
 
-The adapter only maps ids, builds native requests, formats results and manages
+The store only maps ids, builds native requests, formats results and manages
 lifecycle; extraction, retrieval and reasoning are Honcho's (its deriver, its
 ``session.context``). Measured server behaviour it relies on is in docs/honcho.md.
 
@@ -25,15 +27,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import httpx
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.base import (
-    BaseAdapter,
-    BulkIngest,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
@@ -44,15 +43,13 @@ from nanobot_memory_adapters.contract import (
     ContextBudget,
     MemoryEvent,
     MemoryScope,
-    Readiness,
+    ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.formatting import RenderedContext
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.timeparse import parse_time
-from nanobot_memory_adapters.tracing import TraceSink
 
 try:  # the optional extra
     from honcho import Honcho
@@ -71,7 +68,6 @@ from nanobot_memory_adapters.backends.honcho.config import (
     PET_WARNING,
     HonchoConfig,
     ScopeState,
-    T,
     native_name,
     provider_info,
     reset_epoch,
@@ -83,55 +79,50 @@ from nanobot_memory_adapters.backends.honcho.context import (
 from nanobot_memory_adapters.backends.honcho.context import render as render_honcho_context
 from nanobot_memory_adapters.backends.honcho.readiness import HonchoReadiness
 from nanobot_memory_adapters.backends.honcho.records import (
-    _reraise,
     message_json,
     summary_json,
 )
 from nanobot_memory_adapters.backends.honcho.writes import HonchoWrites
 
 
-class HonchoAdapter(BaseAdapter):
+class HonchoStore:
+    """Honcho behind the contract as a native store (see the module docstring)."""
+
     config_model: ClassVar[type[BaseModel]] = HonchoConfig
+    info: ProviderInfo
     # messages are filtered by their event_id metadata before adding
     # (provider.replays_checked_writes)
     replay_checked_writes = True
+    # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
+    # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
+    readiness_timeout_s = 90.0
 
-    def __init__(
-        self,
-        config: HonchoConfig,
-        *,
-        base_url: str,
-        api_key: str | None = None,
-        trace_sink: TraceSink | None = None,
-    ) -> None:
-        super().__init__(info=provider_info(config), trace_sink=trace_sink)
+    def __init__(self, config: HonchoConfig, *, base_url: str,
+                 api_key: str | None = None) -> None:
+        self.info = provider_info(config)
+        self.backend_name = self.info.name
         self.config = config
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self._clients: dict[str, Honcho] = {}
         self._scopes: dict[str, ScopeState] = {}
         # collaborator: the deriver's queue and what it cannot show yet
-        self.deriver = HonchoReadiness(config, self.calls, scope_state=self._scope_state,
+        self.deriver = HonchoReadiness(config, scope_state=self._scope_state,
                                        client=self._client, state_key=self.state_key)
         # collaborators: the writes (one event, or a run of them through bulk ingest)
         self.writes = HonchoWrites(scope_state=self._scope_state,
                                    ensure_session=self._ensure_session,
                                    state_key=self.state_key, mark_dirty=self.deriver.mark_dirty)
-        self.bulk = BulkIngest(self, self.writes.record_batch)
-        # Used by `nanobot-memory conformance`: a real server's idle deriver backs off its
-        # polling up to 30 s (x1.5 jitter), so derivation can take that long to start.
-        self.readiness_timeout_s = 90.0
-
-    # -- readiness (HonchoReadiness) ----------------------------------------------------------
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        return await self.deriver.readiness(scope)
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await self.deriver.wait_until_ready(scope, timeout_s)
+        # capabilities (store.STORE_CAPABILITIES): bulk ingest is one ``add_messages`` per
+        # 100 messages of a run of events that share scope and session
+        self.record_batch = self.writes.record_batch
+        self.readiness = self.deriver.readiness
+        self.readiness_interval_s = config.readiness_poll_s
+        self.end_session = self._end_session if config.dream_on_session_end else None
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_config(cls, config: HonchoConfig, env: ProviderEnv) -> HonchoAdapter:
+    def from_config(cls, config: HonchoConfig, env: ProviderEnv) -> HonchoStore:
         base_url = config.base_url or os.environ.get("HONCHO_URL")
         if not base_url:
             raise ConfigError(
@@ -143,10 +134,10 @@ class HonchoAdapter(BaseAdapter):
             raise ConfigError("memory.honcho.base_url", f"{base_url!r} is not an http(s) URL",
                               'use e.g. "http://127.0.0.1:8080"')
         api_key = config.api_key or os.environ.get("HONCHO_API_KEY")
-        return cls(config, base_url=base_url, api_key=api_key, trace_sink=env.trace_sink)
+        return cls(config, base_url=base_url, api_key=api_key)
 
     @classmethod
-    def failing_variant(cls, block: HonchoConfig | dict[str, Any] | None = None) -> HonchoAdapter:
+    def failing_variant(cls, block: HonchoConfig | dict[str, Any] | None = None) -> HonchoStore:
         """The same adapter pointed at a port where nothing listens (contract item 7)."""
         config = HonchoConfig.model_validate(
             block.model_dump() if isinstance(block, HonchoConfig) else (block or {})
@@ -191,15 +182,10 @@ class HonchoAdapter(BaseAdapter):
             self._clients[workspace] = client
         return client
 
-    async def _call(  # type: ignore[override]
-        self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
-    ) -> T:
-        """Native failures become AdapterError naming the server URL and keeping the body."""
-        try:
-            return await fn()
-        except AdapterError:
-            raise
-        except HonchoError as exc:
+    def native_error(self, exc: Exception, operation: str) -> AdapterError | None:
+        """Honcho's failures said as which server answered what, with its body; whether a
+        retry can help (unreachable, 5xx, 429). Others: the wrapper's generic wrapping."""
+        if isinstance(exc, HonchoError):
             status = getattr(exc, "status", 0) or None
             raw = {
                 "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -217,20 +203,18 @@ class HonchoAdapter(BaseAdapter):
                 if exc.code in ("connection_error", "timeout")
                 else f"Honcho at {self.base_url} answered {status}"
             )
-            raise AdapterError(
+            return AdapterError(
                 f"{where}: {exc.message}", backend_name=self.backend_name,
-                operation=operation, raw=raw, retryable=found if retryable is None else retryable,
-            ) from exc
-        except (httpx.TransportError, OSError) as exc:
-            raise AdapterError(
+                operation=operation, raw=raw, retryable=found,
+            )
+        if isinstance(exc, httpx.TransportError | OSError):
+            return AdapterError(
                 f"Honcho at {self.base_url} is unreachable: {exc}",
                 backend_name=self.backend_name, operation=operation,
                 raw={"type": type(exc).__qualname__, "message": str(exc),
                      "base_url": self.base_url}, retryable=True,
-            ) from exc
-        except Exception as exc:
-            error = exc
-            return await super()._call(operation, lambda: _reraise(error), retryable=retryable)
+            )
+        return None
 
     async def _scope_state(self, scope: MemoryScope) -> ScopeState:
         state = self._scopes.get(self.state_key(scope))
@@ -270,19 +254,14 @@ class HonchoAdapter(BaseAdapter):
         return session
 
     # -- contract: setup / write ----------------------------------------------------------------
-    async def _setup(self, scope: MemoryScope) -> None:
+    async def setup(self, scope: MemoryScope) -> None:
         await self._scope_state(scope)
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         return await self.writes.record(event)
 
-    async def record_events(self, events: Sequence[MemoryEvent]) -> list[WriteReceipt]:
-        """Bulk ingest: one ``add_messages`` per 100 messages of a run of events that
-        share scope and session (``HonchoWrites.record_batch``)."""
-        return await self.bulk.record_events(events)
-
     # -- contract: read --------------------------------------------------------------------------
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         scope = request.scope
         state = await self._scope_state(scope)
         client = self._client(state.workspace)
@@ -371,7 +350,7 @@ class HonchoAdapter(BaseAdapter):
         return render_honcho_context(self.backend_name, key, items, budget)
 
     # -- reset / health / diagnostics ----------------------------------------------------------
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         state = await self._scope_state(scope)
         client = self._client(state.workspace)
         sessions = await self.deriver.peer_sessions(state)
@@ -403,7 +382,7 @@ class HonchoAdapter(BaseAdapter):
             "(e.g. from dreams)."
         )
 
-    async def _health(self) -> NativeHealth:
+    async def health(self) -> NativeHealth:
         async with httpx.AsyncClient(timeout=min(5.0, self.config.timeout_s)) as http:
             try:
                 r = await http.get(f"{self.base_url}/health")
@@ -428,52 +407,33 @@ class HonchoAdapter(BaseAdapter):
                            ) -> dict[str, Any]:
         """Diagnostics only (traced, never put in a prompt): Honcho's dialectic
         (``peer.chat``, an extra LLM call) about the scope's user peer."""
-        request: dict[str, Any] = {}
-
-        async def run() -> dict[str, Any]:
-            state = await self._scope_state(scope)
-            peer = Peer(state.user_peer, self._client(state.workspace))
-            session = options.get("session_id")
-            name = self.session_name(scope, session, state.epoch) if session else None
-            request.update(workspace=state.workspace, peer=state.user_peer, session=name,
-                           reasoning_level=options.get("reasoning_level"))
-            answer = await peer.aio.chat(
-                query, session=name, reasoning_level=options.get("reasoning_level"),
-            )
-            return {"native_operation": "peer.chat", "peer": state.user_peer,
-                    "answer": answer if isinstance(answer, str | None) else str(answer)}
-
-        out = await self._call("native_query", run)
-        self._emit(self._trace("native_query", native_operation="peer.chat",
-                               native_request=request, scope=scope.key, status="ok"))
-        return out
+        state = await self._scope_state(scope)
+        peer = Peer(state.user_peer, self._client(state.workspace))
+        session = options.get("session_id")
+        name = self.session_name(scope, session, state.epoch) if session else None
+        request = {"workspace": state.workspace, "peer": state.user_peer, "session": name,
+                   "reasoning_level": options.get("reasoning_level")}
+        answer = await peer.aio.chat(
+            query, session=name, reasoning_level=options.get("reasoning_level"),
+        )
+        return {"native_operation": "peer.chat", "peer": state.user_peer,
+                "native_request": request,
+                "answer": answer if isinstance(answer, str | None) else str(answer)}
 
     async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
-        """``session_end`` (``dream_on_session_end``): schedule Honcho's dream for the
-        scope's user peer, scoped to the session's native Honcho session. The dream runs
-        in Honcho's queue like derivation, so readiness waits for it."""
-        if not self.config.dream_on_session_end:
-            raise AdapterError(
-                "session_end is not enabled for this provider", backend_name=self.backend_name,
-                operation="end_session", retryable=False,
-                raw={"fix": "set memory.honcho.dream_on_session_end to true"},
-            )
-        request: dict[str, Any] = {}
-
-        async def run() -> None:
-            state = await self._scope_state(scope)
-            name = self.session_name(scope, session_id, state.epoch)
-            request.update(workspace=state.workspace, observer=state.user_peer,
-                           observed=state.user_peer, session=name)
-            await self._client(state.workspace).aio.schedule_dream(
-                state.user_peer, session=name, observed=state.user_peer)
-            self.deriver.mark_dirty(self.state_key(scope))
-
-        await self._call("end_session", run)
-        self._emit(self._trace("end_session", native_operation="schedule_dream",
-                               native_request=request, scope=scope.key, status="queued"))
+        """``session_end`` (offered with ``dream_on_session_end``): schedule Honcho's dream
+        for the scope's user peer, scoped to the session's native Honcho session. The dream
+        runs in Honcho's queue like derivation, so readiness waits for it."""
+        state = await self._scope_state(scope)
+        name = self.session_name(scope, session_id, state.epoch)
+        request = {"workspace": state.workspace, "observer": state.user_peer,
+                   "observed": state.user_peer, "session": name}
+        await self._client(state.workspace).aio.schedule_dream(
+            state.user_peer, session=name, observed=state.user_peer)
+        self.deriver.mark_dirty(self.state_key(scope))
         # "queued" as in WriteStatus: Honcho holds the dream and runs it from its queue
-        return {"status": "queued", "native_operation": "schedule_dream", **request}
+        return {"status": "queued", "native_operation": "schedule_dream",
+                "native_request": request, **request}
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, {}
