@@ -106,7 +106,7 @@ class NativeMutations(Protocol):
 T = TypeVar("T")
 ReadinessProbe = Callable[[MemoryScope], Awaitable[Readiness]]
 SessionEnd = Callable[[MemoryScope, str], Awaitable[dict[str, Any]]]
-Feedback = Callable[[FeedbackRequest], Awaitable[WriteReceipt]]
+Feedback = Callable[[FeedbackRequest], Awaitable[NativeWrite]]
 
 #: capability -> the store attribute that offers it (an object, or None: not offered).
 STORE_CAPABILITIES: dict[Capability, str] = {
@@ -124,7 +124,8 @@ STORE_CAPABILITIES: dict[Capability, str] = {
 #: Plain provider attributes (provider.py's accessors read them) a store may set.
 _PROVIDER_ATTRIBUTES = ("query_independent", "max_concurrent_units",
                         "replay_checked_writes", "readiness_timeout_s",
-                        "write_failures_retryable")
+                        "write_failures_retryable",
+                        "native_scope")  # (scope) -> its native names, for run manifests
 
 
 def is_store(obj: object) -> bool:
@@ -309,13 +310,14 @@ class StoreProvider(BaseAdapter):
     def _traced(self, operation: str, scope: MemoryScope,
                 result: dict[str, Any]) -> dict[str, Any]:
         """One trace per answered diagnostic or mutation, from what the store's result
-        names (``native_operation``, ``native_ids``, ``native_request``, ``status``;
-        default ``ok``)."""
+        names (``native_operation``, ``native_ids``, ``native_request``,
+        ``retrieved_count``, ``status``; default ``ok``)."""
         request = result.get("native_request")
         self._emit(self._trace(
             operation, scope=scope.key, status=str(result.get("status", "ok")),
             native_operation=result.get("native_operation"),
             native_ids=[str(i) for i in result.get("native_ids") or ()],
+            retrieved_count=result.get("retrieved_count"),
             **({"native_request": request} if isinstance(request, dict) else {})))
         return result
 
@@ -325,8 +327,20 @@ class StoreProvider(BaseAdapter):
             "end_session", lambda: end(scope, session_id)))
 
     async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+        """The store's ``feedback`` writes; its receipt and trace are built here, as a
+        recorded event's are (status, native ids and request, warnings, latency)."""
         feedback: Feedback = self._offering("feedback", "apply_feedback")
-        return await self._call("apply_feedback", lambda: feedback(request))
+        started = time.perf_counter()
+        native = await self._call("apply_feedback", lambda: feedback(request))
+        latency = (time.perf_counter() - started) * 1000
+        trace = self._trace(
+            "apply_feedback", native_operation=native.native_operation,
+            native_request=native.native_request, scope=request.scope.key,
+            native_ids=native.native_ids, latency_ms=latency, status=native.status,
+            warnings=native.warnings)
+        self._emit(trace)
+        return WriteReceipt(status=native.status, native_ids=native.native_ids,
+                            latency_ms=latency, trace=trace)
 
 
 async def _reraise(error: Exception) -> Any:

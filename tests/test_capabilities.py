@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobot_memory_adapters.backends.memos import MemOSAdapter, MemOSConfig
+from nanobot_memory_adapters.backends.memos import MemOSConfig, MemOSStore
 from nanobot_memory_adapters.contract import (
     AdapterError,
     FeedbackRequest,
@@ -20,15 +20,15 @@ from nanobot_memory_adapters.testing.reference import ReferenceStore
 
 
 async def test_memos_feedback_is_declared_by_config_not_by_a_subclass():
-    plain = MemOSAdapter(MemOSConfig(base_url="http://127.0.0.1:9"))
-    fed = MemOSAdapter(MemOSConfig(base_url="http://127.0.0.1:9", feedback=True))
+    plain = StoreProvider(MemOSStore(MemOSConfig(base_url="http://127.0.0.1:9")))
+    fed = StoreProvider(MemOSStore(MemOSConfig(base_url="http://127.0.0.1:9", feedback=True)))
     try:
-        assert type(plain) is type(fed)
+        assert type(plain.store) is type(fed.store)  # one class; config declares
         assert capabilities_of(plain) == ["readiness", "native_query"]
         assert capabilities_of(fed) == ["feedback", "readiness", "native_query"]
         assert not supports(plain, "feedback") and supports(fed, "feedback")
         assert supports(plain, "readiness")
-        with pytest.raises(AdapterError, match="feedback is not enabled"):
+        with pytest.raises(AdapterError, match="does not offer apply_feedback"):
             await plain.apply_feedback(FeedbackRequest(
                 scope=MemoryScope(run_id="r", persona_id="p"), feedback="no"))
     finally:

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from nanobot_memory_adapters.backends.memos import (
-    MemOSAdapter,
     MemOSConfig,
+    MemOSStore,
 )
 from nanobot_memory_adapters.backends.memos.config import NATIVE_TYPES
 from nanobot_memory_adapters.backends.memos.server import (
@@ -44,6 +44,7 @@ from nanobot_memory_adapters.contract import (
     supports,
 )
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.llm_double.handlers import memos as memos_handlers
 from tests.llm_double.server import LLMDouble, load_handlers
@@ -143,12 +144,12 @@ class TestMemOSContract(ContractSuite):
     @pytest.fixture
     def contract_target(self, memos_server):
         async def make():
-            return MemOSAdapter(_config(memos_server))
+            return StoreProvider(MemOSStore(_config(memos_server)))
 
         async def make_failing():
-            return MemOSAdapter(_config(memos_server).model_copy(
+            return StoreProvider(MemOSStore(_config(memos_server).model_copy(
                 update={"base_url": "http://127.0.0.1:9"}
-            ))
+            )))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=READY_S)
 
@@ -161,12 +162,12 @@ class TestMemOSSyncFineContract(ContractSuite):
         config = _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)
 
         async def make():
-            return MemOSAdapter(config)
+            return StoreProvider(MemOSStore(config))
 
         async def make_failing():
-            return MemOSAdapter(config.model_copy(
+            return StoreProvider(MemOSStore(config.model_copy(
                 update={"base_url": "http://127.0.0.1:9"}
-            ))
+            )))
 
         return SuiteTarget(make=make, make_failing=make_failing, readiness_timeout_s=READY_S)
 
@@ -175,7 +176,7 @@ class TestMemOSSyncFineContract(ContractSuite):
 
 @needs_redis
 async def test_async_add_becomes_retrievable_after_readiness(memos_server):
-    adapter = MemOSAdapter(_config(memos_server))
+    adapter = StoreProvider(MemOSStore(_config(memos_server)))
     try:
         assert supports(adapter, "readiness")
         assert adapter.info.consistency_model == "async_derived"
@@ -200,7 +201,7 @@ async def test_async_add_becomes_retrievable_after_readiness(memos_server):
 
 
 async def test_groups_and_native_labels_survive(memos_server):
-    adapter = MemOSAdapter(_config(memos_server, async_mode="sync", add_mode="fast"))
+    adapter = StoreProvider(MemOSStore(_config(memos_server, async_mode="sync", add_mode="fast")))
     try:
         scope = _scope(_run())
         await adapter.record_event(_event(scope, "I collect brass telescopes in Reykjavik."))
@@ -208,7 +209,7 @@ async def test_groups_and_native_labels_survive(memos_server):
         # raw payload: MemOS's own groups, one bucket per cube
         assert set(result.raw) >= {"text_mem", "pref_mem", "tool_mem", "skill_mem"}
         bucket = result.raw["text_mem"][0]
-        assert bucket["cube_id"] == adapter.native_ids(scope)["cube_id"]
+        assert bucket["cube_id"] == adapter.store.native_ids(scope)["cube_id"]
         item = next(i for i in result.items if "telescopes" in i.text)
         assert item.group == "text_mem"
         assert item.native_type == "LongTermMemory"  # a sync fast add: the raw turn
@@ -226,7 +227,7 @@ async def test_groups_and_native_labels_survive(memos_server):
 
 @needs_redis
 async def test_tags_are_a_hard_search_filter(memos_server):
-    adapter = MemOSAdapter(_config(memos_server))
+    adapter = StoreProvider(MemOSStore(_config(memos_server)))
     try:
         scope = _scope(_run())
         await adapter.record_event(_event(scope, "At work I use the Falcon dashboard.", 1,
@@ -234,7 +235,7 @@ async def test_tags_are_a_hard_search_filter(memos_server):
         await adapter.record_event(_event(scope, "At home I use the Heron dashboard.", 2,
                                           context="personal", scenario="tools"))
         assert (await adapter.wait_until_ready(scope, READY_S)).status == "ready"
-        body = adapter.search_request(_request(scope, "Which dashboard?", context="work"))
+        body = adapter.store.search_request(_request(scope, "Which dashboard?", context="work"))
         assert body["filter"] == {"and": [{"info.context": "work"}]}
         work = await adapter.retrieve(_request(scope, "Which dashboard do I use?",
                                                context="work"))
@@ -252,7 +253,7 @@ async def test_tags_are_a_hard_search_filter(memos_server):
 async def test_custom_tags_on_sync_fine_adds_filter_by_native_tags(memos_server):
     """custom_tags reach MemOS's extractor on sync fine adds; the extracted memory's
     ``tags`` are then a native filter (``filters={"tags": {"contains": ...}}``)."""
-    adapter = MemOSAdapter(_config(memos_server, async_mode="sync", add_mode="fine"))
+    adapter = StoreProvider(MemOSStore(_config(memos_server, async_mode="sync", add_mode="fine")))
     try:
         scope = _scope(_run())
         receipt = await adapter.record_event(
@@ -274,11 +275,11 @@ async def test_custom_tags_on_sync_fine_adds_filter_by_native_tags(memos_server)
 
 
 async def test_cubes_isolated_and_reset_clears_one_scope(memos_server):
-    adapter = MemOSAdapter(_config(memos_server, async_mode="sync", add_mode="fine"))
+    adapter = StoreProvider(MemOSStore(_config(memos_server, async_mode="sync", add_mode="fine")))
     try:
         run = _run()
         alice, bob = _scope(run, "alice"), _scope(run, "bob")
-        ids_a, ids_b = adapter.native_ids(alice), adapter.native_ids(bob)
+        ids_a, ids_b = adapter.store.native_ids(alice), adapter.store.native_ids(bob)
         assert ids_a["cube_id"] != ids_b["cube_id"] and ids_a["user_id"] != ids_b["user_id"]
         await adapter.record_event(_event(alice, "I live in Valparaiso and I bake sourdough."))
         await adapter.record_event(_event(bob, "I live in Tromso and I knit sweaters."))
@@ -309,15 +310,15 @@ async def test_native_query_inventory_counts_one_cube_by_type(memos_server):
         def emit(self, trace, **extra):
             traces.append(trace)
 
-    adapter = MemOSAdapter(_config(memos_server, async_mode="sync", add_mode="fine"),
-                           trace_sink=Sink())
+    adapter = StoreProvider(MemOSStore(_config(memos_server, async_mode="sync", add_mode="fine")),
+                            trace_sink=Sink())
     try:
         run = _run()
         alice, bob = _scope(run, "alice"), _scope(run, "bob")
         first = await adapter.record_event(_event(alice, "I live in Lisbon and I row boats."))
         await adapter.record_event(_event(alice, "I keep two cats.", n=2))
         out = await adapter.native_query(alice, "inventory")
-        assert out["cube_id"] == adapter.native_ids(alice)["cube_id"]
+        assert out["cube_id"] == adapter.store.native_ids(alice)["cube_id"]
         assert out["total"] == sum(out["memory_types"].values()) >= len(first.native_ids) > 0
         assert set(out["memory_types"]) <= set(NATIVE_TYPES)
         empty = await adapter.native_query(bob, "inventory")
@@ -329,10 +330,9 @@ async def test_native_query_inventory_counts_one_cube_by_type(memos_server):
 
 
 async def test_feedback_capability(memos_server):
-    plain = MemOSAdapter(_config(memos_server))
-    feedback = MemOSAdapter(
-        _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)
-    )
+    plain = StoreProvider(MemOSStore(_config(memos_server)))
+    feedback = StoreProvider(MemOSStore(
+        _config(memos_server, async_mode="sync", add_mode="fine", feedback=True)))
     try:
         assert not supports(plain, "feedback")
         assert "feedback" in capabilities_of(feedback)
@@ -374,7 +374,7 @@ async def test_registry_builds_memos_from_config(memos_server, tmp_path):
 
 async def test_stopped_server_fails_fast_naming_the_url():
     url = "http://127.0.0.1:9"
-    adapter = MemOSAdapter(MemOSConfig(base_url=url))
+    adapter = StoreProvider(MemOSStore(MemOSConfig(base_url=url)))
     try:
         scope = _scope("r1")
         with pytest.raises(AdapterError) as err:
@@ -399,10 +399,9 @@ def test_conformance_cli_against_stopped_server_fails_fast():
     assert time.monotonic() - started < 60
 
 
-def _mock(handler) -> MemOSAdapter:
-    return MemOSAdapter(
-        MemOSConfig(base_url="http://memos.test"), transport=httpx.MockTransport(handler)
-    )
+def _mock(handler) -> StoreProvider:
+    return StoreProvider(MemOSStore(MemOSConfig(base_url="http://memos.test"),
+                                    transport=httpx.MockTransport(handler)))
 
 
 async def test_readiness_unknown_without_redis_queue():
@@ -452,19 +451,19 @@ async def test_native_errors_keep_the_body():
 
 
 def test_ids_are_safe_for_memos_stream_keys():
-    adapter = MemOSAdapter(MemOSConfig(base_url="http://memos.test"))
-    ids = adapter.native_ids(MemoryScope(run_id="run:1", persona_id="tg:42"))
+    adapter = StoreProvider(MemOSStore(MemOSConfig(base_url="http://memos.test")))
+    ids = adapter.store.native_ids(MemoryScope(run_id="run:1", persona_id="tg:42"))
     assert ":" not in ids["user_id"] and ":" not in ids["cube_id"]
-    other = adapter.native_ids(MemoryScope(run_id="run_1", persona_id="tg_42"))
+    other = adapter.store.native_ids(MemoryScope(run_id="run_1", persona_id="tg_42"))
     assert ids != other  # sanitizing never merges two scopes
     assert other == {"user_id": "run_1__tg_42", "cube_id": "nbm__run_1__tg_42"}  # kept as is
     # The "__" separator of the default templates cannot be forged by an id.
     scopes = [("a__b", "c"), ("a", "b__c"), ("a_", "_b"), ("a", "__b"), ("a___", "b")]
-    native = [adapter.native_ids(MemoryScope(run_id=r, persona_id=p)) for r, p in scopes]
+    native = [adapter.store.native_ids(MemoryScope(run_id=r, persona_id=p)) for r, p in scopes]
     assert len({n["user_id"] for n in native}) == len(scopes)
     assert len({n["cube_id"] for n in native}) == len(scopes)
     with pytest.raises(AdapterError):
-        adapter.search_request(RetrieveRequest(
+        adapter.store.search_request(RetrieveRequest(
             query="q", scope=MemoryScope(run_id="r", persona_id="p"),
             budget=ContextBudget(max_tokens=100), filters={"user_name": "someone-else"},
         ))

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from nanobot_memory_adapters.backends.memos import MemOSAdapter, MemOSConfig
+from nanobot_memory_adapters.backends.memos import MemOSConfig, MemOSStore
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.harness.manifest import native_config, provider_entry
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 
 URL = "http://memos.test"
 
@@ -38,7 +39,7 @@ async def test_use_multi_db_is_recorded_in_the_manifest(tmp_path):
         native = entry["scope_mapping"]["native"]
         assert native["use_multi_db"] is False and native["isolation"].startswith("logical")
         assert native["cube_id"] == "nbm__r1__alice"
-        explicit = MemOSAdapter(MemOSConfig(base_url=URL, use_multi_db=False))
+        explicit = StoreProvider(MemOSStore(MemOSConfig(base_url=URL, use_multi_db=False)))
         assert explicit.native_scope(scope)["use_multi_db"] is False
         await explicit.aclose()
     finally:
@@ -83,8 +84,8 @@ async def test_native_query_inventory_request_parse_and_trace():
         def emit(self, trace, **extra):
             traces.append(trace)
 
-    adapter = MemOSAdapter(MemOSConfig(base_url=URL), trace_sink=Sink(),
-                           transport=httpx.MockTransport(handler))
+    adapter = StoreProvider(MemOSStore(MemOSConfig(base_url=URL),
+                           transport=httpx.MockTransport(handler)), trace_sink=Sink())
     try:
         assert supports(adapter, "native_query")
         assert capabilities_of(adapter) == ["readiness", "native_query"]
@@ -92,9 +93,10 @@ async def test_native_query_inventory_request_parse_and_trace():
         out = await adapter.native_query(scope, "inventory")
         assert sent == [("/product/get_all", {"user_id": "r1__alice", "memory_type": "text_mem",
                                               "mem_cube_ids": ["nbm__r1__alice"]})]
-        assert out == {"native_operation": "POST /product/get_all", "cube_id": "nbm__r1__alice",
-                       "group": "text_mem", "total": 4,
-                       "memory_types": {"LongTermMemory": 1, "UserMemory": 3}}
+        assert {k: v for k, v in out.items() if k != "native_request"} == {
+            "native_operation": "POST /product/get_all", "cube_id": "nbm__r1__alice",
+            "group": "text_mem", "total": 4, "retrieved_count": 4,
+            "memory_types": {"LongTermMemory": 1, "UserMemory": 3}}
         queried = [t for t in traces if t.operation == "native_query"]
         assert [(t.native_operation, t.scope, t.retrieved_count) for t in queried] == [
             ("POST /product/get_all", scope.key, 4)]
@@ -121,7 +123,8 @@ async def test_native_query_inventory_refuses_an_answer_without_statistics():
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"code": 200, "message": "ok", "data": answers.pop(0)})
 
-    adapter = MemOSAdapter(MemOSConfig(base_url=URL), transport=httpx.MockTransport(handler))
+    adapter = StoreProvider(MemOSStore(MemOSConfig(base_url=URL),
+                                       transport=httpx.MockTransport(handler)))
     try:
         for _ in range(3):
             with pytest.raises(AdapterError, match="no memory_statistics"):

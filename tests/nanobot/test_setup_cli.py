@@ -172,7 +172,7 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
     os.environ["MEMOS_TEST_KEY"] = secret
     try:
         adapter = load_provider(memory, data_dir=tmp_path)
-        assert adapter.config.api_key == secret  # type: ignore[attr-defined]
+        assert adapter.store.config.api_key == secret  # type: ignore[attr-defined]
         asyncio.run(adapter.aclose())
     finally:
         del os.environ["MEMOS_TEST_KEY"]

@@ -1,6 +1,6 @@
 """MemOS's native feedback (``POST /product/feedback``): the request and what it changed.
 
-Pure functions; ``MemOSAdapter.apply_feedback`` calls them when the block says
+Pure functions; ``MemOSStore``'s ``feedback`` calls them when the block says
 ``feedback: true`` (the capability is declared from config, not by a subclass)."""
 
 from __future__ import annotations

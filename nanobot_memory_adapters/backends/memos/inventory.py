@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nanobot_memory_adapters.base import NativeCalls
 from nanobot_memory_adapters.contract import AdapterError, MemoryScope
 
 QUERIES = ("inventory",)
@@ -23,12 +22,12 @@ class MemOSInventory:
 
     def __init__(
         self,
-        calls: NativeCalls,
         *,
+        backend_name: str,
         native_ids: Callable[[MemoryScope, str], dict[str, str]],
         request: Callable[..., Awaitable[dict[str, Any]]],
     ) -> None:
-        self.calls = calls
+        self.backend_name = backend_name
         self.native_ids = native_ids
         self._request = request
 
@@ -45,7 +44,7 @@ class MemOSInventory:
         if not isinstance(buckets, list):
             raise AdapterError(
                 "MemOS /product/get_all answered no list of cubes",
-                backend_name=self.calls.backend_name, operation="native_query",
+                backend_name=self.backend_name, operation="native_query",
                 raw={"body": body},
             )
         own = [b for b in buckets if isinstance(b, dict) and b.get("cube_id") == cube]
@@ -55,7 +54,7 @@ class MemOSInventory:
             # too (``memory_statistics: {}``): anything else is not an inventory of 0
             raise AdapterError(
                 f"MemOS /product/get_all answered no memory_statistics for cube {cube}",
-                backend_name=self.calls.backend_name, operation="native_query",
+                backend_name=self.backend_name, operation="native_query",
                 raw={"buckets": [{k: v for k, v in b.items() if k != "memories"}
                                  if isinstance(b, dict) else b for b in buckets]},
             )
@@ -74,18 +73,12 @@ class MemOSInventory:
         if query not in QUERIES:
             raise AdapterError(
                 f"unknown diagnostic {query!r}; memos answers {', '.join(QUERIES)}",
-                backend_name=self.calls.backend_name, operation="native_query",
+                backend_name=self.backend_name, operation="native_query",
                 raw={"query": query, "options": options},
             )
         ids = self.native_ids(scope, "native_query")
         body = self.inventory_request(ids)
-        result = await self.calls.run(
-            "native_query",
-            lambda: self._request("native_query", "POST", "/product/get_all", json=body),
-        )
+        result = await self._request("native_query", "POST", "/product/get_all", json=body)
         out = self.parse_inventory(ids["cube_id"], result)
-        self.calls.emit(self.calls.trace(
-            "native_query", native_operation="POST /product/get_all", native_request=body,
-            scope=scope.key, retrieved_count=out["total"], status="ok",
-        ))
-        return out
+        # what the wrapper's trace of this answer records
+        return {**out, "native_request": body, "retrieved_count": out["total"]}

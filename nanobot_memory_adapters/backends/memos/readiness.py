@@ -9,10 +9,6 @@ from nanobot_memory_adapters.backends.memos.config import (
     TERMINAL,
     MemOSConfig,
 )
-from nanobot_memory_adapters.base import (
-    NativeCalls,
-    poll_readiness,
-)
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -21,20 +17,18 @@ from nanobot_memory_adapters.contract import (
 
 
 class MemOSReadiness:
-    """MemOS's scheduler task status for a scope's user (``SupportsReadiness``). The
-    adapter builds it and calls it; it reaches the server through the adapter's native
-    ids and HTTP requests, and remembers whether the server has its Redis queue."""
+    """MemOS's scheduler task status for a scope's user (the store's ``readiness``, which
+    the wrapper polls). It reaches the server through the store's native ids and HTTP
+    requests, and remembers whether the server has its Redis queue."""
 
     def __init__(
         self,
         config: MemOSConfig,
-        calls: NativeCalls,
         *,
         native_ids: Callable[[MemoryScope, str], dict[str, str]],
         request: Callable[..., Awaitable[dict[str, Any]]],
     ) -> None:
         self.config = config
-        self.calls = calls
         self.native_ids = native_ids
         self._request = request
         self._redis: bool | None = None
@@ -68,12 +62,8 @@ class MemOSReadiness:
                 detail="MemOS runs without its Redis scheduler queue: task status is not "
                 "reported (start the server with --redis)",
             )
-        result = await self.calls.run(
-            "readiness",
-            lambda: self._request(
-                "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]}
-            ),
-        )
+        result = await self._request(
+            "readiness", "GET", "/product/scheduler/status", params={"user_id": ids["user_id"]})
         tasks = result.get("data") or []
         open_tasks = [t for t in tasks if str(t.get("status", "")).lower() not in TERMINAL]
         failed = [t for t in tasks if str(t.get("status", "")).lower() == "failed"]
@@ -85,8 +75,3 @@ class MemOSReadiness:
             pending_count=len(open_tasks),
             detail=detail,
         )
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await poll_readiness(lambda: self.readiness(scope), timeout_s=timeout_s,
-                                    interval_s=self.config.readiness_poll_s)
-

@@ -1,4 +1,6 @@
-"""MemOS (PyPI ``MemoryOS`` 2.0.33) over its product HTTP API, with httpx.
+"""MemOS (PyPI ``MemoryOS`` 2.0.33) over its product HTTP API, with httpx, as a native
+store (``nanobot_memory_adapters.store``: the provider wrapper owns the read-only gate,
+traces, error wrapping and rendering).
 
 MemOS needs ``openai<2`` and nanobot ``openai>=2.8``, so MemOS runs as its own server
 (``nanobot-memory memos-server start`` provisions one: see ``server.py``) and this
@@ -43,7 +45,6 @@ scores, timestamps and sources, in raw results and in the formatted context.
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 import httpx
@@ -64,7 +65,6 @@ from nanobot_memory_adapters.backends.memos.feedback import changed_ids, feedbac
 from nanobot_memory_adapters.backends.memos.inventory import MemOSInventory
 from nanobot_memory_adapters.backends.memos.readiness import MemOSReadiness
 from nanobot_memory_adapters.base import (
-    BaseAdapter,
     NativeHealth,
     NativeRetrieval,
     NativeWrite,
@@ -74,32 +74,31 @@ from nanobot_memory_adapters.contract import (
     FeedbackRequest,
     MemoryEvent,
     MemoryScope,
-    Readiness,
+    ProviderInfo,
     RetrievedItem,
     RetrieveRequest,
-    WriteReceipt,
 )
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.scope import check_scope_id
 from nanobot_memory_adapters.timeparse import parse_time
-from nanobot_memory_adapters.tracing import TraceSink
 
 
-class MemOSAdapter(BaseAdapter):
-    """MemOS's product API behind the contract (see the module docstring)."""
+class MemOSStore:
+    """MemOS's product API as a native store (see the module docstring)."""
 
     config_model: ClassVar[type[BaseModel]] = MemOSConfig
+    info: ProviderInfo
     readiness_timeout_s = 120.0  # scheduler extraction with a real LLM can take a while
 
     def __init__(
         self,
         config: MemOSConfig | None = None,
         *,
-        trace_sink: TraceSink | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config or MemOSConfig()
-        super().__init__(info=provider_info(self.config), trace_sink=trace_sink)
+        self.info = provider_info(self.config)
+        self.backend_name = self.info.name
         self.base_url = self.config.resolved_url()
         headers = {"content-type": "application/json"}
         if self.config.api_key:
@@ -110,80 +109,47 @@ class MemOSAdapter(BaseAdapter):
             headers=headers,
             transport=transport,
         )
-        # collaborator: the scheduler's task status (readiness)
-        self.scheduler = MemOSReadiness(self.config, self.calls, native_ids=self.native_ids,
+        # collaborator: the scheduler's task status (readiness, polled by the wrapper)
+        self.scheduler = MemOSReadiness(self.config, native_ids=self.native_ids,
                                         request=self._request)
         # collaborator: diagnostics (native_query), never used in a prompt
-        self.inventory = MemOSInventory(self.calls, native_ids=self.native_ids,
-                                        request=self._request)
+        self.inventory = MemOSInventory(backend_name=self.backend_name,
+                                        native_ids=self.native_ids, request=self._request)
+        # capabilities (store.STORE_CAPABILITIES)
+        self.readiness = self.scheduler.readiness
+        self.readiness_interval_s = self.config.readiness_poll_s
+        self.native_query = self.inventory.native_query
+        self.feedback = self._feedback if self.config.feedback else None
 
     @classmethod
-    def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSAdapter:
-        return cls(config, trace_sink=env.trace_sink)
+    def from_config(cls, config: MemOSConfig, env: ProviderEnv) -> MemOSStore:
+        return cls(config)
 
     @classmethod
-    def failing_variant(cls, block: MemOSConfig) -> MemOSAdapter:
+    def failing_variant(cls, block: MemOSConfig) -> MemOSStore:
         """For ``nanobot-memory conformance`` item 7: a URL where nothing listens."""
         return cls(block.model_copy(update={"base_url": "http://127.0.0.1:9"}))
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    # -- readiness (MemOSReadiness) -----------------------------------------------------
-    async def readiness(self, scope: MemoryScope) -> Readiness:
-        return await self.scheduler.readiness(scope)
-
-    async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
-        return await self.scheduler.wait_until_ready(scope, timeout_s)
-
-    # -- native_query (MemOSInventory): diagnostics only ---------------------------------
-    async def native_query(
-        self, scope: MemoryScope, query: str, **options: Any
-    ) -> dict[str, Any]:
-        """``inventory``: the cube's memories by native type (``/product/get_all``)."""
-        return await self.inventory.native_query(scope, query, **options)
-
     # -- feedback (declared with ``feedback: true``) ------------------------------------
     def feedback_request(self, request: FeedbackRequest) -> dict[str, Any]:
         ids = self.native_ids(request.scope, "apply_feedback")
         return feedback_body(request, ids, self.config.feedback_async_mode)
 
-    async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
+    async def _feedback(self, request: FeedbackRequest) -> NativeWrite:
         """POST /product/feedback (MemOS judges the feedback with its LLM and adds or
         updates memories itself). ``metadata.history``: the chat turns it refers to."""
-        if not self.config.feedback:
-            raise AdapterError(
-                "feedback is not enabled for this provider",
-                backend_name=self.backend_name, operation="apply_feedback",
-                raw={"fix": "set memory.memos.feedback to true"},
-            )
-        scope_key = request.scope.key
         body = self.feedback_request(request)
-        started = time.perf_counter()
-        result = await self._call(
-            "apply_feedback",
-            lambda: self._request("apply_feedback", "POST", "/product/feedback", json=body),
-        )
-        latency = (time.perf_counter() - started) * 1000
+        result = await self._request("apply_feedback", "POST", "/product/feedback", json=body)
         native_ids = changed_ids(result)
         sync = body["async_mode"] == "sync"
-        trace = self._trace(
-            "apply_feedback",
+        return NativeWrite(
+            status="committed" if sync else "queued", native_ids=native_ids,
             native_operation="POST /product/feedback",
-            scope=scope_key,
             native_request={k: v for k, v in body.items() if k not in ("history", "info")},
-            native_ids=native_ids,
-            latency_ms=latency,
-            status="committed" if sync else "queued",
-            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"],
-        )
-        self._emit(trace)
-        return WriteReceipt(
-            status="committed" if sync else "queued",
-            native_ids=native_ids,
-            latency_ms=latency,
-            trace=trace,
-        )
+            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"])
 
     # -- ids -------------------------------------------------------------------------
     def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
@@ -304,7 +270,7 @@ class MemOSAdapter(BaseAdapter):
             body["mode"] = self.config.add_mode
         return body
 
-    async def _record(self, event: MemoryEvent) -> NativeWrite:
+    async def record(self, event: MemoryEvent) -> NativeWrite:
         body = self.add_request(event)
         result = await self._request("record_event", "POST", "/product/add", json=body)
         data = result.get("data") or []
@@ -381,7 +347,7 @@ class MemOSAdapter(BaseAdapter):
         }
         return body
 
-    async def _retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
+    async def retrieve(self, request: RetrieveRequest) -> NativeRetrieval:
         body = self.search_request(request)
         operation = f"POST /product/search (mode={body['mode']})"
         described = {k: v for k, v in body.items() if k != "query"}
@@ -482,7 +448,7 @@ class MemOSAdapter(BaseAdapter):
                 total += int(bucket.get("total_nodes") or len(bucket.get("memories") or []))
         return total
 
-    async def _reset(self, scope: MemoryScope) -> str | None:
+    async def reset(self, scope: MemoryScope) -> str | None:
         ids = self.native_ids(scope, "reset_scope")
         body = {"writable_cube_ids": [ids["cube_id"]], "user_id": ids["user_id"]}
         result = await self._request("reset_scope", "POST", "/product/delete_memory", json=body)
@@ -510,11 +476,11 @@ class MemOSAdapter(BaseAdapter):
         )
 
     # -- lifecycle and health --------------------------------------------------------
-    async def _setup(self, scope: MemoryScope) -> None:
+    async def setup(self, scope: MemoryScope) -> None:
         self.native_ids(scope, "setup_scope")
         await self._request("setup_scope", "GET", "/health", ok_codes=(200,))
 
-    async def _health(self) -> NativeHealth:
+    async def health(self) -> NativeHealth:
         details: dict[str, Any] = {
             "url": self.base_url,
             "async_mode": self.config.async_mode,
