@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from graphiti_core.nodes import EpisodeType  # noqa: E402
 
-from nanobot_memory_adapters.backends.graphiti import GraphitiAdapter, GraphitiConfig  # noqa: E402
+from nanobot_memory_adapters.backends.graphiti import GraphitiConfig, GraphitiStore  # noqa: E402
 from nanobot_memory_adapters.contract import (  # noqa: E402
     ContextBudget,
     MemoryEvent,
@@ -49,6 +49,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     RetrieveRequest,
 )
 from nanobot_memory_adapters.stats import percentile  # noqa: E402
+from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 from tests.llm_double import LLMDouble  # noqa: E402
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -108,25 +109,25 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         config = GraphitiConfig.model_validate(
             {"llm": {"base_url": double.base_url, "model": "double"}}
         )
-        adapter = GraphitiAdapter(config, data_dir=Path(tmp))
+        adapter = StoreProvider(GraphitiStore(config, data_dir=Path(tmp)))
         started = time.perf_counter()
         scope_a = MemoryScope(run_id="bench", persona_id="alice")
         await adapter.setup_scope(scope_a)
         open_ms = (time.perf_counter() - started) * 1000
-        graphiti = await adapter.graphiti()
+        graphiti = await adapter.store.graphiti()
         scope_b = MemoryScope(run_id="bench", persona_id="alice-direct")
-        group_b = adapter.group_id(scope_b)
+        group_b = adapter.store.group_id(scope_b)
 
         async def direct_add(ev: MemoryEvent) -> float:
             t = time.perf_counter()
             await graphiti.add_episode(
                 name=f"{ev.session_id}:{ev.turn_id}",
-                episode_body=adapter.episode_body(ev),
-                source_description=adapter.source_description(ev),
+                episode_body=adapter.store.episode_body(ev),
+                source_description=adapter.store.source_description(ev),
                 reference_time=ev.timestamp,
                 source=EpisodeType.message,
                 group_id=group_b,
-                **adapter.writes.episode_kwargs(),
+                **adapter.store.writes.episode_kwargs(),
             )
             return (time.perf_counter() - t) * 1000
 
@@ -164,10 +165,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async def via_graphiti(req: RetrieveRequest = req_a) -> list[str]:
                 t = time.perf_counter()
                 limit = req.budget.top_k(config.search.item_text_tokens, config.search.max_results)
-                filters, _, _ = adapter.search.search_filters(req)
+                filters, _, _ = adapter.store.search.search_filters(req)
+                search = adapter.store.search
                 results = await graphiti.search_(
-                    adapter.search.query_text(req), config=adapter.search.search_config(limit),
-                    group_ids=[adapter.group_id(req.scope)], search_filter=filters,
+                    search.query_text(req), config=search.search_config(limit),
+                    group_ids=[adapter.store.group_id(req.scope)], search_filter=filters,
                 )
                 search_direct.append((time.perf_counter() - t) * 1000)
                 return [e.fact for e in results.edges]

@@ -99,29 +99,6 @@ async def poll_readiness(
         await asyncio.sleep(min(interval_s, deadline - now))
 
 
-class NativeCalls:
-    """The provider's native-call service for its collaborators (request builders, native
-    operations, readiness probes): a native call that fails becomes an ``AdapterError``
-    with diagnostics, and a trace goes to the provider's sink. ``BaseAdapter`` builds one
-    (``self.calls``) and hands it to its collaborators, which never see the adapter."""
-
-    def __init__(self, adapter: BaseAdapter) -> None:
-        self.backend_name = adapter.backend_name
-        self._adapter = adapter
-
-    async def run(
-        self, operation: str, fn: Callable[[], Awaitable[T]], *, retryable: bool | None = None
-    ) -> T:
-        """``fn()``; any failure becomes an AdapterError naming ``operation``."""
-        return await self._adapter._call(operation, fn, retryable=retryable)
-
-    def trace(self, operation: str, **fields: Any) -> Trace:
-        return self._adapter._trace(operation, **fields)
-
-    def emit(self, trace: Trace) -> None:
-        self._adapter._emit(trace)
-
-
 class BaseAdapter:
     """Implements the contract's shared behaviour; subclasses supply the native calls."""
 
@@ -134,7 +111,6 @@ class BaseAdapter:
         self.info = info
         self.backend_name = info.name
         self.trace_sink = trace_sink
-        self.calls = NativeCalls(self)  # what collaborators are handed
         self._mode = AdapterMode(read_only=False, reason="default")
         # Failed writes since start: health shows them (degraded while the latest failed).
         self.failed_write_count = 0
@@ -189,14 +165,22 @@ class BaseAdapter:
         except AdapterError:
             raise
         except Exception as exc:
-            raw, found = native_diagnostics(exc)
-            raise AdapterError(
-                f"{type(exc).__name__}: {str(exc)[:500]}",
-                backend_name=self.backend_name,
-                operation=operation,
-                raw=raw,
-                retryable=found if retryable is None else retryable,
-            ) from exc
+            raise self._as_error(exc, operation, retryable) from exc
+
+    def _as_error(self, exc: Exception, operation: str,
+                  retryable: bool | None = None) -> AdapterError:
+        """A native failure as an AdapterError with raw diagnostics (the one wrapping:
+        ``_call`` and a bulk hook's per-event failures use it)."""
+        if isinstance(exc, AdapterError):
+            return exc
+        raw, found = native_diagnostics(exc)
+        return AdapterError(
+            f"{type(exc).__name__}: {str(exc)[:500]}",
+            backend_name=self.backend_name,
+            operation=operation,
+            raw=raw,
+            retryable=found if retryable is None else retryable,
+        )
 
     # -- contract --------------------------------------------------------------------
     async def setup_scope(self, scope: MemoryScope) -> None:
@@ -474,9 +458,9 @@ def _mark_gates() -> None:
 _mark_gates()
 
 
-# One native bulk write: one result per event of the batch, in order (an ``AdapterError``
+# One native bulk write: one result per event of the batch, in order (an exception
 # in an event's place when that event alone was not stored).
-BatchWrite = Callable[[list[MemoryEvent]], Awaitable[Sequence[NativeWrite | AdapterError]]]
+BatchWrite = Callable[[list[MemoryEvent]], Awaitable[Sequence[NativeWrite | Exception]]]
 
 
 class BulkIngest:
@@ -493,8 +477,8 @@ class BulkIngest:
     A failed batch never takes another batch down, and its events get ``failed``
     receipts carrying the error (retryable or not) instead of a raised exception, so a
     caller learns which events to keep. A hook may also answer per event, returning an
-    ``AdapterError`` in an event's place (a backend whose native bulk call is
-    all-or-nothing falls back to per-event writes and reports each).
+    exception (wrapped as every native failure is) in an event's place (a backend whose
+    native bulk call is all-or-nothing falls back to per-event writes and reports each).
     """
 
     def __init__(
@@ -548,6 +532,9 @@ class BulkIngest:
             except AdapterError as exc:
                 natives = [exc] * len(batch)
             latency = (time.perf_counter() - started) * 1000
+            # a hook may put an event's own failure in its place, as any exception
+            natives = [adapter._as_error(n, operation, adapter.write_failures_retryable)
+                       if isinstance(n, Exception) else n for n in natives]
             for event, native in zip(batch, natives, strict=True):
                 adapter._note_write(native if isinstance(native, AdapterError) else None)
                 if isinstance(native, AdapterError):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeVar, final, runtime_checkable
+from typing import Any, Protocol, final, runtime_checkable
 
 from nanobot_memory_adapters.base import (
     BaseAdapter,
@@ -103,7 +103,6 @@ class NativeMutations(Protocol):
                   payload: dict[str, Any]) -> dict[str, Any]: ...
 
 
-T = TypeVar("T")
 ReadinessProbe = Callable[[MemoryScope], Awaitable[Readiness]]
 SessionEnd = Callable[[MemoryScope, str], Awaitable[dict[str, Any]]]
 Feedback = Callable[[FeedbackRequest], Awaitable[NativeWrite]]
@@ -171,10 +170,12 @@ class StoreProvider(BaseAdapter):
             self.native_mutations = frozenset(mutations.operations)
             self.read_mutations = frozenset(mutations.read_operations)
         batch: BatchWrite | None = _offered(store, "record_batch")
-        # ``split_batches`` (events -> runs of events, one native call each): the store's
-        # own grouping; default runs of one scope and session
+        # ``split_batches`` (events -> runs of events, one native call each) or
+        # ``batch_key`` (runs of consecutive events with one key): the store's own
+        # grouping; default runs of one scope and session
         self._bulk = None if batch is None else BulkIngest(
-            self, batch, batches=_offered(store, "split_batches"))
+            self, batch, batch_key=_offered(store, "batch_key"),
+            batches=_offered(store, "split_batches"))
 
     def offers_capability(self, capability: Capability) -> bool:
         """Whether the store fills the capability's attribute (``contract.has_methods``
@@ -182,26 +183,19 @@ class StoreProvider(BaseAdapter):
         attribute = STORE_CAPABILITIES.get(capability)
         return attribute is not None and _offered(self.store, attribute) is not None
 
-    async def _call(self, operation: str, fn: Callable[[], Awaitable[T]], *,
-                    retryable: bool | None = None) -> T:
-        """Every native call, once: the store's ``native_error`` says what its SDK's
+    def _as_error(self, exc: Exception, operation: str,
+                  retryable: bool | None = None) -> AdapterError:
+        """Every native failure, once: the store's ``native_error`` says what its SDK's
         failure means; anything it does not claim gets the generic wrapping."""
         translate = getattr(self.store, "native_error", None)
-        if translate is None:
-            return await super()._call(operation, fn, retryable=retryable)
-        try:
-            return await fn()
-        except AdapterError:
-            raise
-        except Exception as exc:
-            said: AdapterError | None = translate(exc, operation)
-            if said is None:
-                error = exc
-                return await super()._call(operation, lambda: _reraise(error),
-                                           retryable=retryable)
-            if retryable is not None:
-                said.retryable = retryable
-            raise said from exc
+        said: AdapterError | None = (
+            None if translate is None or isinstance(exc, AdapterError)
+            else translate(exc, operation))
+        if said is None:
+            return super()._as_error(exc, operation, retryable)
+        if retryable is not None:
+            said.retryable = retryable
+        return said
 
     # -- the native calls: the store's ----------------------------------------------
     async def _setup(self, scope: MemoryScope) -> None:
@@ -341,10 +335,6 @@ class StoreProvider(BaseAdapter):
         self._emit(trace)
         return WriteReceipt(status=native.status, native_ids=native.native_ids,
                             latency_ms=latency, trace=trace)
-
-
-async def _reraise(error: Exception) -> Any:
-    raise error
 
 
 def as_provider(obj: Any, *, trace_sink: TraceSink | None = None) -> Any:

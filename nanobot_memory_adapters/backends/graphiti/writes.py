@@ -4,7 +4,6 @@ block declares with ``ingest.fact_triples`` (a capability from config, not a sub
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,14 +13,14 @@ from graphiti_core.nodes import EntityNode, EpisodeType
 from pydantic import create_model
 
 from nanobot_memory_adapters.backends.graphiti.config import GraphitiConfig
+from nanobot_memory_adapters.backends.graphiti.graph import GraphitiGraph
 from nanobot_memory_adapters.backends.graphiti.ids import (
     episode_name,
     event_id_of,
     source_description,
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
-from nanobot_memory_adapters.backends.graphiti.store import GraphitiStore
-from nanobot_memory_adapters.base import NativeCalls, NativeWrite
+from nanobot_memory_adapters.base import NativeWrite
 from nanobot_memory_adapters.contract import AdapterError, MemoryEvent, MemoryScope
 from nanobot_memory_adapters.timeparse import require_time
 from nanobot_memory_adapters.tracing import redact
@@ -45,8 +44,9 @@ class SavedEpisode:
 class GraphitiWrites:
     """Episodes (body, ingest options, the replay lookup, ``add_episode``) and triplets."""
 
-    def __init__(self, calls: NativeCalls, store: GraphitiStore, config: GraphitiConfig) -> None:
-        self.calls = calls
+    def __init__(self, store: GraphitiGraph, config: GraphitiConfig, *,
+                 backend_name: str) -> None:
+        self.backend_name = backend_name
         self.store = store
         self.config = config
         ingest = config.ingest
@@ -161,26 +161,32 @@ class GraphitiWrites:
         )
 
     # -- the fact_triple mode (declared with ``ingest.fact_triples``) ----------------------
+    #: ``store.NativeMutations``: the store offers this object as its ``mutations``
+    operations = frozenset({"add_triplet"})
+    read_operations: frozenset[str] = frozenset()
+
+    async def run(self, scope: MemoryScope, operation: str,
+                  payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.native_mutation(scope, operation, payload)
+
     async def native_mutation(
         self, scope: MemoryScope, operation: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
         """``add_triplet``: payload ``{source, target, relation, fact, valid_at?, invalid_at?}``
         (source/target are entity names) -> Graphiti ``add_triplet`` in the scope's group."""
-        calls = self.calls
         if not self.config.ingest.fact_triples or operation != "add_triplet":
             raise AdapterError(
                 f"unsupported native mutation {operation!r}; graphiti supports 'add_triplet' "
                 "with ingest.fact_triples: true",
-                backend_name=calls.backend_name, operation="native_mutation",
+                backend_name=self.backend_name, operation="native_mutation",
                 raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
             )
-        return await calls.run("native_mutation", lambda: self._add_triplet(scope, payload))
+        return await self._add_triplet(scope, payload)
 
     async def _add_triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:
         group = self.store.group_id(scope)
         source, edge, target = triplet(payload, group)
         graphiti = await self.store.graphiti()
-        started = time.perf_counter()
         async with self.store.lock_for(group):
             stored = await graphiti.add_triplet(source, edge, target)
         result = {
@@ -189,16 +195,10 @@ class GraphitiWrites:
             "edges": [edge_raw(e) for e in stored.edges],
             "nodes": [dump(n, "name_embedding") for n in stored.nodes],
         }
-        trace = self.calls.trace(
-            "native_mutation",
-            native_operation="graphiti.add_triplet",
-            native_request=redact({"group_id": group, "relation": edge.name}),
-            scope=scope.key,
-            native_ids=[e["uuid"] for e in result["edges"]],
-            latency_ms=(time.perf_counter() - started) * 1000,
-            status="committed",
-        )
-        self.calls.emit(trace)
+        # what the wrapper's trace of this mutation records
+        result.update(native_operation="graphiti.add_triplet",
+                      native_request=redact({"group_id": group, "relation": edge.name}),
+                      native_ids=[e["uuid"] for e in result["edges"]])
         return result
 
 
