@@ -500,7 +500,7 @@ class SupportsStoreVersion(Protocol):
     """A cheap token (no scan of the store) that changes whenever what ``retrieve`` can
     return for the scope may have changed, by this process or any other sharing the
     store (or with time, for a provider whose results age: a request without ``as_of``
-    means now), and stays equal otherwise. With ``ProviderInfo.query_independent`` it
+    means now), and stays equal otherwise. With ``query_independent`` (``provider.py``) it
     lets the nanobot plugin prepare a turn's recall after the previous turn's writes land
     and serve it while the token holds (off the reply path; contract item 13)."""
 

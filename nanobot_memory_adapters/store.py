@@ -26,9 +26,13 @@ a registered store class itself, so a newcomer's backend is one class::
         async def reset(self, scope) -> str | None: ...
         # optional: async setup(scope), async health() -> NativeHealth, async aclose()
 
-``nanobot-memory conformance --provider-class my_module:MyStore`` and
-``ContractSuite`` (with ``StoreProvider(MyStore())``) check it. ``testing/reference.py``
-is the worked example.
+Optional hooks (see :class:`NativeStore`): ``render``, ``consolidate``, ``native_error``;
+for bulk ingest ``split_batches`` or ``batch_key``; plain attributes the wrapper takes on
+(``_PROVIDER_ATTRIBUTES``: ``readiness_timeout_s``, ``replay_checked_writes``,
+``native_scope``, ...). ``nanobot-memory conformance --provider-class my_module:MyStore``
+and ``ContractSuite`` (with ``StoreProvider(MyStore())``) check it.
+``testing/reference.py`` is the worked example; every built-in backend
+(``backends/*/store.py``) is a store too.
 """
 
 from __future__ import annotations
