@@ -25,7 +25,7 @@ from nanobot_memory_adapters.diagnostics import native_diagnostics
 
 
 class GraphitiBulk:
-    """The adapter's ``SupportsBulkIngest`` hooks: which events share a call, and the call."""
+    """The store's bulk ingest hooks: which events share a call, and the call."""
 
     def __init__(
         self, store: GraphitiGraph, writes: GraphitiWrites,

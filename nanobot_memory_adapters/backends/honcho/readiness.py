@@ -13,7 +13,7 @@ from nanobot_memory_adapters.contract import MemoryScope, Readiness
 
 
 class HonchoReadiness:
-    """The deriver's queue for a persona, and what this adapter knows that the queue cannot
+    """The deriver's queue for a persona, and what this store knows that the queue cannot
     show yet (a write just accepted, sessions still being deleted). The store builds it
     and offers its ``readiness`` (the wrapper polls it); it reaches Honcho through the
     store's scope state and clients."""

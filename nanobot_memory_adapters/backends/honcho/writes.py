@@ -16,9 +16,9 @@ from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope
 
 
 class HonchoWrites:
-    """Writes one event or a run of events into the scope's session. The adapter builds
-    it and calls it (``_record``, and bulk ingest through ``base.BulkIngest``); it reaches
-    Honcho through the adapter's scope state and sessions, and tells the deriver's
+    """Writes one event or a run of events into the scope's session. The store builds it
+    and offers it (``record``, and ``record_batch`` for the wrapper's bulk ingest); it
+    reaches Honcho through the store's scope state and sessions, and tells the deriver's
     readiness that a write was accepted."""
 
     def __init__(

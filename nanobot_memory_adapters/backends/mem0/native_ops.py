@@ -72,7 +72,7 @@ class Mem0NativeOps:
         """mem0's own ``update`` / ``delete`` / ``history`` on one memory of ``scope``.
 
         payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. Called past the
-        adapter's read-only gate (update and delete never reach here while read-only).
+        wrapper's read-only gate (update and delete never reach here while read-only).
         """
         op = f"native_mutation.{operation}"
         if operation not in ("update", "delete", "history"):
