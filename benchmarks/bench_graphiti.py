@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 from graphiti_core.nodes import EpisodeType  # noqa: E402
 
 from nanobot_memory_adapters.backends.graphiti import GraphitiConfig, GraphitiStore  # noqa: E402
+from nanobot_memory_adapters.backends.graphiti.ids import source_description  # noqa: E402
 from nanobot_memory_adapters.contract import (  # noqa: E402
     ContextBudget,
     MemoryEvent,
@@ -114,16 +115,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         scope_a = MemoryScope(run_id="bench", persona_id="alice")
         await adapter.setup_scope(scope_a)
         open_ms = (time.perf_counter() - started) * 1000
-        graphiti = await adapter.store.graphiti()
+        graphiti = await adapter.store.graph.graphiti()
         scope_b = MemoryScope(run_id="bench", persona_id="alice-direct")
-        group_b = adapter.store.group_id(scope_b)
+        group_b = adapter.store.graph.group_id(scope_b)
 
         async def direct_add(ev: MemoryEvent) -> float:
             t = time.perf_counter()
             await graphiti.add_episode(
                 name=f"{ev.session_id}:{ev.turn_id}",
-                episode_body=adapter.store.episode_body(ev),
-                source_description=adapter.store.source_description(ev),
+                episode_body=adapter.store.writes.episode_body(ev),
+                source_description=source_description(ev),
                 reference_time=ev.timestamp,
                 source=EpisodeType.message,
                 group_id=group_b,
@@ -169,7 +170,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 search = adapter.store.search
                 results = await graphiti.search_(
                     search.query_text(req), config=search.search_config(limit),
-                    group_ids=[adapter.store.group_id(req.scope)], search_filter=filters,
+                    group_ids=[adapter.store.graph.group_id(req.scope)], search_filter=filters,
                 )
                 search_direct.append((time.perf_counter() - t) * 1000)
                 return [e.fact for e in results.edges]

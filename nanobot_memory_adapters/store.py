@@ -283,8 +283,7 @@ class StoreProvider(BaseAdapter):
     async def native_query(self, scope: MemoryScope, query: str,
                            **options: Any) -> dict[str, Any]:
         ask = self._offering("native_query", "native_query")
-        return self._traced("native_query", scope, await self._call(
-            "native_query", lambda: ask(scope, query, **options)))
+        return await self._traced("native_query", scope, lambda: ask(scope, query, **options))
 
     async def store_version(self, scope: MemoryScope) -> str:
         version = self._offering("store_version", "store_version")
@@ -302,17 +301,20 @@ class StoreProvider(BaseAdapter):
             raise AdapterError(f"{self.backend_name} has no native operation {operation!r}",
                                backend_name=self.backend_name, operation="native_mutation",
                                retryable=False)
-        return self._traced("native_mutation", scope, await self._call(
-            "native_mutation", lambda: mutations.run(scope, operation, payload)))
+        return await self._traced("native_mutation", scope,
+                                  lambda: mutations.run(scope, operation, payload))
 
-    def _traced(self, operation: str, scope: MemoryScope,
-                result: dict[str, Any]) -> dict[str, Any]:
-        """One trace per answered diagnostic or mutation, from what the store's result
-        names (``native_operation``, ``native_ids``, ``native_request``,
+    async def _traced(self, operation: str, scope: MemoryScope,
+                      call: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """The store's call, wrapped, timed and traced once when it answers, from what its
+        result names (``native_operation``, ``native_ids``, ``native_request``,
         ``retrieved_count``, ``status``; default ``ok``)."""
+        started = time.perf_counter()
+        result = await self._call(operation, call)
         request = result.get("native_request")
         self._emit(self._trace(
             operation, scope=scope.key, status=str(result.get("status", "ok")),
+            latency_ms=(time.perf_counter() - started) * 1000,
             native_operation=result.get("native_operation"),
             native_ids=[str(i) for i in result.get("native_ids") or ()],
             retrieved_count=result.get("retrieved_count"),
@@ -321,8 +323,7 @@ class StoreProvider(BaseAdapter):
 
     async def _end_session(self, scope: MemoryScope, session_id: str) -> dict[str, Any]:
         end: SessionEnd = self._offering("end_session", "end_session")
-        return self._traced("end_session", scope, await self._call(
-            "end_session", lambda: end(scope, session_id)))
+        return await self._traced("end_session", scope, lambda: end(scope, session_id))
 
     async def _apply_feedback(self, request: FeedbackRequest) -> WriteReceipt:
         """The store's ``feedback`` writes; its receipt and trace are built here, as a

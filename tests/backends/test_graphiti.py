@@ -16,6 +16,7 @@ from nanobot_memory_adapters.backends.graphiti import (
     GraphitiStore,
     group_id_for,
 )
+from nanobot_memory_adapters.backends.graphiti.ids import episode_name
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.contract import (
     AdapterError,
@@ -328,7 +329,7 @@ async def test_reopening_the_same_kuzu_directory(llm_double, data_dir):
     scope = MemoryScope(run_id="reopen", persona_id="alice")
     first = _load(llm_double, data_dir)
     await first.record_event(_event(scope, 1, "I live in Paris.", T1))
-    path = str(first.store.kuzu_path.resolve())
+    path = str(first.store.graph.kuzu_path.resolve())
     await first.aclose()
     from nanobot_memory_adapters.backends.graphiti.kuzu import KUZU
 
@@ -495,7 +496,7 @@ async def test_group_counts_diagnostic_counts_the_scopes_group_only(llm_double, 
         counts = await adapter.native_query(alice, "group_counts")
         assert counts["fact_edges"] == 2 and counts["current_facts"] == 2
         assert counts["entities"] >= 3 and counts["episodes"] == 0
-        assert counts["group_id"] == adapter.store.group_id(alice)
+        assert counts["group_id"] == adapter.store.graph.group_id(alice)
         empty = await adapter.native_query(bob, "group_counts")
         assert (empty["fact_edges"], empty["entities"]) == (0, 0)
         with pytest.raises(AdapterError, match="unknown diagnostic"):
@@ -563,8 +564,8 @@ async def test_restating_an_invalidated_fact_reuses_graphitis_old_edge(adapter):
 # -- writes never lie, provenance, local defaults --------------------------------------------
 
 async def _episodes_named(adapter: StoreProvider, scope: MemoryScope, name: str) -> int:
-    graphiti = await adapter.store.graphiti()
-    group = adapter.store.group_id(scope)  # FalkorDB: the group's own graph
+    graphiti = await adapter.store.graph.graphiti()
+    group = adapter.store.graph.group_id(scope)  # FalkorDB: the group's own graph
     records, _, _ = await (await adapter.store.graph.driver_for(graphiti, group)).execute_query(
         "MATCH (e:Episodic) WHERE e.group_id = $g AND e.name = $n RETURN e.uuid AS uuid",
         g=group, n=name,
@@ -592,7 +593,7 @@ async def test_failed_bulk_falls_back_to_per_event_writes(adapter):
     assert receipts[0].trace.native_operation == "graphiti.add_episode"
     assert receipts[0].trace.native_request.get("reprocessed_episode")
     for event in events:
-        assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
+        assert await _episodes_named(adapter, scope, episode_name(event)) == 1
     texts = sorted(i.text for i in (await adapter.retrieve(_request(scope, "Paris jazz"))).items)
     assert texts == ["alice likes jazz", "alice lives in Paris"]
 
@@ -623,7 +624,7 @@ async def test_per_event_bulk_mode(llm_double, data_dir):
                    for r in again[:2])
         assert len(llm_double.chat_requests()) > before  # the new turn was extracted
         for event in (_event(scope, 1, "", T1), third):  # names come from ids
-            assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
+            assert await _episodes_named(adapter, scope, episode_name(event)) == 1
     finally:
         await adapter.aclose()
     native = _load(llm_double, data_dir / "native")
@@ -672,7 +673,7 @@ async def test_a_replayed_event_is_not_stored_twice(adapter, llm_double):
     assert sorted(again.native_ids) == sorted(first.native_ids)
     assert any("already in Graphiti" in w for w in again.trace.warnings)
     assert len(llm_double.chat_requests()) == before  # no second extraction
-    assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
+    assert await _episodes_named(adapter, scope, episode_name(event)) == 1
     other = await adapter.record_event(_event(scope, 2, "I like jazz.", T2))
     assert other.status == "committed" and other.native_ids[0] != first.native_ids[0]
 

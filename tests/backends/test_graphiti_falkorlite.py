@@ -22,6 +22,7 @@ pytest.importorskip(
 )
 
 from nanobot_memory_adapters.backends.graphiti import GraphitiStore, falkorlite
+from nanobot_memory_adapters.backends.graphiti.ids import episode_name
 from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.registry import load_provider
 from nanobot_memory_adapters.store import StoreProvider
@@ -154,7 +155,7 @@ async def test_a_replayed_event_is_not_stored_twice(llm_double, data_dir):
         assert sorted(again.native_ids) == sorted(first.native_ids)
         assert any("already in Graphiti" in w for w in again.trace.warnings)
         assert len(llm_double.chat_requests()) == before
-        assert await _episodes_named(adapter, scope, adapter.store.episode_name(event)) == 1
+        assert await _episodes_named(adapter, scope, episode_name(event)) == 1
     finally:
         await adapter.aclose()
 
@@ -226,9 +227,9 @@ async def test_full_text_search_finds_facts_of_a_run_id_with_a_dash(llm_double, 
     try:
         scope = MemoryScope(run_id="run-with-dash", persona_id="bob")
         await adapter.record_event(_event(scope, 1, "I live in Tromso.", T1))
-        group = adapter.store.group_id(scope)
+        group = adapter.store.graph.group_id(scope)
         assert "-" not in group
-        graphiti = await adapter.store.graphiti()
+        graphiti = await adapter.store.graph.graphiti()
         driver = graphiti.driver.clone(database=group)
         found = await edge_fulltext_search(driver, "Tromso", SearchFilters(), [group], 10)
         assert [e.fact for e in found] == ["bob lives in Tromso"]

@@ -101,6 +101,7 @@ async def test_native_query_inventory_request_parse_and_trace():
         assert [(t.native_operation, t.scope, t.retrieved_count) for t in queried] == [
             ("POST /product/get_all", scope.key, 4)]
         assert queried[0].native_request["mem_cube_ids"] == ["nbm__r1__alice"]
+        assert queried[0].latency_ms is not None and queried[0].latency_ms > 0
         with pytest.raises(AdapterError, match="unknown diagnostic"):
             await adapter.native_query(scope, "What does alice like?")
         assert len(sent) == 1  # refused before calling MemOS

@@ -42,7 +42,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from graphiti_core import Graphiti
 from graphiti_core.edges import EntityEdge
 from graphiti_core.errors import GroupsEdgesNotFoundError
 from graphiti_core.nodes import EntityNode, EpisodicNode
@@ -59,10 +58,6 @@ from nanobot_memory_adapters.backends.graphiti.config import (
     resolve_database,
 )
 from nanobot_memory_adapters.backends.graphiti.graph import GraphitiGraph
-from nanobot_memory_adapters.backends.graphiti.ids import (
-    episode_name,
-    source_description,
-)
 from nanobot_memory_adapters.backends.graphiti.provenance import GraphitiProvenance
 from nanobot_memory_adapters.backends.graphiti.search import GraphitiSearch
 from nanobot_memory_adapters.backends.graphiti.writes import GraphitiWrites
@@ -127,29 +122,6 @@ class GraphitiStore:
             falkorlite.require_package()
         return cls(config, data_dir=env.data_dir)
 
-    # -- the graph, its ids and episodes (GraphitiGraph, GraphitiWrites) -------------------
-    async def graphiti(self) -> Graphiti:
-        """The Graphiti instance, opened on first use (so config errors stay cheap)."""
-        return await self.graph.graphiti()
-
-    def group_id(self, scope: MemoryScope) -> str:
-        return self.graph.group_id(scope)
-
-    @property
-    def kuzu_path(self) -> Path:
-        return self.graph.kuzu_path
-
-    @staticmethod
-    def episode_name(event: MemoryEvent) -> str:
-        return episode_name(event)
-
-    def episode_body(self, event: MemoryEvent) -> str:
-        return self.writes.episode_body(event)
-
-    @staticmethod
-    def source_description(event: MemoryEvent) -> str:
-        return source_description(event)
-
     async def native_query(
         self, scope: MemoryScope, query: str, **options: Any
     ) -> dict[str, Any]:
@@ -161,7 +133,7 @@ class GraphitiStore:
                 f"unknown diagnostic {query!r}; graphiti answers group_counts",
                 backend_name=self.backend_name, operation="native_query", raw={"query": query},
             )
-        group = self.group_id(scope)
+        group = self.graph.group_id(scope)
 
         async def count() -> dict[str, Any]:
             graphiti = await self.graph.graphiti()
@@ -186,7 +158,7 @@ class GraphitiStore:
         await self.graph.aclose()
 
     async def setup(self, scope: MemoryScope) -> None:
-        self.group_id(scope)  # validates the scope -> group mapping early
+        self.graph.group_id(scope)  # validates the scope -> group mapping early
         await self.graph.graphiti()
 
     async def record(self, event: MemoryEvent) -> NativeWrite:
@@ -197,7 +169,7 @@ class GraphitiStore:
 
     async def reset(self, scope: MemoryScope) -> str | None:
         graphiti = await self.graph.graphiti()
-        group = self.group_id(scope)
+        group = self.graph.group_id(scope)
         async with self.graph.lock_for(group):
             await clear_data(await self.graph.driver_for(graphiti, group), group_ids=[group])
         return (

@@ -21,7 +21,7 @@ from nanobot_memory_adapters.backends.graphiti.ids import (
 )
 from nanobot_memory_adapters.backends.graphiti.records import dump, edge_raw
 from nanobot_memory_adapters.base import NativeWrite
-from nanobot_memory_adapters.contract import AdapterError, MemoryEvent, MemoryScope
+from nanobot_memory_adapters.contract import MemoryEvent, MemoryScope
 from nanobot_memory_adapters.timeparse import require_time
 from nanobot_memory_adapters.tracing import redact
 
@@ -167,20 +167,10 @@ class GraphitiWrites:
 
     async def run(self, scope: MemoryScope, operation: str,
                   payload: dict[str, Any]) -> dict[str, Any]:
-        return await self.native_mutation(scope, operation, payload)
-
-    async def native_mutation(
-        self, scope: MemoryScope, operation: str, payload: dict[str, Any]
-    ) -> dict[str, Any]:
-        """``add_triplet``: payload ``{source, target, relation, fact, valid_at?, invalid_at?}``
-        (source/target are entity names) -> Graphiti ``add_triplet`` in the scope's group."""
-        if not self.config.ingest.fact_triples or operation != "add_triplet":
-            raise AdapterError(
-                f"unsupported native mutation {operation!r}; graphiti supports 'add_triplet' "
-                "with ingest.fact_triples: true",
-                backend_name=self.backend_name, operation="native_mutation",
-                raw={"operation": operation, "fact_triples": self.config.ingest.fact_triples},
-            )
+        """``add_triplet`` (the only operation; the wrapper refuses others, and the store
+        offers this only with ``ingest.fact_triples``): payload ``{source, target,
+        relation, fact, valid_at?, invalid_at?}`` (source/target are entity names) ->
+        Graphiti ``add_triplet`` in the scope's group."""
         return await self._add_triplet(scope, payload)
 
     async def _add_triplet(self, scope: MemoryScope, payload: dict[str, Any]) -> dict[str, Any]:

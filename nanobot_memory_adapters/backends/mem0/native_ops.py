@@ -74,12 +74,7 @@ class Mem0NativeOps:
         payload: ``{"native_id": ..., "text"?: ..., "metadata"?: {...}}``. Called past the
         wrapper's read-only gate (update and delete never reach here while read-only).
         """
-        op = f"native_mutation.{operation}"
-        if operation not in ("update", "delete", "history"):
-            raise AdapterError(
-                f"unknown mutation {operation!r}; mem0 supports update, delete, history",
-                backend_name=self.backend_name, operation=op, raw={"operation": operation},
-            )
+        op = f"native_mutation.{operation}"  # one of ``operations``: the wrapper checked
         native_id = payload.get("native_id")
         if not isinstance(native_id, str) or not native_id:
             raise AdapterError(
