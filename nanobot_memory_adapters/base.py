@@ -308,7 +308,7 @@ class BaseAdapter:
         self._emit(trace)
         return RetrieveResult(
             items=native.items, raw=native.raw, formatted_context=rendered.text, shown=shown,
-            trace=trace,
+            section_lines=list(rendered.lines), trace=trace,
         )
 
     def render(

@@ -240,6 +240,13 @@ class RetrieveResult(BaseModel):
         description="Indices of ``items`` that appear whole in ``formatted_context`` (an "
         "item cut by the budget is not listed).",
     )
+    section_lines: list[str] = Field(
+        default_factory=list,
+        description="``formatted_context`` inside its ``<memory-context>`` frame, as the "
+        "rendered lines (an item's line keeps its own line breaks), for a caller that "
+        "composes one section from several (a question asked of two people's memories); "
+        "empty when the context is empty or the provider does not give them.",
+    )
     trace: Trace
 
 

@@ -182,6 +182,9 @@ class RenderedContext:
     shortfall_tokens: int | None
     # The items that appear whole in ``text`` (not one cut by the budget), in order.
     shown: tuple[RetrievedItem, ...] = ()
+    # ``text``'s lines inside its frame: what a composition of several sections takes,
+    # so nobody has to cut a rendered section back apart.
+    lines: tuple[str, ...] = ()
 
 
 class _Placed(NamedTuple):
@@ -366,11 +369,12 @@ def render_context(
     frame = frame_tokens(backend, scope)
     while picked:
         lines = _layout(picked, packer)
-        text = "\n".join([head, *(line for line, _ in lines), tail])
+        body = tuple(line for line, _ in lines)
+        text = "\n".join([head, *body, tail])
         tokens = frame + sum(c for _, c in lines)
         if tokens <= budget.max_tokens:
             return RenderedContext(text, tokens, len(picked), len(items) - len(picked),
-                                   _shortfall(budget, tokens), tuple(picked))
+                                   _shortfall(budget, tokens), tuple(picked), body)
         picked = picked[:-1]  # a guard only: a caller's packer over other items
     return RenderedContext("", 0, 0, len(items), _shortfall(budget, 0))
 
@@ -418,15 +422,15 @@ def split_budget(
 
 
 def compose_sections(
-    backend: str, scope: str, parts: Sequence[tuple[str, str]], max_tokens: int
+    backend: str, scope: str, parts: Sequence[tuple[str, Sequence[str]]], max_tokens: int
 ) -> tuple[str, bool]:
-    """One ``<memory-context>`` holding each rendered section's lines under a heading
-    (``parts``: heading label, formatted section), and whether every line made it. Empty
-    sections are left out; the result never exceeds ``max_tokens`` (trailing lines go
-    first if it would; with shares from ``split_budget`` it never has to)."""
+    """One ``<memory-context>`` holding each section's lines under a heading (``parts``:
+    heading label, the lines inside a rendered section's frame, as ``RenderedContext.lines``
+    and ``RetrieveResult.section_lines`` give them), and whether every line made it.
+    Empty sections are left out; the result never exceeds ``max_tokens`` (trailing lines
+    go first if it would; with shares from ``split_budget`` it never has to)."""
     lines = [_head(backend, scope)]
-    for label, section in parts:
-        inner = section.split("\n")[1:-1] if section else []
+    for label, inner in parts:
         if inner:
             lines.append(_heading(label))
             lines.extend(inner)

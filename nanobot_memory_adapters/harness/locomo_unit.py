@@ -309,8 +309,13 @@ class UnitRunner:
                 if one is None:
                     errors.append(err or "retrieve failed")
                     continue
+                if one.formatted_context and not one.section_lines:
+                    errors.append("the provider's retrieve result has no section_lines; a "
+                                  "question asked of two people composes their sections "
+                                  "from them (RetrieveResult.section_lines)")
+                    continue
                 results.append(one)
-                parts.append((persona.label, one.formatted_context))
+                parts.append((persona.label, one.section_lines))
             error = "; ".join(errors) if errors else None
             context, complete = compose_sections(
                 self.p.name, self._composed_scope, parts, budget_tokens

@@ -341,6 +341,11 @@ async def item_5_budget(ctx: _Ctx) -> str:
         head = f'<{SECTION_TAG} backend="{ctx.adapter.backend_name}"'
         _expect(ctx_text.startswith(head), f"context does not start with {head!r}")
         _expect(ctx_text.count(f"<{SECTION_TAG} ") == 1, "more than one section")
+        for result in (small, big):
+            if result.section_lines:  # optional; when given, the lines inside the frame
+                body = "\n".join(result.formatted_context.split("\n")[1:-1])
+                _expect(body == "\n".join(result.section_lines),
+                        "section_lines are not the context's lines inside its frame")
     if ctx.adapter.info.condition_kind == "architecture":
         _expect(
             bool(big.trace.native_request),

@@ -19,6 +19,7 @@ from nanobot_memory_adapters.contract import (
     Readiness,
     RetrievedItem,
     RetrieveRequest,
+    RetrieveResult,
     WriteReceipt,
 )
 
@@ -217,7 +218,19 @@ class LookaheadAdapter(_Store):
         return await super()._record(event)
 
 
+class UnsectionedAdapter(_Store):
+    """A provider built without the section's lines (as a third party's own retrieve
+    may be): a question asked of two people cannot compose from it."""
+
+    NAME = "unsectioned"
+
+    async def retrieve(self, request: RetrieveRequest) -> RetrieveResult:
+        result = await super().retrieve(request)
+        return result.model_copy(update={"section_lines": []})
+
+
 FAKES = {
+    "unsectioned": UnsectionedAdapter,
     "exits": ExitingAdapter,
     "with_feedback": FeedbackAdapter,
     "leaky": LeakyAdapter,

@@ -682,3 +682,29 @@ async def test_a_failing_lookahead_is_only_logged_and_changes_no_result(
     assert rows["events_recorded"] == plain.results["providers"]["lookahead"]["events_recorded"]
     assert failing.results["metrics_sha256"] == plain.results["metrics_sha256"]
     assert len(opened) == len(load_locomo(locomo_file))  # one window per conversation
+
+
+async def test_a_question_of_two_people_composes_from_the_rendered_lines(
+    locomo_file, tmp_path, fake_providers
+):
+    """Dual speakers: each person's section is composed from the lines its provider
+    rendered (``section_lines``), under one frame with one heading each; a provider whose
+    result has no lines fails the question with a line that says so, instead of having
+    its rendered text cut apart."""
+    out = await run_bench(config(locomo_file, tmp_path / "ok", ["lookahead"], speakers="dual"))
+    assert out.results["providers"]["lookahead"]["failures"]["retrieve"] == 0
+    asks = [r for r in read_traces(tmp_path / "ok" / "traces.jsonl") if r.get("kind") == "ask"]
+    composed = [r["context"] for r in asks if r.get("context") and r.get("composed_of")]
+    assert composed
+    for text in composed:
+        lines = text.split("\n")
+        assert lines[0].startswith('<memory-context backend="lookahead"')
+        assert lines[-1] == "</memory-context>"
+        assert text.count("<memory-context") == 1
+        assert lines[1].startswith("## ") and lines[1].endswith("memory")
+    bad = await run_bench(config(locomo_file, tmp_path / "bad", ["unsectioned"],
+                                 speakers="dual"))
+    failed = [r for r in read_traces(tmp_path / "bad" / "traces.jsonl")
+              if r.get("kind") == "ask" and r.get("failed")]
+    assert bad.results["providers"]["unsectioned"]["failures"]["retrieve"] == len(asks)
+    assert all("no section_lines" in r["failed"] for r in failed)

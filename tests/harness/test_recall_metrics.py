@@ -72,12 +72,13 @@ def test_split_budget_and_compose_fit_exactly():
         items = [RetrievedItem(text=f"{label} line {i} " + "word " * 20) for i in range(40)]
         rendered = render_context(backend="simple_rag", scope=scope, items=items, budget=share)
         assert rendered.token_count <= share.max_tokens
-        sections.append((label, rendered.text))
+        assert rendered.text.split("\n")[1:-1] == "\n".join(rendered.lines).split("\n")
+        sections.append((label, rendered.lines))
     text, complete = compose_sections("simple_rag", "run/syn-1", sections, 300)
     assert complete and count_tokens(text) <= 300
     assert text.count("<memory-context ") == 1 and text.count("</memory-context>") == 1
     assert "## Alice&#x27;s memory" in text or "## Alice's memory" in text
-    assert compose_sections("simple_rag", "run/syn-1", [("A", ""), ("B", "")], 300) == ("",
+    assert compose_sections("simple_rag", "run/syn-1", [("A", ()), ("B", ())], 300) == ("",
                                                                                        True)
 
 
