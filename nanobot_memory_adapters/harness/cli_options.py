@@ -125,3 +125,20 @@ def check_names(names: list[str]) -> None:
     for n in names:
         if n not in specs:
             raise fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
+
+
+def parse_persona_caps(values: list[str], providers: list[str],
+                       option: str = "--persona-cap") -> dict[str, int]:
+    """``NAME=N`` options: the provider runs on the first N personas only (a slow one
+    beside fast ones on one model); a name not in the run or an N below 1 is refused."""
+    caps: dict[str, int] = {}
+    for value in values:
+        name, sep, count = value.partition("=")
+        if not sep or not count.strip().isdigit() or int(count) < 1:
+            raise fail(f"{option} {value!r}: use PROVIDER=N with N >= 1 (e.g. mem0=4)")
+        if name.strip() not in providers:
+            raise fail(f"{option} {value!r}: {name.strip()!r} is not in --providers "
+                       f"({', '.join(providers)})")
+        caps[name.strip()] = int(count)
+    return caps
+

@@ -757,6 +757,38 @@ def test_cli_ideal_reader_and_its_refusal(tmp_path):
     assert "Traceback" not in bad.output
 
 
+def test_a_persona_cap_runs_a_provider_on_the_first_personas_only(tmp_path):
+    """--persona-cap NAME=N: that provider's units are the first N personas, the others
+    run on all; pairs compare over the tests both ran; the manifest records the cap; a
+    cap for a provider not in the run, or below 1, is one line and exit 2."""
+    out = tmp_path / "capped"
+    result = CliRunner().invoke(app, [
+        "preferences", "run", "--personas", "3", "--agent", "ideal-reader",
+        "--providers", "no_memory,oracle_ipas", "--persona-cap", "oracle_ipas=1",
+        "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["settings"]["persona_caps"] == {"oracle_ipas": 1}
+    personas = manifest["dataset"]["personas"] if "dataset" in manifest else None
+    no_mem, oracle = (results["providers"][n] for n in ("no_memory", "oracle_ipas"))
+    assert len(no_mem["personas"]) == 3 and oracle["personas"] == no_mem["personas"][:1]
+    if personas:
+        assert oracle["personas"] == personas[:1]
+    tests = oracle["scores"]["overall"]["tests"]
+    assert tests and no_mem["scores"]["overall"]["tests"] == 3 * tests
+    [pair] = results["pairwise"]["behaviour"]
+    assert pair["n"] == tests
+    for bad, says in (("oracle=1", "not in --providers"), ("oracle_ipas=0", "N >= 1"),
+                      ("oracle_ipas", "PROVIDER=N")):
+        refused = CliRunner().invoke(app, [
+            "preferences", "run", "--personas", "1", "--agent", "ideal-reader",
+            "--providers", "no_memory,oracle_ipas", "--persona-cap", bad,
+            "--out", str(tmp_path / "x")])
+        assert refused.exit_code == 2 and says in refused.stderr, refused.output
+        assert "Traceback" not in refused.output
+
+
 def test_no_recognition_runs_the_behaviour_sessions_alone(tmp_path):
     """--no-recognition drops each option test's second (recognition) session: the
     behaviour scores are the same tests' scores, and no recognition session is traced."""

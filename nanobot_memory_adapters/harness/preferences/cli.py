@@ -118,10 +118,12 @@ def build_config(
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str, max_turns: int = 3,
     recognition: bool = True, agent_tools: str = "default",
+    persona_cap: list[str] | None = None,
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
         check_seconds,
+        parse_persona_caps,
         provider_configs,
         provider_names,
     )
@@ -139,6 +141,7 @@ def build_config(
     from nanobot_memory_adapters.harness.preferences.simulator import LLMUser, ScriptedUser
 
     names = provider_names(providers, base=lambda n: split_group(n)[0])
+    caps = parse_persona_caps(persona_cap or [], names)
     check_budget(budget_tokens)
     check_seconds(readiness_timeout)
     if test_tags not in ("context", "all", "none"):
@@ -183,7 +186,8 @@ def build_config(
         AgentLLM(base_url=agent.base_url, model=agent.model, api_key_env=agent.api_key_env)
         if agent else None,
         agent_tools=agent_tools,  # type: ignore[arg-type]  # checked above
-        simulator=sim, max_turns=max_turns, recognition=recognition, judge=rubric,
+        simulator=sim, max_turns=max_turns, persona_caps=caps, recognition=recognition,
+        judge=rubric,
         test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
@@ -323,6 +327,10 @@ def run_command(
     agent_tools: Annotated[str, typer.Option(
         help="Tools nanobot offers its model in the test turns: default (its own tools and "
         "memory_search) or none (no tool at all; recorded in the manifest).")] = "default",
+    persona_cap: Annotated[list[str] | None, typer.Option(
+        help="PROVIDER=N: that provider runs on the first N personas only (repeatable; a "
+        "slow memory beside fast ones on one model; pairs compare over the tests both "
+        "ran; recorded in the manifest).")] = None,
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -364,6 +372,6 @@ def run_command(
         _endpoint(agent_base_url, agent_model, agent_api_key_env, "agent"),
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
         simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
-        recognition=recognition, agent_tools=agent_tools,
+        recognition=recognition, agent_tools=agent_tools, persona_cap=persona_cap,
     )
     run_and_report(cfg, as_json=as_json)

@@ -46,6 +46,8 @@ class PreferenceBenchConfig:
     agent_tools: AgentTools = "default"  # none: no tool offered in the test turns
     simulator: Any = field(default_factory=ScriptedUser)  # or simulator.LLMUser
     max_turns: int = 3
+    # provider -> how many of the scenario's personas it runs on (the first N); others all
+    persona_caps: dict[str, int] = field(default_factory=dict)
     recognition: bool = True  # False: behaviour sessions only (half the model calls)
     judge: RubricJudge | None = None
     test_tags: TestTags = "context"

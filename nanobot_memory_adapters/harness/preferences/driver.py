@@ -184,11 +184,15 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         resumed = 0
         if progress:
             for p, _ in prepared:
-                progress.start(p.name, len(cfg.scenario.personas))
+                progress.start(p.name, len(_personas_for(cfg, p.name)))
+        capped = {p.name: {x.persona_id for x in _personas_for(cfg, p.name)}
+                  for p, _ in prepared}
         # persona-major: a run stopped midway (a slow real model) has every provider on
         # the same personas, so its partial results compare like with like
         for persona in cfg.scenario.personas:
             for p, group in prepared:
+                if persona.persona_id not in capped[p.name]:
+                    continue
                 if cp.done(p.name, persona.persona_id) is not None:
                     resumed += 1
                     if progress:
@@ -270,6 +274,10 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
             "text",
             "simulator": cfg.simulator.describe(),
             "max_turns": cfg.max_turns,
+            # provider -> the first N personas it ran on (the others ran on all); only
+            # when given, so a run without caps keeps its manifest (and its checkpoint)
+            **({"persona_caps": dict(sorted(cfg.persona_caps.items()))}
+               if cfg.persona_caps else {}),
             "recognition": cfg.recognition,
             "open_task_judge": cfg.judge.description if cfg.judge else None,
             "gate_probe": cfg.gate_probe,
@@ -281,6 +289,12 @@ def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
         "skipped": skipped,
         "paths": {"out": str(cfg.out)},
     }
+
+
+def _personas_for(cfg: PreferenceBenchConfig, name: str) -> list[Any]:
+    """The personas a provider runs on: the first N with a cap (``--persona-cap``)."""
+    cap = cfg.persona_caps.get(name)
+    return cfg.scenario.personas if cap is None else cfg.scenario.personas[:cap]
 
 
 def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
