@@ -1,5 +1,6 @@
 """Render docs/results.md from the result files in benchmarks/results/: the side-by-side
-tables (``benchmarks/side_by_side.py``), recall at scale (``benchmarks/bench_recall_scale.py``)
+tables (``benchmarks/side_by_side.py``), behaviour on a real model
+(``benchmarks/preferences_result.py``), recall at scale (``benchmarks/bench_recall_scale.py``)
 and the canary privacy fuzzer (``tests/privacy/fuzz.py``). Every table names the command,
 commit, machine and date that produced it.
 
@@ -354,15 +355,76 @@ PRIVACY_INTRO = (
     "that found none.")
 
 
+PREFS_SCHEMA = "nanobot-memory-preferences-result/1"
+PREFS_INTRO = (
+    "`nanobot-memory preferences run` (docs/preferences.md) through a real nanobot "
+    "`AgentLoop` on the model named, summarized by `python benchmarks/preferences_result.py`"
+    ": **behaviour** is the share of tests whose first reply to a normal request acts on "
+    "the user's current preference (judge-free, by the test's value phrases; 95 % interval "
+    "clustered by the tested attribute); **acts** counts what the first replies did "
+    "(current value / another value / both / none of the values: a reply that names no "
+    "value at all, e.g. a question back or a tool call printed as text); **current "
+    "exposure** is the share of tests whose memory section showed the current value.")
+
+
+def _prefs(doc: dict[str, Any]) -> list[str]:
+    st, m = doc["settings"], doc["machine"]
+    caps = st.get("persona_caps") or {}
+    lines = [
+        f"### {doc['title']}", "", f"**{doc['label']}**", "",
+        f"- model: `{doc['model']['model']}`"
+        + (f" at `{doc['model']['base_url']}`" if doc["model"].get("base_url") else "")
+        + ("" if st.get("agent_tools") is None else
+           f"; nanobot's tools {'off' if st['agent_tools'] == 'none' else 'on'}")
+        + f", {st.get('max_turns')} repl{'y' if st.get('max_turns') == 1 else 'ies'} per "
+        "test, recognition "
+        f"{'on' if st.get('recognition') else 'off'}, "
+        f"{(st.get('budget') or {}).get('max_tokens')} tokens of memory"
+        + ("; " + ", ".join(f"`{k}` on the first {v} personas" for k, v in caps.items())
+           if caps else ""),
+        f"- command: `{doc['command']}`",
+        f"- commit `{doc['commit'][:12]}`, {doc['date']}, {m['cpus']} CPUs, "
+        f"{m['platform']}, Python {m['python']}; manifest `{doc['manifest_sha256'][:12]}`",
+        "",
+        "| provider | memory | personas | tests (n) | behaviour [95 % CI] "
+        "| acts: current / other / both / none | current exposure [95 % CI] | failed |",
+        "|---|---|--:|--:|---|---|---|--:|",
+    ]
+    for name, p in doc["providers"].items():
+        a = p.get("acts") or {}
+        acts = " / ".join(str(a.get(k, 0)) for k in ("current", "other", "both", "none"))
+        lines.append(f"| `{name}` | {p.get('memory_form') or '–'} | {p['personas']} "
+                     f"| {p['tests']} | {_ci(p['behaviour'])} | {acts} "
+                     f"| {_ci(p['current_exposure'])} | {p['failures']} |")
+    pairs = doc.get("pairwise") or []
+    if pairs:
+        lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; winner "
+                  "minus loser, or a - b when not distinguishable):", ""]
+        for r in pairs:
+            seen = r["verdict"] if " > " in r["verdict"] else (
+                f"{r['a']} vs {r['b']}: not distinguishable")
+            diff = (_winner_minus_loser(r) if " > " in r["verdict"] else
+                    f"{_num(r['difference'], signed=True)} [{_num(r['low'], 2, True)}, "
+                    f"{_num(r['high'], 2, True)}]")
+            lines.append(f"- {seen} ({diff}, n {r['n']})")
+    for s in doc.get("skipped") or []:
+        lines.append(f"- skipped `{s['name']}`: {s['reason']}")
+    return [*lines, ""]
+
+
 def _section(title: str, intro: str, body: list[str]) -> list[str]:
     return [f"## {title}", "", _para(intro), "", *body]
 
 
 def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]],
-                 lme_m: list[dict[str, Any]] | None = None) -> list[str]:
-    """The sections for recall at scale, LongMemEval-M's cost and the privacy fuzzer
-    (each left out when it has no file)."""
+                 lme_m: list[dict[str, Any]] | None = None,
+                 prefs: list[dict[str, Any]] | None = None) -> list[str]:
+    """The sections for behaviour on a real model, recall at scale, LongMemEval-M's cost
+    and the privacy fuzzer (each left out when it has no file)."""
     lines: list[str] = []
+    if prefs:
+        lines += _section("Behaviour on a real model", PREFS_INTRO,
+                          [line for doc in prefs for line in _prefs(doc)])
     if scale:
         lines += _section("Recall at scale", SCALE_INTRO,
                           [line for doc in scale for line in _recall_scale(doc)])
@@ -384,21 +446,25 @@ def load(results_dir: Path) -> list[dict[str, Any]]:
 
 
 def load_other(results_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                           list[dict[str, Any]]]:
-    """Recall-scale result files (newest first), privacy fuzz runs (by date) and
-    LongMemEval-M-shaped cost runs (newest first)."""
-    scale, privacy, lme_m = [], [], []
+                                           list[dict[str, Any]], list[dict[str, Any]]]:
+    """Recall-scale result files (newest first), privacy fuzz runs (by date),
+    LongMemEval-M-shaped cost runs (newest first) and real-model preference runs (by
+    date)."""
+    scale, privacy, lme_m, prefs = [], [], [], []
     for path in sorted(results_dir.glob("*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("benchmark") == "bench_recall_scale":
             scale.append(doc)
         elif doc.get("benchmark") == "bench_lme_m":
             lme_m.append(doc)
+        elif doc.get("schema") == PREFS_SCHEMA:
+            prefs.append(doc)
         elif "requests_checked" in doc and "leaks" in doc:
             privacy.append(doc)
     return (sorted(scale, key=lambda d: d["date"], reverse=True),
             sorted(privacy, key=lambda d: (d["date"], d["seed"])),
-            sorted(lme_m, key=lambda d: d["date"], reverse=True))
+            sorted(lme_m, key=lambda d: d["date"], reverse=True),
+            sorted(prefs, key=lambda d: d["date"]))
 
 
 def main(argv: list[str] | None = None) -> None:

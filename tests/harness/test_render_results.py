@@ -6,6 +6,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -86,3 +88,51 @@ def test_a_pair_s_difference_reads_as_its_verdict_winner_minus_loser():
              "verdict": "no_memory > bm25"}
     assert render._winner_minus_loser(b_won) == "+0.938 [+0.88, +0.98]"
     assert render._winner_minus_loser(a_won) == "+0.250 [+0.10, +0.40]"
+
+
+def _module(name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.servers  # the summary reads the commit with git
+def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
+    """A finished preferences run (the ideal reader here; a real model's run is read the
+    same way) becomes one result file whose table gives each provider's n, behaviour
+    with its interval, what the replies did, and the pairwise verdicts; an unfinished run
+    is refused with one line."""
+    from typer.testing import CliRunner
+
+    from nanobot_memory_adapters.cli import app
+
+    run = tmp_path / "run"
+    argv = ["preferences", "run", "--personas", "3", "--agent", "ideal-reader",
+            "--providers", "no_memory,oracle_ipas", "--persona-cap", "no_memory=2",
+            "--out", str(run)]
+    assert CliRunner().invoke(app, argv).exit_code == 0
+    summarize = _module("preferences_result")
+    results = tmp_path / "results"
+    assert summarize.main(["--run", str(tmp_path / "nothing"), "--command", "x",
+                           "--results-dir", str(results)]) == 2
+    assert "no finished preferences run" in capsys.readouterr().err
+    assert summarize.main(["--run", str(run), "--command", "nanobot-memory " + " ".join(
+        argv), "--results-dir", str(results), "--label", "a test run"]) == 0
+    doc = json.loads((results / "preferences_real.json").read_text())
+    assert "PATH" in doc["command"] and str(tmp_path) not in doc["command"]
+    oracle, none = doc["providers"]["oracle_ipas"], doc["providers"]["no_memory"]
+    assert (oracle["personas"], none["personas"]) == (3, 2)
+    assert oracle["tests"] == 36 and none["tests"] == 24
+    assert oracle["behaviour"]["n"] == 36 and oracle["behaviour"]["low"] is not None
+    [pair] = doc["pairwise"]
+    assert pair["n"] == 24 and pair["verdict"] == "oracle_ipas > no_memory"
+    md = tmp_path / "results.md"
+    _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
+    text = md.read_text()
+    assert "## Behaviour on a real model" in text and "**a test run**" in text
+    assert "`no_memory` on the first 2 personas" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `oracle_ipas`"))
+    assert "| 3 | 36 |" in row and "[" in row
+    assert "- oracle_ipas > no_memory (+" in text and "n 24)" in text
