@@ -8,8 +8,9 @@ attribute, what the first replies did), the pairwise verdicts, and what reproduc
         [--label TEXT] [--name preferences_real] [--results-dir benchmarks/results]
     python benchmarks/render_results.py
 
-Run it from the checkout that ran the preferences run (its commit is recorded). A run that
-has not finished (no results.json) is refused with one line: rerun its command to resume.
+Run it from the checkout that ran the preferences run (its commit is recorded). A run
+stopped midway (Ctrl-C or SIGTERM) left results.partial.json over the units it finished:
+the file says ``complete: false`` and docs/results.md marks the table partial.
 """
 
 from __future__ import annotations
@@ -56,8 +57,18 @@ def portable(command: str) -> str:
     return shlex.join("PATH" if w.startswith("/") else w for w in shlex.split(command))
 
 
+def results_file(run: Path) -> Path | None:
+    """The run's results, or a stopped run's partial ones (its finished units)."""
+    for name in ("results.json", "results.partial.json"):
+        if (run / name).is_file():
+            return run / name
+    return None
+
+
 def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
-    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    path = results_file(run)
+    assert path is not None
+    results = json.loads(path.read_text(encoding="utf-8"))
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     settings = manifest["settings"]
     providers = {}
@@ -95,6 +106,8 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
         "settings": {k: settings.get(k) for k in (
             "agent_tools", "max_turns", "recognition", "persona_caps", "budget")},
         "manifest_sha256": manifest["manifest_sha256"],
+        # a stopped run: the units it finished (each provider's personas say how many)
+        "complete": results.get("complete", True),
         "skipped": results.get("skipped") or [],
         "providers": providers,
         "pairwise": pairwise,
@@ -110,10 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="preferences_real", help="results file name")
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    if not (args.run / "results.json").is_file() or not (args.run / "manifest.json").is_file():
-        print(f"--run {args.run}: no finished preferences run there (results.json is "
-              "written when every unit is done); rerun its command to resume it",
-              file=sys.stderr)
+    if results_file(args.run) is None or not (args.run / "manifest.json").is_file():
+        print(f"--run {args.run}: no preferences run results there (results.json when "
+              "every unit is done, results.partial.json when the run was stopped); run "
+              "or rerun its command", file=sys.stderr)
         return 2
     doc = summarize(args.run, args.command, args.label)
     args.results_dir.mkdir(parents=True, exist_ok=True)

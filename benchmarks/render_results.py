@@ -372,6 +372,9 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
     caps = st.get("persona_caps") or {}
     lines = [
         f"### {doc['title']}", "", f"**{doc['label']}**", "",
+        *([] if doc.get("complete", True) else [
+            "**Partial**: the run was stopped; these are the units it had finished (each "
+            "row's personas and n say how many). Its command resumes it.", ""]),
         f"- model: `{doc['model']['model']}`"
         + (f" at `{doc['model']['base_url']}`" if doc["model"].get("base_url") else "")
         + ("" if st.get("agent_tools") is None else

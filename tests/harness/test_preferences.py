@@ -1225,3 +1225,46 @@ async def test_contamination_is_caught_in_a_reader_that_ignores_context(
     assert b["contamination"] == 1.0 and b["contamination_opportunities"] > 0
     ci = b["ci"]["contamination"]
     assert ci["n"] == b["contamination_opportunities"] and ci["low"] > 0.0
+
+
+@pytest.mark.servers  # a real process, really signalled
+def test_a_stopped_run_writes_its_partial_results_and_resumes(tmp_path):
+    """SIGTERM (how a background run is stopped; Ctrl-C alike) mid-run: exit 130, and
+    results.partial.json holds the finished units' scores (``complete`` false, each
+    provider's personas); the same command then finishes, and the partial file is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "nanobot_memory_adapters.cli", "preferences", "run",
+            "--personas", "48", "--agent", "ideal-reader", "--providers",
+            "no_memory,full_history,oracle_ipas", "--out", str(out), "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    checkpoint = out / "checkpoint.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists() and len(json.loads(checkpoint.read_text() or "{}").get(
+                "units", {})) >= 4:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "rerun the same command to resume" in err
+    partial = json.loads((out / "results.partial.json").read_text())
+    assert partial["complete"] is False and not (out / "results.json").exists()
+    done = json.loads(checkpoint.read_text())["units"]
+    for name, m in partial["providers"].items():
+        finished = [u for u in done.values() if u["provider"] == name]
+        assert len(m["personas"]) == len(finished) < 48
+        assert m["scores"]["overall"]["tests"] == 12 * len(finished)
+    rerun = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert not (out / "results.partial.json").exists()
+    results = json.loads((out / "results.json").read_text())
+    assert all(len(m["personas"]) == 48 for m in results["providers"].values())

@@ -117,7 +117,7 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     results = tmp_path / "results"
     assert summarize.main(["--run", str(tmp_path / "nothing"), "--command", "x",
                            "--results-dir", str(results)]) == 2
-    assert "no finished preferences run" in capsys.readouterr().err
+    assert "no preferences run results there" in capsys.readouterr().err
     assert summarize.main(["--run", str(run), "--command", "nanobot-memory " + " ".join(
         argv), "--results-dir", str(results), "--label", "a test run"]) == 0
     doc = json.loads((results / "preferences_real.json").read_text())
@@ -136,3 +136,13 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     row = next(line for line in text.splitlines() if line.startswith("| `oracle_ipas`"))
     assert "| 3 | 36 |" in row and "[" in row
     assert "- oracle_ipas > no_memory (+" in text and "n 24)" in text
+    assert "**Partial**" not in text
+    # a stopped run's partial results read the same way, marked partial
+    (run / "results.json").rename(run / "results.partial.json")
+    partial = json.loads((run / "results.partial.json").read_text())
+    (run / "results.partial.json").write_text(json.dumps({**partial, "complete": False}))
+    assert summarize.main(["--run", str(run), "--command", "x", "--results-dir",
+                           str(results)]) == 0
+    assert json.loads((results / "preferences_real.json").read_text())["complete"] is False
+    _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
+    assert "**Partial**: the run was stopped" in md.read_text()

@@ -4,6 +4,7 @@ preferences``, which runs the same with bench's options)."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -259,7 +260,13 @@ def run_and_report(cfg: Any, *, as_json: bool = False, narrow: bool = False) -> 
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
     from nanobot_memory_adapters.harness.progress import run_resumable
 
-    outcome = run_resumable(run_preferences, cfg, quiet=as_json)
+    # SIGTERM (how a background run is stopped) as Ctrl-C: the run writes its partial
+    # results (results.partial.json) before it exits 130
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        outcome = run_resumable(run_preferences, cfg, quiet=as_json)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:

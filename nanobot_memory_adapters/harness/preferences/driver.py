@@ -24,6 +24,7 @@ Outputs (``out``): ``scenarios.json`` (the exact set used), ``manifest.json``,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import random
@@ -60,8 +61,9 @@ from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 RESULTS_SCHEMA = "nanobot-memory-preference-results/1"
+PARTIAL = "results.partial.json"  # a stopped run's results over its finished units
 OUTPUT_FILES = ("scenarios.json", "manifest.json", "traces.jsonl", "results.json",
-                "report.html", "checkpoint.json")
+                PARTIAL, "report.html", "checkpoint.json")
 FEEDBACK_SUFFIX = "+feedback"
 
 
@@ -181,7 +183,6 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         manifest = mf.finalize(_manifest(cfg, prepared, skipped))
         cp = open_checkpoint(cfg.out, manifest["manifest_sha256"], traces_path)
         mf.write_manifest(manifest, cfg.out / "manifest.json")
-        resumed = 0
         if progress:
             for p, _ in prepared:
                 progress.start(p.name, len(_personas_for(cfg, p.name)))
@@ -189,25 +190,13 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
                   for p, _ in prepared}
         # persona-major: a run stopped midway (a slow real model) has every provider on
         # the same personas, so its partial results compare like with like
-        for persona in cfg.scenario.personas:
-            for p, group in prepared:
-                if persona.persona_id not in capped[p.name]:
-                    continue
-                if cp.done(p.name, persona.persona_id) is not None:
-                    resumed += 1
-                    if progress:
-                        progress.advance(p.name, 1, f"{persona.persona_id} (checkpoint)")
-                    continue
-                # a unit started over writes to the store its earlier attempt wrote to:
-                # mem0 keeps that attempt's history rows, so it must not draw its ids again
-                attempt = cp.start(p.name, persona.persona_id)
-                key = f"{p.name}/{persona.persona_id}"
-                ids.reseed(key if attempt == 1 else f"{key}#{attempt}")
-                unit = await PreferenceUnit(p, group, persona, cfg).run()
-                cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
-                if progress:
-                    progress.advance(p.name, 1, persona.persona_id)
+        try:
+            resumed = await _units(cfg, prepared, capped, cp, traces_path, ids, progress)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            _write_partial(cfg, manifest, prepared, skipped, cp.units)
+            raise
         results = build_results(cfg, manifest, prepared, skipped, cp.units)
+        (cfg.out / PARTIAL).unlink(missing_ok=True)
         (cfg.out / "results.json").write_text(
             json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         from nanobot_memory_adapters.harness.preferences.report import write_report
@@ -220,6 +209,45 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         for p, _ in prepared:
             with contextlib.suppress(Exception):
                 await p.adapter.aclose()
+
+
+
+def _write_partial(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
+                   prepared: list[tuple[Prepared, str]], skipped: list[dict[str, str]],
+                   units: dict[str, dict[str, Any]]) -> None:
+    """A stopped run's results over the units it finished (``complete`` false; each
+    provider lists its personas): what a slow model's run can report before it resumes."""
+    with contextlib.suppress(Exception):  # never mask the interruption
+        results = build_results(cfg, manifest, prepared, skipped, units)
+        results["complete"] = False
+        (cfg.out / PARTIAL).write_text(
+            json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+async def _units(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
+                 capped: dict[str, set[str]], cp: Any, traces_path: Path, ids: SeededIds,
+                 progress: Any) -> int:
+    """Every unit not in the checkpoint, persona by persona; returns how many were."""
+    resumed = 0
+    for persona in cfg.scenario.personas:
+        for p, group in prepared:
+            if persona.persona_id not in capped[p.name]:
+                continue
+            if cp.done(p.name, persona.persona_id) is not None:
+                resumed += 1
+                if progress:
+                    progress.advance(p.name, 1, f"{persona.persona_id} (checkpoint)")
+                continue
+            # a unit started over writes to the store its earlier attempt wrote to:
+            # mem0 keeps that attempt's history rows, so it must not draw its ids again
+            attempt = cp.start(p.name, persona.persona_id)
+            key = f"{p.name}/{persona.persona_id}"
+            ids.reseed(key if attempt == 1 else f"{key}#{attempt}")
+            unit = await PreferenceUnit(p, group, persona, cfg).run()
+            cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
+            if progress:
+                progress.advance(p.name, 1, persona.persona_id)
+    return resumed
 
 
 def _manifest(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
