@@ -1,113 +1,135 @@
-"""A finished ``nanobot-memory preferences run`` as one result file for docs/results.md:
-the behaviour table (each provider's n, its behaviour score with the 95 % interval by
-attribute, what the first replies did), the pairwise verdicts, and what reproduces it
-(command, commit, machine, date, the agent's model and tools).
+"""A ``nanobot-memory preferences run`` as one result file for docs/results.md: the
+behaviour table (each provider's n, its behaviour score with the 95 % interval, what the
+first replies did), the pairwise verdicts, and what reproduces it (command, commit,
+machine, date, the agent and its tools).
 
     python benchmarks/preferences_result.py --run OUT \\
         --command "nanobot-memory preferences run ..." \\
         [--label TEXT] [--name preferences_real] [--results-dir benchmarks/results]
     python benchmarks/render_results.py
 
-Run it from the checkout that ran the preferences run (its commit is recorded). A run
-stopped midway (Ctrl-C or SIGTERM) left results.partial.json over the units it finished:
-the file says ``complete: false`` and docs/results.md marks the table partial.
+Run it from the checkout that ran the preferences run (its commit is recorded, and
+whether the checkout was edited). A run stopped midway (Ctrl-C or SIGTERM) left
+results.partial.json over the units it finished: the file says ``complete: false`` and
+docs/results.md marks the table partial. A retrieval-only run (no agent) has no behaviour
+to show and is refused, as is anything that is not a preferences run's folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.harness.preferences.driver import PARTIAL, RESULTS_SCHEMA
+from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
 from nanobot_memory_adapters.redaction import redact_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import ci, commit, machine, portable
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "nanobot-memory-preferences-result/1"
+# the failures a reader of the table needs: a test that could not be run or answered
+FAILURE_KINDS = ("record", "retrieve", "agent", "set_mode", "reset", "judge")
 
 
-def _machine() -> dict[str, Any]:
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "cpus": os.cpu_count(), "memory_gb": mem,
-            "python": platform.python_version()}
+class NotARun(ValueError):
+    """The folder holds no preferences run results this script can read."""
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                          text=True, check=False).stdout.strip()
-
-
-def _ci(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if not c else {k: c.get(k) for k in ("value", "low", "high", "n")}
-
-
-def portable(command: str) -> str:
-    """The command without this machine's paths (any absolute path reads ``PATH``)."""
-    return shlex.join("PATH" if w.startswith("/") else w for w in shlex.split(command))
-
-
-def results_file(run: Path) -> Path | None:
-    """The run's results, or a stopped run's partial ones (its finished units)."""
-    for name in ("results.json", "results.partial.json"):
-        if (run / name).is_file():
-            return run / name
+def results_file(run: Path) -> tuple[Path, bool] | None:
+    """The run's results and whether the run is complete (a stopped run left partial
+    results over its finished units)."""
+    if (run / "results.json").is_file():
+        return run / "results.json", True
+    if (run / PARTIAL).is_file():
+        return run / PARTIAL, False
     return None
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise NotARun(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise NotARun(f"{path}: not a JSON object")
+    return doc
+
+
 def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
-    path = results_file(run)
-    assert path is not None
-    results = json.loads(path.read_text(encoding="utf-8"))
-    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    found = results_file(run)
+    if found is None or not (run / "manifest.json").is_file():
+        raise NotARun(f"no preferences run results in {run} (results.json when every unit "
+                      f"is done, {PARTIAL} when the run was stopped): run or rerun its "
+                      "command")
+    path, complete = found
+    results, manifest = _read(path), _read(run / "manifest.json")
+    if results.get("schema") != RESULTS_SCHEMA or manifest.get("kind") != "preferences":
+        raise NotARun(f"{path}: not a preferences run's results (schema "
+                      f"{results.get('schema')!r}); give the folder of `nanobot-memory "
+                      "preferences run --out`")
+    if results.get("manifest_sha256") != manifest.get("manifest_sha256"):
+        raise NotARun(f"{path} was written by another run than {run / 'manifest.json'} "
+                      "describes (manifest hashes differ): rerun its command")
     settings = manifest["settings"]
+    agent = settings.get("agent")
+    if not agent:
+        raise NotARun(f"{run}: a retrieval-only run (no agent) has no behaviour to show; "
+                      "its exposure figures are in its own results.json and report.html")
+    reader = agent.get("kind") == "ideal-reader"
+    try:
+        command = portable(redact_text(command), run)
+    except ValueError as exc:
+        raise NotARun(f"--command: {exc} (quote it as the shell ran it)") from None
+    skipped = {s["name"] for s in results.get("skipped") or []}
     providers = {}
     for name, p in results["providers"].items():
         overall = p["scores"]["overall"]
-        by_attribute = overall.get("ci_by_attribute") or {}
+        behaviour = headline_ci(overall, "behaviour")
         providers[name] = {
             "memory_form": p.get("memory_form"),
             "personas": len(p.get("personas") or []),
             "tests": overall["tests"],
-            "behaviour": _ci(by_attribute.get("behaviour")),
+            # the interval's own n: the tests with a behaviour score
+            "behaviour": (ci(behaviour) or {}) | {
+                k: (behaviour or {}).get(k) for k in ("method", "n_clusters")},
             "acts": overall.get("acts"),  # current / other / both / none
-            "current_exposure": _ci(by_attribute.get("current_exposure")),
-            "failures": sum((p.get("failures") or {}).values()),
+            "current_exposure": ci(headline_ci(overall, "current_exposure")),
+            "failures": {k: v for k, v in (p.get("failures") or {}).items()
+                         if k in FAILURE_KINDS and v},
         }
     pairwise = []
     for r in (results.get("pairwise") or {}).get("behaviour", []):
-        headline = r.get("by_attribute") or r  # by attribute: the one that generalises
+        headline = headline_pair(r)  # by attribute when there is one: it generalises
         pairwise.append({"a": r["a"], "b": r["b"], "difference": headline["difference"],
                          "low": headline["low"], "high": headline["high"], "n": r["n"],
                          "verdict": headline["verdict"]})
-    agent = settings.get("agent") or {}
+    caps = {k: v for k, v in (settings.get("persona_caps") or {}).items() if k not in skipped}
     return {
         "schema": SCHEMA,
         "title": "Preference sessions, " + (
-            "the ideal reader (no model)" if settings.get("agent_tools") is None else
-            f"nanobot's tools {'off' if settings['agent_tools'] == 'none' else 'on'}"),
+            "the ideal reader (a deterministic agent double, no model)" if reader else
+            f"nanobot's tools {'off' if settings.get('agent_tools') == 'none' else 'on'}"),
         "label": label,
-        "command": portable(redact_text(command)),
-        "commit": _commit(),
-        "machine": _machine(),
+        "command": command,
+        **commit(),
+        "machine": machine(),
         "date": manifest["created_at"],
-        "model": {"base_url": redact_text(agent["base_url"]) if agent.get("base_url")
-                  else None, "model": agent.get("model")},
-        "settings": {k: settings.get(k) for k in (
-            "agent_tools", "max_turns", "recognition", "persona_caps", "budget")},
+        "agent": ({"kind": "ideal-reader", "model": None, "base_url": None} if reader else
+                  {"kind": "nanobot", "model": agent.get("model"),
+                   "base_url": redact_text(str(agent["base_url"]))
+                   if agent.get("base_url") else None}),
+        "settings": {"agent_tools": settings.get("agent_tools"),
+                     "max_turns": settings.get("max_turns"),
+                     "recognition": settings.get("recognition"),
+                     "persona_caps": caps,
+                     "budget_tokens": (settings.get("budget") or {}).get("max_tokens")},
         "manifest_sha256": manifest["manifest_sha256"],
-        # a stopped run: the units it finished (each provider's personas say how many)
-        "complete": results.get("complete", True),
+        "complete": complete,  # false: a stopped run, over the units it finished
         "skipped": results.get("skipped") or [],
         "providers": providers,
         "pairwise": pairwise,
@@ -123,12 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="preferences_real", help="results file name")
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
-    if results_file(args.run) is None or not (args.run / "manifest.json").is_file():
-        print(f"--run {args.run}: no preferences run results there (results.json when "
-              "every unit is done, results.partial.json when the run was stopped); run "
-              "or rerun its command", file=sys.stderr)
+    try:
+        doc = summarize(args.run, args.command, args.label)
+    except NotARun as exc:
+        print(f"--run: {exc}", file=sys.stderr)
         return 2
-    doc = summarize(args.run, args.command, args.label)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     path = args.results_dir / f"{args.name}.json"
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

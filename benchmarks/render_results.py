@@ -88,13 +88,22 @@ def _table(doc: dict[str, Any]) -> list[str]:
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for name, p in doc["providers"].items():
         q = p["quality"]
-        n = next((c["n"] for k, _ in quality if (c := q.get(k))), p.get("asks"))
+        ns = [c["n"] for k, _ in quality if (c := q.get(k)) and c.get("n") is not None]
+        n = max(ns) if ns else p.get("asks")
         cells = [f"`{name}`", str(q.get("memory_form") or "–"), str(n),
-                 *[_ci(q.get(k), signed=k == "answer_lift") for k, _ in quality],
+                 *[_cell(q.get(k), n, signed=k == "answer_lift") for k, _ in quality],
                  *([_ci(q.get("judged_accuracy"))] if judged else []),
                  *_cost_cells(p["cost"])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def _cell(c: dict[str, Any] | None, n: int | None, signed: bool) -> str:
+    """An interval; one over fewer questions than its row's n says its own."""
+    text = _ci(c, signed=signed)
+    if c and c.get("value") is not None and c.get("n") not in (None, n):
+        text += f" (n {c['n']})"
+    return text
 
 
 def _pairs(doc: dict[str, Any]) -> list[str]:
@@ -357,59 +366,68 @@ PRIVACY_INTRO = (
 
 PREFS_SCHEMA = "nanobot-memory-preferences-result/1"
 PREFS_INTRO = (
-    "`nanobot-memory preferences run` (docs/preferences.md) through a real nanobot "
-    "`AgentLoop` on the model named, summarized by `python benchmarks/preferences_result.py`"
-    ": **behaviour** is the share of tests whose first reply to a normal request acts on "
-    "the user's current preference (judge-free, by the test's value phrases; 95 % interval "
-    "clustered by the tested attribute); **acts** counts what the first replies did "
-    "(current value / another value / both / none of the values: a reply that names no "
-    "value at all, e.g. a question back or a tool call printed as text); **current "
-    "exposure** is the share of tests whose memory section showed the current value.")
+    "`nanobot-memory preferences run` (docs/preferences.md), summarized by `python "
+    "benchmarks/preferences_result.py`: a real nanobot `AgentLoop` on the model named "
+    "(or, where the title says so, the ideal reader: a deterministic agent double) answers "
+    "normal requests with each memory behind it. **behaviour** is the share of tests whose "
+    "first reply acts on the user's current preference (judge-free, by the test's value "
+    "phrases), its n the tests scored, its 95 % interval clustered by the tested attribute "
+    "when there are enough attributes (`method` in the result file); **acts** counts what "
+    "the first replies did (current value / another value / both / none of the values: a "
+    "reply that names no value, e.g. a question back or a tool call printed as text); "
+    "**current exposure** is the share of tests whose memory section showed the current "
+    "value; **failed** counts tests that could not be run or answered, by kind.")
 
 
 def _prefs(doc: dict[str, Any]) -> list[str]:
-    st, m = doc["settings"], doc["machine"]
+    st, m, agent = doc["settings"], doc["machine"], doc["agent"]
     caps = st.get("persona_caps") or {}
+    if agent["kind"] == "ideal-reader":
+        who = "the ideal reader (no model)"
+    else:
+        who = (f"`{agent['model']}`" + (f" at `{agent['base_url']}`" if agent.get("base_url")
+                                        else "")
+               + f"; nanobot's tools {'off' if st.get('agent_tools') == 'none' else 'on'}")
+    turns = st.get("max_turns")
     lines = [
         f"### {doc['title']}", "", f"**{doc['label']}**", "",
         *([] if doc.get("complete", True) else [
             "**Partial**: the run was stopped; these are the units it had finished (each "
             "row's personas and n say how many). Its command resumes it.", ""]),
-        f"- model: `{doc['model']['model']}`"
-        + (f" at `{doc['model']['base_url']}`" if doc["model"].get("base_url") else "")
-        + ("" if st.get("agent_tools") is None else
-           f"; nanobot's tools {'off' if st['agent_tools'] == 'none' else 'on'}")
-        + f", {st.get('max_turns')} repl{'y' if st.get('max_turns') == 1 else 'ies'} per "
-        "test, recognition "
-        f"{'on' if st.get('recognition') else 'off'}, "
-        f"{(st.get('budget') or {}).get('max_tokens')} tokens of memory"
+        f"- agent: {who}, {turns} repl{'y' if turns == 1 else 'ies'} per test, "
+        f"recognition {'on' if st.get('recognition') else 'off'}, "
+        f"{st.get('budget_tokens')} tokens of memory"
         + ("; " + ", ".join(f"`{k}` on the first {v} personas" for k, v in caps.items())
            if caps else ""),
         f"- command: `{doc['command']}`",
-        f"- commit `{doc['commit'][:12]}`, {doc['date']}, {m['cpus']} CPUs, "
-        f"{m['platform']}, Python {m['python']}; manifest `{doc['manifest_sha256'][:12]}`",
+        f"- commit `{doc['commit'][:12]}`{' (edited checkout)' if doc.get('dirty') else ''}, "
+        f"{doc['date']}, {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
+        f"manifest `{doc['manifest_sha256'][:12]}`",
         "",
-        "| provider | memory | personas | tests (n) | behaviour [95 % CI] "
+        "| provider | memory | personas | n | behaviour [95 % CI] "
         "| acts: current / other / both / none | current exposure [95 % CI] | failed |",
-        "|---|---|--:|--:|---|---|---|--:|",
+        "|---|---|--:|--:|---|---|---|---|",
     ]
     for name, p in doc["providers"].items():
         a = p.get("acts") or {}
         acts = " / ".join(str(a.get(k, 0)) for k in ("current", "other", "both", "none"))
+        failed = ", ".join(f"{k} {v}" for k, v in (p.get("failures") or {}).items()) or "0"
         lines.append(f"| `{name}` | {p.get('memory_form') or '–'} | {p['personas']} "
-                     f"| {p['tests']} | {_ci(p['behaviour'])} | {acts} "
-                     f"| {_ci(p['current_exposure'])} | {p['failures']} |")
+                     f"| {(p['behaviour'] or {}).get('n', p['tests'])} | {_ci(p['behaviour'])} "
+                     f"| {acts} | {_ci(p['current_exposure'])} | {failed} |")
     pairs = doc.get("pairwise") or []
     if pairs:
-        lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; winner "
-                  "minus loser, or a - b when not distinguishable):", ""]
+        lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; the "
+                  "winner's score minus the loser's, or row minus column when not "
+                  "distinguishable):", ""]
         for r in pairs:
-            seen = r["verdict"] if " > " in r["verdict"] else (
-                f"{r['a']} vs {r['b']}: not distinguishable")
-            diff = (_winner_minus_loser(r) if " > " in r["verdict"] else
-                    f"{_num(r['difference'], signed=True)} [{_num(r['low'], 2, True)}, "
-                    f"{_num(r['high'], 2, True)}]")
-            lines.append(f"- {seen} ({diff}, n {r['n']})")
+            if " > " in r["verdict"]:
+                lines.append(f"- {r['verdict']} ({_winner_minus_loser(r)}, n {r['n']})")
+            else:
+                lines.append(f"- {r['a']} vs {r['b']}: not distinguishable "
+                             f"({_num(r['difference'], signed=True)} "
+                             f"[{_num(r['low'], 2, True)}, {_num(r['high'], 2, True)}], "
+                             f"n {r['n']})")
     for s in doc.get("skipped") or []:
         lines.append(f"- skipped `{s['name']}`: {s['reason']}")
     return [*lines, ""]
@@ -426,7 +444,7 @@ def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]],
     and the privacy fuzzer (each left out when it has no file)."""
     lines: list[str] = []
     if prefs:
-        lines += _section("Behaviour on a real model", PREFS_INTRO,
+        lines += _section("Behaviour in preference sessions", PREFS_INTRO,
                           [line for doc in prefs for line in _prefs(doc)])
     if scale:
         lines += _section("Recall at scale", SCALE_INTRO,

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -50,6 +49,12 @@ from urllib.parse import urlparse
 
 from nanobot_memory_adapters.harness.llm_meter import LLMMeter, read_log, summarize
 from nanobot_memory_adapters.redaction import redact_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _provenance import ci as _ci
+from _provenance import commit as _commit
+from _provenance import machine as _machine
+from _provenance import portable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -209,32 +214,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- the results JSON ----------------------------------------------------------------------
-
-
-def _machine() -> dict[str, Any]:
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "cpus": os.cpu_count(), "memory_gb": mem,
-            "python": platform.python_version()}
-
-
-def _commit() -> dict[str, Any]:
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True,
-                              check=False).stdout.strip()
-
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
-
-
-def _ci(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not c:
-        return None
-    return {k: c.get(k) for k in ("value", "low", "high", "n")}
 
 
 def _pair(r: dict[str, Any], value_key: str = "value") -> dict[str, Any]:
@@ -417,20 +396,6 @@ def left_out_measured(run_out: Path, task: str, name: str) -> str:
             f"model calls over "
             f"{model_s / 3600:.1f} h ({model_s / len(calls):.0f} s a call, {cut} answers "
             f"of 4,000+ tokens), {sum(sessions)} session(s) finished")
-
-
-def portable(command: str, run_out: Path) -> str:
-    """The command without this machine's paths: the run's folder as ``OUT``, a file in
-    the repository relative to it, any other absolute path as ``PATH``."""
-    words, run_out = [], run_out.resolve()  # --out may have been given relative
-    for word in shlex.split(command):
-        if word.startswith("/"):
-            path = Path(word)
-            word = ("OUT" + word[len(str(run_out)):] if path.is_relative_to(run_out)
-                    else str(path.relative_to(REPO)) if path.is_relative_to(REPO)
-                    else "PATH")
-        words.append(word)
-    return shlex.join(words)
 
 
 def write_summary(run_out: Path, task: str, results_dir: Path, name: str) -> Path:

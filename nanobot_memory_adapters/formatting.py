@@ -431,6 +431,9 @@ def compose_sections(
     go first if it would; with shares from ``split_budget`` it never has to)."""
     lines = [_head(backend, scope)]
     for label, inner in parts:
+        if isinstance(inner, str):  # a rendered section, not its lines: one per character
+            raise TypeError("compose_sections takes each section's lines "
+                            "(RenderedContext.lines), not its rendered text")
         if inner:
             lines.append(_heading(label))
             lines.extend(inner)

@@ -5,11 +5,14 @@ A user's file can be anything: a FIFO (reading it blocks forever), a link to
 Python's parser recurses (a ``RecursionError`` traceback), or text in another encoding.
 Each is one ``JsonFileError`` naming the file, what is wrong and the fix; callers turn it
 into their own one-line error (``ConfigError``, ``DatasetError``).
+
+The one writer (``write_json_atomic``) is for a run's own files: whole or not at all.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -107,3 +110,12 @@ def load_json_file(path: Path | str, *, what: str = "JSON file", fix: str = "fix
     """A JSON file the user named: regular, bounded, UTF-8, valid, not absurdly deep."""
     p = Path(path).expanduser()
     return loads(read_text(p, what=what, max_bytes=max_bytes), p, fix=fix)
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> None:
+    """Write ``data`` as JSON so that ``path`` is always whole: the old file or the new
+    one, never half of one (a run stopped, or a second signal, while it is written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=indent, ensure_ascii=False)
+                   + ("\n" if indent is not None else ""), encoding="utf-8")
+    os.replace(tmp, path)

@@ -156,6 +156,29 @@ async def test_suite_fails_a_broken_adapter(tmp_path, cls, item):
     assert result.status == "failed", result
 
 
+class MisstatesItsLines(StoreProvider):
+    """Gives section lines that are not its context's (a composition from them would
+    show what the provider never rendered)."""
+
+    async def retrieve(self, request: RetrieveRequest):  # type: ignore[no-untyped-def]
+        result = await super().retrieve(request)
+        return result.model_copy(update={
+            "section_lines": [*result.section_lines, "a line the context does not hold"]})
+
+
+async def test_item_5_fails_section_lines_that_are_not_the_context_s(tmp_path):
+    async def make():  # type: ignore[no-untyped-def]
+        return MisstatesItsLines(FullHistory(tmp_path / "h.sqlite3"))
+
+    result = await run_item(5, SuiteTarget(make=make, make_failing=make))
+    assert result.status == "failed" and "section_lines" in result.detail, result
+
+    async def honest():  # type: ignore[no-untyped-def]
+        return StoreProvider(FullHistory(tmp_path / "h2.sqlite3"))
+
+    assert (await run_item(5, SuiteTarget(make=honest, make_failing=honest))).status == "passed"
+
+
 async def test_item_7_fails_when_errors_are_not_wrapped(tmp_path):
     async def make():
         return StoreProvider(FullHistory(tmp_path / "h.sqlite3"))

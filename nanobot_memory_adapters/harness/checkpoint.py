@@ -17,12 +17,12 @@ The checkpoint belongs to one manifest: resuming with different settings is refu
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nanobot_memory_adapters.harness.safe_paths import remove_file
+from nanobot_memory_adapters.json_files import write_json_atomic
 
 CHECKPOINT_FILE = "checkpoint.json"
 
@@ -68,9 +68,7 @@ class Checkpoint:
             "attempts": self.attempts,
             "units": self.units,
         }
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_json_atomic(self.path, data)
 
 
 def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None) -> Checkpoint:

@@ -127,18 +127,25 @@ def check_names(names: list[str]) -> None:
             raise fail(f"--providers: unknown provider '{n}' — {_suggest(n, list(specs))}")
 
 
-def parse_persona_caps(values: list[str], providers: list[str],
+def parse_persona_caps(values: list[str], providers: list[str], personas: int,
                        option: str = "--persona-cap") -> dict[str, int]:
-    """``NAME=N`` options: the provider runs on the first N personas only (a slow one
-    beside fast ones on one model); a name not in the run or an N below 1 is refused."""
+    """``NAME=N`` options: the provider (named as in --providers, ``+feedback`` included)
+    runs on the scenario's first N personas only (a slow one beside fast ones on one
+    model). A name not in the run, a name given twice, or an N outside 1..personas is
+    refused with one line."""
     caps: dict[str, int] = {}
     for value in values:
-        name, sep, count = value.partition("=")
-        if not sep or not count.strip().isdigit() or int(count) < 1:
+        name, sep, count = (part.strip() for part in value.partition("="))
+        if not sep or not count.isdecimal() or not count.isascii():
             raise fail(f"{option} {value!r}: use PROVIDER=N with N >= 1 (e.g. mem0=4)")
-        if name.strip() not in providers:
-            raise fail(f"{option} {value!r}: {name.strip()!r} is not in --providers "
-                       f"({', '.join(providers)})")
-        caps[name.strip()] = int(count)
+        if name not in providers:
+            raise fail(f"{option} {value!r}: {name!r} is not in --providers "
+                       f"({', '.join(providers)}; a feedback group is capped by its full "
+                       "name, e.g. mem0+feedback=4)")
+        if name in caps:
+            raise fail(f"{option} {value!r}: {name} is capped twice; give one cap each")
+        if not 1 <= int(count) <= personas:
+            raise fail(f"{option} {value!r}: the scenario has {personas} personas; use "
+                       f"N from 1 to {personas}")
+        caps[name] = int(count)
     return caps
-

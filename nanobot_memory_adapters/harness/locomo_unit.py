@@ -316,7 +316,7 @@ class UnitRunner:
                     continue
                 results.append(one)
                 parts.append((persona.label, one.section_lines))
-            error = "; ".join(errors) if errors else None
+            error = "; ".join(dict.fromkeys(errors)) if errors else None  # each once
             context, complete = compose_sections(
                 self.p.name, self._composed_scope, parts, budget_tokens
             )

@@ -207,9 +207,12 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     except FolderInUse as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
+        partial = cfg.out / "results.partial.json"  # a preferences run's finished units
         err_console.print(
             f"[yellow]interrupted[/yellow]: rerun the same command to resume "
-            f"from {escape(str(cfg.out / 'checkpoint.json'))}", markup=True
+            f"from {escape(str(cfg.out / 'checkpoint.json'))}"
+            + (f"; the finished units' results: {escape(str(partial))}"
+               if partial.is_file() else ""), markup=True
         )
         raise typer.Exit(130) from None
     except CheckpointMismatch as exc:

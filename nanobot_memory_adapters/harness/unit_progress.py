@@ -22,12 +22,12 @@ draws.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from nanobot_memory_adapters.harness.locomo_state import UnitState
 from nanobot_memory_adapters.harness.safe_paths import remove_file
+from nanobot_memory_adapters.json_files import write_json_atomic
 
 SUFFIX = ".progress.json"
 
@@ -59,11 +59,9 @@ def keeps_store(store: Path | None) -> bool:
 
 def save_progress(traces: Path, progress: UnitProgress) -> None:
     path = progress_path(traces)
-    tmp = path.with_suffix(".tmp")
     data = {f.name: getattr(progress, f.name) for f in fields(UnitProgress)}
     data["unit"] = progress.unit.to_dict()
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, data)
 
 
 def load_progress(traces: Path, manifest_sha256: str, root: Path) -> UnitProgress | None:

@@ -770,21 +770,22 @@ def test_a_persona_cap_runs_a_provider_on_the_first_personas_only(tmp_path):
     results = json.loads((out / "results.json").read_text())
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["persona_caps"] == {"oracle_ipas": 1}
-    personas = manifest["dataset"]["personas"] if "dataset" in manifest else None
+    personas = manifest["dataset"]["personas"]
     no_mem, oracle = (results["providers"][n] for n in ("no_memory", "oracle_ipas"))
-    assert len(no_mem["personas"]) == 3 and oracle["personas"] == no_mem["personas"][:1]
-    if personas:
-        assert oracle["personas"] == personas[:1]
+    assert no_mem["personas"] == personas and len(personas) == 3
+    assert oracle["personas"] == personas[:1]
     tests = oracle["scores"]["overall"]["tests"]
     assert tests and no_mem["scores"]["overall"]["tests"] == 3 * tests
     [pair] = results["pairwise"]["behaviour"]
     assert pair["n"] == tests
-    for bad, says in (("oracle=1", "not in --providers"), ("oracle_ipas=0", "N >= 1"),
-                      ("oracle_ipas", "PROVIDER=N")):
+    for bad, says in ((["oracle=1"], "not in --providers"), (["oracle_ipas=0"], "N from 1"),
+                      (["oracle_ipas"], "PROVIDER=N"), (["oracle_ipas=²"], "PROVIDER=N"),
+                      (["oracle_ipas=2"], "has 1 personas"),
+                      (["oracle_ipas=1", "oracle_ipas=1"], "capped twice")):
+        caps = [arg for cap in bad for arg in ("--persona-cap", cap)]
         refused = CliRunner().invoke(app, [
             "preferences", "run", "--personas", "1", "--agent", "ideal-reader",
-            "--providers", "no_memory,oracle_ipas", "--persona-cap", bad,
-            "--out", str(tmp_path / "x")])
+            "--providers", "no_memory,oracle_ipas", *caps, "--out", str(tmp_path / "x")])
         assert refused.exit_code == 2 and says in refused.stderr, refused.output
         assert "Traceback" not in refused.output
 
@@ -1256,6 +1257,7 @@ def test_a_stopped_run_writes_its_partial_results_and_resumes(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "rerun the same command to resume" in err
+    assert "results.partial.json" in err.replace("\n", "")  # rich wraps long lines
     partial = json.loads((out / "results.partial.json").read_text())
     assert partial["complete"] is False and not (out / "results.json").exists()
     done = json.loads(checkpoint.read_text())["units"]

@@ -80,6 +80,8 @@ def test_split_budget_and_compose_fit_exactly():
     assert "## Alice&#x27;s memory" in text or "## Alice's memory" in text
     assert compose_sections("simple_rag", "run/syn-1", [("A", ()), ("B", ())], 300) == ("",
                                                                                        True)
+    with pytest.raises(TypeError, match="lines"):  # a rendered text is not its lines
+        compose_sections("simple_rag", "run/syn-1", [("A", text)], 300)
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")

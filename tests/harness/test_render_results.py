@@ -117,11 +117,22 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     results = tmp_path / "results"
     assert summarize.main(["--run", str(tmp_path / "nothing"), "--command", "x",
                            "--results-dir", str(results)]) == 2
-    assert "no preferences run results there" in capsys.readouterr().err
+    assert "no preferences run results in" in capsys.readouterr().err
+    bench_like = tmp_path / "bench"  # results and a manifest, but not a preferences run's
+    bench_like.mkdir()
+    (bench_like / "results.json").write_text(json.dumps({"schema": "other"}))
+    (bench_like / "manifest.json").write_text(json.dumps({"kind": "bench"}))
+    assert summarize.main(["--run", str(bench_like), "--command", "x",
+                           "--results-dir", str(results)]) == 2
+    assert "not a preferences run's results" in capsys.readouterr().err
+    assert summarize.main(["--run", str(run), "--command", "don't", "--results-dir",
+                           str(results)]) == 2
+    assert "--command" in capsys.readouterr().err
     assert summarize.main(["--run", str(run), "--command", "nanobot-memory " + " ".join(
         argv), "--results-dir", str(results), "--label", "a test run"]) == 0
     doc = json.loads((results / "preferences_real.json").read_text())
-    assert "PATH" in doc["command"] and str(tmp_path) not in doc["command"]
+    assert "--out OUT" in doc["command"] and str(tmp_path) not in doc["command"]
+    assert isinstance(doc["dirty"], bool) and doc["complete"] is True
     oracle, none = doc["providers"]["oracle_ipas"], doc["providers"]["no_memory"]
     assert (oracle["personas"], none["personas"]) == (3, 2)
     assert oracle["tests"] == 36 and none["tests"] == 24
@@ -131,7 +142,8 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     md = tmp_path / "results.md"
     _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
     text = md.read_text()
-    assert "## Behaviour on a real model" in text and "**a test run**" in text
+    assert "## Behaviour in preference sessions" in text and "**a test run**" in text
+    assert "### Preference sessions, the ideal reader" in text
     assert "`no_memory` on the first 2 personas" in text
     row = next(line for line in text.splitlines() if line.startswith("| `oracle_ipas`"))
     assert "| 3 | 36 |" in row and "[" in row

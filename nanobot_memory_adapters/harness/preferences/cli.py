@@ -4,7 +4,6 @@ preferences``, which runs the same with bench's options)."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -142,7 +141,7 @@ def build_config(
     from nanobot_memory_adapters.harness.preferences.simulator import LLMUser, ScriptedUser
 
     names = provider_names(providers, base=lambda n: split_group(n)[0])
-    caps = parse_persona_caps(persona_cap or [], names)
+    caps = parse_persona_caps(persona_cap or [], names, len(scenario.personas))
     check_budget(budget_tokens)
     check_seconds(readiness_timeout)
     if test_tags not in ("context", "all", "none"):
@@ -260,13 +259,7 @@ def run_and_report(cfg: Any, *, as_json: bool = False, narrow: bool = False) -> 
     from nanobot_memory_adapters.harness.preferences.driver import run_preferences
     from nanobot_memory_adapters.harness.progress import run_resumable
 
-    # SIGTERM (how a background run is stopped) as Ctrl-C: the run writes its partial
-    # results (results.partial.json) before it exits 130
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        outcome = run_resumable(run_preferences, cfg, quiet=as_json)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    outcome = run_resumable(run_preferences, cfg, quiet=as_json)
     if as_json:
         print(json.dumps(outcome.results, indent=2))
     else:

@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from loguru import logger
 
 from nanobot_memory_adapters.contract import (
     MemoryScope,
     supports,
 )
 from nanobot_memory_adapters.harness import manifest as mf
-from nanobot_memory_adapters.harness.checkpoint import open_checkpoint
+from nanobot_memory_adapters.harness.checkpoint import Checkpoint, open_checkpoint
 from nanobot_memory_adapters.harness.outcome import RunOutcome
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
 from nanobot_memory_adapters.harness.preferences.config import (
@@ -57,7 +59,10 @@ from nanobot_memory_adapters.harness.preferences.scoring import (
 )
 from nanobot_memory_adapters.harness.preferences.unit import PreferenceUnit
 from nanobot_memory_adapters.harness.prepared import Prepared, prepare_provider
+from nanobot_memory_adapters.harness.safe_paths import remove_file
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
+from nanobot_memory_adapters.harness.trace_sink import error_text
+from nanobot_memory_adapters.json_files import write_json_atomic
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 RESULTS_SCHEMA = "nanobot-memory-preference-results/1"
@@ -137,13 +142,47 @@ def clear_outputs(out: Path) -> None:
 async def run_preferences(cfg: PreferenceBenchConfig, progress: Any = None
                           ) -> PreferenceOutcome:
     ids = SeededIds(cfg.seed)
-    with ids:
+    with ids, _sigterm_stops() as stopped:
         try:
             return await _run(cfg, progress, ids)
+        except asyncio.CancelledError:
+            if stopped():  # SIGTERM: said and exited as Ctrl-C is (130, resume hint)
+                raise KeyboardInterrupt from None
+            raise
         finally:
             for close in cfg.closers:
                 with contextlib.suppress(Exception):
                     await close()
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[Callable[[], bool]]:
+    """SIGTERM (how a background run is stopped) cancels the run as Ctrl-C does inside
+    ``asyncio.run``: at its next await, so the partial results are written from a
+    consistent checkpoint. Yields whether it came. Without a loop signal handler (not the
+    main thread, not Unix) the signal keeps its default."""
+    task, loop = asyncio.current_task(), asyncio.get_running_loop()
+    came = False
+
+    def stop() -> None:
+        nonlocal came
+        came = True
+        if task is not None:
+            task.cancel()
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        installed = False
+    try:
+        yield lambda: came
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signal.SIGTERM, previous)
 
 
 async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> PreferenceOutcome:
@@ -186,19 +225,18 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         if progress:
             for p, _ in prepared:
                 progress.start(p.name, len(_personas_for(cfg, p.name)))
-        capped = {p.name: {x.persona_id for x in _personas_for(cfg, p.name)}
-                  for p, _ in prepared}
+        personas_of = {p.name: {x.persona_id for x in _personas_for(cfg, p.name)}
+                       for p, _ in prepared}
         # persona-major: a run stopped midway (a slow real model) has every provider on
         # the same personas, so its partial results compare like with like
         try:
-            resumed = await _units(cfg, prepared, capped, cp, traces_path, ids, progress)
-        except (KeyboardInterrupt, asyncio.CancelledError):
+            resumed = await _units(cfg, prepared, personas_of, cp, traces_path, ids, progress)
+        except BaseException:  # stopped, or a unit that failed the run: what it finished
             _write_partial(cfg, manifest, prepared, skipped, cp.units)
             raise
         results = build_results(cfg, manifest, prepared, skipped, cp.units)
-        (cfg.out / PARTIAL).unlink(missing_ok=True)
-        (cfg.out / "results.json").write_text(
-            json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json_atomic(cfg.out / "results.json", results, indent=2)
+        remove_file(cfg.out, cfg.out / PARTIAL)  # after: a stop between keeps one
         from nanobot_memory_adapters.harness.preferences.report import write_report
 
         write_report(cfg.out / "report.html", manifest, results)
@@ -217,21 +255,22 @@ def _write_partial(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
                    units: dict[str, dict[str, Any]]) -> None:
     """A stopped run's results over the units it finished (``complete`` false; each
     provider lists its personas): what a slow model's run can report before it resumes."""
-    with contextlib.suppress(Exception):  # never mask the interruption
+    try:
         results = build_results(cfg, manifest, prepared, skipped, units)
         results["complete"] = False
-        (cfg.out / PARTIAL).write_text(
-            json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json_atomic(cfg.out / PARTIAL, results, indent=2)
+    except Exception as exc:  # never mask why the run stopped; say why there is none
+        logger.warning("no {} written: {}", PARTIAL, error_text(exc))
 
 
 async def _units(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
-                 capped: dict[str, set[str]], cp: Any, traces_path: Path, ids: SeededIds,
-                 progress: Any) -> int:
+                 personas_of: dict[str, set[str]], cp: Checkpoint, traces_path: Path,
+                 ids: SeededIds, progress: Any) -> int:
     """Every unit not in the checkpoint, persona by persona; returns how many were."""
     resumed = 0
     for persona in cfg.scenario.personas:
         for p, group in prepared:
-            if persona.persona_id not in capped[p.name]:
+            if persona.persona_id not in personas_of[p.name]:
                 continue
             if cp.done(p.name, persona.persona_id) is not None:
                 resumed += 1
