@@ -418,7 +418,7 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
     pairs = doc.get("pairwise") or []
     if pairs:
         lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; the "
-                  "winner's score minus the loser's, or row minus column when not "
+                  "winner's score minus the loser's, or the first minus the second when not "
                   "distinguishable):", ""]
         for r in pairs:
             if " > " in r["verdict"]:
