@@ -130,6 +130,9 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
                      "budget_tokens": (settings.get("budget") or {}).get("max_tokens")},
         "manifest_sha256": manifest["manifest_sha256"],
         "complete": complete,  # false: a stopped run, over the units it finished
+        # what acting on each attribute's default scores (the scenario's share of tests
+        # whose current value is the default): how to read a memory-less row's behaviour
+        "default_rate": results.get("default_rate"),
         "skipped": results.get("skipped") or [],
         "providers": providers,
         "pairwise": pairwise,

@@ -400,8 +400,11 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         + ("; " + ", ".join(f"`{k}` on the first {v} personas" for k, v in caps.items())
            if caps else ""),
         f"- command: `{doc['command']}`",
+        *([f"- the current value is the attribute's default in {doc['default_rate']:.3f} "
+           "of the scenario's tests: a reply that always acts on the default scores that "
+           "with no memory"] if doc.get("default_rate") is not None else []),
         f"- commit `{doc['commit'][:12]}`{' (edited checkout)' if doc.get('dirty') else ''}, "
-        f"{doc['date']}, {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
+        f"run started {doc['date']}, {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
         f"manifest `{doc['manifest_sha256'][:12]}`",
         "",
         "| provider | memory | personas | n | behaviour [95 % CI] "

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+#: a run stopped midway leaves its finished units' results here (preference runs write
+#: it; the runner's interruption message points at it when it is there)
+PARTIAL_RESULTS = "results.partial.json"
+
 
 @dataclass
 class RunOutcome:

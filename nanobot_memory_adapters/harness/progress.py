@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from nanobot_memory_adapters.console import err_console, fail
+from nanobot_memory_adapters.harness.outcome import PARTIAL_RESULTS
 
 
 def short(n: float | None) -> str:
@@ -207,7 +208,7 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     except FolderInUse as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        partial = cfg.out / "results.partial.json"  # a preferences run's finished units
+        partial = cfg.out / PARTIAL_RESULTS
         err_console.print(
             f"[yellow]interrupted[/yellow]: rerun the same command to resume "
             f"from {escape(str(cfg.out / 'checkpoint.json'))}"

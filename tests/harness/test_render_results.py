@@ -145,6 +145,8 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     assert "## Behaviour in preference sessions" in text and "**a test run**" in text
     assert "### Preference sessions, the ideal reader" in text
     assert "`no_memory` on the first 2 personas" in text
+    assert f"the attribute's default in {doc['default_rate']:.3f} of the scenario" in text
+    assert 0 < doc["default_rate"] < 1
     row = next(line for line in text.splitlines() if line.startswith("| `oracle_ipas`"))
     assert "| 3 | 36 |" in row and "[" in row
     assert "- oracle_ipas > no_memory (+" in text and "n 24)" in text

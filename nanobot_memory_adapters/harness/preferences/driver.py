@@ -40,7 +40,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import Checkpoint, open_checkpoint
-from nanobot_memory_adapters.harness.outcome import RunOutcome
+from nanobot_memory_adapters.harness.outcome import PARTIAL_RESULTS, RunOutcome
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
 from nanobot_memory_adapters.harness.preferences.config import (
     PreferenceBenchConfig as PreferenceBenchConfig,  # its home is config.py; named here too
@@ -66,7 +66,7 @@ from nanobot_memory_adapters.json_files import write_json_atomic
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 RESULTS_SCHEMA = "nanobot-memory-preference-results/1"
-PARTIAL = "results.partial.json"  # a stopped run's results over its finished units
+PARTIAL = PARTIAL_RESULTS  # a stopped run's results over its finished units
 OUTPUT_FILES = ("scenarios.json", "manifest.json", "traces.jsonl", "results.json",
                 PARTIAL, "report.html", "checkpoint.json")
 FEEDBACK_SUFFIX = "+feedback"
@@ -247,7 +247,6 @@ async def _run(cfg: PreferenceBenchConfig, progress: Any, ids: SeededIds) -> Pre
         for p, _ in prepared:
             with contextlib.suppress(Exception):
                 await p.adapter.aclose()
-
 
 
 def _write_partial(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
