@@ -26,6 +26,7 @@ from typing import Any
 from nanobot_memory_adapters.harness.preferences.driver import PARTIAL, RESULTS_SCHEMA
 from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
 from nanobot_memory_adapters.redaction import redact_text
+from nanobot_memory_adapters.stats import wilson_ci
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import ci, commit, machine, portable
@@ -98,16 +99,12 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
             "behaviour": (ci(behaviour) or {}) | {
                 k: (behaviour or {}).get(k) for k in ("method", "n_clusters")},
             "acts": overall.get("acts"),  # current / other / both / none
+            **named_shares(overall.get("acts") or {}),
             "current_exposure": ci(headline_ci(overall, "current_exposure")),
             "failures": {k: v for k, v in (p.get("failures") or {}).items()
                          if k in FAILURE_KINDS and v},
         }
-    pairwise = []
-    for r in (results.get("pairwise") or {}).get("behaviour", []):
-        headline = headline_pair(r)  # by attribute when there is one: it generalises
-        pairwise.append({"a": r["a"], "b": r["b"], "difference": headline["difference"],
-                         "low": headline["low"], "high": headline["high"], "n": r["n"],
-                         "verdict": headline["verdict"]})
+    pairs = results.get("pairwise") or {}
     caps = {k: v for k, v in (settings.get("persona_caps") or {}).items() if k not in skipped}
     return {
         "schema": SCHEMA,
@@ -135,8 +132,37 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
         "default_rate": results.get("default_rate"),
         "skipped": results.get("skipped") or [],
         "providers": providers,
-        "pairwise": pairwise,
+        "pairwise": _pairwise(pairs.get("behaviour")),
+        # what memory showed, pair by pair: whether the memories differ at all
+        "exposure_pairwise": _pairwise(pairs.get("current_exposure")),
     }
+
+
+def _pairwise(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    out = []
+    for r in rows or []:
+        headline = headline_pair(r)  # by attribute when there is one: it generalises
+        out.append({"a": r["a"], "b": r["b"], "difference": headline["difference"],
+                    "low": headline["low"], "high": headline["high"], "n": r["n"],
+                    "verdict": headline["verdict"]})
+    return out
+
+
+def named_shares(acts: dict[str, int]) -> dict[str, dict[str, Any] | None]:
+    """How often the first reply named any of the attribute's values, and, of those that
+    did, how often only the current one: what separates a model that cannot act on
+    memory (it names no value) from one that acts on the wrong memory. Wilson intervals
+    over the replies, not clustered (the result files keep counts, not the tests)."""
+    named = sum(acts.get(k, 0) for k in ("current", "other", "both"))
+    total = named + acts.get("none", 0)
+
+    def share(k: int, n: int) -> dict[str, Any] | None:
+        if n <= 0:
+            return None
+        return wilson_ci(k, n).model_dump(include={"value", "low", "high", "n", "method"})
+
+    return {"named_value": share(named, total),
+            "current_when_named": share(acts.get("current", 0), named)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -375,8 +375,11 @@ PREFS_INTRO = (
     "when there are enough attributes (`method` in the result file); **acts** counts what "
     "the first replies did (current value / another value / both / none of the values: a "
     "reply that names no value, e.g. a question back or a tool call printed as text); "
-    "**current exposure** is the share of tests whose memory section showed the current "
-    "value; **failed** counts tests that could not be run or answered, by kind.")
+    "**current when named** is, of the first replies that named a value, the share that "
+    "named only the current one (whether memory steered the value when one was named; "
+    "Wilson, not clustered, its own n); **current exposure** is the share of tests whose memory section showed the current "
+    "value; **failed** counts tests that could not be run or answered, by kind. Under each "
+    "table, what that run can and cannot separate, read from its own pairwise verdicts.")
 
 
 def _prefs(doc: dict[str, Any]) -> list[str]:
@@ -403,13 +406,15 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         *([f"- the current value is the attribute's default in {doc['default_rate']:.3f} "
            "of the scenario's tests: a reply that always acts on the default scores that "
            "with no memory"] if doc.get("default_rate") is not None else []),
-        f"- commit `{doc['commit'][:12]}`{' (edited checkout)' if doc.get('dirty') else ''}, "
-        f"run started {doc['date']}, {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
-        f"manifest `{doc['manifest_sha256'][:12]}`",
+        f"- summarized at commit `{doc['commit'][:12]}`"
+        f"{' (edited checkout)' if doc.get('dirty') else ''}; manifest "
+        f"`{doc['manifest_sha256'][:12]}` written {doc['date']} (when the run last started "
+        f"or resumed); {m['cpus']} CPUs, {m['platform']}, Python {m['python']}",
         "",
         "| provider | memory | personas | n | behaviour [95 % CI] "
-        "| acts: current / other / both / none | current exposure [95 % CI] | failed |",
-        "|---|---|--:|--:|---|---|---|---|",
+        "| acts: current / other / both / none | current when named [95 % CI] "
+        "| current exposure [95 % CI] | failed |",
+        "|---|---|--:|--:|---|---|---|---|---|",
     ]
     for name, p in doc["providers"].items():
         a = p.get("acts") or {}
@@ -417,7 +422,8 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         failed = ", ".join(f"{k} {v}" for k, v in (p.get("failures") or {}).items()) or "0"
         lines.append(f"| `{name}` | {p.get('memory_form') or '–'} | {p['personas']} "
                      f"| {(p['behaviour'] or {}).get('n', p['tests'])} | {_ci(p['behaviour'])} "
-                     f"| {acts} | {_ci(p['current_exposure'])} | {failed} |")
+                     f"| {acts} | {_cell(p.get('current_when_named'), None, False)} "
+                     f"| {_ci(p['current_exposure'])} | {failed} |")
     pairs = doc.get("pairwise") or []
     if pairs:
         lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; the "
@@ -433,7 +439,49 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
                              f"n {r['n']})")
     for s in doc.get("skipped") or []:
         lines.append(f"- skipped `{s['name']}`: {s['reason']}")
-    return [*lines, ""]
+    return [*lines, "", *_separates(doc)]
+
+
+def _apart(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """A pair list's verdicts read as text, and the pairs it could not separate."""
+    real = [f"{r['verdict']} ({_winner_minus_loser(r)})" for r in rows
+            if " > " in r["verdict"]]
+    return real, [r for r in rows if " > " not in r["verdict"]]
+
+
+def _separates(doc: dict[str, Any]) -> list[str]:
+    """What the run can and cannot separate, read from its own figures: whether the
+    memories showed different things, whether the replies differed, and why not."""
+    out = ["What this run can and cannot separate (from its own figures):", ""]
+    exposure = doc.get("exposure_pairwise") or []
+    if exposure:
+        real, _ = _apart(exposure)
+        out.append(f"- what memory showed (current exposure): {len(real)} of {len(exposure)} "
+                   "pairs apart" + (": " + "; ".join(real) if real else "") + ".")
+    behaviour = doc.get("pairwise") or []
+    if behaviour:
+        real, same = _apart(behaviour)
+        line = (f"- what the replies did (behaviour): {len(real)} of {len(behaviour)} pairs "
+                "apart" + (": " + "; ".join(real) if real else ""))
+        if same:
+            tight = min(same, key=lambda r: r["high"] - r["low"])
+            line += (f"; the narrowest interval of a pair not apart ({tight['a']} vs "
+                     f"{tight['b']}, n {tight['n']}) spans {_num(tight['low'], 2, True)} to "
+                     f"{_num(tight['high'], 2, True)}: a difference in behaviour smaller than "
+                     "that reads not distinguishable at this n")
+        out.append(line + ".")
+    acts = [p.get("acts") or {} for p in doc["providers"].values()]
+    none = sum(a.get("none", 0) for a in acts)
+    total = sum(sum(a.get(k, 0) for k in ("current", "other", "both", "none")) for a in acts)
+    if total:
+        out.append(f"- first replies that named none of the attribute's values: {none} of "
+                   f"{total} ({none / total:.2f}) over all rows. Such a reply scores 0 "
+                   "whatever memory showed, so where most replies name no value, behaviour "
+                   "mostly measures whether the model names one; **current when named** "
+                   "(of the replies that named a value, the share that named only the "
+                   "current one; Wilson, not clustered) shows whether memory steered the "
+                   "value when one was named.")
+    return [*out, ""]
 
 
 def _section(title: str, intro: str, body: list[str]) -> list[str]:

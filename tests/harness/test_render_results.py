@@ -151,6 +151,19 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     assert "| 3 | 36 |" in row and "[" in row
     assert "- oracle_ipas > no_memory (+" in text and "n 24)" in text
     assert "**Partial**" not in text
+    # what the run can separate, read from its own figures
+    acts = oracle["acts"]
+    named = acts["current"] + acts["other"] + acts["both"]
+    assert oracle["named_value"]["n"] == 36 and oracle["named_value"]["value"] == named / 36
+    assert oracle["current_when_named"]["n"] == named
+    assert oracle["current_when_named"]["low"] <= oracle["current_when_named"]["value"]
+    [exposure] = doc["exposure_pairwise"]
+    assert exposure["verdict"] == "oracle_ipas > no_memory"  # the ideal reader's memory shows
+    assert "- what memory showed (current exposure): 1 of 1 pairs apart: oracle_ipas >" in text
+    assert "- what the replies did (behaviour): 1 of 1 pairs apart" in text
+    none = sum(p["acts"]["none"] for p in doc["providers"].values())
+    assert f"named none of the attribute's values: {none} of 60" in text
+    assert f"(n {named})" in row  # current when named says its own n
     # a stopped run's partial results read the same way, marked partial
     (run / "results.json").rename(run / "results.partial.json")
     partial = json.loads((run / "results.partial.json").read_text())
@@ -160,3 +173,22 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     assert json.loads((results / "preferences_real.json").read_text())["complete"] is False
     _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
     assert "**Partial**: the run was stopped" in md.read_text()
+
+
+def test_the_preference_table_says_what_its_run_could_not_separate():
+    """Pairs not apart name the narrowest interval (the smallest difference this n could
+    have separated), and a run whose replies mostly named no value says so."""
+    render = _module("render_results")
+    pair = {"a": "x", "b": "y", "n": 24, "verdict": "not distinguishable"}
+    doc = {"providers": {"x": {"acts": {"current": 1, "other": 0, "both": 0, "none": 23}},
+                         "y": {"acts": {"current": 2, "other": 1, "both": 0, "none": 21}}},
+           "pairwise": [pair | {"difference": -0.04, "low": -0.2, "high": 0.1},
+                        pair | {"a": "y", "b": "x", "difference": 0.04, "low": -0.5,
+                                "high": 0.6}],
+           "exposure_pairwise": [pair | {"verdict": "y > x", "difference": -0.9,
+                                         "low": -1.0, "high": -0.8}]}
+    text = "\n".join(render._separates(doc))
+    assert "0 of 2 pairs apart; the narrowest interval of a pair not apart (x vs y, n 24) " \
+           "spans -0.20 to +0.10" in text
+    assert "1 of 1 pairs apart: y > x (+0.900 [+0.80, +1.00])" in text
+    assert "named none of the attribute's values: 44 of 48 (0.92)" in text
