@@ -36,15 +36,16 @@ def commit() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
 
 
-def portable(command: str, run_out: Path) -> str:
-    """The command without this machine's paths: the run's folder as ``OUT``, a file in
-    the repository relative to it, any other absolute path as ``PATH``. Raises
-    ``ValueError`` on a command with unbalanced quotes."""
-    words, run_out = [], run_out.resolve()  # --out may have been given relative
+def portable(command: str, run_out: Path | None = None) -> str:
+    """The command without this machine's paths: the run's folder (if it has one) as
+    ``OUT``, a file in the repository relative to it, any other absolute path as
+    ``PATH``. Raises ``ValueError`` on a command with unbalanced quotes."""
+    words = []
+    out = run_out.resolve() if run_out else None  # --out may have been given relative
     for word in shlex.split(command):
         if word.startswith("/"):
             path = Path(word)
-            word = ("OUT" + word[len(str(run_out)):] if path.is_relative_to(run_out)
+            word = ("OUT" + word[len(str(out)):] if out and path.is_relative_to(out)
                     else str(path.relative_to(REPO)) if path.is_relative_to(REPO)
                     else "PATH")
         words.append(word)

@@ -33,10 +33,12 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,9 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from _provenance import commit, machine, portable  # noqa: E402
 
 from nanobot_memory_adapters.backends.mem0 import LLMSettings, Mem0Config, Mem0Store  # noqa: E402
 from nanobot_memory_adapters.contract import (  # noqa: E402
@@ -225,7 +230,8 @@ def main() -> None:
     parser.add_argument("--sample", default="conv-26")
     parser.add_argument("--rounds", type=int, default=3, help="retrieval rounds over all questions")
     parser.add_argument("--max-tokens", type=int, default=2000,
-                        help="context budget per retrieve (top_k = max_tokens // 60)")
+                        help="context budget per retrieve (the adapter derives top_k from "
+                             "it; the report records the top_k used)")
     parser.add_argument("--data-dir", help="keep the store here instead of a temp dir")
     parser.add_argument("--infer-double", action="store_true",
                         help="also ingest with infer=True against the LLM test double")
@@ -234,6 +240,12 @@ def main() -> None:
     if not args.data.exists():
         raise SystemExit(f"LoCoMo data not found at {args.data}; pass --data PATH")
     report = asyncio.run(bench(args))
+    # where the figures came from: command (no machine paths), commit, machine, date
+    report["provenance"] = {
+        "command": portable(shlex.join(["python", "benchmarks/bench_mem0.py",
+                                        *sys.argv[1:]])),
+        **commit(), "machine": machine(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds")}
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

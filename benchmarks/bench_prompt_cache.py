@@ -15,7 +15,8 @@ after the system text, and the whole history); after the user message it invalid
 nothing before it.
 
 Reported per placement and turn (turn 1 is cold for both and shown apart): tokens read,
-tokens reused, reuse share, prompt time. Not a timed test; figures go to docs.
+tokens reused, reuse share, prompt time. Not a timed test; run it by hand (`--json`
+keeps the report).
 """
 
 from __future__ import annotations

@@ -18,11 +18,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "nanobot-memory-side-by-side/1"
 REPRODUCE = """    python benchmarks/side_by_side.py run --llm-base-url URL --llm-model MODEL \\
-        [--llm-api-key-env VAR] --honcho-url URL [--workers N] [--leave-out P] \\
+        [--llm-api-key-env VAR] [--honcho-url URL] [--workers N] [--leave-out P] \\
         --label "WHAT THE MODEL AND MACHINE ARE; not comparable with published results"
     python benchmarks/render_results.py
 
-(Every step resumes: rerun the same command. `--leave-out P` finishes the tables without
+(Without `--honcho-url` Honcho is skipped with that reason. Every step resumes: rerun the
+same command. `--leave-out P` finishes the tables without
 a provider too slow for the time at hand; the same command without it resumes that
 provider.)"""
 QUALITY = {
@@ -368,18 +369,19 @@ PREFS_SCHEMA = "nanobot-memory-preferences-result/1"
 PREFS_INTRO = (
     "`nanobot-memory preferences run` (docs/preferences.md), summarized by `python "
     "benchmarks/preferences_result.py`: a real nanobot `AgentLoop` on the model named "
-    "(or, where the title says so, the ideal reader: a deterministic agent double) answers "
-    "normal requests with each memory behind it. **behaviour** is the share of tests whose "
-    "first reply acts on the user's current preference (judge-free, by the test's value "
-    "phrases), its n the tests scored, its 95 % interval clustered by the tested attribute "
-    "when there are enough attributes (`method` in the result file); **acts** counts what "
-    "the first replies did (current value / another value / both / none of the values: a "
-    "reply that names no value, e.g. a question back or a tool call printed as text); "
-    "**current when named** is, of the first replies that named a value, the share that "
-    "named only the current one (whether memory steered the value when one was named; "
-    "Wilson, not clustered, its own n); **current exposure** is the share of tests whose memory section showed the current "
-    "value; **failed** counts tests that could not be run or answered, by kind. Under each "
-    "table, what that run can and cannot separate, read from its own pairwise verdicts.")
+    "(or, where the title says so, the ideal reader: a deterministic agent double) "
+    "answers normal requests with each memory behind it. **behaviour** is the share of "
+    "tests whose first reply acts on the user's current preference (judge-free, by the "
+    "test's value phrases), its n the tests scored, its 95 % interval clustered by the "
+    "tested attribute when there are enough attributes (`method` in the result file); "
+    "**acts** counts what the first replies did (current value / another value / both / "
+    "none of the values: a reply that names no value, e.g. a question back or a tool call "
+    "printed as text); **current when named** is, of the first replies that named a "
+    "value, the share that named only the current one (whether memory steered the value "
+    "when one was named; Wilson, not clustered, its own n); **current exposure** is the "
+    "share of tests whose memory section showed the current value; **failed** counts "
+    "tests that could not be run or answered, by kind. Under each table, what that run "
+    "can and cannot separate, read from its own pairwise verdicts.")
 
 
 def _prefs(doc: dict[str, Any]) -> list[str]:

@@ -202,7 +202,7 @@ def bench_command(
                           "worker process of its own; results do not depend on it.")
     ] = 1,
     executor: Annotated[
-        str, typer.Option(help="local (this machine) or ray (Ray tasks; extra [ray]).")
+        str, typer.Option(help="local (this machine) or ray (Ray tasks; extra \\[ray]).")
     ] = "local",
     ray_address: Annotated[
         str | None, typer.Option(help="A running Ray cluster (ray://host:10001 or host:6379); "

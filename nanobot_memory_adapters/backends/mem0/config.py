@@ -169,7 +169,7 @@ class SimpleRagConfig(BaseModel):
     item_text_tokens: int | None = Field(
         default=None, gt=0, description="Typical tokens of one memory's text; with the "
         "label estimate it turns the budget into the search's top_k (default: 20 for an "
-        "extracted fact, 32 for a stored chat message).",
+        "extracted fact, 25 for a stored chat message: VERBATIM_ITEM_TOKENS).",
     )
     top_k_ceiling: int = Field(default=100, gt=0)
     bulk_max_messages: int | None = Field(
