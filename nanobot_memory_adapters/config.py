@@ -14,7 +14,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
-from nanobot_memory_adapters.contract import MAX_BUDGET_ITEMS, MAX_BUDGET_TOKENS, ContextBudget
+from nanobot_memory_adapters.contract import (
+    MAX_BUDGET_ITEMS,
+    MAX_BUDGET_TOKENS,
+    ContextBudget,
+    budget_problem,
+)
 from nanobot_memory_adapters.json_files import SETTINGS_BYTES, JsonFileError, load_json_file
 from nanobot_memory_adapters.redaction import looks_like_a_key, names_a_secret, redact_text
 from nanobot_memory_adapters.scope import ScopeTemplates
@@ -39,6 +44,14 @@ class BudgetConfig(BaseModel):
     max_tokens: StrictInt = Field(default=2000, gt=0, le=MAX_BUDGET_TOKENS)
     min_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
     max_items: StrictInt | None = Field(default=None, gt=0, le=MAX_BUDGET_ITEMS)
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> BudgetConfig:
+        # checked when the config is read, not at the first recall of a chat
+        problem = budget_problem(self.max_tokens, self.min_tokens)
+        if problem:
+            raise ValueError(problem)
+        return self
 
     def to_budget(self) -> ContextBudget:
         return ContextBudget(
@@ -169,20 +182,23 @@ def url_problem(value: str) -> str | None:
     return None
 
 
-def check_endpoint_fields(data: Any, prefix: str) -> None:
+def check_endpoint_fields(data: Any, prefix: str, *, env_refs: bool = False) -> None:
     """Every ``base_url``/``*_base_url`` in a provider block is an http(s) URL with a host,
     and no ``model``/``*_model`` holds an API key: else one ConfigError naming the key and
-    the fix (and never the value)."""
+    the fix (and never the value). ``env_refs``: a value that is one ``${NAME}`` is left
+    for when it is read (a block checked before its variables are set)."""
     if isinstance(data, list):
         for i, item in enumerate(data):
-            check_endpoint_fields(item, f"{prefix}[{i}]")
+            check_endpoint_fields(item, f"{prefix}[{i}]", env_refs=env_refs)
         return
     if not isinstance(data, dict):
         return
     for key, value in data.items():
         where = f"{prefix}.{key}"
         if isinstance(value, dict | list):
-            check_endpoint_fields(value, where)
+            check_endpoint_fields(value, where, env_refs=env_refs)
+        elif env_refs and isinstance(value, str) and _ENV_REF.fullmatch(value):
+            continue
         elif isinstance(value, str) and isinstance(key, str):
             if key == "base_url" or key.endswith("_base_url"):
                 problem = url_problem(value)

@@ -109,6 +109,15 @@ MAX_BUDGET_TOKENS = 1_000_000
 MAX_BUDGET_ITEMS = 10_000
 
 
+def budget_problem(max_tokens: int, min_tokens: int | None) -> str | None:
+    """Why a budget's bounds contradict each other, or None (the one rule, for the
+    contract's ``ContextBudget`` and the config's ``budget`` block alike)."""
+    if min_tokens is not None and min_tokens > max_tokens:
+        return (f"min_tokens ({min_tokens}) is above max_tokens ({max_tokens}); "
+                "lower min_tokens or raise max_tokens")
+    return None
+
+
 class ContextBudget(BaseModel):
     """The same budget for every provider in a comparison."""
 
@@ -122,11 +131,9 @@ class ContextBudget(BaseModel):
 
     @model_validator(mode="after")
     def _min_below_max(self) -> ContextBudget:
-        if self.min_tokens is not None and self.min_tokens > self.max_tokens:
-            raise ValueError(
-                f"min_tokens ({self.min_tokens}) is above max_tokens ({self.max_tokens}); "
-                "lower min_tokens or raise max_tokens"
-            )
+        problem = budget_problem(self.max_tokens, self.min_tokens)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

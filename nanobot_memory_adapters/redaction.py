@@ -125,6 +125,24 @@ def looks_like_a_key(text: str) -> bool:
     return _KEY_SHAPED.search(text) is not None
 
 
+def is_variable_name(text: str) -> bool:
+    """``text`` can be the NAME of an environment variable and is not more likely a key
+    pasted where a name was asked (every ``--...-key-env`` option and the setup wizard
+    check it, so a key never lands in a config, a manifest or a report as a "name"): a
+    key by its shape; or, when no such variable is set, a key's prefix (``gsk_``, ``hf_``,
+    ``AKIA``: tried on the text padded to a key's length) or a long mix of upper and lower
+    case and digits."""
+    import os
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or looks_like_a_key(text):
+        return False
+    if text in os.environ:
+        return True
+    mixed = (any(c.islower() for c in text) and any(c.isupper() for c in text)
+             and any(c.isdigit() for c in text))
+    return not (looks_like_a_key(text + "0" * 16) or (mixed and len(text) >= 20))
+
+
 def _key_shapes(text: str, work: list[int]) -> str:
     out: list[str] = []
     done = 0

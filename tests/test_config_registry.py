@@ -39,6 +39,16 @@ def test_negative_budget_names_the_key():
     assert "positive" in str(err.value)
 
 
+def test_a_budget_whose_min_is_above_its_max_is_refused_when_read():
+    """Not at the first recall of a chat: the config's budget block keeps the contract's
+    rule."""
+    with pytest.raises(ConfigError) as err:
+        nma.load_provider({"condition": "no_memory",
+                           "budget": {"max_tokens": 100, "min_tokens": 500}})
+    assert str(err.value).startswith("memory.budget:")
+    assert "min_tokens (500) is above max_tokens (100)" in str(err.value)
+
+
 def test_condition_name_used_as_backend():
     with pytest.raises(ConfigError, match='use "condition": "no_memory"'):
         nma.load_provider({"backend": "no_memory"})

@@ -61,6 +61,7 @@ from nanobot_memory_adapters.backends.memos.launcher import (
 from nanobot_memory_adapters.backends.memos.services import (
     postgres_running,
     provision,
+    recorded_alive,
     run_helper,
     script,
     start_postgres,
@@ -69,7 +70,7 @@ from nanobot_memory_adapters.backends.memos.services import (
     terminate,
 )
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.processes import pid_alive, python_env
+from nanobot_memory_adapters.processes import process_token, python_env
 from nanobot_memory_adapters.redaction import redact
 
 # --------------------------------------------------------------------------- server
@@ -165,7 +166,7 @@ def server_status(home: Path | None = None) -> dict[str, Any]:
     state = read_state(home) or {}
     pid = state.get("pid")
     url = state.get("url")
-    alive = pid_alive(pid)
+    alive = recorded_alive(pid, state.get("pid_token"), str(home))
     pg_alive, pg_pid = postgres_running(home)
     redis_state = state.get("redis")
     venv = Path(state["venv"]) if state.get("venv") else default_venv(home)
@@ -184,7 +185,9 @@ def server_status(home: Path | None = None) -> dict[str, Any]:
             "socket_dir": state.get("postgres", {}).get("socket_dir"),
         },
         "redis": (
-            {"enabled": True, "running": pid_alive(redis_state.get("pid")), **redis_state}
+            {"enabled": True, "running": recorded_alive(
+                redis_state.get("pid"), redis_state.get("pid_token"), "redis-server"),
+             **redis_state}
             if redis_state
             else {"enabled": False, "running": False}
         ),
@@ -296,7 +299,7 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        state["pid"] = proc.pid
+        state["pid"], state["pid_token"] = proc.pid, process_token(proc.pid)
         write_state(home, state)
         deadline = time.monotonic() + settings.startup_timeout_s
         while time.monotonic() < deadline:
@@ -324,14 +327,16 @@ def stop_server(home: Path | None = None) -> dict[str, Any]:
     home = (home or default_home()).absolute()
     with home_lock(home):
         state = read_state(home) or {}
-        terminate(state.get("pid"), "memos server", timeout=30)
+        terminate(state.get("pid"), "memos server", timeout=30,
+                  token=state.get("pid_token"), expect=str(home))
         if state.get("redis"):
-            terminate(state["redis"].get("pid"), "redis")
+            terminate(state["redis"].get("pid"), "redis",
+                      token=state["redis"].get("pid_token"), expect="redis-server")
         py = Path(state["venv"]) / "bin" / "python" if state.get("venv") else venv_python(home)
         if py.exists():
             stop_postgres(home, py)
         if state:
-            state["pid"] = None
+            state["pid"] = state["pid_token"] = None
             state["stopped_at"] = time.time()
             write_state(home, state)
         return server_status(home)

@@ -22,6 +22,7 @@ from nanobot_memory_adapters.backends.memos.server import (
     stop_server,
 )
 from nanobot_memory_adapters.backends.memos.services import provision
+from nanobot_memory_adapters.console import fail
 from nanobot_memory_adapters.logs import logger
 
 memos_app = typer.Typer(
@@ -33,6 +34,21 @@ memos_app = typer.Typer(
 
 
 # --------------------------------------------------------------------------- CLI
+
+
+def checked_home(home: Path | None, *, existing: bool = False) -> Path | None:
+    """``--home`` as a folder: a file there is one error line (not a traceback from the
+    lock); ``existing``: a home given for ``stop``/``status`` must be there (a typo must
+    not create a folder and report an empty home)."""
+    if home is None:
+        return None
+    if home.exists() and not home.is_dir():
+        raise fail(f"--home {home}: a file, not a folder; give MemOS's data folder")
+    if existing and not home.exists():
+        raise fail(f"--home {home}: no such folder; give the --home the server was "
+                   "started with")
+    return home
+
 
 HomeOpt = Annotated[
     Path | None,
@@ -73,7 +89,7 @@ def start(
     ] = None,
     embed_model: Annotated[str | None, typer.Option()] = None,
     embed_dims: Annotated[
-        int | None, typer.Option(help="Embedding dimension of --embed-model.")
+        int | None, typer.Option(help="Embedding dimension of --embed-model.", min=1)
     ] = None,
     redis: Annotated[
         bool | None,
@@ -88,7 +104,7 @@ def start(
             help="Apply search filters in postgres vector search (MemOS 2.0.33 drops them)."
         ),
     ] = True,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.")] = 300.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for /health.", min=1)] = 300.0,
     provision_only: Annotated[bool, typer.Option(help="Only build MemOS's venv.")] = False,
     venv: Annotated[
         Path | None,
@@ -99,6 +115,7 @@ def start(
     ] = None,
 ) -> None:
     """Provision (if needed) and start MemOS + Postgres (+ Redis); prints the status JSON."""
+    home = checked_home(home)
     settings = MemosServerSettings(
         home=(home or default_home()).absolute(),
         port=port,
@@ -132,7 +149,7 @@ def start(
 @memos_app.command()
 def status(home: HomeOpt = None) -> None:
     """Print the server status as JSON (exit 1 when it is not running)."""
-    st = server_status(home)
+    st = server_status(checked_home(home, existing=True))
     typer.echo(json.dumps(st, indent=2))
     if not st["running"]:
         raise typer.Exit(1)
@@ -141,7 +158,7 @@ def status(home: HomeOpt = None) -> None:
 @memos_app.command()
 def stop(home: HomeOpt = None) -> None:
     """Stop MemOS, Redis and Postgres cleanly."""
-    typer.echo(json.dumps(stop_server(home), indent=2))
+    typer.echo(json.dumps(stop_server(checked_home(home, existing=True)), indent=2))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,13 @@ from nanobot_memory_adapters.backends.memos.launcher import (
 )
 from nanobot_memory_adapters.local_postgres import LocalPostgresError
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.processes import ScriptFailed, pid_alive, run_python
+from nanobot_memory_adapters.processes import (
+    ScriptFailed,
+    pid_alive,
+    process_token,
+    run_python,
+    token_alive,
+)
 
 # --------------------------------------------------------------------------- provisioning
 
@@ -145,15 +151,38 @@ def start_redis(home: Path) -> dict[str, Any]:
             raise MemosServerError(f"redis-server exited ({proc.returncode}):\n{tail(log)}")
         if port_in_use(port):
             logger.info("memos-server: redis running (pid {}, 127.0.0.1:{})", proc.pid, port)
-            return {"pid": proc.pid, "port": port}
+            return {"pid": proc.pid, "pid_token": process_token(proc.pid), "port": port}
         time.sleep(0.1)
     raise MemosServerError(f"redis-server did not listen on 127.0.0.1:{port}:\n{tail(log)}")
 
 
-def terminate(pid: int | None, name: str, timeout: float = 20.0) -> None:
+def recorded_alive(pid: int | None, token: str | None, expect: str) -> bool:
+    """Whether the process ``state.json`` recorded still runs as that process: by its
+    :func:`process_token` (pid and start time; a pid is reused after a reboot), or, for a
+    state written without one, by ``expect`` in its command line (where /proc can say)."""
+    if not pid_alive(pid):
+        return False
+    if token:
+        return token_alive(token)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            "utf-8", "replace")
+    except OSError:
+        return True  # no /proc: the pid is all there is
+    return expect in cmdline
+
+
+def terminate(pid: int | None, name: str, timeout: float = 20.0, *,
+              token: str | None = None, expect: str = "") -> None:
+    """Stop the process ``state.json`` recorded, and only it: a pid now held by another
+    process (a stale state file, a wrong ``--home``) is left running, with a warning."""
     if not pid_alive(pid):
         return
     assert pid is not None
+    if not recorded_alive(pid, token, expect):
+        logger.warning("memos-server: the {} pid {} recorded in state.json is another "
+                       "process now (the state outlived it); left running", name, pid)
+        return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
