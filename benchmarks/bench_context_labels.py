@@ -296,6 +296,9 @@ def _minilm():  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:  # not a directory called --help
+        print(__doc__)
+        return 0
     if "--format-blind" in argv:
         import argparse
 

@@ -74,17 +74,23 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 from _ratios import ratio_line  # noqa: E402
 
-from nanobot_memory_adapters.backends.mem0.config import VERBATIM_ITEM_TOKENS  # noqa: E402
+from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
+    VERBATIM_ITEM_TOKENS,
+    SimpleRagConfig,
+)
 from nanobot_memory_adapters.contract import ContextBudget  # noqa: E402
 from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
 from nanobot_memory_adapters.local_models import bundled_minilm_path  # noqa: E402
+from nanobot_memory_adapters.sizing import top_k  # noqa: E402
 from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 from nanobot_memory_adapters.tokens import encoding  # noqa: E402
 
 BUDGET = 2000
-# what the unit's simple_rag asks mem0 for at this budget (50 since the labels shrank on
-# 2026-11-28; the loop and mem0-direct ask for as many, so all three rank alike)
-TOP_K = ContextBudget(max_tokens=BUDGET).top_k(VERBATIM_ITEM_TOKENS)
+# what the unit's simple_rag asks mem0 for at this budget (sized as its store sizes it:
+# the median verbatim turn, its default ceiling; 60 at 2,000 tokens); the loop and
+# mem0-direct ask for as many, so all three rank alike
+TOP_K = top_k(ContextBudget(max_tokens=BUDGET), VERBATIM_ITEM_TOKENS,
+              SimpleRagConfig.model_fields["top_k_ceiling"].default)
 
 
 def _texts(conv: Conversation) -> list[str]:
@@ -130,6 +136,24 @@ def load_conversation(task: str, data: Path, sample: str | None) -> Conversation
     return load_locomo(data, [sample or "conv-26"])[0]
 
 
+def load_or_refuse(parser: argparse.ArgumentParser, task: str, data: Path,
+                   sample: str | None) -> Conversation:
+    """The conversation, or one usage error naming --data or --sample (a typo in either
+    is the user's, not a traceback)."""
+    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
+
+    if data.is_dir():
+        parser.error(f"--data {data} is a directory; give the JSON file in it")
+    if not data.is_file():
+        layout = "LongMemEval" if task == "longmemeval" else "LoCoMo"
+        parser.error(f"--data {data}: not found; give a {layout} JSON file")
+    try:
+        return load_conversation(task, data, sample)
+    except DatasetError as exc:
+        unknown = str(exc).startswith(("conversations not in", "questions not in"))
+        parser.error(f"--sample {sample}: {exc}" if unknown else f"--data {exc}")
+
+
 async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:
     from nanobot_memory_adapters.harness.datasets.longmemeval import LmeConversation
     from nanobot_memory_adapters.harness.timeline import BenchConfig
@@ -152,12 +176,18 @@ def lookahead_off() -> Iterator[None]:
     are embedded in their own batch (a bench unit before 2026-11-29)."""
     from nanobot_memory_adapters.harness import locomo_ingest
 
-    kept = locomo_ingest.SupportsIngestLookahead
-    locomo_ingest.SupportsIngestLookahead = type("NoLookahead", (), {})  # type: ignore[misc]
+    # the harness asks ``supports(adapter, "ingest_lookahead")`` (contract.supports) once
+    # per session: answering no there is a provider that does not offer it
+    kept = locomo_ingest.supports
+
+    def no_lookahead(adapter: object, capability: Any) -> bool:
+        return capability != "ingest_lookahead" and kept(adapter, capability)
+
+    locomo_ingest.supports = no_lookahead  # type: ignore[assignment]
     try:
         yield
     finally:
-        locomo_ingest.SupportsIngestLookahead = kept  # type: ignore[misc]
+        locomo_ingest.supports = kept
 
 
 async def run_bench_unit_single_embed(data: Path, conv: Conversation, tmp: Path) -> float:
@@ -210,8 +240,9 @@ async def run_mem0_direct(conv: Conversation, tmp: Path, held: bool = False) -> 
     as_a_new_process()
     t = time.perf_counter()
     # only to build mem0's AsyncMemory with its config
-    adapter = StoreProvider(simple_rag_store(tmp))
-    memory = await adapter.store._native()
+    store = simple_rag_store(tmp)
+    adapter = StoreProvider(store)
+    memory = await store._native()
     if held:  # every turn in one batch first; queries are still embedded one by one
         memory.embedding_model.hold([turn.content for turn in conv.turns])
         memory.embedding_model = _HeldAddsOnly(memory.embedding_model)
@@ -331,7 +362,9 @@ async def main() -> None:
     parser.add_argument("--only", choices=["unit", "loop"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     data = args.data
-    conv = load_conversation(args.task, data, args.sample)
+    if args.rounds < 1 or args.commands < 0:
+        parser.error("--rounds: give 1 or more; --commands: 0 or more")
+    conv = load_or_refuse(parser, args.task, data, args.sample)
     if args.only:  # one whole command, timed by the parent
         with tempfile.TemporaryDirectory() as tmp:
             if args.only == "unit":

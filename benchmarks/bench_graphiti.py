@@ -49,6 +49,7 @@ from nanobot_memory_adapters.contract import (  # noqa: E402
     MemoryScope,
     RetrieveRequest,
 )
+from nanobot_memory_adapters.sizing import top_k  # noqa: E402
 from nanobot_memory_adapters.stats import percentile  # noqa: E402
 from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 from tests.llm_double import LLMDouble  # noqa: E402
@@ -165,7 +166,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             async def via_graphiti(req: RetrieveRequest = req_a) -> list[str]:
                 t = time.perf_counter()
-                limit = req.budget.top_k(config.search.item_text_tokens, config.search.max_results)
+                limit = top_k(req.budget, config.search.item_text_tokens,
+                              config.search.max_results)
                 filters, _, _ = adapter.store.search.search_filters(req)
                 search = adapter.store.search
                 results = await graphiti.search_(

@@ -39,6 +39,7 @@ from bench_floor import (  # the same unit, the same reset
     run_bench_unit,
 )
 
+from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
 from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
 from nanobot_memory_adapters.local_models import bundled_minilm_path
 from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
@@ -57,7 +58,12 @@ async def main() -> int:
         print(f"error: no such set {args.set}; make one with benchmarks/longmemeval_gen.py",
               file=sys.stderr)
         return 2
-    haystacks = load_longmemeval(args.set)[: args.haystacks]
+    if args.haystacks < 1 or args.extrapolate < 1:
+        parser.error("--haystacks and --extrapolate: give 1 or more")
+    try:
+        haystacks = load_longmemeval(args.set)[: args.haystacks]
+    except DatasetError as exc:
+        parser.error(str(exc))
     model = load_onnx_embedder(bundled_minilm_path(extra="mem0", setting="bench"))
     model.encode(["warm up"])
     names = ["unit", "floor"] + (["unit0"] if args.without_lookahead else [])

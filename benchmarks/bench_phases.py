@@ -72,7 +72,8 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
 
     clear_token_count_cache()  # each round as a fresh process: no counts from an earlier one
     scope = MemoryScope(run_id="phases", persona_id=conv.sample_id)
-    adapter = StoreProvider(simple_rag_store(tmp / "store"))
+    store = simple_rag_store(tmp / "store")
+    adapter = StoreProvider(store)
     held_adapter = StoreProvider(simple_rag_store(tmp / "store-held"))
     budget = ContextBudget(max_tokens=BUDGET)
     out: dict[str, float] = {}
@@ -106,7 +107,7 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
         out["ingest_floor_s"] = time.perf_counter() - wall
         out["ingest_floor_cpu_s"] = time.process_time() - cpu
         embed_cache.clear()
-        memory = await adapter.store._native(scope)  # the scope's collection
+        memory = await store._native(scope)  # the scope's collection
         cached, own = memory.embedding_model, memory.embedding_model._embedder
         spent: dict[str, list[float]] = {"ask": [], "floor": [], "native": []}
         # Where mem0's own search spends its time: its calls timed from inside, plus its
@@ -150,7 +151,7 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
                     memory.embedding_model = own
                     inside.clear()
                     try:
-                        text, kwargs = adapter.store.search_arguments(request)
+                        text, kwargs = store.search_arguments(request)
                         await memory.search(text, **kwargs)
                     finally:
                         memory.embedding_model = cached
@@ -176,6 +177,22 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
     return out
 
 
+def load_or_refuse(parser: argparse.ArgumentParser, data: Path, sample: str) -> Conversation:
+    """The conversation, or one usage error naming --data or --sample (a typo in either
+    is the user's, not a traceback)."""
+    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
+
+    if data.is_dir():
+        parser.error(f"--data {data} is a directory; give the JSON file in it")
+    if not data.is_file():
+        parser.error(f"--data {data}: not found; give a LoCoMo JSON file")
+    try:
+        return load_locomo(data, [sample])[0]
+    except DatasetError as exc:
+        unknown = str(exc).startswith("conversations not in")
+        parser.error(f"--sample {sample}: {exc}" if unknown else f"--data {exc}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     shared = REPO.parent / "shared"
@@ -187,7 +204,9 @@ async def main() -> None:
     from nanobot_memory_adapters.local_models import bundled_minilm_path
     from nanobot_memory_adapters.onnx_embedder import load_onnx_embedder
 
-    conv = load_locomo(args.data, [args.sample])[0]
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give 1 or more")
+    conv = load_or_refuse(parser, args.data, args.sample)
     model = load_onnx_embedder(bundled_minilm_path(extra="mem0", setting="bench"))
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions, "
           f"{len(conv.sessions)} sessions")

@@ -80,15 +80,28 @@ async def one_size(n: int, rounds: int, calls: int, budget: int, root: Path) -> 
     return {"n": n, "shown": shown, "retrieve": retrieve_p50, "version": version_p50}
 
 
+def sizes(text: str) -> list[int]:
+    """``--sizes``: comma-separated history lengths, each a whole number of turns >= 1
+    (argparse turns the error into one usage line, not a ValueError traceback)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give comma-separated turn counts of 1 or more, e.g. 30,500,2000")
+    return [int(part) for part in parts]
+
+
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="30,500,2000,5000")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", type=sizes, default=sizes("30,500,2000,5000"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--budget", type=int, default=2000)
     args = parser.parse_args()
+    for option in ("rounds", "calls", "budget"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option} {getattr(args, option)}: give 1 or more")
     with tempfile.TemporaryDirectory(prefix="bench-prepared-") as tmp:
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in args.sizes:
             got = await one_size(n, args.rounds, args.calls, args.budget, Path(tmp))
             print(f"\n== {n} stored turns ({got['shown']} shown at {args.budget} tokens)")
             print(ratio_line("  retrieve p50 (ms, the reply path without it)", got["retrieve"]))

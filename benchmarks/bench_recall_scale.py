@@ -397,20 +397,45 @@ def _commit() -> str:
     return git("rev-parse", "HEAD") + ("-dirty" if git("status", "--porcelain") else "")
 
 
+def _count(text: str) -> int | None:
+    """A whole number of turns, 1 or more, or None."""
+    text = text.strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else None
+
+
 def _sizes(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+    """``--own``: comma-separated store sizes (argparse reports a bad one in one line)."""
+    counts = [_count(x) for x in text.split(",") if x.strip()]
+    if not counts or None in counts:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give comma-separated turn counts of 1 or more, e.g. 1000,5000")
+    return [c for c in counts if c is not None]
 
 
 def _others(text: str) -> list[tuple[int, int]]:
+    """``--others``: comma-separated ``NxTOTAL`` (N other users sharing TOTAL turns)."""
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         n, _, total = part.partition("x")
-        out.append((int(n), int(total)))
+        pair = (_count(n), _count(total))
+        if pair[0] is None or pair[1] is None:
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: give NxTOTAL (N other users, TOTAL turns), e.g. 20x20000")
+        out.append((pair[0], pair[1]))
     return out
 
 
-def _caps(values: list[str]) -> dict[str, int]:
-    return {k: int(v) for k, _, v in (c.partition("=") for c in values)}
+def _caps(parser: argparse.ArgumentParser, values: list[str], option: str) -> dict[str, int]:
+    """``--cap``/``--cap-others`` PROVIDER=N, each checked: a typo is one usage error."""
+    caps = {}
+    for value in values:
+        name, sep, n = value.partition("=")
+        count = _count(n)
+        if not sep or not name.strip() or count is None:
+            parser.error(f"{option} {value!r}: give PROVIDER=N (N turns, 1 or more), "
+                         "e.g. mem0=2000")
+        caps[name.strip()] = count
+    return caps
 
 
 def _shown(path: Path) -> str:
@@ -448,7 +473,8 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.cap, args.cap_others = _caps(args.cap), _caps(args.cap_others)
+    args.cap = _caps(parser, args.cap, "--cap")
+    args.cap_others = _caps(parser, args.cap_others, "--cap-others")
     if args.queries < 40:
         parser.error("--queries: at least 40 (a p50 of fewer is too rough)")
     if args.child:

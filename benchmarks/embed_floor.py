@@ -17,15 +17,41 @@ Not a timed test: run it by hand, on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from nanobot_memory_adapters.local_models import bundled_minilm_path
+
+
+def read_set(parser: argparse.ArgumentParser, path: Path) -> list[dict[str, Any]]:
+    """The set's questions, or one argparse error naming the file and the shape expected
+    (a missing or malformed file is the user's typo, not a traceback)."""
+    from nanobot_memory_adapters.json_files import JsonFileError, load_json_file
+
+    fix = "make one with benchmarks/longmemeval_gen.py"
+    try:
+        data = load_json_file(path, what="LongMemEval-format set", fix=fix)
+    except JsonFileError as exc:
+        parser.error(str(exc))
+    if not isinstance(data, list) or not data:
+        parser.error(f"{path}: expected a non-empty JSON list of questions (LongMemEval's "
+                     f"layout); {fix}")
+    for n, q in enumerate(data):
+        sessions = q.get("haystack_sessions") if isinstance(q, dict) else None
+        if not (isinstance(q, dict) and isinstance(q.get("question"), str)
+                and isinstance(sessions, list)
+                and all(isinstance(s, list) and all(isinstance(t, dict)
+                                                    and isinstance(t.get("content"), str)
+                                                    for t in s) for s in sessions)):
+            parser.error(f"{path}: question #{n} is not LongMemEval's layout (a question "
+                         "string and haystack_sessions: lists of turns with a content "
+                         f"string); {fix}")
+    return data
 
 
 def main() -> None:
@@ -39,7 +65,9 @@ def main() -> None:
                         default="sentence_transformers",
                         help="both: sentence-transformers and onnx; all: the three")
     args = parser.parse_args()
-    questions = json.loads(args.set.read_text(encoding="utf-8"))
+    if args.batch < 1:
+        parser.error(f"--batch {args.batch}: give 1 or more")
+    questions = read_set(parser, args.set)
     path = bundled_minilm_path(extra="mem0", setting="bench")
     encoders = {}
     if args.runtime in ("sentence_transformers", "both", "all"):

@@ -162,17 +162,44 @@ def generate(n_questions: int = 50, n_sessions: int = 30, seed: int = 0, turns: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--questions", type=int, default=50)
-    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--questions", type=int, default=50, help="answerable questions (>= 1)")
+    ap.add_argument("--sessions", type=int, default=30,
+                    help="sessions per haystack (>= 1; a haystack always holds its evidence "
+                    "and 12 distractor sessions, so fewer than 14 gives 13 or 14)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--turns", type=int, default=2, help="turns per session (even)")
+    ap.add_argument("--turns", type=int, default=2, help="turns per session (even, >= 2)")
     ap.add_argument("--turn-words", type=int, default=0, help="pad filler turns to ~N words")
     a = ap.parse_args()
+    check_arguments(ap, a)
     data = generate(a.questions, a.sessions, a.seed, a.turns, a.turn_words)
-    a.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(f"{a.out}: {len(data)} questions, {a.sessions} sessions each")
+    try:
+        a.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        ap.error(f"{a.out}: cannot write it ({exc.strerror or exc}); give a writable path")
+    sizes = sorted({len(q["haystack_sessions"]) for q in data})
+    each = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    print(f"{a.out}: {len(data)} questions, {each} sessions each")
+
+
+def check_arguments(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Refuse what would write a wrong set (no questions, empty haystacks, a user turn
+    without its reply) or fail at the write with a traceback, before generating."""
+    if a.questions < 1:
+        ap.error(f"--questions {a.questions}: give 1 or more")
+    if a.sessions < 1:
+        ap.error(f"--sessions {a.sessions}: give 1 or more")
+    if a.turns < 2 or a.turns % 2:
+        ap.error(f"--turns {a.turns}: give an even number, 2 or more (user and assistant "
+                 "turns alternate)")
+    if a.turn_words < 0:
+        ap.error(f"--turn-words {a.turn_words}: give 0 (no padding) or more")
+    if a.out.is_dir():
+        ap.error(f"{a.out} is a directory; give a file name such as {a.out / 'lme.json'}")
+    if not a.out.parent.is_dir():
+        ap.error(f"{a.out}: the folder {a.out.parent} does not exist; create it or give "
+                 "a path in an existing folder")
 
 
 if __name__ == "__main__":

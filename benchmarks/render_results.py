@@ -510,10 +510,35 @@ def render_other(scale: list[dict[str, Any]], privacy: list[dict[str, Any]],
     return lines
 
 
-def load(results_dir: Path) -> list[dict[str, Any]]:
+class ResultsError(ValueError):
+    """A results directory or file that cannot be rendered: one line naming it and the
+    fix (a typo must not overwrite docs/results.md with an empty page)."""
+
+
+def _documents(results_dir: Path) -> list[dict[str, Any]]:
+    """Every result file of ``results_dir``, each a JSON object, in name order."""
+    if not results_dir.is_dir():
+        problem = "is not a directory" if results_dir.exists() else "does not exist"
+        raise ResultsError(f"--results-dir {results_dir} {problem}; give the folder of "
+                           "result files (default benchmarks/results)")
     docs = []
     for path in sorted(results_dir.glob("*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError too
+            raise ResultsError(f"{path}: not a readable JSON result file ({exc}); fix it "
+                               "or move it out of the results directory") from None
+        if not isinstance(doc, dict):
+            raise ResultsError(f"{path}: a result file holds one JSON object, not a "
+                               f"{type(doc).__name__}; fix it or move it out of the "
+                               "results directory")
+        docs.append(doc)
+    return docs
+
+
+def load(results_dir: Path) -> list[dict[str, Any]]:
+    docs = []
+    for doc in _documents(results_dir):
         if doc.get("schema") == SCHEMA:
             docs.append(doc)
     return sorted(docs, key=lambda d: (d["task"] != "locomo", d["date"]))
@@ -525,8 +550,7 @@ def load_other(results_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, 
     LongMemEval-M-shaped cost runs (newest first) and real-model preference runs (by
     date)."""
     scale, privacy, lme_m, prefs = [], [], [], []
-    for path in sorted(results_dir.glob("*.json")):
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    for doc in _documents(results_dir):
         if doc.get("benchmark") == "bench_recall_scale":
             scale.append(doc)
         elif doc.get("benchmark") == "bench_lme_m":
@@ -546,8 +570,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results.md")
     args = parser.parse_args(argv)
-    text = render(load(args.results_dir))
-    other = render_other(*load_other(args.results_dir))
+    try:
+        text = render(load(args.results_dir))
+        other = render_other(*load_other(args.results_dir))
+    except ResultsError as exc:
+        parser.error(str(exc))
+    if args.out.is_dir():
+        parser.error(f"--out {args.out} is a directory; give a file such as "
+                     f"{args.out / 'results.md'}")
     if other:
         text = text.rstrip() + "\n\n" + "\n".join(other).rstrip() + "\n"
     args.out.write_text(text, encoding="utf-8")

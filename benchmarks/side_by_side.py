@@ -496,9 +496,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--tasks {','.join(bad)}: use locomo and/or lme")
     args.out = args.out.absolute()
     if args.cmd == "summarize":
-        for task in args.tasks:
-            if (args.out / task / "results.json").is_file():
-                print(write_summary(args.out, task, args.results_dir, args.name))
+        done = [t for t in args.tasks if (args.out / t / "results.json").is_file()]
+        if not done:  # a typo in --out would otherwise print nothing and exit 0
+            sub.choices["summarize"].error(
+                f"--out {args.out}: no side-by-side run there (no "
+                f"{' or '.join(f'{t}/results.json' for t in args.tasks)}); give the --out "
+                "of a finished run")
+        for task in done:
+            print(write_summary(args.out, task, args.results_dir, args.name))
         return 0
     args.providers = [p.strip() for p in args.providers.split(",") if p.strip()]
     unknown = [p for p in args.providers if p not in PROVIDERS]

@@ -7,7 +7,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -22,6 +22,9 @@ from nanobot_memory_adapters.console import (
     fail,
     memory_config_source,
 )
+
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.registry import ProviderSpec
 
 app = typer.Typer(
     name="nanobot-memory",
@@ -48,6 +51,8 @@ def _configure_logging(
     """Backends (and nanobot) log at DEBUG through loguru; keep the CLI's output readable."""
     from nanobot_memory_adapters.logs import configure_logging
 
+    if log_file is not None:
+        log_file = _writable_log_file(log_file)
     try:
         configure_logging(log_level, log_file)
     except ValueError as exc:
@@ -55,6 +60,34 @@ def _configure_logging(
     except OSError as exc:
         raise fail(f"--log-file {log_file}: cannot write it ({exc.strerror or exc}); "
                    "give a writable file path") from None
+
+
+def _writable_log_file(path: Path) -> Path:
+    """``--log-file`` expanded, checked now: loguru opens the file at the first message, so
+    a folder or an unwritable path would fail mid-command (loguru's multi-line handler
+    error) or leave no log at all. Nothing is left behind: no file, no folder."""
+    full = path.expanduser()
+    fix = "give a file path in a writable folder, e.g. --log-file ./debug.log"
+    if full.is_dir():
+        raise fail(f"--log-file {path}: is a directory; give a file path, e.g. "
+                   f"{path / 'debug.log'}")
+    # the nearest folder that exists: loguru creates the missing ones below it
+    there = next((p for p in full.parents if p.exists()), None)
+    if there is None or not there.is_dir():
+        raise fail(f"--log-file {path}: {there} is not a folder, so the file cannot be "
+                   f"created there; {fix}")
+    try:
+        if full.exists():
+            with full.open("a", encoding="utf-8"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=there, prefix=".nanobot-memory-log-"):
+                pass
+    except OSError as exc:
+        raise fail(f"--log-file {path}: cannot write it ({exc.strerror or exc}); "
+                   f"{fix}") from None
+    return full
+
 
 ConfigOpt = Annotated[
     Path | None,
@@ -106,6 +139,7 @@ def health(
     from nanobot_memory_adapters.nanobot_llm import cli_source
 
     source = cli_source(memory_config_source(config, backend, condition), nanobot_config)
+    _check_data_dir(data_dir)
 
     async def run() -> Any:
         adapter = load(source, data_dir)
@@ -129,6 +163,15 @@ def health(
         (err_console if as_json else console).print(note, highlight=False, soft_wrap=True)
     if result.status == "unavailable":
         raise typer.Exit(1)
+
+
+def _check_data_dir(data_dir: Path | None) -> None:
+    """``--data-dir`` is a folder, or can be created: checked before the provider is built,
+    whose store would fail on it with a raw OS error (and a health of "unavailable")."""
+    if data_dir is not None:
+        from nanobot_memory_adapters.harness.cli_options import check_out_dir
+
+        check_out_dir(data_dir, "--data-dir")
 
 
 def _runs_as_note(source: Any, backend_name: str) -> str | None:
@@ -167,6 +210,26 @@ def _suite_items(text: str | None) -> list[int] | None:
     if not wanted:
         raise fail(f"--items is empty; give item numbers such as 1,3 (valid: {listing})")
     return wanted
+
+
+def _import_provider_class(target: str, spec: ProviderSpec) -> None:
+    """Import ``--provider-class``'s module now: a class in development can fail to
+    import in any way (a syntax error, an exception its module raises), and each is one
+    line naming the option, the module and the exception, not the module's traceback."""
+    from nanobot_memory_adapters.registry import provider_class as import_class
+
+    module = target.partition(":")[0]
+    try:
+        import_class(spec)
+    except ConfigError:
+        raise
+    except ImportError as exc:
+        raise fail(f"--provider-class {target}: cannot import it ({exc}); run from "
+                   "the folder that holds the module or install its package") from None
+    except Exception as exc:  # the user's module ran: any error it raised is theirs
+        raise fail(f"--provider-class {target}: importing module {module} raised "
+                   f"{type(exc).__name__}: {exc}; fix the module (python -c 'import "
+                   f"{module}' shows the traceback)") from None
 
 
 @app.command()
@@ -211,18 +274,14 @@ def conformance(
     else:
         source = memory_config_source(config, backend, condition)
     wanted = _suite_items(items)
+    _check_data_dir(data_dir)
     # Fail fast on config errors, before any item runs or any directory is made.
     try:
         memory_config, spec = resolve_config(source, also)
         if also is not None:
-            from nanobot_memory_adapters.registry import provider_class as import_class
-
-            import_class(spec)
+            _import_provider_class(provider_class or "", spec)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    except ImportError as exc:
-        raise fail(f"--provider-class {provider_class}: cannot import it ({exc}); run from "
-                   "the folder that holds the module or install its package") from None
     tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="nanobot-memory-conformance-")
     base = data_dir or Path(tmp.name)  # type: ignore[union-attr]
 

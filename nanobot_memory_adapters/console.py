@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["console", "err_console", "fail", "memory_config_source", "wide_console"]
+__all__ = ["console", "err_console", "existing_file", "fail", "memory_config_source",
+           "wide_console"]
 
 # No markup unless a call asks for it (``markup=True``, its dynamic parts escaped): text
 # the package prints holds install commands (``pip install '...[graphiti]'``), ids and
@@ -34,6 +35,20 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(redact_shapes(message))}", highlight=False,
                       soft_wrap=True, markup=True)
     return typer.Exit(code)
+
+
+def existing_file(path: Path, option: str, fix: str, name: str | None = None) -> Path:
+    """``path`` expanded, when it is a file; else one error line naming ``option``, saying
+    whether nothing or a folder is there, and ``fix`` (for a folder: the file ``name`` in
+    it). A missing or misspelt file must stop the command: the files beside it would be
+    read (or written) in its place."""
+    full = path.expanduser()
+    if full.is_dir():
+        hint = f"give the file in it, e.g. {path / name}" if name else fix
+        raise fail(f"{option} {path}: is a directory, not a file; {hint}")
+    if not full.is_file():
+        raise fail(f"{option} {path}: no such file; {fix}")
+    return full
 
 
 def memory_config_source(

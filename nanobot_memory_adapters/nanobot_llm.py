@@ -156,7 +156,7 @@ def source_with_nanobot_llm(source: dict[str, Any] | Path, nanobot_config: Path 
 def cli_source(source: dict[str, Any] | Path, nanobot_config: Path | None) -> Any:
     """A command's memory config source with ``"llm": "nanobot"`` resolved from its
     ``--nanobot-config`` (one error line naming the setting when it cannot be)."""
-    from nanobot_memory_adapters.console import fail
+    from nanobot_memory_adapters.console import existing_file, fail
 
     if nanobot_config is None:
         # memory.json lives beside nanobot's config.json (the plugin reads both there):
@@ -167,9 +167,8 @@ def cli_source(source: dict[str, Any] | Path, nanobot_config: Path | None) -> An
             _refuse_unresolved_nanobot_llm(source)
             return source
         nanobot_config = beside
-    if not nanobot_config.expanduser().is_file():
-        raise fail(f"--nanobot-config {nanobot_config}: no such file; give nanobot's "
-                   "config.json")
+    existing_file(nanobot_config, "--nanobot-config", "give nanobot's config.json",
+                  "config.json")
     try:
         return source_with_nanobot_llm(source, nanobot_config)
     except ConfigError as exc:
@@ -195,14 +194,12 @@ def _refuse_unresolved_nanobot_llm(source: dict[str, Any] | Path) -> None:
 def cli_blocks(blocks: dict[str, dict[str, Any]], nanobot_config: Path | None
                ) -> dict[str, dict[str, Any]]:
     """``bench --provider-config`` blocks with ``"llm": "nanobot"`` resolved."""
-    from nanobot_memory_adapters.console import fail
+    from nanobot_memory_adapters.console import existing_file, fail
 
     if nanobot_config is None:
         return blocks
-    path = nanobot_config.expanduser()
-    if not path.is_file():
-        raise fail(f"--nanobot-config {nanobot_config}: no such file; give nanobot's "
-                   "config.json")
+    path = existing_file(nanobot_config, "--nanobot-config", "give nanobot's config.json",
+                         "config.json")
     try:
         return {name: resolve_block(name, block, path) for name, block in blocks.items()}
     except ConfigError as exc:

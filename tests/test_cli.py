@@ -65,6 +65,24 @@ def test_conformance_provider_class_errors_are_one_line(target, needle):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(("source", "needle"), [
+    ("def broken(:\n", "importing module dev_memory raised SyntaxError: invalid syntax"),
+    ("raise RuntimeError('no key set')\n",
+     "importing module dev_memory raised RuntimeError: no key set"),
+], ids=["syntax-error", "raises-at-import"])
+def test_conformance_provider_class_whose_module_fails_to_import_is_one_line(
+        tmp_path, source, needle):
+    """A class in development whose module does not import (a syntax error, an exception
+    raised at import): one line naming --provider-class, the module and the exception,
+    exit 2; not the module's traceback."""
+    (tmp_path / "dev_memory.py").write_text(source)
+    out = run("conformance", "--provider-class", "dev_memory:DevStore", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    [line] = [line for line in out.stderr.splitlines() if line.strip()]
+    assert line.startswith("error: --provider-class dev_memory:DevStore: ") and needle in line
+    assert "Traceback" not in out.stderr
+
+
 def test_health_no_memory_json_is_ok():
     out = run("health", "--condition", "no_memory", "--json")
     assert out.returncode == 0, out.stderr

@@ -21,6 +21,7 @@ from nanobot_memory_adapters.console import (
 from nanobot_memory_adapters.harness.cli_options import (
     check_llm_options,
     check_out_dir,
+    check_run_id,
     check_seconds,
     check_workers,
     parse_budgets,
@@ -71,6 +72,37 @@ def swap_manifest_path(source: Any, data_dir: Path | None) -> Path | None:
     return Path(base) / "manifests" / f"swap-{safe_name(spec.name)}.json"
 
 
+def check_manifest_path(path: Path, option: str) -> None:
+    """The manifest can be written at ``path`` with nothing lost, checked before any gate
+    runs: not a folder, a folder that exists or can be made, and no file there but a swap
+    manifest (a user's own file is never overwritten by one)."""
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory; give a file path, e.g. "
+                   f"{path / 'swap.json'}")
+    check_out_dir(path.parent, f"{option} {path}: its folder")
+    if path.exists() and not _is_swap_manifest(path):
+        raise fail(f"{option} {path}: the file there is not a swap manifest and would be "
+                   "overwritten; choose another path, or move that file away")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise fail(f"{option} {path}: not writable; choose another path")
+
+
+def _is_swap_manifest(path: Path) -> bool:
+    """A manifest an earlier swap wrote: a JSON object with the manifest schema and
+    ``"kind": "swap"`` (what ``run_swap`` writes); anything else is the user's."""
+    from nanobot_memory_adapters.harness.manifest import MANIFEST_SCHEMA
+
+    try:
+        if path.stat().st_size > 16 * 1024 * 1024:
+            return False
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    family = MANIFEST_SCHEMA.split("/", 1)[0]
+    return (isinstance(data, dict) and data.get("kind") == "swap"
+            and str(data.get("schema", "")).split("/", 1)[0] == family)
+
+
 def swap_command(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Memory config JSON.")
@@ -107,8 +139,12 @@ def swap_command(
     from nanobot_memory_adapters.nanobot_llm import cli_source
 
     check_seconds(readiness_timeout)
+    if data_dir is not None:  # before the gates: else a raw OS error at the last one
+        check_out_dir(data_dir, "--data-dir")
     source = cli_source(memory_config_source(config, backend, condition), nanobot_config)
     path = manifest or swap_manifest_path(source, data_dir)
+    if path is not None:
+        check_manifest_path(path, "--manifest" if manifest else "the manifest (--manifest)")
 
     def live(gate: Any) -> None:
         if not as_json:
@@ -287,8 +323,9 @@ def bench_command(
     from nanobot_memory_adapters.logs import default_log_file
     from nanobot_memory_adapters.nanobot_llm import cli_blocks
 
+    check_run_id(run_id)  # before --out is claimed (stores/, the run marker)
     check_out_dir(out)
-    check_llm_options(llm_base_url, llm_model)
+    check_llm_options(llm_base_url, llm_model, key_env=llm_api_key_env)
     budgets = parse_budgets(budget_tokens)
     check_workers(workers, executor)
     left_out = [n.strip() for n in (leave_out or "").split(",") if n.strip()]

@@ -82,21 +82,26 @@ def check_workers(workers: int, executor: str) -> None:
         raise fail(f"--workers {workers}: give 1 or more")
 
 
-def check_llm_options(base_url: str | None, model: str | None, what: str = "llm") -> None:
-    """``--<what>-base-url`` is an http(s) URL and ``--<what>-model`` is not an API key;
-    the line never quotes either (a pasted key must not be echoed)."""
+def check_llm_options(base_url: str | None, model: str | None, what: str = "llm",
+                      key_env: str | None = None) -> None:
+    """``--<what>-base-url`` is an http(s) URL, ``--<what>-model`` is not an API key and
+    ``--<what>-api-key-env`` names a variable (a key pasted there would be recorded in the
+    run's manifest and report as a "name"); the line never quotes any of them."""
     from nanobot_memory_adapters.config import url_problem
-    from nanobot_memory_adapters.redaction import looks_like_a_key
+    from nanobot_memory_adapters.redaction import is_variable_name, looks_like_a_key
 
     problem = url_problem(base_url) if base_url else None
     if problem:
         raise fail(f"--{what}-base-url {problem}; give the endpoint as http(s)://host:port/path "
                    "(port and path optional), e.g. http://127.0.0.1:8000/v1 (the key goes in "
-                   "the environment variable named by --llm-api-key-env)")
+                   f"the environment variable named by --{what}-api-key-env)")
     if model and looks_like_a_key(model):
         raise fail(f"--{what}-model holds what looks like an API key, not a model name; give "
                    "the model's name (the key goes in the environment variable named by "
-                   "--llm-api-key-env)")
+                   f"--{what}-api-key-env)")
+    if key_env is not None and not is_variable_name(key_env):
+        raise fail(f"--{what}-api-key-env takes the NAME of an environment variable (letters, "
+                   "digits, _), not its value, e.g. OPENAI_API_KEY")
 
 
 def check_out_dir(out: Path, option: str = "--out") -> None:
@@ -109,6 +114,19 @@ def check_out_dir(out: Path, option: str = "--out") -> None:
                    "created; give a path under a directory")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         raise fail(f"{option} {out}: {existing} is not writable; give a writable directory")
+
+
+def check_run_id(run_id: str, option: str = "--run-id") -> None:
+    """``--run-id`` is a scope id every backend accepts (the scopes' own check), refused
+    before ``--out`` is claimed: else a raw validation dump once the run has begun."""
+    from nanobot_memory_adapters.scope import check_scope_id
+
+    if not run_id.strip():
+        raise fail(f"{option} is empty; give a run id such as locomo (the default)")
+    try:
+        check_scope_id(run_id, field=option)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 def check_seconds(value: float | None, option: str = "--readiness-timeout") -> None:

@@ -340,9 +340,13 @@ async def run_swap(
                 r = await adapter.wait_until_ready(scope, left)
                 results[scope.key] = r.status
                 if r.status != "ready":
+                    # a blank reason reads as a cut-off line: say that none was given
+                    why = r.detail or ("the provider gave no reason (its warnings, or "
+                                       "--log-file, may say why; a slow one needs a longer "
+                                       "--readiness-timeout)")
                     raise _GateFailed(
                         "pending",
-                        f"{scope.key} still {r.status} after {timeout:.0f}s: {r.detail or ''}",
+                        f"{scope.key} still {r.status} after {timeout:.0f}s: {why}",
                         {"readiness": results, "waited_s": round(time.perf_counter() - started, 3)},
                     )
             waited = round(time.perf_counter() - started, 3)

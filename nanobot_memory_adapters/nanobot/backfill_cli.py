@@ -11,6 +11,7 @@ provider keeps an embedded store (local Qdrant, Kuzu) that nanobot holds open.
 from __future__ import annotations
 
 import asyncio
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -19,12 +20,12 @@ import typer
 from rich.progress import Progress
 
 from nanobot_memory_adapters.config import ConfigError
-from nanobot_memory_adapters.console import console, fail
+from nanobot_memory_adapters.console import console, existing_file, fail
 from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.nanobot import backfill as backfill_steps
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.outbox_cli import open_outbox
+from nanobot_memory_adapters.nanobot.outbox_cli import known_provider, open_outbox
 from nanobot_memory_adapters.nanobot.settings import (
     LoadedSettings,
     data_dir_for,
@@ -37,19 +38,14 @@ from nanobot_memory_adapters.nanobot_llm import load_nanobot_config, resolve_nan
 
 
 def _settings_for(memory_json: Path, provider: str | None) -> LoadedSettings:
-    from nanobot_memory_adapters.registry import available_providers
-
     settings = load_settings(memory_json)
     if not settings.exists:
         raise fail(f"--config {memory_json}: no such file; give the plugin's memory.json")
     if settings.error and not settings.raw:  # unreadable: its data_dir is unknown too
         raise fail(f"--config {memory_json}: {settings.error}")
     if provider is not None:
-        specs = available_providers()
-        if provider not in specs:
-            raise fail(f"--provider {provider}: unknown; available: {', '.join(sorted(specs))}")
         settings = parse_settings(memory_json, with_provider(settings.raw, provider,
-                                                             specs[provider].kind))
+                                                             known_provider(provider).kind))
     if settings.error or settings.memory is None:
         raise fail(f"--config {memory_json}: {settings.error or 'no memory block'}")
     if settings.plugin.read_only:
@@ -80,10 +76,10 @@ def backfill(
         "(/memory-forget, `nanobot-memory forget`); skipped by default.")] = False,
 ) -> None:
     """Replay nanobot's sessions, in order and with their own times, into a provider."""
-    nanobot_path = nanobot_config.expanduser()
-    if not nanobot_path.is_file():
-        raise fail(f"--nanobot-config {nanobot_config}: no such file; give nanobot's "
-                   "config.json")
+    nanobot_path = existing_file(nanobot_config, "--nanobot-config",
+                                 "give nanobot's config.json", "config.json")
+    if not (math.isfinite(wait_s) and wait_s >= 0):  # a negative or nan wait never ends well
+        raise fail(f"--wait-s {wait_s:g}: give a number of seconds, 0 or more (e.g. 120)")
     start: datetime | None = None
     if since is not None:
         try:

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from nanobot_memory_adapters.config import ConfigError, MemoryConfig
-from nanobot_memory_adapters.console import console, fail
+from nanobot_memory_adapters.console import console, existing_file, fail
 from nanobot_memory_adapters.contract import AdapterError, MemoryScope
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.nanobot.forget import (
@@ -57,6 +57,9 @@ def forget(
     """Delete one user's memory in the configured provider (``/memory-forget`` in chat)."""
     from nanobot_memory_adapters.registry import load_provider
 
+    if nanobot_config is not None:  # given, it must be there: never a silent default
+        existing_file(nanobot_config, "--nanobot-config", "give nanobot's config.json, or "
+                      "leave the option out to use the one beside memory.json", "config.json")
     settings = load_settings(config.expanduser())
     if not settings.exists:
         raise fail(f"--config {config}: no such file; give nanobot's memory.json")

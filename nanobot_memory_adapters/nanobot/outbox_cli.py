@@ -17,7 +17,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,6 +35,17 @@ ConfigOption = Annotated[
 ProviderOption = Annotated[
     str | None, typer.Option(help="Provider whose rows to act on (default: the configured one).")
 ]
+
+
+def known_provider(provider: str) -> Any:
+    """The registered provider ``--provider`` names (its spec); else one line listing the
+    names: an unknown one has no rows, and would read as an empty, healthy outbox."""
+    from nanobot_memory_adapters.registry import available_providers
+
+    specs = available_providers()
+    if provider not in specs:
+        raise fail(f"--provider {provider}: unknown; available: {', '.join(sorted(specs))}")
+    return specs[provider]
 
 
 def open_outbox(path: Path, *, read_only: bool = False) -> Outbox:
@@ -55,6 +66,8 @@ def _opened(config: Path, provider: str | None, *, read_only: bool = False
             ) -> Iterator[tuple[Outbox, str]]:
     """The outbox beside ``config`` and the provider whose rows to act on; closed after.
     A failure to read or write the file ends the command with one line and exit code 1."""
+    if provider is not None:
+        known_provider(provider)
     settings = load_settings(config.expanduser())
     if not settings.exists:
         raise fail(f"--config {config}: no such file; give nanobot's memory.json")

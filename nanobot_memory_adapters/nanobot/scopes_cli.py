@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from nanobot_memory_adapters.config import ConfigError
-from nanobot_memory_adapters.console import console, fail
+from nanobot_memory_adapters.console import console, existing_file, fail
 from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.nanobot.migrate import Migration, migrate
 from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -37,6 +37,9 @@ def migrate_scopes(
 ) -> None:
     """Queue the turns the outbox holds under an old scope name (before ids were made
     injective; a Telegram username) under the scope their sender has now."""
+    if nanobot_config is not None:  # given, it must be there: never a silent default
+        existing_file(nanobot_config, "--nanobot-config", "give nanobot's config.json, or "
+                      "leave the option out to use the one beside memory.json", "config.json")
     settings = load_settings(config.expanduser())
     if settings.memory is None:
         raise fail(f"--config {config}: {settings.error or 'no memory block'}; fix it first")

@@ -32,11 +32,12 @@ from rich.table import Table
 from nanobot_memory_adapters.config import (
     ConfigError,
     _suggest,
+    check_endpoint_fields,
     env_reference,
     expand_env,
     validation_to_config_error,
 )
-from nanobot_memory_adapters.console import console, fail
+from nanobot_memory_adapters.console import console, existing_file, fail
 from nanobot_memory_adapters.nanobot.settings import (
     parse_settings,
     read_json,
@@ -46,7 +47,7 @@ from nanobot_memory_adapters.nanobot.settings import (
     write_settings,
 )
 from nanobot_memory_adapters.nanobot_llm import NANOBOT, TAKES_LLM, resolve_nanobot_llm
-from nanobot_memory_adapters.redaction import looks_like_a_key
+from nanobot_memory_adapters.redaction import is_variable_name
 
 DEFAULT_NANOBOT_CONFIG = Path("~/.nanobot/config.json")
 # The last part of a field name that marks a secret (``api_key``, ``password``, ``token``);
@@ -72,7 +73,7 @@ def secret_env_name(provider: str, field: str) -> str:
 def env_name(text: str, what: str, field: str, provider: str) -> str:
     """``text`` when it is a variable name; else one line that never repeats it (it may be
     the secret itself, pasted where its variable's name was asked)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or _key_like(text):
+    if not is_variable_name(text):
         # no "NAME=..." or "NAME: ..." after a secret's field name: the error line's
         # redaction would take the words that follow for its value
         raise fail(f"{what} takes the NAME of an environment variable (letters, digits, "
@@ -80,18 +81,12 @@ def env_name(text: str, what: str, field: str, provider: str) -> str:
     return text
 
 
-def _key_like(text: str) -> bool:
-    """``text`` (variable-name shaped) is more likely a key than a name: a key by its
-    shape; or, when no such variable is set, a key's prefix (``gsk_``, ``hf_``, ``AKIA``:
-    the redaction module's list, tried on the text padded to a key's length) or a long
-    mix of upper and lower case and digits."""
-    if looks_like_a_key(text):
-        return True
-    if text in os.environ:
-        return False
-    mixed = (any(c.islower() for c in text) and any(c.isupper() for c in text)
-             and any(c.isdigit() for c in text))
-    return looks_like_a_key(text + "0" * 16) or (mixed and len(text) >= 20)
+def nanobot_config_file(nanobot_config: Path) -> Path:
+    """``--nanobot-config`` expanded, when it is a file; else one line (exit 2). memory.json
+    is read and written beside it: a misspelt file or a folder must not select the
+    memory.json of the folder it names."""
+    return existing_file(nanobot_config, "--nanobot-config", "run 'nanobot onboard' first, "
+                         "or give the config.json nanobot runs with", "config.json")
 
 
 def memory_json_for(nanobot_config: Path) -> Path:
@@ -358,8 +353,10 @@ def checked(path: Path, raw: dict[str, Any], nanobot_config: Path, *, expand: bo
         memory = resolve_nanobot_llm(settings.memory, nanobot_config)
         _config, spec = resolve_config(memory)
         block = memory.provider_block()
-        provider_class(spec).config_model.model_validate(
-            expand_env(block, f"memory.{spec.name}") if expand else block)
+        data = expand_env(block, f"memory.{spec.name}") if expand else block
+        # endpoints too, tested or not (--skip-test skips the connection, not the check)
+        check_endpoint_fields(data, f"memory.{spec.name}", env_refs=not expand)
+        provider_class(spec).config_model.model_validate(data)
     except ConfigError as exc:
         raise fail(str(exc) + where) from None
     except ValidationError as exc:
@@ -435,16 +432,14 @@ def setup(
     nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept defaults; ask nothing.")]
     = False,
-    skip_test: Annotated[bool, typer.Option(help="Write without testing the connection.")]
+    skip_test: Annotated[bool, typer.Option(
+        help="Write without testing the connection (the values are still checked).")]
     = False,
     test_timeout: Annotated[float, typer.Option(help="Seconds the connection test may take.")]
     = 180.0,
 ) -> None:
     """Choose the memory provider, test it, and write memory.json (a backup of the old one)."""
-    config = nanobot_config.expanduser()
-    if not config.is_file():
-        raise fail(f"--nanobot-config {nanobot_config}: no such file; run 'nanobot onboard' "
-                   "first, or give the config.json nanobot runs with")
+    config = nanobot_config_file(nanobot_config)
     if test_timeout <= 0:
         raise fail(f"--test-timeout {test_timeout:g}: give a positive number of seconds")
     path = memory_json_for(config)

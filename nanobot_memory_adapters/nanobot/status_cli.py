@@ -30,6 +30,7 @@ from nanobot_memory_adapters.nanobot.setup_cli import (
     NanobotConfig,
     checked,
     memory_json_for,
+    nanobot_config_file,
 )
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot_llm import NANOBOT
@@ -71,7 +72,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Which memory nanobot uses: the provider, memory.json's path, on/off, the outbox."""
-    path = memory_json_for(nanobot_config)
+    path = memory_json_for(nanobot_config_file(nanobot_config))
     settings = load_settings(path)
     data: dict[str, Any] = {"memory_json": str(path), "exists": settings.exists}
     if not settings.exists:
@@ -115,7 +116,8 @@ def status(
 
 
 def _switch(nanobot_config: Path, enabled: bool) -> None:
-    path = memory_json_for(nanobot_config)
+    config = nanobot_config_file(nanobot_config)  # never the memory.json beside a typo
+    path = memory_json_for(config)
     if not path.exists():
         if not enabled:
             console.print(f"no {FILE_NAME} at {path}: nanobot already uses its own memory",
@@ -131,7 +133,7 @@ def _switch(nanobot_config: Path, enabled: bool) -> None:
     block = raw.get("memory", raw)
     block["enabled"] = enabled
     if enabled:  # the plugin's own checks at start, so 'on' never turns on a broken file
-        checked(path, raw, nanobot_config.expanduser(), expand=False,
+        checked(path, raw, config, expand=False,
                  where=f" (in {path}); fix it or run 'nanobot-memory setup'")
     write_settings(path, raw)
     if enabled:

@@ -217,6 +217,42 @@ def test_cli_leave_out_must_name_a_provider_of_the_run(locomo_file, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(("run_id", "said"), [
+    ("", "--run-id is empty"),
+    (" ", "--run-id is empty"),
+    ("a\nb", "--run-id 'a\\nb' contains the control character U+000A"),
+    ("run*", "--run-id 'run*' contains a wildcard character"),
+], ids=["empty", "blank", "newline", "wildcard"])
+def test_cli_run_id_is_checked_before_out_is_claimed(locomo_file, tmp_path, run_id, said):
+    """A --run-id no scope accepts is one line naming --run-id (not pydantic's dump of
+    MemoryScope once the run began), and --out is left untouched: no stores/, no marker."""
+    out = tmp_path / "x"
+    result = CliRunner().invoke(app, [
+        "bench", "--dataset", str(locomo_file), "--providers", "no_memory", "--run-id",
+        run_id, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and said in line, line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key_env", ["sk-test-SECRET123456abcdef", "gsk_abcdef123456",
+                                     "MY KEY"])
+def test_cli_a_key_given_as_the_key_variable_s_name_is_refused_unrecorded(
+        locomo_file, tmp_path, key_env):
+    """--llm-api-key-env takes a variable's name: a key pasted there would be recorded in
+    the manifest, results and report as that "name". One line that never repeats it."""
+    out = tmp_path / "x"
+    result = CliRunner().invoke(app, [
+        "bench", "--dataset", str(locomo_file), "--providers", "no_memory",
+        "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+        "--llm-api-key-env", key_env, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert "--llm-api-key-env takes the NAME of an environment variable" in line
+    assert key_env not in result.output and not out.exists()
+
+
 def test_cli_bench_json_and_verify(locomo_file, tmp_path):
     out = tmp_path / "cli"
     result = CliRunner().invoke(

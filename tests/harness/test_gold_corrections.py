@@ -134,7 +134,11 @@ def test_cli_reports_applied_and_unmatched_and_refuses_bad_input(audited, tmp_pa
 def test_loader_refuses_what_is_not_the_audit_layout(tmp_path):
     p = tmp_path / "c.json"
     p.write_text(json.dumps({"locomo_0_qa0": "x"}))
-    with pytest.raises(DatasetError, match="JSON list"):
+    with pytest.raises(DatasetError, match="JSON list") as refused:
+        load_corrections(p)
+    assert str(refused.value).endswith("got a JSON object")  # not "{type(data).__name__}"
+    p.write_text("5")
+    with pytest.raises(DatasetError, match=r"got a JSON number$"):
         load_corrections(p)
     p.write_text(json.dumps([{"question_id": "locomo_0_qa0", "question": "q"}]))
     with pytest.raises(DatasetError, match="correct_answer"):

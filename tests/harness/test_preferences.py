@@ -283,6 +283,73 @@ def test_personamem_cut_after_a_user_turn_keeps_role_alternation(tmp_path):
     assert "mild food only" in seen and "market" not in seen
 
 
+_CID = "c" * 64
+
+
+@pytest.mark.parametrize(("which", "content", "expected"), [
+    ("questions", b"\xff\xfe not text", "--questions {path}: is not UTF-8 text"),
+    ("contexts", b"\xff\xfe not text\n", "{path}: line 1 is not UTF-8 text"),
+    ("contexts", b"\n[1, 2]\n", "{path}: line 2 is a JSON list, not an object"),
+    ("contexts", b"5\n", "{path}: line 1 is a JSON number, not an object"),
+    ("contexts", json.dumps({_CID: "notalist"}).encode(),
+     f"{{path}}: line 1: context {_CID[:16]} is not a list of message objects"),
+    ("contexts", json.dumps({_CID: [1, 2, 3]}).encode(),
+     f"{{path}}: line 1: context {_CID[:16]} is not a list of message objects"),
+], ids=["questions-not-utf8", "contexts-not-utf8", "line-is-list", "line-is-number",
+        "context-is-string", "context-holds-numbers"])
+def test_personamem_file_of_another_shape_is_one_line_naming_it(tmp_path, which, content,
+                                                                 expected):
+    """A file that is not PersonaMem's (another encoding, a JSONL line that is no
+    {id: [messages]} object) is one error line naming the file, the line and the shape
+    expected, exit 2: not a UnicodeDecodeError or AttributeError traceback."""
+    questions, contexts = _personamem_fixture(tmp_path)
+    bad = questions if which == "questions" else contexts
+    bad.write_bytes(content)
+    out = tmp_path / "pm.json"
+    result = CliRunner().invoke(app, ["preferences", "personamem", "--questions",
+                                      str(questions), "--contexts", str(contexts), "--out",
+                                      str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and expected.format(path=bad) in line
+    if which == "contexts" and "line" in expected and "UTF-8" not in expected:
+        assert "shared_contexts_*.jsonl" in line  # the shape expected is named
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    (["--limit", "-1"], "--limit -1: give 1 or more"),
+    (["--limit", "0"], "--limit 0: give 1 or more"),
+    (["--persona", "nosuch"], "--persona nosuch: no question row of"),
+    (["--questions-is-dir"], "is a directory"),
+    (["--out-is-dir"], "--out {tmp} is a directory"),
+], ids=["limit-negative", "limit-zero", "persona-unknown", "questions-dir", "out-dir"])
+def test_personamem_options_are_checked_and_named(tmp_path, extra, expected):
+    """--limit below 1 (-1 silently dropped the last row), a --persona no row has and a
+    --questions directory each name the option and the fix, not a generic "no usable
+    preference question" or "not found"."""
+    questions, contexts = _personamem_fixture(tmp_path)
+    out = tmp_path / "pm.json"
+    if extra == ["--questions-is-dir"]:
+        questions, extra = tmp_path, []
+        expected = f"--questions {tmp_path} is a directory"
+    if extra == ["--out-is-dir"]:
+        out, extra = tmp_path, []
+    result = CliRunner().invoke(app, ["preferences", "personamem", "--questions",
+                                      str(questions), "--contexts", str(contexts), "--out",
+                                      str(out), *extra])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert expected.format(tmp=tmp_path) in line, line
+    ok = CliRunner().invoke(app, ["preferences", "personamem", "--questions",
+                                  str(tmp_path / "questions_tiny.csv"), "--contexts",
+                                  str(contexts), "--out", str(tmp_path / "ok.json"),
+                                  "--persona", "7", "--limit", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert "'used': 1" in ok.stdout
+
+
 # -- the full flow ---------------------------------------------------------------------------
 
 def _cfg(tmp_path: Path, providers: list[str], double, **kw) -> PreferenceBenchConfig:
@@ -444,6 +511,25 @@ def test_cli_generate_run_and_bench_task(tmp_path):
     bad = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(tmp_path),
                                    "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and "is a directory" in bad.stderr
+    # a scenario set is replaced when generated again; a file of the user's is not
+    again = CliRunner().invoke(app, ["preferences", "generate", "--personas", "1", "--seed",
+                                     "3", "--out", str(scen)])
+    assert again.exit_code == 0 and load_scenarios(scen).source["seed"] == 3
+    notes = tmp_path / "notes.json"
+    notes.write_text("mine")
+    kept = CliRunner().invoke(app, ["preferences", "generate", "--personas", "1", "--out",
+                                    str(notes)])
+    assert kept.exit_code == 2 and "not a scenario set" in kept.stderr
+    assert notes.read_text() == "mine"
+    # a key pasted as the agent key's variable name: refused, never recorded or echoed
+    secret = "sk-test-SECRET123456abcdef"
+    pasted = CliRunner().invoke(app, [
+        "preferences", "run", "--dataset", str(scen), "--providers", "no_memory",
+        "--agent-base-url", "http://127.0.0.1:9/v1", "--agent-model", "m",
+        "--agent-api-key-env", secret, "--out", str(tmp_path / "keyed")])
+    assert pasted.exit_code == 2, pasted.output
+    assert "--agent-api-key-env takes the NAME of an environment variable" in pasted.stderr
+    assert secret not in pasted.output and not (tmp_path / "keyed").exists()
 
 
 async def test_rolling_summary_shows_users_md_and_reset_clears_it(tmp_path):

@@ -192,3 +192,33 @@ def test_the_preference_table_says_what_its_run_could_not_separate():
            "spans -0.20 to +0.10" in text
     assert "1 of 1 pairs apart: y > x (+0.900 [+0.80, +1.00])" in text
     assert "named none of the attribute's values: 44 of 48 (0.92)" in text
+
+
+@pytest.mark.parametrize(("setup", "said"), [
+    ("missing", "--results-dir {dir} does not exist"),
+    ("invalid-json", "{dir}/bad.json: not a readable JSON result file"),
+    ("not-an-object", "{dir}/list.json: a result file holds one JSON object, not a list"),
+], ids=["missing", "invalid-json", "not-an-object"])
+def test_a_results_dir_it_cannot_render_is_refused_and_the_page_is_kept(tmp_path, capsys,
+                                                                        setup, said):
+    """A missing --results-dir (a typo) used to write an empty page over docs/results.md
+    with exit 0, and a broken result file was a JSONDecodeError traceback naming no
+    file: each is one usage error naming the directory or the file, exit 2, and the
+    page already there is left as it was."""
+    results = tmp_path / "results"
+    if setup != "missing":
+        results.mkdir()
+        (results / "good.json").write_text(json.dumps({"schema": "other"}))
+    if setup == "invalid-json":
+        (results / "bad.json").write_text("{not json")
+    if setup == "not-an-object":
+        (results / "list.json").write_text("[1, 2]")
+    md = tmp_path / "results.md"
+    md.write_text("the page as it was\n")
+    with pytest.raises(SystemExit) as stopped:
+        _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert said.format(dir=results) in err.strip().splitlines()[-1]
+    assert "Traceback" not in err
+    assert md.read_text() == "the page as it was\n"

@@ -154,3 +154,23 @@ def test_a_bench_that_stopped_before_its_results_is_said_in_one_line(tmp_path, m
     assert code == 4 and len(calls) == 1
     assert "lme: bench exited 4 without results" in err and "rerun the same command" in err
     assert "Traceback" not in err and not (tmp_path / "r").exists()
+
+
+def test_summarize_where_no_run_is_says_so(tmp_path, capsys):
+    """``summarize --out`` a folder with no run (a typo) printed nothing and exited 0, as
+    if it had summarized: it is one usage error naming --out, exit 2, no results file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "side_by_side", REPO / "benchmarks" / "side_by_side.py")
+    assert spec and spec.loader
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+    results = tmp_path / "results"
+    with pytest.raises(SystemExit) as stopped:
+        sbs.main(["summarize", "--out", str(tmp_path / "no-run"), "--results-dir",
+                  str(results)])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"--out {tmp_path / 'no-run'}: no side-by-side run there" in last
+    assert not results.exists()

@@ -4,13 +4,16 @@ named."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from nanobot_memory_adapters.cli import app
+from nanobot_memory_adapters.contract import Readiness
 from nanobot_memory_adapters.harness.swap import GATES, run_swap
 from tests.harness.conftest import mem0_installed
 
@@ -110,6 +113,65 @@ def test_table_output_names_each_gate(tmp_path):
     for gate in GATES:
         assert gate in result.stdout
     assert "not_applicable" in result.stdout  # write_read: no_memory stores nothing
+
+
+def test_bad_data_dir_and_manifest_paths_are_one_line_before_any_gate(tmp_path):
+    """A file as --data-dir ran every gate, then "NotADirectoryError: .../manifests" (exit
+    1); a folder as --manifest ended in IsADirectoryError; a user's own file given as
+    --manifest was overwritten with the manifest (exit 0)."""
+    a_file, notes = tmp_path / "a-file", tmp_path / "notes.txt"
+    a_file.write_text("x\n")
+    notes.write_text("my notes, not a manifest\n")
+    cases = [
+        (["--data-dir", str(a_file)], f"--data-dir {a_file} is a file"),
+        (["--manifest", str(tmp_path)], f"--manifest {tmp_path}: is a directory"),
+        (["--manifest", str(a_file / "m.json")], f"its folder {a_file} is a file"),
+        (["--manifest", str(notes)], f"--manifest {notes}: the file there is not a swap "
+                                     "manifest"),
+    ]
+    for args, said in cases:
+        result = CliRunner().invoke(app, ["swap", "--condition", "no_memory", *args])
+        assert result.exit_code == 2, result.output
+        assert result.stdout == "" and said in result.stderr, result.stderr  # no gate ran
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert notes.read_text() == "my notes, not a manifest\n"
+    # a manifest an earlier swap wrote is replaced, as before
+    again = ["swap", "--condition", "no_memory", "--data-dir", str(tmp_path / "d"),
+             "--manifest", str(tmp_path / "m.json")]
+    for _ in range(2):
+        result = CliRunner().invoke(app, again)
+        assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "m.json").read_text())["kind"] == "swap"
+
+
+def test_a_read_only_data_dir_is_one_line_before_any_gate(tmp_path, monkeypatch):
+    """A read-only --data-dir ended in a PermissionError; root writes anywhere, so the
+    folder is made read-only through the check's own os.access."""
+    import nanobot_memory_adapters.harness.cli_options as options
+
+    real = options.os.access
+    monkeypatch.setattr(options.os, "access", lambda path, mode, **kw: (
+        False if Path(path) == tmp_path and mode & os.W_OK else real(path, mode, **kw)))
+    result = CliRunner().invoke(app, ["swap", "--condition", "no_memory", "--data-dir",
+                                      str(tmp_path)])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert f"--data-dir {tmp_path}: {tmp_path} is not writable" in result.stderr
+
+
+async def test_a_pending_readiness_without_a_reason_says_none_was_given():
+    """rolling_summary with an unreachable LLM ended "still pending after 5s: " (blank)."""
+    from tests.harness.fakes import PendingAdapter
+
+    class Silent(PendingAdapter):
+        async def wait_until_ready(self, scope, timeout_s):  # type: ignore[no-untyped-def]
+            return Readiness(status="pending", pending_count=1)
+
+    report = await run_swap({}, adapter_factory=Silent, readiness_timeout_s=1)
+    gate = report.failed_gate
+    assert gate is not None and gate.name == "readiness" and gate.status == "pending"
+    assert gate.detail.endswith("still pending after 1s: the provider gave no reason (its "
+                                "warnings, or --log-file, may say why; a slow one needs a "
+                                "longer --readiness-timeout)"), gate.detail
 
 
 @pytest.mark.skipif(not mem0_installed(), reason="mem0 extra not installed")

@@ -194,6 +194,25 @@ async def test_backfill_counts_pending_turns_apart_from_delivered_ones(home):
             "queued") in beside.stdout, beside.stdout + beside.stderr
 
 
+@pytest.mark.servers
+async def test_a_bad_wait_or_nanobot_config_is_one_line_before_anything_runs(home):
+    """``backfill --wait-s -1`` (or nan) was taken; ``forget --nanobot-config <typo>``
+    silently fell back to no nanobot config. Each is one line now, exit 2, nothing done."""
+    home.write_memory(FULL_HISTORY)
+    for value in ("-1", "nan", "inf"):
+        done = _backfill(home, "full_history", "--wait-s", value)
+        err = done.stderr.strip()
+        assert done.returncode == 2 and len(err.splitlines()) == 1, done.stdout + err
+        assert f"--wait-s {value}: give a number of seconds, 0 or more" in err, err
+    typo = home.root / "conifg.json"
+    done = _run("forget", "--persona", "alice", "--config", str(home.memory_path),
+                "--nanobot-config", str(typo), "--yes")
+    err = done.stderr.strip()
+    assert done.returncode == 2 and len(err.splitlines()) == 1, done.stdout + err
+    assert f"--nanobot-config {typo}: no such file" in err, err
+    assert not home.data_dir.exists()  # no outbox opened, no provider built
+
+
 async def test_forget_on_static_profile_does_not_contradict_itself(home):
     home.write_memory({"memory": {"condition": "static_profile",
                                   "static_profile": {"profile": "Loves jazz."}}})

@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +72,24 @@ def test_status_on_a_healthy_outbox_changes_no_byte(home, config):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["failed"] == 1
     assert _digest(path) == before  # no -wal / -shm created, the file untouched
+
+
+def test_an_unknown_provider_is_refused_not_shown_as_an_empty_outbox(home, config):
+    """``--provider NOSUCH`` read as "0 pending, 0 failed" (exit 0), requeued nothing and
+    a migrate-scopes dry run would queue nothing: as backfill does, the names are listed."""
+    path = home.data_dir / FILE
+    _healthy(path)
+    before = _digest(path)
+    for args in (("outbox", "status"), ("outbox", "requeue"), ("migrate-scopes", "--dry-run")):
+        done = subprocess.run([sys.executable, "-m", "nanobot_memory_adapters.cli", *args,
+                               "--config", str(config), "--provider", "NOSUCH"],
+                              capture_output=True, text=True, timeout=300)
+        err = done.stderr.strip()
+        assert done.returncode == 2 and len(err.splitlines()) == 1, (args, done.stdout, err)
+        assert "--provider NOSUCH: unknown" in err and "full_history" in err, err
+    assert _digest(path) == before
+    assert json.loads(outbox_cli("status", "--config", str(config), "--json").stdout
+                      )["failed"] == 1  # the real provider's row is still there
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])

@@ -440,6 +440,31 @@ def test_people_rules():
 
 # -- migrating scopes recorded under the old names -------------------------------------------
 @pytest.mark.servers
+async def test_migrate_scopes_refuses_a_nanobot_config_that_is_not_a_file(home):
+    """A given --nanobot-config that is missing or a folder was silently dropped (the
+    provider then built without nanobot's model); now one line, exit 2."""
+    import subprocess
+
+    from nanobot_memory_adapters.nanobot.outbox import Outbox
+    from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
+    from tests.nanobot.conftest import VENV_BIN
+
+    home.write_memory(_memory("full_history"))
+    home.data_dir.mkdir(parents=True)
+    outbox = Outbox(home.data_dir / OUTBOX_FILE)  # as the plugin leaves it: else "no outbox"
+    outbox.check()
+    outbox.close()
+    for given, said in ((home.root / "conifg.json", "no such file"),
+                        (home.root, "is a directory")):
+        done = subprocess.run([str(VENV_BIN / "nanobot-memory"), "migrate-scopes", "--config",
+                               str(home.memory_path), "--nanobot-config", str(given),
+                               "--reset-shared"], capture_output=True, text=True, timeout=120)
+        err = done.stderr.strip()
+        assert done.returncode == 2 and len(err.splitlines()) == 1, done.stdout + err
+        assert f"--nanobot-config {given}: {said}" in err, err
+
+
+@pytest.mark.servers
 async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
         home, llm_double, monkeypatch):
     import subprocess

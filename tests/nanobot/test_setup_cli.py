@@ -148,6 +148,13 @@ def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_p
                  f'llm={{"base_url": "http://x", "model": "m", "api_key": "{secret}"}}',
                  "--yes", "--skip-test")
     one_error_line(nested, "llm.api_key is a secret (given with --set)")
+    # --skip-test skips the connection test, not the check of what is written
+    for value in (f"http://u:{secret}@h:1", "notaurl"):
+        bad_url = run(fresh, "setup", "--provider", "honcho", "--set", f"base_url={value}",
+                      "--yes", "--skip-test")
+        one_error_line(bad_url, "memory.honcho.base_url:", "give the endpoint as")
+        assert secret not in bad_url.stdout + bad_url.stderr
+        assert not fresh.memory_path.exists()
     no_eq = run(fresh, "setup", "--provider", "memos", "--secret", secret, "--yes")
     one_error_line(no_eq, "--secret takes FIELD=ENV_NAME")
     for proc in (refused, nested, no_eq):
@@ -252,6 +259,26 @@ def test_status_names_the_path_nanobot_reads(fresh, tmp_path):
     assert json.loads(proc.stdout)["memory_json"] == str(other)
     assert Path(json.loads(run(fresh, "status", "--json").stdout)["memory_json"]) \
         == fresh.memory_path
+
+
+def test_a_missing_or_folder_nanobot_config_is_refused_not_its_neighbour(fresh):
+    """``off -c conifg-typo.json`` turned off the memory.json beside the typo (exit 0), and
+    ``status -c missing.json`` reported "nanobot's own memory": -c must name a file."""
+    fresh.write_memory({"memory": {"condition": "full_history"}})
+    before = fresh.memory_path.read_bytes()
+    typo, folder = fresh.root / "conifg-typo.json", fresh.root
+    for command in ("status", "off", "on"):
+        one_error_line(run(fresh, command, "-c", str(typo)), f"--nanobot-config {typo}:",
+                       "no such file")
+        one_error_line(run(fresh, command, "-c", str(folder)),
+                       f"--nanobot-config {folder}: is a directory",
+                       str(folder / "config.json"))
+    assert fresh.memory_path.read_bytes() == before
+    for args in (("setup", "--provider", "no_memory", "--yes", "--skip-test"),
+                 ("health", "--condition", "no_memory")):
+        one_error_line(run(fresh, *args, "--nanobot-config", str(folder)),
+                       f"--nanobot-config {folder}: is a directory")
+    assert fresh.memory_path.read_bytes() == before
 
 
 def test_setup_says_when_nanobots_own_model_cannot_serve(fresh):

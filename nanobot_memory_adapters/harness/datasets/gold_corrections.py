@@ -62,6 +62,11 @@ def _same(a: object, b: object) -> bool:
     return " ".join(str(a).split()) == " ".join(str(b).split())
 
 
+# what the user sees in the file, not Python's names for it
+_JSON_NAMES: dict[type, str] = {dict: "object", str: "string", int: "number", float: "number",
+                                bool: "true/false value", type(None): "null"}
+
+
 def load_corrections(path: str | Path) -> list[Correction]:
     """Read a corrections file; anything that is not the audit's layout is one
     ``DatasetError`` naming the file, the entry and the field."""
@@ -75,8 +80,9 @@ def load_corrections(path: str | Path) -> list[Correction]:
     except JsonFileError as exc:
         raise DatasetError(str(exc)) from None
     if not isinstance(data, list):
+        got = _JSON_NAMES.get(type(data), "value")
         raise DatasetError(f"{p}: expected a JSON list of corrections (locomo-audit "
-                           "errors.json layout), got a {type(data).__name__}")
+                           f"errors.json layout), got a JSON {got}")
     out = []
     for n, e in enumerate(data):
         if not isinstance(e, dict):

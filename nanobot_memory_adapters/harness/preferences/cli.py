@@ -38,8 +38,7 @@ def generate_command(
     from nanobot_memory_adapters.harness.preferences.format import dump_scenarios
 
     scenario = _generated(personas, seed, later_sessions)
-    if out.is_dir():
-        raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
+    _check_scenario_target(out)
     check_out_dir(out.parent, "--out's folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_scenarios(scenario), encoding="utf-8")
@@ -58,9 +57,14 @@ def personamem_command(
     ] = None,
 ) -> None:
     """Convert PersonaMem files you have into the scenario format (not shipped here)."""
+    from nanobot_memory_adapters.harness.cli_options import check_out_dir
     from nanobot_memory_adapters.harness.preferences.format import ScenarioError, dump_scenarios
     from nanobot_memory_adapters.harness.preferences.personamem import load_personamem
 
+    if limit is not None and limit < 1:  # before reading files that can be large
+        raise fail(f"--limit {limit}: give 1 or more (at most this many questions)")
+    _check_scenario_target(out)
+    check_out_dir(out.parent, "--out's folder")
     try:
         scenario, stats = load_personamem(questions, contexts, limit=limit,
                                           personas=persona or None)
@@ -69,6 +73,26 @@ def personamem_command(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_scenarios(scenario), encoding="utf-8")
     console.print(f"wrote {out}: {stats}")
+
+
+def _check_scenario_target(out: Path) -> None:
+    """``--out`` may be written: not a folder, and not a file of the user's (only a
+    scenario set, which these commands write, is replaced)."""
+    import json
+
+    from nanobot_memory_adapters.harness.preferences.format import FORMAT
+
+    if out.is_dir():
+        raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
+    if not out.exists():
+        return
+    try:
+        ours = json.loads(out.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise fail(f"--out {out}: the file there is not a scenario set and would be "
+                   "overwritten; choose another path, or move that file away")
 
 
 def _generated(personas: int, seed: int, later_sessions: int = 0) -> Any:
@@ -108,7 +132,7 @@ def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) 
     from nanobot_memory_adapters.harness.cli_options import check_llm_options
     from nanobot_memory_adapters.harness.judge import LLMEndpoint
 
-    check_llm_options(base_url, model, what)
+    check_llm_options(base_url, model, what, key_env=key_env)
 
     return LLMEndpoint(base_url=base_url, model=model, api_key_env=key_env)
 

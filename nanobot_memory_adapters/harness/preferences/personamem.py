@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,7 @@ from nanobot_memory_adapters.harness.preferences.format import (
     ScenarioSet,
     parse_scenarios,
 )
+from nanobot_memory_adapters.json_files import JsonFileError, read_text, regular_file_problem
 
 DIMENSION_OF: dict[str, str | None] = {
     "acknowledge_latest_preferences": "PET",
@@ -68,6 +70,7 @@ DIMENSION_OF: dict[str, str | None] = {
 }
 _OPTION = re.compile(r"^\s*\(([a-z])\)\s*(.*)$", re.S)
 _DAY0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
+QUESTIONS_BYTES = 512 * 1024**2  # the released questions_*.csv are tens of MiB
 
 
 def _options(raw: str, where: str) -> list[tuple[str, str]]:
@@ -94,30 +97,82 @@ def _end_index(row: dict[str, str]) -> int:
 
 
 def _read_contexts(path: Path, wanted: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The wanted contexts, streamed (the 1M release's file is large); a line of another
+    shape is one error naming the file and line, not a traceback deep in the mapping."""
+    shape = ('{"<shared_context_id>": [{"role": ..., "content": ...}, ...]}, as in '
+             "PersonaMem's shared_contexts_*.jsonl")
     contexts: dict[str, list[dict[str, Any]]] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ScenarioError(f"{path}: line {n} is not UTF-8 text; give the "
+                                    "shared_contexts_*.jsonl file as released") from None
             if not line.strip():
                 continue
             try:
                 item = json.loads(line)
-            except json.JSONDecodeError:
-                raise ScenarioError(f"{path}: line {n} is not JSON") from None
+            except (json.JSONDecodeError, RecursionError):
+                raise ScenarioError(f"{path}: line {n} is not JSON; each line must be "
+                                    f"{shape}") from None
+            if not isinstance(item, dict):
+                raise ScenarioError(f"{path}: line {n} is a JSON {_json_type(item)}, not an "
+                                    f"object; each line must be {shape}")
             for key, messages in item.items():
-                if key in wanted:
-                    contexts[key] = messages
+                if key not in wanted:
+                    continue
+                if not isinstance(messages, list) or not all(
+                        isinstance(m, dict) for m in messages):
+                    raise ScenarioError(f"{path}: line {n}: context {key[:16]} is not a list "
+                                        f"of message objects; each line must be {shape}")
+                contexts[key] = messages
     return contexts
+
+
+def _json_type(value: object) -> str:
+    """JSON's name for a parsed value's type (what the user sees in the file)."""
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "null" if value is None else "object"
+
+
+def _read_questions(path: Path) -> list[dict[str, str]]:
+    """The question rows; a file that is not UTF-8 CSV is one error naming it (missing
+    trailing fields read as empty, so a short row is skipped or named, not a crash)."""
+    try:
+        text = read_text(path, what="PersonaMem questions_*.csv file",
+                         max_bytes=QUESTIONS_BYTES)
+    except JsonFileError as exc:
+        raise ScenarioError(f"--questions {exc}") from None
+    try:
+        return list(csv.DictReader(io.StringIO(text, newline=""), restval=""))
+    except csv.Error as exc:
+        raise ScenarioError(f"{path}: not a readable CSV file ({exc}); give the "
+                            "questions_*.csv file as released") from None
 
 
 def load_personamem(
     questions: Path, contexts: Path, *, limit: int | None = None,
     personas: list[str] | None = None,
 ) -> tuple[ScenarioSet, dict[str, int]]:
-    for p in (questions, contexts):
-        if not p.is_file():
-            raise ScenarioError(f"{p} not found; give the PersonaMem file you downloaded")
-    with questions.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    for p, what in ((questions, "--questions"), (contexts, "--contexts")):
+        problem = regular_file_problem(p)
+        if problem == "is a directory":
+            raise ScenarioError(f"{what} {p} is a directory; give the PersonaMem file inside "
+                                "it that you downloaded")
+        if problem is not None:
+            raise ScenarioError(f"{what} {p} {problem}; give the PersonaMem file you "
+                                "downloaded")
+    if limit is not None and limit < 1:
+        raise ScenarioError(f"--limit {limit}: give 1 or more (at most this many questions)")
+    rows = _read_questions(questions)
     stats = {"rows": len(rows), "used": 0, "skipped_fact_recall": 0, "skipped_unknown_type": 0,
              "skipped_bad_index": 0}
     if not rows:
@@ -127,6 +182,13 @@ def load_personamem(
     if missing:
         raise ScenarioError(f"{questions}: missing columns {sorted(missing)}")
     if personas:
+        known = {r.get("persona_id") or "" for r in rows} - {""}
+        if not known.intersection(personas):
+            sample = ", ".join(sorted(known, key=lambda k: (len(k), k))[:5])
+            fix = (f"use one of its ids (e.g. {sample})" if known else
+                   "it has no persona_id column; drop --persona")
+            raise ScenarioError(f"--persona {', '.join(personas)}: no question row of "
+                                f"{questions} has that persona_id; {fix}")
         rows = [r for r in rows if r.get("persona_id") in personas]
     if limit is not None:
         rows = rows[:limit]
