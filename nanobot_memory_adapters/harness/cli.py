@@ -327,7 +327,7 @@ def bench_command(
     check_out_dir(out)
     check_llm_options(llm_base_url, llm_model, key_env=llm_api_key_env)
     budgets = parse_budgets(budget_tokens)
-    check_workers(workers, executor)
+    check_workers(workers, executor, ray_address)
     left_out = [n.strip() for n in (leave_out or "").split(",") if n.strip()]
     default_log_file(out)
     if gold_corrections is not None and task != "locomo":

@@ -20,8 +20,13 @@ def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
         data = read_json_file(path, what="JSON file", fix="fix the file")
     except ConfigError as exc:
         raise fail(f"--provider-config {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise fail('--provider-config must be a JSON object {"provider": {block...}}')
+    if not isinstance(data, dict):
+        raise fail(f'--provider-config {path}: must be a JSON object '
+                   '{"provider": {block...}}')
+    for name, block in data.items():
+        if not isinstance(block, dict):
+            raise fail(f"--provider-config {path}: the block for {name!r} must be a JSON "
+                       'object of that provider\'s settings, e.g. {"mem0": {"llm": {...}}}')
     from nanobot_memory_adapters.config import _suggest
     from nanobot_memory_adapters.registry import available_providers
 
@@ -73,13 +78,15 @@ def parse_budgets(text: str, option: str = "--budget-tokens") -> list[int]:
     return budgets
 
 
-def check_workers(workers: int, executor: str) -> None:
+def check_workers(workers: int, executor: str, ray_address: str | None = None) -> None:
     from nanobot_memory_adapters.harness.executors import EXECUTORS
 
     if executor not in EXECUTORS:
         raise fail(f"--executor {executor!r}: use one of {', '.join(EXECUTORS)}")
     if workers < 1:
         raise fail(f"--workers {workers}: give 1 or more")
+    if ray_address and executor != "ray":  # else silently run locally, the address unused
+        raise fail("--ray-address: for --executor ray (add it, or drop --ray-address)")
 
 
 def check_llm_options(base_url: str | None, model: str | None, what: str = "llm",
@@ -90,6 +97,8 @@ def check_llm_options(base_url: str | None, model: str | None, what: str = "llm"
     from nanobot_memory_adapters.config import url_problem
     from nanobot_memory_adapters.redaction import is_variable_name, looks_like_a_key
 
+    if model and not base_url:  # else the run goes on without the model it was given
+        raise fail(f"--{what}-model: give --{what}-base-url too (the endpoint serving it)")
     problem = url_problem(base_url) if base_url else None
     if problem:
         raise fail(f"--{what}-base-url {problem}; give the endpoint as http(s)://host:port/path "

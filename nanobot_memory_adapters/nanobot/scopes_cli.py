@@ -42,7 +42,7 @@ def migrate_scopes(
                       "leave the option out to use the one beside memory.json", "config.json")
     settings = load_settings(config.expanduser())
     if settings.memory is None:
-        raise fail(f"--config {config}: {settings.error or 'no memory block'}; fix it first")
+        raise fail(f"--config {config}: {settings.error or 'no memory block; fix it first'}")
     if reset_shared and not dry_run and settings.plugin.read_only:
         raise fail(f"--config {config}: memory is read-only; --reset-shared deletes, turn "
                    "read-only off first")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -104,7 +105,8 @@ def status(
                 table.add_row(key, value if isinstance(value, str) else json.dumps(value))
         console.print(table)
         if settings.exists and settings.memory is not None and settings.memory.enabled:
-            console.print(f"live check: nanobot agent -c {nanobot_config} -m /memory-health",
+            config = shlex.quote(str(nanobot_config))  # a path with a space stays one word
+            console.print(f"live check: nanobot agent -c {config} -m /memory-health",
                           highlight=False)
         elif not settings.exists:
             console.print("choose one: nanobot-memory setup", highlight=False)

@@ -253,6 +253,25 @@ def test_cli_a_key_given_as_the_key_variable_s_name_is_refused_unrecorded(
     assert key_env not in result.output and not out.exists()
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["--llm-model", "m"], "--llm-model: give --llm-base-url too"),
+    (["--ray-address", "127.0.0.1:6379"], "--ray-address: for --executor ray"),
+    (["--provider-config", "BLOCK"], "the block for 'mem0' must be a JSON object"),
+], ids=["model-without-endpoint", "ray-address-local", "provider-block-not-object"])
+def test_cli_an_option_the_run_would_ignore_is_refused(locomo_file, tmp_path, args, said):
+    """An option the run would silently not use (a model with no endpoint, a Ray address
+    for the local executor) or a block of the wrong shape is one line, before --out."""
+    block = tmp_path / "blocks.json"
+    block.write_text(json.dumps({"mem0": "not a block"}))
+    out = tmp_path / "x"
+    result = CliRunner().invoke(app, [
+        "bench", "--dataset", str(locomo_file), "--providers", "no_memory", "--out", str(out),
+        *[str(block) if a == "BLOCK" else a for a in args]])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert said in line, line
+
+
 def test_cli_bench_json_and_verify(locomo_file, tmp_path):
     out = tmp_path / "cli"
     result = CliRunner().invoke(

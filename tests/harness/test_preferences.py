@@ -530,6 +530,14 @@ def test_cli_generate_run_and_bench_task(tmp_path):
     assert pasted.exit_code == 2, pasted.output
     assert "--agent-api-key-env takes the NAME of an environment variable" in pasted.stderr
     assert secret not in pasted.output and not (tmp_path / "keyed").exists()
+    # options the run would silently not use
+    for args, said in ((["--agent-model", "m"], "--agent-model: give --agent-base-url too"),
+                       (["--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m"],
+                        "--judge-base-url: judges the agent's replies")):
+        unused = CliRunner().invoke(app, ["preferences", "run", "--dataset", str(scen),
+                                          "--providers", "no_memory", "--out",
+                                          str(tmp_path / "unused"), *args])
+        assert unused.exit_code == 2 and said in unused.stderr, unused.output
 
 
 async def test_rolling_summary_shows_users_md_and_reset_clears_it(tmp_path):

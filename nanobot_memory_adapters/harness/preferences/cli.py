@@ -126,6 +126,8 @@ def load_scenario(dataset: Path | None, personas: int, seed: int,
 
 def _endpoint(base_url: str | None, model: str | None, key_env: str, what: str) -> Any:
     if not base_url:
+        if model:  # else the run goes on without the model it was given
+            raise fail(f"--{what}-model: give --{what}-base-url too (the endpoint serving it)")
         return None
     if not model:
         raise fail(f"--{what}-model is required with --{what}-base-url")
@@ -189,6 +191,10 @@ def build_config(
         why = check_readable([t for p in scenario.personas for t in p.tests])
         if why:
             raise fail(f"--agent ideal-reader: {why}")
+    if judge is not None and agent is None:  # no replies to judge, no user to simulate
+        raise fail("--judge-base-url: judges the agent's replies, and a run without "
+                   "--agent-base-url (retrieval only) has none; add --agent-base-url or "
+                   "drop the judge")
     closers: list[Any] = []
     rubric = None
     if judge is not None:
