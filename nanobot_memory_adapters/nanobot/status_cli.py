@@ -68,12 +68,21 @@ def _outbox_counts(settings: LoadedSettings, provider: str) -> dict[str, Any] | 
             "last_error": stats.last_error}
 
 
+def _given_config(nanobot_config: Path) -> Path:
+    """The nanobot config whose memory.json these commands read and write: one given that
+    is missing or a folder is refused (a typo must not select the memory.json beside it);
+    the default path is used as it is (memory.json may be set before nanobot onboards)."""
+    if nanobot_config == DEFAULT_NANOBOT_CONFIG and not nanobot_config.expanduser().exists():
+        return nanobot_config.expanduser()
+    return nanobot_config_file(nanobot_config)
+
+
 def status(
     nanobot_config: NanobotConfig = DEFAULT_NANOBOT_CONFIG,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Which memory nanobot uses: the provider, memory.json's path, on/off, the outbox."""
-    path = memory_json_for(nanobot_config_file(nanobot_config))
+    path = memory_json_for(_given_config(nanobot_config))
     settings = load_settings(path)
     data: dict[str, Any] = {"memory_json": str(path), "exists": settings.exists}
     if not settings.exists:
@@ -118,7 +127,7 @@ def status(
 
 
 def _switch(nanobot_config: Path, enabled: bool) -> None:
-    config = nanobot_config_file(nanobot_config)  # never the memory.json beside a typo
+    config = _given_config(nanobot_config)  # never the memory.json beside a typo
     path = memory_json_for(config)
     if not path.exists():
         if not enabled:
