@@ -176,8 +176,8 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
 
 
 def test_the_preference_table_says_what_its_run_could_not_separate():
-    """Pairs not apart name the narrowest interval (the smallest difference this n could
-    have separated), and a run whose replies mostly named no value says so."""
+    """Pairs not apart give their intervals' median width (about the smallest difference
+    this n could have separated), and a run whose replies mostly named no value says so."""
     render = _module("render_results")
     pair = {"a": "x", "b": "y", "n": 24, "verdict": "not distinguishable"}
     doc = {"providers": {"x": {"acts": {"current": 1, "other": 0, "both": 0, "none": 23}},
@@ -188,8 +188,8 @@ def test_the_preference_table_says_what_its_run_could_not_separate():
            "exposure_pairwise": [pair | {"verdict": "y > x", "difference": -0.9,
                                          "low": -1.0, "high": -0.8}]}
     text = "\n".join(render._separates(doc))
-    assert "0 of 2 pairs apart; the narrowest interval of a pair not apart (x vs y, n 24) " \
-           "spans -0.20 to +0.10" in text
+    assert "0 of 2 pairs apart; the intervals of the pairs not apart are a median ±0.55 " \
+           "wide (n 24 to 24)" in text
     assert "1 of 1 pairs apart: y > x (+0.900 [+0.80, +1.00])" in text
     assert "named none of the attribute's values: 44 of 48 (0.92)" in text
 
