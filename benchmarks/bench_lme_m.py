@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or REPO / "benchmarks" / "results" / f"lme_m_shape-{stamp}.json"
     with tempfile.TemporaryDirectory(prefix="lme-m-") as tmp:
         dataset, run_dir = Path(tmp) / "lme-m.json", Path(tmp) / "run"
-        subprocess.run([sys.executable, str(REPO / "benchmarks" / "longmemeval_gen.py"),
+        gen = subprocess.run([sys.executable, str(REPO / "benchmarks" / "longmemeval_gen.py"),
                         str(dataset), "--questions", str(args.haystacks), "--sessions",
                         str(args.sessions), "--turns", str(args.turns), "--turn-words",
                         str(args.turn_words), "--seed", str(args.seed)],
-                       check=True, capture_output=True)
+                       check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if gen.returncode:  # its one usage line, not a CalledProcessError traceback
+            parser.error(gen.stderr.strip().splitlines()[-1] if gen.stderr.strip()
+                         else f"longmemeval_gen.py exited {gen.returncode}")
         haystacks = json.loads(dataset.read_text())
         turns = [sum(len(s) for s in h["haystack_sessions"]) for h in haystacks]
         bench = [sys.executable, "-m", "nanobot_memory_adapters.cli", "bench", "--task",

@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from nanobot_memory_adapters.harness.llm_meter import LLMMeter, read_log, summarize
-from nanobot_memory_adapters.redaction import redact_text
+from nanobot_memory_adapters.redaction import is_variable_name, redact_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _provenance import ci as _ci
@@ -490,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("--locomo", type=Path,
                        default=REPO.parent / "shared" / "data" / "locomo" / "locomo7.json")
     args = parser.parse_args(argv)
+    if args.cmd == "run" and not is_variable_name(args.llm_api_key_env):
+        # a key pasted here would be written to providers.json and printed as a "name"
+        parser.error("--llm-api-key-env takes the NAME of an environment variable "
+                     "(letters, digits, _), not its value, e.g. OPENAI_API_KEY")
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     bad = [t for t in args.tasks if t not in TASKS]
     if bad:

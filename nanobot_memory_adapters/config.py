@@ -185,8 +185,8 @@ def url_problem(value: str) -> str | None:
 def check_endpoint_fields(data: Any, prefix: str, *, env_refs: bool = False) -> None:
     """Every ``base_url``/``*_base_url`` in a provider block is an http(s) URL with a host,
     and no ``model``/``*_model`` holds an API key: else one ConfigError naming the key and
-    the fix (and never the value). ``env_refs``: a value that is one ``${NAME}`` is left
-    for when it is read (a block checked before its variables are set)."""
+    the fix (and never the value). ``env_refs``: a value holding a ``${NAME}`` is left for
+    when it is read (a block checked before its variables are set)."""
     if isinstance(data, list):
         for i, item in enumerate(data):
             check_endpoint_fields(item, f"{prefix}[{i}]", env_refs=env_refs)
@@ -197,8 +197,8 @@ def check_endpoint_fields(data: Any, prefix: str, *, env_refs: bool = False) -> 
         where = f"{prefix}.{key}"
         if isinstance(value, dict | list):
             check_endpoint_fields(value, where, env_refs=env_refs)
-        elif env_refs and isinstance(value, str) and _ENV_REF.fullmatch(value):
-            continue
+        elif env_refs and isinstance(value, str) and _ENV_REF.search(value):
+            continue  # "${LLM_URL}/v1", "http://localhost:${PORT}/v1": checked once read
         elif isinstance(value, str) and isinstance(key, str):
             if key == "base_url" or key.endswith("_base_url"):
                 problem = url_problem(value)

@@ -49,6 +49,19 @@ def test_a_budget_whose_min_is_above_its_max_is_refused_when_read():
     assert "min_tokens (500) is above max_tokens (100)" in str(err.value)
 
 
+def test_an_endpoint_holding_a_variable_is_checked_once_read():
+    """setup --skip-test and `on` check a block before its variables are set: a URL that
+    holds a ${NAME} anywhere is left for when it is read; one without is checked now."""
+    from nanobot_memory_adapters.config import check_endpoint_fields
+
+    for url in ("${LLM_URL}/v1", "http://localhost:${PORT}/v1"):
+        check_endpoint_fields({"llm": {"base_url": url}}, "memory.mem0", env_refs=True)
+        with pytest.raises(ConfigError, match=r"memory\.mem0\.llm\.base_url"):
+            check_endpoint_fields({"llm": {"base_url": url}}, "memory.mem0")
+    with pytest.raises(ConfigError, match="is not an http"):
+        check_endpoint_fields({"llm": {"base_url": "notaurl"}}, "memory.mem0", env_refs=True)
+
+
 def test_condition_name_used_as_backend():
     with pytest.raises(ConfigError, match='use "condition": "no_memory"'):
         nma.load_provider({"backend": "no_memory"})

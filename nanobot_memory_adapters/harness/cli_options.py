@@ -110,7 +110,8 @@ def check_llm_options(base_url: str | None, model: str | None, what: str = "llm"
                    f"--{what}-api-key-env)")
     if key_env is not None and not is_variable_name(key_env):
         raise fail(f"--{what}-api-key-env takes the NAME of an environment variable (letters, "
-                   "digits, _), not its value, e.g. OPENAI_API_KEY")
+                   "digits, _), not its value, e.g. OPENAI_API_KEY (an unset name shaped like "
+                   "a key is taken for one: export it first)")
 
 
 def check_out_dir(out: Path, option: str = "--out") -> None:

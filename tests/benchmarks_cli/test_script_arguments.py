@@ -80,6 +80,10 @@ CASES = [
     ("bench_floor.py", ["--data", "{locomo}", "--sample", "nosuch"], "--sample nosuch"),
     ("bench_floor.py", ["--data", "{root}"], "--data {root} is a directory"),
     ("bench_lme_cost.py", ["{invalid}"], "{invalid}: is not valid JSON"),
+    ("bench_lme_m.py", ["--turns", "3"], "--turns 3: give an even"),
+    ("side_by_side.py", ["run", "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+                         "--llm-api-key-env", "sk-test-SECRET123456abcdef"],
+     "--llm-api-key-env takes the NAME of an environment variable"),
 ]
 
 

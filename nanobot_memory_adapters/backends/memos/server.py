@@ -229,10 +229,11 @@ def start_server(settings: MemosServerSettings) -> dict[str, Any]:
             logger.warning(
                 "memos-server: stale server process {} is not healthy; stopping it", status["pid"]
             )
-            terminate(status["pid"], "memos server")
+            terminate(status["pid"], "memos server", expect=str(home))
         old = read_state(home) or {}
-        if old.get("redis"):
-            terminate(old["redis"].get("pid"), "redis")
+        if old.get("redis"):  # only the redis it started (a stale state's pid is reused)
+            terminate(old["redis"].get("pid"), "redis",
+                      token=old["redis"].get("pid_token"), expect="redis-server")
         if not settings.llm_base_url:
             raise MemosServerError(
                 "MemOS needs an OpenAI-compatible LLM endpoint: give --llm-base-url "
