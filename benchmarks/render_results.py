@@ -378,7 +378,9 @@ PREFS_INTRO = (
     "none of the values: a reply that names no value, e.g. a question back or a tool call "
     "printed as text); **current when named** is, of the first replies that named a "
     "value, the share that named only the current one (whether memory steered the value "
-    "when one was named; Wilson, not clustered, its own n); **current exposure** is the "
+    "when one was named; Wilson, not clustered, its own n; a memory that shows nothing "
+    "reads what the model names by default, so no_memory's row is its floor, not 0); "
+    "**current exposure** is the "
     "share of tests whose memory section showed the current value; **failed** counts "
     "tests that could not be run or answered, by kind. Under each table, what that run "
     "can and cannot separate, read from its own pairwise verdicts.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,18 @@ def load_json_file(path: Path | str, *, what: str = "JSON file", fix: str = "fix
     """A JSON file the user named: regular, bounded, UTF-8, valid, not absurdly deep."""
     p = Path(path).expanduser()
     return loads(read_text(p, what=what, max_bytes=max_bytes), p, fix=fix)
+
+
+def written_by_us(path: Path, is_ours: Callable[[dict[str, Any]], bool], *,
+                  max_bytes: int = SETTINGS_BYTES) -> bool:
+    """Whether an existing file may be replaced: a JSON object (up to ``max_bytes``) that
+    ``is_ours`` recognises as this tool's own output. Anything else is the user's, and a
+    command that writes to a path the user named refuses to overwrite it."""
+    try:
+        data = load_json_file(path, max_bytes=max_bytes)
+    except (JsonFileError, OSError):
+        return False
+    return isinstance(data, dict) and is_ours(data)
 
 
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = None) -> None:

@@ -88,19 +88,14 @@ def check_manifest_path(path: Path, option: str) -> None:
 
 
 def _is_swap_manifest(path: Path) -> bool:
-    """A manifest an earlier swap wrote: a JSON object with the manifest schema and
-    ``"kind": "swap"`` (what ``run_swap`` writes); anything else is the user's."""
+    """A manifest an earlier swap wrote: the manifest schema and ``"kind": "swap"`` (what
+    ``run_swap`` writes); anything else is the user's."""
     from nanobot_memory_adapters.harness.manifest import MANIFEST_SCHEMA
+    from nanobot_memory_adapters.json_files import written_by_us
 
-    try:
-        if path.stat().st_size > 16 * 1024 * 1024:
-            return False
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
     family = MANIFEST_SCHEMA.split("/", 1)[0]
-    return (isinstance(data, dict) and data.get("kind") == "swap"
-            and str(data.get("schema", "")).split("/", 1)[0] == family)
+    return written_by_us(path, lambda d: d.get("kind") == "swap" and str(
+        d.get("schema", "")).split("/", 1)[0] == family)
 
 
 def swap_command(

@@ -78,19 +78,14 @@ def personamem_command(
 def _check_scenario_target(out: Path) -> None:
     """``--out`` may be written: not a folder, and not a file of the user's (only a
     scenario set, which these commands write, is replaced)."""
-    import json
-
     from nanobot_memory_adapters.harness.preferences.format import FORMAT
+    from nanobot_memory_adapters.json_files import MAX_BYTES, written_by_us
 
     if out.is_dir():
         raise fail(f"--out {out} is a directory; give a file name such as scenarios.json")
-    if not out.exists():
-        return
-    try:
-        ours = json.loads(out.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        ours = False
-    if not ours:
+    # a converted PersonaMem set can be larger than a settings file
+    if out.exists() and not written_by_us(out, lambda d: d.get("format") == FORMAT,
+                                          max_bytes=MAX_BYTES):
         raise fail(f"--out {out}: the file there is not a scenario set and would be "
                    "overwritten; choose another path, or move that file away")
 
