@@ -146,7 +146,8 @@ def parse_memory_config(data: dict[str, Any], known_providers: list[str]) -> Mem
 
 
 def validation_to_config_error(exc: ValidationError, prefix: str) -> ConfigError:
-    error = exc.errors()[0]
+    errors = exc.errors()  # a misspelt key explains a 'field required' beside it: name it
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in error["loc"])
     key = f"{prefix}.{loc}" if loc else prefix
     msg = error["msg"].removeprefix("Value error, ")

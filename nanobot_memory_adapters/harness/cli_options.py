@@ -35,7 +35,30 @@ def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
         if name.split("+", 1)[0] not in known:
             raise fail(f"--provider-config {path}: no provider is called {name!r} — "
                        f"{_suggest(name, known)}")
+    for name, block in data.items():
+        check_provider_block(path, name.split("+", 1)[0], block)
     return data
+
+
+def check_provider_block(path: Path, name: str, block: dict[str, Any]) -> None:
+    """A block's settings checked before anything runs: a misspelt or out-of-range setting
+    would otherwise skip its provider after the dataset is loaded, and a long run would
+    exit 4 with one provider missing. A backend whose extra is not installed is left to
+    the run, which skips it and says so."""
+    from pydantic import ValidationError
+
+    from nanobot_memory_adapters.config import ConfigError, validation_to_config_error
+    from nanobot_memory_adapters.harness import manifest as mf
+
+    try:
+        mf.native_config(mf.provider_source(name, block))
+    except ConfigError as exc:
+        raise fail(f"--provider-config {path}: {exc}") from None
+    except ValidationError as exc:
+        raise fail(f"--provider-config {path}: "
+                   f"{validation_to_config_error(exc, prefix=name)}") from None
+    except ImportError:
+        return
 
 
 def provider_names(text: str, base: Any = None) -> list[str]:

@@ -298,21 +298,40 @@ def test_preferences_refuses_its_own_input_folder(tmp_path):
     untouched(out)
 
 
-def test_a_skipped_provider_is_a_failure_said_as_a_setting(tmp_path):
-    """Before: a block with an unknown setting skipped its provider with a raw pydantic
-    dump, and the run (no provider left) exited 0."""
+def test_a_bad_setting_is_refused_before_the_run(tmp_path):
+    """Before: a block with an unknown setting skipped its provider after the dataset
+    was loaded (first as a raw pydantic dump, then as exit 4 with one provider missing);
+    now it is one line naming the setting, before anything runs. A misspelt key is named
+    even when it leaves a required field missing beside it."""
     path = dataset(tmp_path, ["s-1"])
     blocks = tmp_path / "blocks.json"
     blocks.write_text(json.dumps({"full_history": {"bogus": 1}}))
-    result = _bench("--dataset", str(path), "--providers", "full_history,no_memory",
-                    "--provider-config", str(blocks), "--out", str(tmp_path / "out"),
-                    "--test-points", "last")
+    line = _one_line(_bench("--dataset", str(path), "--providers", "full_history,no_memory",
+                            "--provider-config", str(blocks), "--out", str(tmp_path / "out"),
+                            "--test-points", "last"),
+                     2, "full_history.bogus: unknown setting", "spelling")
+    assert "errors.pydantic.dev" not in line
+    assert not (tmp_path / "out" / "results.json").exists()
+    blocks.write_text(json.dumps({"mem0": {"llm": {"base_url": "http://127.0.0.1:9/v1",
+                                                   "modle": "m"}}}))
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
+                     "--provider-config", str(blocks), "--out", str(tmp_path / "out")),
+              2, "mem0.llm.modle: unknown setting")
+
+
+def test_a_skipped_provider_is_a_failure(tmp_path):
+    """A provider skipped at run time (here: mem0 with no LLM configured, which
+    would run as simple_rag) is a failure:
+    exit 4, the others' results written; alone, "no provider ran" (it exited 0 once)."""
+    path = dataset(tmp_path, ["s-1"])
+    result = _bench("--dataset", str(path), "--providers", "mem0,no_memory",
+                    "--out", str(tmp_path / "out"), "--test-points", "last")
     assert result.exit_code == 4, result.output
-    assert "full_history.bogus: unknown setting" in result.output
-    assert "errors.pydantic.dev" not in result.output and "Traceback" not in result.output
+    assert "skipped mem0: runs as 'simple_rag'" in result.output
+    assert "Traceback" not in result.output
     assert "results hold the other 1" in result.output
-    alone = _bench("--dataset", str(path), "--providers", "full_history",
-                   "--provider-config", str(blocks), "--out", str(tmp_path / "out2"))
+    alone = _bench("--dataset", str(path), "--providers", "mem0",
+                   "--out", str(tmp_path / "out2"))
     assert alone.exit_code == 4 and "no provider ran" in alone.output, alone.output
 
 
