@@ -72,6 +72,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
+from _datasets import load_or_refuse  # noqa: E402
 from _ratios import ratio_line  # noqa: E402
 
 from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
@@ -79,7 +80,7 @@ from nanobot_memory_adapters.backends.mem0.config import (  # noqa: E402
     SimpleRagConfig,
 )
 from nanobot_memory_adapters.contract import ContextBudget  # noqa: E402
-from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
+from nanobot_memory_adapters.harness.datasets.locomo import Conversation  # noqa: E402
 from nanobot_memory_adapters.local_models import bundled_minilm_path  # noqa: E402
 from nanobot_memory_adapters.sizing import top_k  # noqa: E402
 from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
@@ -125,33 +126,6 @@ def as_a_new_process() -> None:
     embed_cache.clear()
     forget_sessions()
     clear_token_count_cache()
-
-
-def load_conversation(task: str, data: Path, sample: str | None) -> Conversation:
-    """The LoCoMo conversation or LongMemEval haystack ``sample`` (default: the first)."""
-    if task == "longmemeval":
-        from nanobot_memory_adapters.harness.datasets.longmemeval import load_longmemeval
-
-        return load_longmemeval(data, [sample] if sample else None)[0]
-    return load_locomo(data, [sample or "conv-26"])[0]
-
-
-def load_or_refuse(parser: argparse.ArgumentParser, task: str, data: Path,
-                   sample: str | None) -> Conversation:
-    """The conversation, or one usage error naming --data or --sample (a typo in either
-    is the user's, not a traceback)."""
-    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
-
-    if data.is_dir():
-        parser.error(f"--data {data} is a directory; give the JSON file in it")
-    if not data.is_file():
-        layout = "LongMemEval" if task == "longmemeval" else "LoCoMo"
-        parser.error(f"--data {data}: not found; give a {layout} JSON file")
-    try:
-        return load_conversation(task, data, sample)
-    except DatasetError as exc:
-        unknown = str(exc).startswith(("conversations not in", "questions not in"))
-        parser.error(f"--sample {sample}: {exc}" if unknown else f"--data {exc}")
 
 
 async def run_bench_unit(data: Path, conv: Conversation, tmp: Path) -> float:

@@ -50,9 +50,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
+from _datasets import load_or_refuse  # noqa: E402
 from _ratios import ratio_line  # noqa: E402
 
-from nanobot_memory_adapters.harness.datasets.locomo import Conversation, load_locomo  # noqa: E402
+from nanobot_memory_adapters.harness.datasets.locomo import Conversation  # noqa: E402
 from nanobot_memory_adapters.store import StoreProvider  # noqa: E402
 
 BUDGET = 2000
@@ -177,22 +178,6 @@ async def one_round(conv: Conversation, model: object, tmp: Path, flip: bool
     return out
 
 
-def load_or_refuse(parser: argparse.ArgumentParser, data: Path, sample: str) -> Conversation:
-    """The conversation, or one usage error naming --data or --sample (a typo in either
-    is the user's, not a traceback)."""
-    from nanobot_memory_adapters.harness.datasets.locomo import DatasetError
-
-    if data.is_dir():
-        parser.error(f"--data {data} is a directory; give the JSON file in it")
-    if not data.is_file():
-        parser.error(f"--data {data}: not found; give a LoCoMo JSON file")
-    try:
-        return load_locomo(data, [sample])[0]
-    except DatasetError as exc:
-        unknown = str(exc).startswith("conversations not in")
-        parser.error(f"--sample {sample}: {exc}" if unknown else f"--data {exc}")
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     shared = REPO.parent / "shared"
@@ -206,7 +191,7 @@ async def main() -> None:
 
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
-    conv = load_or_refuse(parser, args.data, args.sample)
+    conv = load_or_refuse(parser, "locomo", args.data, args.sample)
     model = load_onnx_embedder(bundled_minilm_path(extra="mem0", setting="bench"))
     print(f"{conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions, "
           f"{len(conv.sessions)} sessions")
