@@ -439,6 +439,20 @@ def setup(
     = 180.0,
 ) -> None:
     """Choose the memory provider, test it, and write memory.json (a backup of the old one)."""
+    try:
+        _setup(provider, llm, llm_model, llm_key_env, set_, secret, vector_store,
+               nanobot_config, yes, skip_test, test_timeout)
+    except EOFError:  # a question with no one to answer it: stdin closed or not a terminal
+        raise fail("setup asked a question and its input ended (no terminal, or a pipe "
+                   "with too few answers); nothing was written — run it in a terminal, or "
+                   "ask nothing: --yes --provider NAME (with --llm/--set as the provider "
+                   "needs)", 1) from None
+
+
+def _setup(provider: str | None, llm: str | None, llm_model: str | None,
+           llm_key_env: str | None, set_: list[str] | None, secret: list[str] | None,
+           vector_store: str | None, nanobot_config: Path, yes: bool, skip_test: bool,
+           test_timeout: float) -> None:
     config = nanobot_config_file(nanobot_config)
     if test_timeout <= 0:
         raise fail(f"--test-timeout {test_timeout:g}: give a positive number of seconds")

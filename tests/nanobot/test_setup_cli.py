@@ -133,6 +133,18 @@ def test_setup_answers_from_stdin_like_a_user(fresh):
     assert fresh.read_memory()["memory"]["condition"] == "full_history"
 
 
+def test_setup_with_no_one_to_answer_says_how_to_ask_nothing(fresh):
+    """Input that ends before the questions do (no terminal, a short pipe) was a bare
+    "Aborted."; it is one line saying nothing was written and how to run without questions."""
+    for stdin in ("", "full_history\n"):  # ends at the first question; at the confirmation
+        proc = run(fresh, "setup", stdin=stdin)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "nothing was written" in errors[0] and "--yes --provider NAME" in errors[0]
+        assert not fresh.memory_path.exists()
+
+
 def test_a_secret_is_stored_as_an_env_reference_and_read_when_built(fresh, tmp_path):
     secret = "sk-never-on-disk-5e1d"
     refused = run(fresh, "setup", "--provider", "memos", "--set", f"api_key={secret}",
