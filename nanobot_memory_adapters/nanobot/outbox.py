@@ -497,6 +497,10 @@ class Outbox:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
+    def providers(self) -> set[str]:
+        """Every provider with a row here (one whose plugin is gone still has its rows)."""
+        return {str(r[0]) for r in self._exec("SELECT DISTINCT provider FROM outbox")}
+
     def stats(self, provider: str) -> OutboxStats:
         counts = dict(
             self._exec(

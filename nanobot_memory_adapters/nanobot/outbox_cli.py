@@ -48,6 +48,21 @@ def known_provider(provider: str) -> Any:
     return specs[provider]
 
 
+def _provider_with_rows(outbox: Outbox, provider: str) -> None:
+    """``--provider`` names a registered provider or one with rows here: a provider whose
+    plugin was uninstalled keeps its turns, and they can still be counted or requeued."""
+    from nanobot_memory_adapters.registry import available_providers
+
+    specs = available_providers()
+    if provider in specs:
+        return
+    held = outbox.providers()
+    if provider not in held:
+        names = sorted(set(specs) | held)
+        raise fail(f"--provider {provider}: unknown and no rows here; available: "
+                   f"{', '.join(names)}")
+
+
 def open_outbox(path: Path, *, read_only: bool = False) -> Outbox:
     """The outbox at ``path``, opened now; a file that cannot be used ends the command
     with ``describe_failure``'s line (the file and the remedy) and exit code 1."""
@@ -66,8 +81,6 @@ def _opened(config: Path, provider: str | None, *, read_only: bool = False
             ) -> Iterator[tuple[Outbox, str]]:
     """The outbox beside ``config`` and the provider whose rows to act on; closed after.
     A failure to read or write the file ends the command with one line and exit code 1."""
-    if provider is not None:
-        known_provider(provider)
     settings = load_settings(config.expanduser())
     if not settings.exists:
         raise fail(f"--config {config}: no such file; give nanobot's memory.json")
@@ -81,6 +94,8 @@ def _opened(config: Path, provider: str | None, *, read_only: bool = False
         raise fail(f"no outbox at {path}: the plugin has not run with this memory.json yet")
     outbox = Outbox(path, read_only=read_only)
     try:
+        if provider is not None:
+            _provider_with_rows(outbox, provider)
         yield outbox, name
     except OUTBOX_ERRORS as exc:
         raise fail(describe_failure(path, exc), code=1) from None

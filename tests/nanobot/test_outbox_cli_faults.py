@@ -92,6 +92,30 @@ def test_an_unknown_provider_is_refused_not_shown_as_an_empty_outbox(home, confi
                       )["failed"] == 1  # the real provider's row is still there
 
 
+def test_a_provider_whose_plugin_is_gone_keeps_its_rows_reachable(home, config):
+    """Rows of a provider no longer registered (its plugin uninstalled) are still counted
+    and requeued by name; a name with neither a plugin nor rows is refused."""
+    path = home.data_dir / FILE
+    box = Outbox(path)
+    box.enqueue("gone_plugin", MemoryEvent(
+        event_id="orphan-0", run_id="default", user_id="cli-user", agent_id="nanobot",
+        session_id="cli:direct", turn_id="t0", timestamp=datetime.now(UTC),
+        messages=[Message(role="user", content="I keep bees.")]), "cli:direct")
+    for row in box.pending("gone_plugin"):
+        box.mark_failed(row.seq, "AdapterError: refused (test)")
+    box.close()
+    shown = outbox_cli("status", "--config", str(config), "--provider", "gone_plugin", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["failed"] == 1
+    again = outbox_cli("requeue", "--config", str(config), "--provider", "gone_plugin")
+    assert again.returncode == 0 and "requeued 1" in again.stdout, again.stderr
+    pending = outbox_cli("status", "--config", str(config), "--provider", "gone_plugin",
+                         "--json")
+    assert json.loads(pending.stdout)["pending"] == 1
+    unknown = outbox_cli("status", "--config", str(config), "--provider", "never_here")
+    assert unknown.returncode == 2 and "unknown and no rows here" in unknown.stderr
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "directory"])
 def test_a_damaged_outbox_gets_one_line_and_exit_1(home, config, damage):
     path = home.data_dir / FILE
