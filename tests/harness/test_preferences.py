@@ -1326,7 +1326,8 @@ async def test_contamination_is_caught_in_a_reader_that_ignores_context(
 def test_a_stopped_run_writes_its_partial_results_and_resumes(tmp_path):
     """SIGTERM (how a background run is stopped; Ctrl-C alike) mid-run: exit 130, and
     results.partial.json holds the finished units' scores (``complete`` false, each
-    provider's personas); the same command then finishes, and the partial file is gone."""
+    provider's personas); the same command then finishes, and the partial file is gone.
+    Carried to another folder (checkpoint.json and traces.jsonl), it finishes there alike."""
     import os
     import signal
     import subprocess
@@ -1359,8 +1360,18 @@ def test_a_stopped_run_writes_its_partial_results_and_resumes(tmp_path):
         finished = [u for u in done.values() if u["provider"] == name]
         assert len(m["personas"]) == len(finished) < 48
         assert m["scores"]["overall"]["tests"] == 12 * len(finished)
+    moved = tmp_path / "elsewhere"  # another machine: the checkpoint and traces carried
+    moved.mkdir()
+    for name in ("checkpoint.json", "traces.jsonl"):
+        (moved / name).write_bytes((out / name).read_bytes())
     rerun = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert not (out / "results.partial.json").exists()
     results = json.loads((out / "results.json").read_text())
     assert all(len(m["personas"]) == 48 for m in results["providers"].values())
+    there = subprocess.run([*argv[:argv.index("--out") + 1], str(moved), "--json"],
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert there.returncode == 0, there.stderr[-2000:]
+    carried = json.loads((moved / "results.json").read_text())
+    assert {n: m["scores"] for n, m in carried["providers"].items()} == \
+        {n: m["scores"] for n, m in results["providers"].items()}
