@@ -1375,3 +1375,32 @@ def test_a_stopped_run_writes_its_partial_results_and_resumes(tmp_path):
     carried = json.loads((moved / "results.json").read_text())
     assert {n: m["scores"] for n, m in carried["providers"].items()} == \
         {n: m["scores"] for n, m in results["providers"].items()}
+
+
+def test_run_last_orders_units_without_changing_the_run(tmp_path):
+    """``--run-last P``: P's units run after every other provider's (its checkpoint order
+    shows it), while the manifest and the scores are those of the persona-major run, so a
+    run resumes with or without the flag. A name not in --providers is one line."""
+    base = ["preferences", "run", "--personas", "3", "--agent", "ideal-reader",
+            "--providers", "no_memory,full_history", "--json"]
+    plain = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "plain")])
+    last = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "last"),
+                                    "--run-last", "no_memory"])
+    assert plain.exit_code == 0 and last.exit_code == 0, (plain.output, last.output)
+    units = list(json.loads((tmp_path / "last" / "checkpoint.json").read_text())["units"])
+    assert units == [f"full_history::p0{i}" for i in (1, 2, 3)] + \
+        [f"no_memory::p0{i}" for i in (1, 2, 3)]
+    persona_major = list(json.loads(
+        (tmp_path / "plain" / "checkpoint.json").read_text())["units"])
+    assert persona_major[:2] == ["no_memory::p01", "full_history::p01"]
+
+    def read(name: str, file: str) -> dict:
+        return json.loads((tmp_path / name / file).read_text())
+
+    assert read("last", "manifest.json")["manifest_sha256"] == \
+        read("plain", "manifest.json")["manifest_sha256"]
+    assert {n: m["scores"] for n, m in read("last", "results.json")["providers"].items()} == \
+        {n: m["scores"] for n, m in read("plain", "results.json")["providers"].items()}
+    bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "bad"),
+                                   "--run-last", "mem0"])
+    assert bad.exit_code == 2 and "--run-last mem0: not among --providers" in bad.output

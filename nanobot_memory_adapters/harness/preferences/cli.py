@@ -139,7 +139,7 @@ def build_config(
     seed: int, fresh: bool, readiness_timeout: float, agent: Any, judge: Any,
     simulator: str, test_tags: str, placement: str, max_turns: int = 3,
     recognition: bool = True, agent_tools: str = "default",
-    persona_cap: list[str] | None = None,
+    persona_cap: list[str] | None = None, run_last: list[str] | None = None,
 ) -> Any:
     from nanobot_memory_adapters.harness.cli_options import (
         check_budget,
@@ -163,6 +163,10 @@ def build_config(
 
     names = provider_names(providers, base=lambda n: split_group(n)[0])
     caps = parse_persona_caps(persona_cap or [], names, len(scenario.personas))
+    for name in run_last or []:
+        if name not in names:
+            raise fail(f"--run-last {name}: not among --providers ({', '.join(names)}); "
+                       "name a provider of this run")
     check_budget(budget_tokens)
     check_seconds(readiness_timeout)
     if test_tags not in ("context", "all", "none"):
@@ -212,7 +216,7 @@ def build_config(
         if agent else None,
         agent_tools=agent_tools,  # type: ignore[arg-type]  # checked above
         simulator=sim, max_turns=max_turns, persona_caps=caps, recognition=recognition,
-        judge=rubric,
+        run_last=list(dict.fromkeys(run_last or [])), judge=rubric,
         test_tags=test_tags,  # type: ignore[arg-type]
         placement=placement, provider_configs=provider_configs(provider_config),
         readiness_timeout_s=readiness_timeout, seed=seed, fresh=fresh, closers=closers,
@@ -356,6 +360,11 @@ def run_command(
         help="PROVIDER=N: that provider runs on the first N personas only (repeatable; a "
         "slow memory beside fast ones on one model; pairs compare over the tests both "
         "ran; recorded in the manifest).")] = None,
+    run_last: Annotated[list[str] | None, typer.Option(
+        help="PROVIDER: its units run after every other provider's (repeatable; e.g. a "
+        "slow memory, so a working session that ends mid-run finishes fast units instead "
+        "of cutting a slow one). Scheduling only: not in the manifest; the run resumes with "
+        "or without it.")] = None,
     agent_api_key_env: Annotated[str, typer.Option()] = "OPENAI_API_KEY",
     judge_base_url: Annotated[str | None, typer.Option(
         help="Endpoint of the open-task rubric judge (default: none; open tasks unjudged).")
@@ -398,5 +407,6 @@ def run_command(
         judge=_endpoint(judge_base_url, judge_model, judge_api_key_env, "judge"),
         simulator=simulator, test_tags=test_tags, placement=placement, max_turns=max_turns,
         recognition=recognition, agent_tools=agent_tools, persona_cap=persona_cap,
+        run_last=run_last,
     )
     run_and_report(cfg, as_json=as_json)

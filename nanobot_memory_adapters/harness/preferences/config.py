@@ -48,6 +48,9 @@ class PreferenceBenchConfig:
     max_turns: int = 3
     # provider -> how many of the scenario's personas it runs on (the first N); others all
     persona_caps: dict[str, int] = field(default_factory=dict)
+    # providers whose units run after every other provider's (scheduling only: not in the
+    # manifest, so a run resumes with or without it)
+    run_last: list[str] = field(default_factory=list)
     recognition: bool = True  # False: behaviour sessions only (half the model calls)
     judge: RubricJudge | None = None
     test_tags: TestTags = "context"

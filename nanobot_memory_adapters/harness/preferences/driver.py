@@ -265,26 +265,29 @@ def _write_partial(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
 async def _units(cfg: PreferenceBenchConfig, prepared: list[tuple[Prepared, str]],
                  personas_of: dict[str, set[str]], cp: Checkpoint, traces_path: Path,
                  ids: SeededIds, progress: Any) -> int:
-    """Every unit not in the checkpoint, persona by persona; returns how many were."""
+    """Every unit not in the checkpoint, persona by persona (``run_last`` providers' after
+    all the others'); returns how many were."""
     resumed = 0
-    for persona in cfg.scenario.personas:
-        for p, group in prepared:
-            if persona.persona_id not in personas_of[p.name]:
-                continue
-            if cp.done(p.name, persona.persona_id) is not None:
-                resumed += 1
-                if progress:
-                    progress.advance(p.name, 1, f"{persona.persona_id} (checkpoint)")
-                continue
-            # a unit started over writes to the store its earlier attempt wrote to:
-            # mem0 keeps that attempt's history rows, so it must not draw its ids again
-            attempt = cp.start(p.name, persona.persona_id)
-            key = f"{p.name}/{persona.persona_id}"
-            ids.reseed(key if attempt == 1 else f"{key}#{attempt}")
-            unit = await PreferenceUnit(p, group, persona, cfg).run()
-            cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
+    order = [(persona, p, group) for last in (False, True)
+             for persona in cfg.scenario.personas for p, group in prepared
+             if (p.name in cfg.run_last) == last]
+    for persona, p, group in order:
+        if persona.persona_id not in personas_of[p.name]:
+            continue
+        if cp.done(p.name, persona.persona_id) is not None:
+            resumed += 1
             if progress:
-                progress.advance(p.name, 1, persona.persona_id)
+                progress.advance(p.name, 1, f"{persona.persona_id} (checkpoint)")
+            continue
+        # a unit started over writes to the store its earlier attempt wrote to:
+        # mem0 keeps that attempt's history rows, so it must not draw its ids again
+        attempt = cp.start(p.name, persona.persona_id)
+        key = f"{p.name}/{persona.persona_id}"
+        ids.reseed(key if attempt == 1 else f"{key}#{attempt}")
+        unit = await PreferenceUnit(p, group, persona, cfg).run()
+        cp.save_unit(unit, traces_path.stat().st_size if traces_path.exists() else 0)
+        if progress:
+            progress.advance(p.name, 1, persona.persona_id)
     return resumed
 
 
