@@ -316,7 +316,6 @@ def bench_command(
     from nanobot_memory_adapters.harness.locomo_mapping import SPEAKER_PROTOCOLS
     from nanobot_memory_adapters.harness.timeline import BenchConfig
     from nanobot_memory_adapters.logs import default_log_file
-    from nanobot_memory_adapters.nanobot_llm import cli_blocks
 
     check_run_id(run_id)  # before --out is claimed (stores/, the run marker)
     check_out_dir(out)
@@ -381,7 +380,7 @@ def bench_command(
         run_id=task if lme and run_id == "locomo" else run_id,
         seed=seed,
         readiness_timeout_s=readiness_timeout,
-        provider_configs=cli_blocks(provider_configs(provider_config), nanobot_config),
+        provider_configs=provider_configs(provider_config, nanobot_config),
         fresh=fresh,
         deterministic_ids=deterministic_ids,
         judge=judge_setup(llm_base_url, llm_model, llm_api_key_env, task),

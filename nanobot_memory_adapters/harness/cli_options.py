@@ -11,9 +11,14 @@ from typing import Any
 from nanobot_memory_adapters.console import fail
 
 
-def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
+def provider_configs(path: Path | None, nanobot_config: Path | None = None
+                     ) -> dict[str, dict[str, Any]]:
+    """``--provider-config``'s blocks, each checked before anything runs (with
+    ``--nanobot-config``, ``"llm": "nanobot"`` resolved first)."""
+    from nanobot_memory_adapters.nanobot_llm import cli_blocks
+
     if path is None:
-        return {}
+        return cli_blocks({}, nanobot_config)  # still refuses a missing --nanobot-config
     from nanobot_memory_adapters.config import ConfigError, read_json_file
 
     try:
@@ -35,6 +40,7 @@ def provider_configs(path: Path | None) -> dict[str, dict[str, Any]]:
         if name.split("+", 1)[0] not in known:
             raise fail(f"--provider-config {path}: no provider is called {name!r} — "
                        f"{_suggest(name, known)}")
+    data = cli_blocks(data, nanobot_config)
     for name, block in data.items():
         check_provider_block(path, name.split("+", 1)[0], block)
     return data
@@ -49,8 +55,10 @@ def check_provider_block(path: Path, name: str, block: dict[str, Any]) -> None:
 
     from nanobot_memory_adapters.config import ConfigError, validation_to_config_error
     from nanobot_memory_adapters.harness import manifest as mf
+    from nanobot_memory_adapters.nanobot_llm import resolve_block
 
     try:
+        resolve_block(name, block, None)  # "llm": "nanobot" left unresolved: say how
         mf.native_config(mf.provider_source(name, block))
     except ConfigError as exc:
         raise fail(f"--provider-config {path}: {exc}") from None

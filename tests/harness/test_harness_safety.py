@@ -317,6 +317,10 @@ def test_a_bad_setting_is_refused_before_the_run(tmp_path):
     _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
                      "--provider-config", str(blocks), "--out", str(tmp_path / "out")),
               2, "mem0.llm.modle: unknown setting")
+    blocks.write_text(json.dumps({"mem0": {"llm": "nanobot"}}))  # nanobot's model, unknown
+    _one_line(_bench("--dataset", str(path), "--providers", "no_memory",
+                     "--provider-config", str(blocks), "--out", str(tmp_path / "out")),
+              2, 'mem0.llm: is "nanobot"', "--nanobot-config")
 
 
 def test_a_skipped_provider_is_a_failure(tmp_path):
