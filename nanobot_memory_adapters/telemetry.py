@@ -34,7 +34,9 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 
 def quiet_mem0() -> None:
-    """Import mem0 with its telemetry off (safe to call again)."""
+    """Import mem0 with its telemetry off (safe to call again). A mem0 imported before,
+    with the variable unset, made its hosted client's analytics client at import (a
+    PostHog client whose flag poller a forked process restarts): that client is closed."""
     if "mem0.memory.main" not in sys.modules:
         with _env("MEM0_TELEMETRY", "False"):
             importlib.import_module("mem0.memory.main")
@@ -42,6 +44,11 @@ def quiet_mem0() -> None:
         module: Any = sys.modules.get(name)
         if module is not None:
             module.MEM0_TELEMETRY = False
+    analytics: Any = getattr(sys.modules.get("mem0.memory.telemetry"), "client_telemetry", None)
+    if getattr(analytics, "posthog", None) is not None:
+        with contextlib.suppress(Exception):
+            analytics.close()
+        analytics.posthog = None
 
 
 def quiet_graphiti() -> None:
