@@ -49,8 +49,9 @@ def provider_configs(path: Path | None, nanobot_config: Path | None = None
 def check_provider_block(path: Path, name: str, block: dict[str, Any]) -> None:
     """A block's settings checked before anything runs: a misspelt or out-of-range setting
     would otherwise skip its provider after the dataset is loaded, and a long run would
-    exit 4 with one provider missing. A backend whose extra is not installed is left to
-    the run, which skips it and says so."""
+    exit 4 with one provider missing; a provider's own settings code that raises is one
+    line, not a traceback. A backend whose extra is not installed is left to the run,
+    which skips it and says so."""
     from pydantic import ValidationError
 
     from nanobot_memory_adapters.config import ConfigError, validation_to_config_error
@@ -67,6 +68,12 @@ def check_provider_block(path: Path, name: str, block: dict[str, Any]) -> None:
                    f"{validation_to_config_error(exc, prefix=name)}") from None
     except ImportError:
         return
+    except Exception as exc:  # a third party's settings code may raise anything
+        from nanobot_memory_adapters.harness.trace_sink import error_text
+
+        raise fail(f"--provider-config {path}: {name}'s settings could not be read "
+                   f"({error_text(exc)[:300]}); fix the block, or report it to the "
+                   "provider's author if the block is right") from None
 
 
 def provider_names(text: str, base: Any = None) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from nanobot_memory_adapters.base import BaseAdapter, NativeHealth, NativeRetrieval, NativeWrite
 from nanobot_memory_adapters.contract import (
@@ -182,6 +182,22 @@ class ExitingAdapter(_Store):
         sys.exit(3)
 
 
+class _BrokenSettings(BaseModel):
+    """A third party's settings model whose own code raises (not a ValueError, so pydantic
+    does not wrap it), quoting a key as a careless message might."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _explode(self) -> _BrokenSettings:
+        raise RuntimeError("could not parse key sk-test-BROKEN0123456789abcdef")
+
+
+class BrokenSettingsAdapter(_Store):
+    config_model = _BrokenSettings
+    NAME = "broken_settings"
+
+
 class LookaheadAdapter(_Store):
     """Declares ``ingest_lookahead`` and logs what the harness does with it: each window's
     announced event ids when it opens, each record, each close. ``FAIL`` makes the call,
@@ -240,4 +256,5 @@ FAKES = {
     "bulk_ready": BulkReadyAdapter,
     "never_ready": PendingAdapter,
     "lookahead": LookaheadAdapter,
+    "broken_settings": BrokenSettingsAdapter,
 }

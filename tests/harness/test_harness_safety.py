@@ -323,6 +323,20 @@ def test_a_bad_setting_is_refused_before_the_run(tmp_path):
               2, 'mem0.llm: is "nanobot"', "--nanobot-config")
 
 
+def test_settings_code_that_raises_is_one_line(tmp_path, fake_providers):
+    """A provider's own settings code raising something pydantic does not wrap (here a
+    RuntimeError quoting a key) was a traceback before the run; now one line naming the
+    provider and the error, the key scrubbed, nothing run."""
+    path = dataset(tmp_path, ["s-1"])
+    blocks = tmp_path / "blocks.json"
+    blocks.write_text(json.dumps({"broken_settings": {"x": 1}}))
+    result = _bench("--dataset", str(path), "--providers", "no_memory",
+                    "--provider-config", str(blocks), "--out", str(tmp_path / "out"))
+    line = _one_line(result, 2, "broken_settings", "RuntimeError", "could not parse key")
+    assert "BROKEN0123456789" not in result.output, line
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
 def test_a_skipped_provider_is_a_failure(tmp_path):
     """A provider skipped at run time (here: mem0 with no LLM configured, which
     would run as simple_rag) is a failure:
