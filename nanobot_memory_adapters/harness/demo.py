@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -119,6 +120,7 @@ def demo_command(
     console.rule("1. swap flow for each provider")
     ready: list[str] = []
     skipped: list[dict[str, str]] = []
+    failed: list[dict[str, str]] = []
     for name in DEMO_PROVIDERS:
         swap_dir = out / "swap" / name
         report = asyncio.run(
@@ -136,12 +138,13 @@ def demo_command(
         if gate is None:
             ready.append(name)
         else:
-            skipped.append(
-                {
-                    "name": name,
-                    "reason": f"swap gate '{gate.name}' {gate.status}: {gate.detail[:200]}",
-                }
-            )
+            entry = {
+                "name": name,
+                "reason": f"swap gate '{gate.name}' {gate.status}: {gate.detail[:200]}",
+            }
+            skipped.append(entry)
+            if not gate.data.get("not_installed"):  # installed, yet it failed: a failure
+                failed.append(entry)
     console.rule(f"2. LoCoMo timeline on {conversation} at "
                  f"{' and '.join(map(str, budgets))} tokens")
     cfg = BenchConfig(
@@ -154,6 +157,11 @@ def demo_command(
     )
     outcome = run_bench_cli(cfg)
     outcome.skipped = skipped + outcome.skipped
+    if failed:  # in results.json and the exit code, as a skipped provider is in bench's
+        outcome.results["skipped"] = [*failed, *(outcome.results.get("skipped") or [])]
+        (out / "results.json").write_text(
+            json.dumps(outcome.results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     if probe:
         outcome.skipped += asyncio.run(_probe_others(set(DEMO_PROVIDERS)))
     outcome.wall_s = time.perf_counter() - started

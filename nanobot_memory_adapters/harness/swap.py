@@ -170,6 +170,8 @@ class _Flow:
             status = cast(GateStatus, data.pop("_status", "passed"))
         except _GateFailed as exc:
             status, detail, data = exc.status, exc.detail, exc.data
+        except ImportError as exc:  # an extra not installed: the caller may run without it
+            status, detail, data = "failed", _err(exc), {"not_installed": True}
         except Exception as exc:
             status, detail, data = "failed", _err(exc), {}
         gate = Gate(name, status, detail, round(time.perf_counter() - started, 3), data)
