@@ -64,7 +64,7 @@ class Audiences:
                        direct_chats=self._settings().plugin.direct_chats)
         facts = await asyncio.to_thread(self.book.observe, session_key, seen)
         return attribute(facts, seen, session_key=session_key, chat_id=chat_id,
-                         group_scope=self.group_scope)
+                         channel=channel, group_scope=self.group_scope)
 
     def audience_of(self, who: Attribution, *, channel: str, chat_id: str, session_key: str,
                     attributes: dict[str, Any] | None) -> Audience:

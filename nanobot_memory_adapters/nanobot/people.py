@@ -46,6 +46,32 @@ def canonical_sender(channel: str, sender_id: str) -> str:
     return sender_id
 
 
+SDK_SESSION_PREFIX = "sdk:"  # nanobot's SDK (``Nanobot.run``) names its sessions sdk:<name>
+PLACEHOLDER_SENDER = "user"  # nanobot's sender id when the caller gives none (CLI, SDK)
+
+
+def person_id(channel: str, sender_id: str, session_key: str | None) -> str:
+    """The person a sender id names, for scopes and the chat book: ``canonical_sender``,
+    except where nanobot puts the placeholder sender ``user`` for whoever calls: its
+    OpenAI-compatible API server (channel ``api``, every client ``chat_id="default"``) and
+    an SDK session (channel ``cli``, session ``sdk:<name>``) whose caller gave no
+    ``sender_id``. An app serving several people keeps them apart by session key (nanobot
+    keeps their histories apart so), so each such session is a person of its own. An SDK
+    caller that passes ``sender_id`` keeps one person's memory across sessions; nanobot's
+    own CLI (``cli:*`` or ``-s NAME``) stays its one user's."""
+    return canonical_sender(channel, sender_of(channel, sender_id, session_key))
+
+
+def sender_of(channel: str, sender_id: str, session_key: str | None) -> str:
+    """The sender id as the plugin counts it (``person_id`` says why an SDK session's
+    placeholder is its own person)."""
+    if sender_id == PLACEHOLDER_SENDER and session_key and (
+            channel == "api"
+            or (channel == "cli" and session_key.startswith(SDK_SESSION_PREFIX))):
+        return f"{PLACEHOLDER_SENDER}@{session_key}"
+    return sender_id
+
+
 def is_person(sender_id: str | None, metadata: Mapping[str, Any] | None,
               session_key: str | None) -> bool:
     """Whether a person typed this turn (not cron, a subagent, the heartbeat...)."""
@@ -146,7 +172,8 @@ def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | No
             metadata: Mapping[str, Any] | None,
             direct_chats: tuple[str, ...] | list[str] = ()) -> Observation:
     """What this turn shows about its session, from the turn alone."""
-    person = sender_id if is_person(sender_id, metadata, session_key) else None
+    person = (sender_of(channel, sender_id, session_key)
+              if sender_id and is_person(sender_id, metadata, session_key) else None)
     own = session_is_the_chats(session_key, channel, chat_id)
     shared = flagged_shared(channel, chat_id, metadata) or (
         person is not None and not own and not declared_direct(session_key, direct_chats))
@@ -199,15 +226,25 @@ def group_sender(chat_id: str) -> str:
     return f"\x00group:{chat_id}"
 
 
+def group_key(session_key: str, channel: str, chat_id: str) -> str:
+    """What a shared chat's own scope is keyed on: the chat, when the session is the
+    chat's own (its readers are the chat's people); else the session, whose readers may be
+    fewer (nanobot's API server gives every client ``chat_id="default"``: keyed on the chat,
+    one client would read another's memory)."""
+    if session_is_the_chats(session_key, channel, chat_id):
+        return chat_id
+    return f"session:{session_key}"
+
+
 def attribute(facts: ChatFacts, seen: Observation, *, session_key: str, chat_id: str,
-              group_scope: bool = False) -> Attribution:
+              channel: str, group_scope: bool = False) -> Attribution:
     """Whose turn this is, from the session's facts (this turn's observation merged in).
     A person's turn is theirs (recorded in their scope wherever they speak); a turn from
     no person is the one person's of a one-person session, else nobody's; with
     ``group_scope`` every turn of a shared session is the group's own."""
     one = facts.one_person
     if one is None and group_scope and session_key != HEARTBEAT_SESSION:
-        return Attribution(group_sender(chat_id), True)
+        return Attribution(group_sender(group_key(session_key, channel, chat_id)), True)
     if seen.person is not None:
         return Attribution(seen.person, one is None)
     if session_key == HEARTBEAT_SESSION:

@@ -38,6 +38,7 @@ from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
 from nanobot_memory_adapters.nanobot.guide_tool import MemoryGuideTool
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
+from nanobot_memory_adapters.nanobot.people import SDK_SESSION_PREFIX
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.recall import Recall
@@ -402,9 +403,10 @@ class MemoryPlugin:
     async def command_audience(self, ctx: Any) -> Audience:
         """Whose memory a command's reply may show: the chat it is sent to (its reply is
         saved in that session), as for a turn; the error text also on nanobot's own
-        terminal (the ``cli`` channel: the machine's operator)."""
+        terminal (the ``cli`` channel: the machine's operator; not an app's SDK session,
+        ``sdk:*``, whose reader is the app's user)."""
         msg = ctx.msg
-        operator = msg.channel == "cli"
+        operator = msg.channel == "cli" and not str(ctx.key).startswith(SDK_SESSION_PREFIX)
         if self.state.status != "active" or self.state.settings.memory is None:
             return Audience(frozenset(), False, operator=operator)
         try:
@@ -507,7 +509,8 @@ class MemoryPlugin:
         if self.state.queues.draining().locked():
             # a turn is being saved (an extraction on a busy local model takes minutes): the
             # command answers now and the switch happens when that write is done
-            busy = self.state.health.activity.line() if self.state.health.activity else "busy"
+            busy = (self.state.health.activity.public_line() if self.state.health.activity
+                    else "busy")
             seams.schedule_background(self.loop, self._switch_later(name, spec.kind, raw,
                                                                     candidate, host_native))
             return (f"switching to '{name}' as soon as the write in progress finishes "

@@ -21,7 +21,7 @@ from typing import Any
 from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.people import canonical_sender
+from nanobot_memory_adapters.nanobot.people import person_id
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME
 from nanobot_memory_adapters.nanobot.skill import GUIDE_TOOL_NAME
 from nanobot_memory_adapters.scope import MemoryScope
@@ -47,12 +47,13 @@ def identity_values(
     attributes: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """The template fields of a chat; ``sender_id`` is the person's part of the sender id
-    (``people.canonical_sender``: Telegram's numeric id, without the username)."""
+    (``people.person_id``: Telegram's numeric id, without the username; an SDK
+    session's placeholder sender as a person of its own)."""
     values = {k: v for k, v in (attributes or {}).items() if isinstance(v, str) and v}
     values.update(
         channel=channel or "unknown",
         chat_id=chat_id or "unknown",
-        sender_id=canonical_sender(channel, sender_id) if sender_id else "unknown",
+        sender_id=person_id(channel, sender_id, session_key) if sender_id else "unknown",
         session_key=session_key,
     )
     return values

@@ -363,3 +363,33 @@ async def test_a_named_cli_session_keeps_its_users_memory(home, llm_double):
     await loop.process_direct("Which PIN is mine?", session_key="other", channel="cli",
                               chat_id="direct", sender_id="user")
     assert PIN in long_term_memory(agent_request(llm_double, "Which PIN is mine?"))
+
+
+# -- nanobot's placeholder sender: its SDK and its API server -------------------------------
+@pytest.mark.parametrize("group_recall", ["none", "personal", "group"])
+@pytest.mark.parametrize(("channel", "keys"), [
+    ("cli", ("sdk:alice", "sdk:bob")),  # Nanobot.run(session_key=...), its other defaults
+    ("api", ("api:alice", "api:bob")),  # the API server: every client chat "default"
+], ids=["sdk", "api"])
+async def test_callers_that_nanobot_calls_user_keep_their_memories_apart(
+        home, llm_double, channel, keys, group_recall):
+    """nanobot's SDK and API server give every caller sender ``user`` (the API server also
+    chat ``default``); an app keeps its people apart by session key. Before: every SDK
+    session was the CLI's one user (Bob's request and reply carried Alice's PIN), and with
+    ``group_recall: group`` every API client shared one group scope. Now each such session
+    is a person of its own, and a caller's own session still recalls its memory."""
+    home.write_memory(_memory("full_history", group_recall=group_recall))
+    loop = home.loop()
+    alice, bob = keys
+    chat = "direct" if channel == "cli" else "default"
+    await loop.process_direct(f"Remember: my PIN is {PIN}.", session_key=alice,
+                              channel=channel, chat_id=chat, sender_id="user")
+    assert await _plugin(loop).flush() == 0
+    reply = await loop.process_direct(f"What do you know about me? {ECHO}", session_key=bob,
+                                      channel=channel, chat_id=chat, sender_id="user")
+    assert PIN not in agent_request(llm_double, "What do you know about me?").all_text
+    assert PIN not in (reply.content if reply else "")
+    if channel == "cli" or group_recall != "none":  # an API session is not known to be
+        await loop.process_direct(f"Which PIN is mine? {ECHO}", session_key=alice,  # one's
+                                  channel=channel, chat_id=chat, sender_id="user")
+        assert PIN in agent_request(llm_double, "Which PIN is mine?").all_text

@@ -401,7 +401,7 @@ def test_people_rules():
         seen = observe(session_key=key, channel="slack", chat_id=chat, sender_id=sender,
                        metadata=meta or {})
         facts = facts.merged(seen)
-        return facts, attribute(facts, seen, session_key=key, chat_id=chat)
+        return facts, attribute(facts, seen, session_key=key, chat_id=chat, channel="slack")
 
     facts, who = turn(ChatFacts(), "cron")
     assert who.person is None and who.shared  # nobody spoke there yet: nobody's
@@ -432,8 +432,8 @@ def test_people_rules():
     seen = observe(session_key="telegram:1001", channel="telegram", chat_id="1001",
                    sender_id="cron", metadata={})
     facts = ChatFacts().merged(seen)
-    assert attribute(facts, seen, session_key="telegram:1001", chat_id="1001").person \
-        == "1001"
+    assert attribute(facts, seen, session_key="telegram:1001", chat_id="1001",
+                     channel="telegram").person == "1001"
     assert observe(session_key="dingtalk:group:c1", channel="dingtalk", chat_id="group:c1",
                    sender_id="u1", metadata={"conversation_type": "2"}).shared
 

@@ -4,7 +4,8 @@ Each person tells the bot a unique canary in a direct chat; then seeded random
 interleavings drive a real nanobot ``AgentLoop`` with the plugin through what a gateway
 meets: every channel nanobot 0.3.5 ships, with the inbound metadata each gives (flagged and
 unflagged groups, direct chats, DingTalk's per-sender group sessions, nanobot's unified
-session), cron turns (nanobot's own ``run_bound_cron_job``), subagent results, heartbeat
+session, an app's sessions on nanobot's SDK and on its API server, where every caller is
+sender ``user``), cron turns (nanobot's own ``run_bound_cron_job``), subagent results, heartbeat
 turns, ``/new``, restarts, ``memory_search`` calls, ``/memory-health``, ``/memory-mode``,
 ``/memory-forget``, a backfill, ``migrate-scopes`` and a second nanobot process on the same
 home (killed now and then with SIGKILL).
@@ -90,7 +91,8 @@ def sender_id(channel: str, user: int) -> str:
         "signal": f"+4916{user:04d}|uuid-{user}",
         "email": f"user{user}@example.org",
         "matrix": f"@user{user}:example.org",
-        "cli": "user",
+        "cli": "user",  # nanobot's placeholder: the CLI, the SDK (Nanobot.run) and
+        "api": "user",  # the API server give no person's id
     }.get(channel, f"u{user}")
 
 
@@ -98,6 +100,12 @@ def _dm(channel: str, user: int) -> Chat:
     """User ``user``'s direct chat on ``channel``, with the metadata nanobot 0.3.5 gives."""
     sid = sender_id(channel, user)
     one = frozenset({user})
+    if channel == "sdk":  # an app on nanobot's SDK: Nanobot.run(session_key=...) defaults
+        return Chat(f"sdk session of {user}", "cli", "direct", one, "dm", {},
+                    session_key=f"sdk:s{user}")
+    if channel == "api":  # nanobot's API server: every client chat "default", a session each
+        return Chat(f"api session of {user}", "api", "default", one, "dm", {},
+                    session_key=f"api:s{user}")
     specs: dict[str, tuple[str, dict[str, Any]]] = {
         "telegram": (str(7000 + user), {"is_group": False}),
         "whatsapp": (f"{sid}@s.whatsapp.net", {"is_group": False}),
@@ -140,7 +148,7 @@ GROUP_SPECS: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 DM_CHANNELS = ["telegram", "whatsapp", "signal", "discord", "slack", "feishu", "wecom",
                "dingtalk", "napcat", "mochat", "msteams", "mattermost", "email", "qq",
-               "weixin", "matrix", "websocket"]
+               "weixin", "matrix", "websocket", "sdk", "api"]
 
 
 @dataclass

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.servers, pytest.mark.xdist_group("canary-fuzz")]
 @pytest.mark.parametrize(("provider", "group_recall", "episodes", "seed"), [
     ("full_history", "none", 300, 11),
     ("full_history", "group", 100, 12),
+    ("full_history", "personal", 100, 14),
     ("simple_rag", "none", 120, 13),
 ])
 async def test_no_canary_reaches_a_request_or_reply_of_another_audience(
