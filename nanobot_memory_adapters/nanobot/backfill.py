@@ -34,8 +34,9 @@ from nanobot_memory_adapters.contract import (
     supports,
 )
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.people import flagged_shared
+from nanobot_memory_adapters.nanobot.people import flagged_shared, session_is_the_chats
 from nanobot_memory_adapters.nanobot.turns import event_from_messages, is_recorded
 
 IN_FLIGHT = "backfill: in flight"
@@ -55,12 +56,15 @@ class BackfillPlan:
     unknown_sender: int = 0  # turns of group sessions whose sender is not known, skipped
     unknown_sender_sessions: set[str] = field(default_factory=set)
 
-    def notes(self) -> list[str]:
-        """What was skipped and why, one line each (CLI and chat)."""
+    def notes(self, *, name_scopes: bool = True) -> list[str]:
+        """What was skipped and why, one line each (CLI and chat). A scope key names a
+        person (a phone number, who asked to be forgotten): a chat's reply, read by whoever
+        is in the chat, gets the counts only (``name_scopes=False``)."""
         lines = []
         if self.forgotten:
+            which = (f" ({', '.join(sorted(self.forgotten_scopes))})" if name_scopes else "")
             lines.append(f"{self.forgotten} turn(s) of {len(self.forgotten_scopes)} forgotten "
-                         f"scope(s) ({', '.join(sorted(self.forgotten_scopes))}) skipped: they "
+                         f"scope(s){which} skipped: they "
                          "were forgotten on request; --include-forgotten brings them back")
         if self.unknown_sender:
             lines.append(f"{self.unknown_sender} turn(s) in {len(self.unknown_sender_sessions)}"
@@ -131,7 +135,21 @@ def plan_backfill(
     ``include_forgotten``) and group turns whose sender is unknown are left out, counted."""
     plan = BackfillPlan()
     forgotten = {} if include_forgotten else outbox.forgotten()
+    book = ChatBook(outbox.path.parent / CHATS_FILE)  # beside the outbox (one data dir)
     keys = [session] if session else sorted(str(s["key"]) for s in manager.list_sessions())
+    try:
+        _plan_sessions(plan, manager, memory, outbox, provider, keys, book, forgotten,
+                       since=since, include_tools=include_tools)
+    finally:
+        book.close()
+    plan.events.sort(key=lambda pair: pair[1].timestamp)
+    return plan
+
+
+def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbox: Outbox,
+                   provider: str, keys: list[str], book: ChatBook,
+                   forgotten: dict[str, Any], *, since: datetime | None,
+                   include_tools: bool) -> None:
     for key in keys:
         if key.startswith("dream:") or not seams.session_persists(manager, key):
             continue
@@ -148,6 +166,12 @@ def plan_backfill(
         # ...or it was never seen live and nothing shows it is one person's: unknown
         # means shared, and its turns are never filed under a guessed person
         several = several or (not known and not _one_persons_by_id(channel, chat_id))
+        # ...or live turns showed it shared (a group flag, a second person), or it is not
+        # the chat's own session (nanobot's unified session, an API client's): a sender
+        # seen there once is not the sender of the turns the plugin did not see
+        facts = book.recorded(key)
+        several = several or (facts is not None and facts.shared) or (
+            known and not session_is_the_chats(key, channel, chat_id))
         delivered = outbox.delivered_turns(provider, key)
         queued = outbox.queued_turns(provider, key)
         plan.sessions += 1
@@ -185,8 +209,6 @@ def plan_backfill(
                 plan.already_queued += 1
                 continue
             plan.events.append((key, event))
-    plan.events.sort(key=lambda pair: pair[1].timestamp)
-    return plan
 
 
 def _turn_event(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,

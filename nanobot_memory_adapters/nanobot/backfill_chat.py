@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from nanobot_memory_adapters.contract import MemoryScope
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import backfill
+from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import LOG, ago
 
@@ -34,6 +35,7 @@ class BackfillProgress:
     readiness: list[str] = field(default_factory=list)
     waiting: bool = True  # for the delivery in progress to finish before queueing
     stopped: str | None = None  # why it ended before it was done
+    stopped_by_error: bool = False  # ``stopped`` quotes an error: the operator's only
 
 
 class BackfillNotStarted(Exception):
@@ -97,7 +99,7 @@ class Backfill:
             return f"{switched}\nbackfill: not started ({exc})"
         else:
             what = f"backfill: {count} turn(s) {counts[0]} queued {counts[1]}"
-        notes = "".join(f"\nnote: {n}" for n in plan.notes())
+        notes = "".join(f"\nnote: {n}" for n in plan.notes(name_scopes=False))
         return f"{switched}\n{what}{notes}".replace(
             "--include-forgotten", f"nanobot-memory backfill --provider {name} "
             "--include-forgotten, on the machine,")
@@ -127,6 +129,7 @@ class Backfill:
             progress.stopped = (f"not started ({exc})" if progress.waiting else
                                 f"did not finish ({exc}); what is queued goes through the "
                                 "usual delivery")
+            progress.stopped_by_error = True
             self.state.health.note_error("backfill", exc, retryable=True)
             logger.warning("{}: backfill did not finish: {}", LOG, exc)
             if not queued.done():  # the command, if it still waits, says so too
@@ -159,21 +162,32 @@ class Backfill:
                     return
                 await backfill.deliver(state.adapter, state.queues.outbox, provider)
 
-    def line(self) -> str | None:
+    def line(self) -> Piece | None:
+        """The backfill's line for /memory-health: its readiness names scopes (people) and
+        an error may quote a backend's answer, so those parts are the operator's (the
+        gate)."""
         progress = self.progress
         if progress is None:
             return None
         head = f"backfill into {progress.provider}"
         if progress.stopped:
-            return f"{head}: {progress.stopped}"
+            line = f"{head}: {progress.stopped}"
+            if not progress.stopped_by_error:  # the plugin's own reason (read-only mode)
+                return Piece.plain(line)
+            return Piece.operator(line, withheld=f"{head}: stopped by an error "
+                                  "(details are in the gateway's log)")
+        if progress.done:
+            done = f"{head}: done ({progress.queued} turn(s))"
+            return Piece.operator("; ".join([done, *progress.readiness]), withheld=done)
+        return Piece.plain(self._running_line(progress, head))
+
+    def _running_line(self, progress: BackfillProgress, head: str) -> str:
         if progress.waiting:
             return (f"{head}: {progress.queued} turn(s) planned {ago(progress.started_at)}, "
                     "queued once the delivery in progress finishes")
-        if not progress.done:
-            stats = self.state.queues.outbox.stats(progress.provider)
-            return (f"{head}: {progress.queued} turn(s) queued {ago(progress.started_at)}, "
-                    f"{stats.pending} still pending")
-        return f"{head}: done ({progress.queued} turn(s)); " + "; ".join(progress.readiness)
+        stats = self.state.queues.outbox.stats(progress.provider)
+        return (f"{head}: {progress.queued} turn(s) queued {ago(progress.started_at)}, "
+                f"{stats.pending} still pending")
 
 
 def _still_wanted(state: PluginState, provider: str) -> None:

@@ -94,6 +94,22 @@ class ChatBook:
                 facts = ChatFacts(shared=True)
         return self._remember(session_key, facts)
 
+    def recorded(self, session_key: str) -> ChatFacts | None:
+        """What live turns showed about a session, read from disk without adding to it
+        (a backfill: a session its live turns showed to be shared is never one
+        sender's); None when nothing is recorded. Blocking (SQLite)."""
+        if self.path is None or not self.path.is_file():
+            return None
+        with self._lock:
+            try:
+                row = self._conn().execute(
+                    "SELECT direct, shared, person, canonical FROM chat WHERE session_key=?",
+                    (session_key,)).fetchone()
+            except (sqlite3.Error, OSError) as exc:
+                self._failed(exc)
+                return ChatFacts(shared=True)  # unreadable: unknown means shared
+        return ChatFacts(bool(row[0]), bool(row[1]), row[2], row[3]) if row else None
+
     def cached(self, session_key: str) -> ChatFacts:
         """The facts the last observation of this process found (no I/O): nothing known
         when the session was not observed here."""

@@ -417,8 +417,8 @@ class Delivery:
     async def _deliver(self, row: OutboxRow) -> bool:
         """True when the row is settled (delivered or parked); False to stop and retry later.
         While it runs, ``activity`` says so (``/memory-health``: "busy: recording turn …")."""
-        self.state.health.activity = Activity(f"recording turn {row.seq} of {row.session_key}",
-                                       time.time())
+        self.state.health.activity = Activity("recording a turn", time.time(),
+                                              f"turn {row.seq} of {row.session_key}")
         try:
             return await self._deliver_row(row)
         finally:

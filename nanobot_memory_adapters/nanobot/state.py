@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nanobot_memory_adapters.contract import BackendHealth
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.stats import percentile
+
+if TYPE_CHECKING:
+    from nanobot_memory_adapters.nanobot.audience import Piece
 
 LOG = seams.LOG_PREFIX
 OUTBOX_FILE = "nanobot-outbox.sqlite3"
@@ -59,11 +63,22 @@ class Activity:
     """What the plugin is doing with the backend right now (from its own state, so a
     command can say it without asking the busy backend)."""
 
-    what: str
+    what: str  # said in any chat ("recording a turn")
     since: float  # time.time()
+    detail: str = ""  # which turn of whose session: the operator's only (a gated piece)
 
-    def line(self) -> str:
+    def public_line(self) -> str:
         return f"busy: {self.what} for {max(0.0, time.time() - self.since):.0f} s"
+
+    def line(self) -> Piece:
+        """The line for a reply: a session key names a person (a phone number, an
+        e-mail address), so the detail passes the audience gate as the operator's."""
+        from nanobot_memory_adapters.nanobot.audience import Piece
+
+        public = self.public_line()
+        if not self.detail:
+            return Piece.plain(public)
+        return Piece.operator(f"{public} ({self.detail})", withheld=public)
 
 
 @dataclass

@@ -64,7 +64,7 @@ async def test_commands_answer_while_mem0_extracts(home, llm_double, mem0_llm):
         assert took <= BOUND_S, (command, took, reply)
         assert "failed" not in reply.split("\n", 1)[0], reply
     health, _ = await _timed(loop, "/memory-health")
-    assert "busy: recording turn" in health, health
+    assert "busy: recording a turn" in health, health
     assert "TimeoutError" not in health, health
     assert "unavailable" not in health, health
     # the last known health, with its age, while the live check goes on in the background
@@ -111,9 +111,9 @@ async def test_a_provider_switch_answers_at_once_while_a_turn_is_being_saved(hom
     reply = await say(loop, "alice", "/memory-mode simple_rag")
     assert time.monotonic() - started < 1.0, reply
     assert reply.startswith("switching to 'simple_rag' as soon as"), reply
-    assert "busy: recording turn" in reply
+    assert "busy: recording a turn" in reply
     mode = await say(loop, "alice", "/memory-mode")
-    assert "busy: recording turn" in mode, mode
+    assert "busy: recording a turn" in mode, mode
     gate.set()
     assert await plugin.flush(timeout_s=30) == 0
     for _ in range(100):

@@ -478,11 +478,11 @@ async def test_a_backfill_that_waited_does_not_start_after_read_only(home, monke
         if lock.locked():
             lock.release()
     deadline = time.monotonic() + 30
-    while "not started" not in (plugin.backfill_line() or ""):
+    while "not started" not in getattr(plugin.backfill_line(), "text", ""):
         assert time.monotonic() < deadline, plugin.backfill_line()
         await asyncio.sleep(0.1)
-    assert plugin.backfill_line() == ("backfill into simple_rag: not started (read-only "
-                                      "mode: nothing is written)")
+    assert plugin.backfill_line().text == ("backfill into simple_rag: not started (read-only "
+                                           "mode: nothing is written)")
     health = await say(loop, "alice", "/memory-health")
     assert "backfill into simple_rag: not started (read-only mode" in health, health
     assert plugin.outbox.stats("simple_rag").pending == 0  # nothing queued
