@@ -1,7 +1,9 @@
 """Credential scrubbing: the one redaction every string leaving the package goes through.
 
-- a key that names a credential (``api_key``, ``password``, ``token``...) has its value
-  replaced by ``***``;
+- a key that names a credential (``api_key``, ``password``, ``token``..., or an
+  environment variable's name ending in ``_KEY``/``_PASS``) has its value replaced by
+  ``***``, and so has the argument after a command-line flag that names one
+  (``["--api-key", VALUE]``);
 - in any text: a ``user:password@`` inside a URL or DSN loses the password, a credential
   parameter (``?api_key=…``, ``&token=…``, ``password=…``) loses its value, and an
   ``Authorization: Bearer …`` token is replaced;
@@ -36,6 +38,10 @@ _SECRET_WORDS = (
     r"password|passwd|pwd|token|access[_-]?token|auth[_-]?token|authorization|credentials?"
 )
 _SECRET_KEY = re.compile(rf"(^|[_-])({_SECRET_WORDS})$", re.I)
+# an environment variable's name (upper case) that ends in KEY or PASS: UPSTREAM_SERVICE_KEY
+_SECRET_ENV = re.compile(r"^[A-Z][A-Z0-9_]*_(?:KEY|PASS|PASSWORD|PW)$")
+# a command line's flag that names a credential: its value is the next argument
+_SECRET_FLAG = re.compile(rf"^--?(?:[a-z0-9]+[_-])*(?:{_SECRET_WORDS})$", re.I)
 _WORD = re.compile(rf"(?:{_SECRET_WORDS})", re.I)
 _WORD_LENGTHS = sorted({3, *range(5, 14)}, reverse=True)  # "pwd" .. "authorization"
 REDACTED = "***"
@@ -246,11 +252,20 @@ def redact(value: Any) -> Any:
     scrubbed by ``redact_text``."""
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v else redact(v))
+            k: (REDACTED if isinstance(k, str) and _secret_name(k) and v else redact(v))
             for k, v in value.items()
         }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+    if isinstance(value, list | tuple):  # an argv: ``--api-key VALUE`` loses VALUE
+        return [REDACTED if i and isinstance(v, str) and _is_secret_flag(value[i - 1])
+                else redact(v) for i, v in enumerate(value)]
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def _secret_name(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key) or _SECRET_ENV.match(key))
+
+
+def _is_secret_flag(item: Any) -> bool:
+    return isinstance(item, str) and len(item) <= 64 and bool(_SECRET_FLAG.match(item))

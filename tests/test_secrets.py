@@ -301,3 +301,25 @@ def test_an_error_line_keeps_its_prose_and_loses_its_keys():
     assert redact_shapes("--secret: expected KEY=VALUE") == "--secret: expected KEY=VALUE"
     line = redact_shapes("not 'sk-test-SECRET123456'; see http://u:hunter2SECRET@127.0.0.1/v1")
     assert "SECRET123456" not in line and "hunter2SECRET" not in line, line
+
+
+def test_a_server_commands_credentials_stay_out_of_a_manifest():
+    """An MCP block's command line and environment: ``--api-key VALUE`` is two items of a
+    list (only ``--api-key=VALUE`` was masked) and ``UPSTREAM_SERVICE_KEY`` named no word
+    the key pattern knew; both reached a bench's manifest.json in clear."""
+    from nanobot_memory_adapters.harness import manifest as mf
+    from nanobot_memory_adapters.redaction import redact
+
+    block = {"preset": "server-memory",
+             "command": ["node", "server.js", "--api-key", "Zq8hT2pLmN4vX9", "--port", "8000"],
+             "env": {"MEMORY_FILE_PATH": "{data_dir}/m.jsonl",
+                     "UPSTREAM_SERVICE_KEY": "Zq8hT2pLmN4vX9b", "DB_PASS": "hunter2hunter2"}}
+    _, _, native = mf.native_config(mf.provider_source("mcp", block))
+    shown = json.dumps(native)
+    for secret in ("Zq8hT2pLmN4vX9", "hunter2hunter2"):
+        assert secret not in shown, shown
+    assert native["command"][-2:] == ["--port", "8000"]  # other arguments stay
+    assert native["env"]["MEMORY_FILE_PATH"] == "{data_dir}/m.jsonl"
+    # names that merely end like a key, in lower case, stay (a scope key is no secret)
+    kept = {"scope_key": "default/telegram-1", "api_key_env": "OPENAI_API_KEY"}
+    assert redact(kept) == kept
