@@ -260,10 +260,13 @@ class RetrieveResult(BaseModel):
 class WriteReceipt(BaseModel):
     """The outcome of one event's write.
 
-    ``ignored``: the provider stores nothing by design (no_memory, static_profile, oracle).
-    ``failed``: only in a bulk write's per-event receipts (``record_event`` raises
-    ``AdapterError`` instead); ``error`` holds the AdapterError's ``to_dict()`` and says
-    whether a retry could succeed. A backend that stored nothing never says ``committed``.
+    ``committed``: the backend took the turn and processed it; ``native_ids`` lists what it
+    keeps from it, and is empty when it kept nothing it can name (mem0's extraction found
+    no new fact: the trace warns; a turn of system messages only). ``queued``: accepted,
+    processed later (``readiness`` says when). ``ignored``: the provider stores nothing by
+    design (no_memory, static_profile, oracle). ``failed``: only in a bulk write's
+    per-event receipts (``record_event`` raises ``AdapterError`` instead); ``error`` holds
+    the AdapterError's ``to_dict()`` and says whether a retry could succeed.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -410,9 +410,9 @@ def bench_command(
             from nanobot_memory_adapters.harness.beam_task import print_table as beam_table
 
             beam_table(outcome.results, f"BEAM at {budgets[0]} tokens")
+    code = report_failures(outcome.results)  # said even when --verify then fails (exit 1)
     if verify:
         verify_recall(outcome)
-    code = report_failures(outcome.results)
     if code:
         raise typer.Exit(code)
 

@@ -201,22 +201,27 @@ def provenance_summary(asks: list[dict[str, Any]]) -> dict[str, Any]:
 APPLICABILITY: dict[str, dict[str, str]] = {
     "verbatim": {
         "turn": "applies: items show recorded turns verbatim",
+        "session": "applies: a session counts when one of its turns is shown",
         "provenance": "applies: items name the turns they are",
         "answer": "applies",
     },
     "derived": {
         "turn": "not comparable: items show what the backend derived (extracted facts, "
         "summaries), so turn text rarely survives and turn recall reads ~0 by construction",
+        "session": "not comparable: a session counts only when one of its turns is shown "
+        "verbatim, which derived items rarely do (~0 by construction, as turn recall)",
         "provenance": "applies when the backend keeps provenance (see coverage; n/a if not)",
         "answer": "applies: sees derived facts that keep the answer's words",
     },
     "mixed": {
         "turn": "partial: only the verbatim part (messages) can match",
+        "session": "partial: only the verbatim part (messages) can match",
         "provenance": "partial: derived parts without provenance lower coverage",
         "answer": "applies",
     },
     "none": {
         "turn": "reads 0 by design: nothing recorded is shown",
+        "session": "reads 0 by design: nothing recorded is shown",
         "provenance": "reads 0 by design: nothing recorded is shown",
         "answer": "reads 0 by design unless the fixed text happens to contain answers",
     },

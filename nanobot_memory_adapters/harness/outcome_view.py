@@ -63,7 +63,7 @@ def pairwise_table(results: dict[str, Any]) -> Table | None:
                 f"{verdict_word(d['distinguishable'], d['value'])}")
     return pair_table("pairwise: A - B on the same questions", metrics, cells,
                       "not dist. = not distinguishable: the 95 % interval of the difference "
-                      "covers 0")
+                      "covers 0 or, for 0/1 outcomes, McNemar's exact p >= 0.05")
 
 
 def cost_table(results: dict[str, Any]) -> Table:
@@ -72,7 +72,8 @@ def cost_table(results: dict[str, Any]) -> Table:
 
     table = Table(title="cost", box=box.SIMPLE_HEAD)
     table.caption = ("tokens: mean/max; retrieve ms: p50/p95; record ms: p50 per event; "
-                     "failed: failed writes, reads, mode switches, resets and gate leaks")
+                     "failed: failed writes, reads, mode switches, resets, gate leaks and "
+                     "judge calls")
     for col in ("provider", "tokens", "retrieve ms", "record ms", "ingest s", "failed"):
         table.add_column(col, justify="left" if col == "provider" else "right")
 

@@ -75,11 +75,12 @@ def _applicability(results: dict[str, Any]) -> str:
     rows = [
         [escape(n), escape(m.get("memory_form", "")), *[
             escape((m.get("metrics_apply") or {}).get(k, "")) for k in
-            ("turn", "provenance", "answer")]]
+            ("turn", "session", "provenance", "answer")]]
         for n, m in results["providers"].items()
     ]
     return "<h3>Which metric sees which provider</h3>" + table(
-        ["provider", "shows", "turn recall", "provenance recall", "answer recall"], rows
+        ["provider", "shows", "turn recall", "session recall", "provenance recall",
+         "answer recall"], rows
     )
 
 
