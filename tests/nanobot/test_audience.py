@@ -284,7 +284,7 @@ async def test_migrate_scopes_after_a_forget_files_nothing_back(home, llm_double
     home.write_memory(_memory("full_history"))
     with monkeypatch.context() as old:  # what the plugin did before: legacy scope names
         old.setattr("nanobot_memory_adapters.scope.plain_id", legacy_id)
-        old.setattr(turns, "canonical_sender", lambda channel, sender: sender)
+        old.setattr(turns, "person_id", lambda channel, sender, session_key: sender)
         loop = home.loop()
         await channel_turn(loop, "discord", "dm-jose", "josé", f"My PIN is {PIN}.",
                            DISCORD_DM)

@@ -477,7 +477,7 @@ async def test_migrate_scopes_refiles_old_turns_under_each_persons_new_scope(
     # what the plugin did before: the legacy rendering, the whole Telegram sender id
     with monkeypatch.context() as old:
         old.setattr("nanobot_memory_adapters.scope.plain_id", legacy_id)
-        old.setattr(turns, "canonical_sender", lambda channel, sender: sender)
+        old.setattr(turns, "person_id", lambda channel, sender, session_key: sender)
         loop = home.loop()
         await talk(loop, "discord", "dm-jose", "josé", "My locker code is JOSE-LOCKER-11.")
         await talk(loop, "discord", "dm-jos", "jos", "My locker code is JOS-LOCKER-22.")

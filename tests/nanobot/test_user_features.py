@@ -442,10 +442,10 @@ async def test_a_stopped_backfill_command_leaves_the_backfill_running(home, monk
     command = asyncio.ensure_future(plugin.switch_with_backfill("simple_rag"))
     try:
         deadline = time.monotonic() + 30
-        while "planned" not in (plugin.backfill_line() or ""):
+        while "planned" not in getattr(plugin.backfill_line(), "text", ""):
             assert time.monotonic() < deadline and not command.done(), plugin.backfill_line()
             await asyncio.sleep(0.05)
-        assert plugin.backfill_line().endswith(
+        assert plugin.backfill_line().text.endswith(
             "queued once the delivery in progress finishes"), plugin.backfill_line()
         command.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -224,12 +224,17 @@ class Oracle:
         self.knowers.setdefault(canary, set()).update(chat.members)
 
     def check(self, text: str, chat: Chat, *, tally: Tally, episode: int, op: int,
-              what: str) -> bool:
+              what: str, speaker: int | None = None) -> bool:
         """False (and a Leak) when ``text`` carries a canary someone in ``chat`` did not
-        know."""
+        know. ``speaker`` (``group_recall: personal`` only: the person whose turn this is)
+        may have what they know shown in the chat they speak in: the operator chose that
+        the speaker's memory answers them there, so from then on the chat knows it."""
         found = {m.group(0) for m in CANARY.finditer(text)}
         for canary in sorted(found):
-            knowers = self.knowers.get(canary, set())
+            knowers = self.knowers.setdefault(canary, set())
+            if speaker is not None and speaker in knowers:
+                knowers.update(chat.members)  # the reply is read by everyone in the chat
+                continue
             if not chat.members <= knowers:
                 at = text.find(canary)
                 tally.leaks.append(Leak(episode, op, what, canary, sorted(knowers), chat.name,
@@ -576,7 +581,8 @@ class Fuzzer:
         else:
             assert self.gateway is not None
             reply = await self.gateway.turn(chat, user, text)
-        await self._check(episode, op, chat, reply)
+        personal = self.group_recall == "personal" and chat.kind != "dm"
+        await self._check(episode, op, chat, reply, speaker=user if personal else None)
 
     async def _command(self, episode: int, chat: Chat, user: int, text: str) -> None:
         op = self._next_op(text, chat)
@@ -584,10 +590,10 @@ class Fuzzer:
         reply = await self.gateway.turn(chat, user, text)
         await self._check(episode, op, chat, reply)
 
-    async def _check(self, episode: int, op: int, chat: Chat, reply: str) -> None:
+    async def _check(self, episode: int, op: int, chat: Chat, reply: str, *,
+                     speaker: int | None = None) -> None:
         tally = self.tally
         tally.replies_checked += 1
-        self.oracle.check(reply, chat, tally=tally, episode=episode, op=op, what="reply")
         for req, chats in self._attributed():
             tally.requests_checked += 1
             text = req.all_text
@@ -603,7 +609,11 @@ class Fuzzer:
                             chats[0].chat_id, frozenset().union(*(c.members for c in chats)),
                             chats[0].kind)
             self.oracle.check(text, audience, tally=tally, episode=episode, op=op,
-                              what="request")
+                              what="request",
+                              speaker=speaker if all(c == chat for c in chats) else None)
+        # the reply after its requests: what the speaker's own recall showed the chat
+        self.oracle.check(reply, chat, tally=tally, episode=episode, op=op, what="reply",
+                          speaker=speaker)
 
     def _attributed(self) -> Iterator[tuple[Any, list[Chat]]]:
         """Each new request with the chats of the operations whose messages it carries
