@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nanobot_memory_adapters.logs import logger
-from nanobot_memory_adapters.nanobot.state import LOG
+from nanobot_memory_adapters.nanobot.seams import LOG_PREFIX as LOG
 
 Origin = Literal["memory", "plain", "operator"]
 WITHHELD_OPERATOR = "(details are in the gateway's log)"

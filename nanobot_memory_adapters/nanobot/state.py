@@ -5,14 +5,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from nanobot_memory_adapters.contract import BackendHealth
 from nanobot_memory_adapters.nanobot import seams
+from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.stats import percentile
-
-if TYPE_CHECKING:
-    from nanobot_memory_adapters.nanobot.audience import Piece
 
 LOG = seams.LOG_PREFIX
 OUTBOX_FILE = "nanobot-outbox.sqlite3"
@@ -73,8 +70,6 @@ class Activity:
     def line(self) -> Piece:
         """The line for a reply: a session key names a person (a phone number, an
         e-mail address), so the detail passes the audience gate as the operator's."""
-        from nanobot_memory_adapters.nanobot.audience import Piece
-
         public = self.public_line()
         if not self.detail:
             return Piece.plain(public)
