@@ -16,13 +16,15 @@ is a ``Piece`` that says where it came from:
 ``release`` is the hand-off. A turn's ``Audience`` is computed once, from the session's
 facts (``people``/``chat_book``): the one person of a one-person chat; in a shared or
 unknown chat nobody's personal scope, unless ``group_recall`` says so (``group``: the
-chat's own scope; ``personal``: the speaker's, in the system prompt only).
+chat's own scope; ``personal``: the speaker's, in the system prompt only: the audience is
+``prompt_only``, and text saved in the chat's history — a command's reply, a tool's result
+— is released to ``in_history()``, which admits no scope then).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from nanobot_memory_adapters.logs import logger
@@ -39,10 +41,19 @@ class Audience:
     scopes: frozenset[str]  # scope keys whose memory may be shown
     one_person: bool  # the chat is known to be one person's
     operator: bool = False  # the machine's own terminal (nanobot's CLI channel)
+    # the scopes may reach this turn's system prompt only, never text the chat's history
+    # keeps (a shared chat's personal recall: the others in it replay that history)
+    prompt_only: bool = False
 
     @classmethod
     def nobody(cls) -> Audience:
         return cls(frozenset(), False)
+
+    def in_history(self) -> Audience:
+        """Who may see text that is saved in the chat's history (a reply, a command's
+        answer, a tool's result): everyone who can read the chat, so no scope of a
+        prompt-only audience."""
+        return replace(self, scopes=frozenset()) if self.prompt_only else self
 
     def admits(self, scope_key: str | None) -> bool:
         return scope_key is not None and scope_key in self.scopes

@@ -82,7 +82,10 @@ class Audiences:
                                session_key=session_key, attributes=attributes)[0]
         except ValueError:
             return Audience.nobody()
-        return Audience(frozenset({scope.key}), one_person=not who.shared)
+        # a shared chat's speaker scope (group_recall "personal") may reach the prompt only
+        personal = who.shared and not self.group_scope
+        return Audience(frozenset({scope.key}), one_person=not who.shared,
+                        prompt_only=personal)
 
     def note(self, session_key: str, turn_id: str | None, audience: Audience) -> None:
         """This turn's audience, for the same turn's synchronous prompt build."""

@@ -36,7 +36,11 @@ from nanobot_memory_adapters.contract import (
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.people import flagged_shared, session_is_the_chats
+from nanobot_memory_adapters.nanobot.people import (
+    HEARTBEAT_SESSION,
+    flagged_shared,
+    session_is_the_chats,
+)
 from nanobot_memory_adapters.nanobot.turns import event_from_messages, is_recorded
 
 IN_FLIGHT = "backfill: in flight"
@@ -55,6 +59,7 @@ class BackfillPlan:
     forgotten_scopes: set[str] = field(default_factory=set)
     unknown_sender: int = 0  # turns of group sessions whose sender is not known, skipped
     unknown_sender_sessions: set[str] = field(default_factory=set)
+    nobodys: int = 0  # turns nobody typed (the gateway's heartbeat), skipped
 
     def notes(self, *, name_scopes: bool = True) -> list[str]:
         """What was skipped and why, one line each (CLI and chat). A scope key names a
@@ -72,6 +77,9 @@ class BackfillPlan:
                          "a chat never seen live that is not nanobot's CLI or a Telegram "
                          "private chat) and the plugin did not see who said these turns "
                          "(they are never filed under a guessed sender)")
+        if self.nobodys:
+            lines.append(f"{self.nobodys} turn(s) of nanobot's heartbeat session skipped: "
+                         "nobody typed them (live, they are not recorded either)")
         if self.guessed_identity:
             lines.append(f"{len(self.guessed_identity)} session(s) were never seen by the "
                          "plugin; nanobot's CLI sessions are filed as its one user "
@@ -154,6 +162,12 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
         if key.startswith("dream:") or not seams.session_persists(manager, key):
             continue
         stored = manager.get_or_create(key)
+        if key == HEARTBEAT_SESSION:
+            # nobody's turns (live, never recorded); its key has no ``:``, so it would
+            # otherwise read as a CLI session and be filed as the terminal's user
+            plan.nobodys += sum(1 for _ in session_turns(stored.messages,
+                                                         include_tools=include_tools))
+            continue
         channel, chat_id, sender_id, known = _identity(outbox, key)
         senders = outbox.turn_senders(key)
         # Several people spoke in this session (a group chat): a turn the plugin did not
@@ -172,6 +186,9 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
         facts = book.recorded(key)
         several = several or (facts is not None and facts.shared) or (
             known and not session_is_the_chats(key, channel, chat_id))
+        # ...or live turns never showed it one person's (a Matrix room not declared in
+        # direct_chats): live, a turn there without a person is nobody's, so is it here
+        several = several or (facts is not None and facts.one_person is None)
         delivered = outbox.delivered_turns(provider, key)
         queued = outbox.queued_turns(provider, key)
         plan.sessions += 1

@@ -108,8 +108,9 @@ class Forget:
                 withheld="cannot forget here: another process holds the memory store; "
                 "nothing was deleted (the gateway's operator can run the forget)")]
         report = outcome.report(self.state.provider)
-        return [Piece.memory(report, scope.key, withheld=report.splitlines()[0].split(
-            ":", 1)[0] + " (the details are shown only in a chat known to be yours alone)")]
+        return [Piece.memory(report, scope.key, withheld=outcome.headline()
+                             + " (the details are shown only in a chat known to be yours "
+                             "alone)")]
 
     def _nanobot_config(self) -> Path | None:
         from nanobot_memory_adapters.nanobot import seams
@@ -185,6 +186,15 @@ class ForgetOutcome:
     @property
     def done(self) -> bool:
         return not self.busy and not self.nothing and all(r.done for r in self.results)
+
+    def headline(self) -> str:
+        """The outcome in fixed words, nothing of the scope in them: what a chat that is
+        not the person's alone is told (the report names the scope, a person's id)."""
+        if self.busy:
+            return "not forgotten yet: another nanobot process is delivering turns; try again"
+        if self.nothing:
+            return "nothing stored for you; nothing was deleted"
+        return "forgotten" if self.done else "NOT fully forgotten"
 
     def report(self, provider: str, *, list_known: bool = False) -> str:
         if self.busy:

@@ -110,8 +110,9 @@ class Recall:
             logger.exception("{}: recall failed", LOG)
         if (self.state.settings.plugin.context_placement == "user_message" and entry is not None
                 and entry.text and not entry.in_system):
+            # the user message may be kept in the chat's history: not a prompt-only scope
             audience = self.state.audiences.now(request.session_key, request.turn_id)
-            text = release([Piece.memory(entry.text, entry.scope_key)], audience)
+            text = release([Piece.memory(entry.text, entry.scope_key)], audience.in_history())
             return seams.runtime_context_block(text) if text else None
         return None
 
@@ -307,7 +308,7 @@ class Recall:
         except ValueError as exc:
             logger.warning("{}: memory_search scope cannot be built: {}", LOG, exc)
             return "memory_search is not available: this chat's memory scope cannot be built"
-        if not audience.admits(request.scope.key):
+        if not audience.in_history().admits(request.scope.key):  # a result is saved there
             return "memory_search is not available in this chat"
         if not await self._ready_for(request.scope):
             return "long-term memory is not reachable right now"
@@ -321,7 +322,7 @@ class Recall:
         return release([Piece.memory(result.formatted_context
                                      or f"no memories found for: {query}", request.scope.key,
                                      withheld="memory_search is not available in this chat")],
-                       audience)
+                       audience.in_history())
 
     def _request(self, *, query: str, channel: str, chat_id: str, sender_id: str | None,
                  session_key: str, attributes: dict[str, Any] | None,

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from nanobot_memory_adapters.nanobot.backfill_chat import Backfill
     from nanobot_memory_adapters.nanobot.recall import Recall
 
+# what a held embedded store means in this process (said after who holds it)
+HELD_STORE_MEANS = (
+    "this process keeps answering, without recall (no memory reaches its replies while the "
+    "store is held), and its turns wait in the shared outbox for whichever process can open "
+    "the store; /memory-forget works in that process (or stop it)")
 
 class Reports:
     """The replies of ``/memory-mode`` and ``/memory-health``, from the state and from what
@@ -181,9 +186,12 @@ class Reports:
         else:
             lines.append("last error: none")
         if store_locked:
-            holder = await self._store_holder_line()
-            lines.append(Piece.operator(holder, withheld=holder.replace(
-                holder.split(";", 1)[0], "store: held by another process", 1)))
+            who = await asyncio.to_thread(holder_text, self.state.data_dir)
+            # who holds it names a process and its command line (which can hold someone's
+            # words): the operator's; the rest is fixed text, said in every chat
+            lines.append(Piece.operator(f"store: held by {who}; {HELD_STORE_MEANS}",
+                                        withheld=f"store: held by another process; "
+                                        f"{HELD_STORE_MEANS}"))
         mine = self._recall.last_recall_for(ctx)
         if mine is not None:
             lines.append(mine)
@@ -284,15 +292,6 @@ class Reports:
                 f"{(stats.last_failed_error or 'not recorded')[:300]}); {remedy}",
                 withheld=f"failed turns: {stats.failed}; {remedy}"))
         return lines
-
-    async def _store_holder_line(self) -> str:
-        """Who holds the embedded store this process could not open (when knowable), and
-        what that means here: no recall, turns kept for the holder."""
-        who = await asyncio.to_thread(holder_text, self.state.data_dir)
-        return (f"store: held by {who}; this process keeps answering, without recall (no "
-                "memory reaches its replies while the store is held), and its turns wait in "
-                "the shared outbox for whichever process can open the store; /memory-forget "
-                "works in that process (or stop it)")
 
     def _native_memory_lines(self) -> list[str]:
         return seams.native_memory_summary(self.state.loop)

@@ -417,7 +417,8 @@ class MemoryPlugin:
             return Audience(frozenset(), False, operator=operator)
         audience = self.state.audiences.audience_of(who, channel=msg.channel, chat_id=msg.chat_id,
                                                     session_key=ctx.key, attributes=None)
-        return dataclasses.replace(audience, operator=operator)
+        # a command's reply is saved in the chat's history (nanobot keeps it there)
+        return dataclasses.replace(audience.in_history(), operator=operator)
 
     async def set_read_only(self, on: bool) -> str:
         if self.state.status not in ("active", "passthrough"):

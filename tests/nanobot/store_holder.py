@@ -26,4 +26,4 @@ async def main(config: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[-1]))  # words before it stand for a command line's arguments

@@ -393,3 +393,45 @@ async def test_callers_that_nanobot_calls_user_keep_their_memories_apart(
         await loop.process_direct(f"Which PIN is mine? {ECHO}", session_key=alice,  # one's
                                   channel=channel, chat_id=chat, sender_id="user")
         assert PIN in agent_request(llm_double, "Which PIN is mine?").all_text
+
+
+# -- text said instead of a withheld piece, and personal recall's command replies ---------
+async def test_a_group_forget_with_nothing_stored_names_no_scope(home, llm_double):
+    """The text a group gets instead of the forget report was cut from the report's first
+    line, which for "nothing stored" is ``nothing stored for this scope (<scope key>)``:
+    the group was shown the asker's scope key (here a Signal phone number)."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    _plugin(loop)
+    reply = await channel_turn(loop, "signal", "group.abc=", "+491601234567|uuid-ann",
+                               "/memory-forget confirm", {"is_group": True})
+    assert "nothing stored for you" in reply, reply
+    assert "491601234567" not in reply and "scope (" not in reply, reply
+
+
+async def test_personal_recall_never_reaches_a_groups_command_replies(home, llm_double):
+    """``group_recall: personal`` lets the speaker's memory into that turn's system prompt
+    only. A command's reply is sent to the group and saved in its history, yet it was
+    released to the same audience: the group saw the asker's scope ids, their last recall
+    and the full forget preview."""
+    home.write_memory(_memory("full_history", group_recall="personal"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    ann = "4915123456789@s.whatsapp.net"
+    await channel_turn(loop, "whatsapp", ann, ann, f"Remember: my PIN is {PIN}.", WHATSAPP_DM)
+    assert await plugin.flush(timeout_s=60) == 0
+    # (not echoed: the model may repeat a personal recall in its answer, as documented)
+    await channel_turn(loop, "whatsapp", "team@g.us", ann, "Which PIN is mine?",
+                       WHATSAPP_GROUP)
+    assert PIN in agent_request(llm_double, "Which PIN is mine?").all_text  # still recalled
+    replies = {command: await channel_turn(loop, "whatsapp", "team@g.us", ann, command,
+                                           WHATSAPP_GROUP)
+               for command in ("/memory-mode", "/memory-forget", "/memory-health")}
+    shown = {c: r for c, r in replies.items()
+             if "4915123456789" in r or "last recall" in r or PIN in r}
+    # the command replies nanobot saved in the group's history (``_command``)
+    saved = [m for m in loop.sessions.get_or_create("whatsapp:team@g.us").messages
+             if m.get("_command") and "4915123456789" in str(m.get("content"))]
+    assert len([m for m in loop.sessions.get_or_create("whatsapp:team@g.us").messages
+                if m.get("_command") and m.get("role") == "assistant"]) >= 3
+    assert not shown and not saved, (shown, saved)

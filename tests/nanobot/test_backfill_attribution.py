@@ -46,7 +46,10 @@ def _at(minutes: float) -> str:
 @pytest.mark.parametrize(("key", "channel", "chat", "alice", "meta"), [
     ("unified:default", "telegram", "7001", "7001|alice", None),
     ("whatsapp:team@g.us", "whatsapp", "team@g.us", "49150001", {"is_group": True}),
-], ids=["unified", "group"])
+    # a room whose channel marks nothing (Matrix) and no direct_chats entry: live, it was
+    # never shown one person's, so a turn there without a seen sender is nobody's
+    ("matrix:!room:example.org", "matrix", "!room:example.org", "@alice:example.org", {}),
+], ids=["unified", "group", "unflagged-room"])
 def test_an_unseen_turn_of_a_shared_session_is_nobodys(tmp_path, key, channel, chat, alice,
                                                        meta):
     outbox = Outbox(tmp_path / "outbox.sqlite3")
@@ -69,4 +72,20 @@ def test_an_unseen_turn_of_a_shared_session_is_nobodys(tmp_path, key, channel, c
     said = [m.content for _, e in plan.events for m in e.messages]
     assert "my PIN is CANARY-BOB" not in said, plan.events
     assert plan.unknown_sender == 1 and plan.unknown_sender_sessions == {key}
+    outbox.close()
+
+
+def test_heartbeat_turns_are_nobodys(tmp_path):
+    """nanobot's gateway runs its heartbeat in session ``heartbeat`` (no ``:``, as a CLI
+    session's id): live its turns are nobody's; a backfill filed them under the
+    terminal's user (``cli-user``), whose next turn recalled another person's reminder."""
+    outbox = Outbox(tmp_path / "outbox.sqlite3")
+    messages = [
+        {"role": "user", "content": "Heartbeat task: remind Ann her gate code is GATE-4471",
+         "timestamp": _at(0)},
+        {"role": "assistant", "content": "reminded", "timestamp": _at(0.1)}]
+    plan = plan_backfill(_Manager(_Session("heartbeat", messages)), MEMORY, outbox,
+                         "full_history")
+    assert plan.events == [] and plan.nobodys == 1, plan
+    assert any("heartbeat" in line for line in plan.notes(name_scopes=False))
     outbox.close()

@@ -20,10 +20,11 @@ pytestmark = pytest.mark.servers
 
 pytest.importorskip("mem0")
 HOLDER = Path(__file__).with_name("store_holder.py")
+PIN = "PIN-4471-KESTREL"
 
 
-async def _holder(home) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, str(HOLDER), str(home.config_path)],
+async def _holder(home, *words: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(HOLDER), *words, str(home.config_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=str(Path(__file__).parents[2]))
     assert proc.stdout is not None
@@ -35,7 +36,9 @@ async def _holder(home) -> subprocess.Popen[str]:
 async def test_the_second_process_on_a_held_store(home, log_lines):
     home.write_memory({"memory": {"condition": "simple_rag"},
                        "nanobot": {"retry_initial_s": 0.1, "retry_max_s": 0.3}})
-    holder = await _holder(home)
+    # the holder's command line holds someone's words, after a ';' (a chat once got the
+    # holder line's text after its first ';')
+    holder = await _holder(home, f"Ann; my PIN is {PIN}")
     try:
         loop = home.loop()
         plugin = plugin_for(loop)
@@ -62,6 +65,8 @@ async def test_the_second_process_on_a_held_store(home, log_lines):
     assert stats.failed == 0 and stats.pending + stats.delivered == 3, stats
     assert "without recall (no memory reaches its replies" in health, health
     assert "store: held by another process" in health and str(holder.pid) not in health
+    assert PIN not in health, health
+    assert PIN in terminal, terminal  # the operator's terminal names the whole holder
     assert f"store: held by pid {holder.pid} (" in terminal, terminal
     assert forget.startswith("cannot forget here: another process holds"), forget
     assert str(holder.pid) not in forget and "nothing was deleted" in forget
