@@ -7,7 +7,7 @@ from typing import Any
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.audience import Piece, release
-from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
+from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin, SwitchFailed
 from nanobot_memory_adapters.redaction import redact_text
 
 HELP_SPECS: list[dict[str, Any]] = [
@@ -95,6 +95,8 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                     text = NO_FORGOTTEN_FROM_CHAT.format(name=words[0])
                 else:
                     text = USAGE
+        except SwitchFailed as failed:
+            pieces = failed.pieces()
         except Exception as exc:  # a command must answer, not crash the turn
             pieces = _failed("/memory-mode", exc)
         if pieces is None:

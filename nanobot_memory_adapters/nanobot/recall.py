@@ -51,7 +51,9 @@ class Recall:
         self._ensure_adapter = ensure_adapter
         self._ensure_scope = ensure_scope
         self._delivery = delivery  # read-your-writes: this session's turns land first
-        self.recall_notes: dict[str, RecallNote] = {}  # per session, for the per-turn line
+        # per session, for the per-turn line: the note as a piece of its scope, and the
+        # audience of the reply it rides on (everyone who reads the chat)
+        self.recall_notes: dict[str, tuple[Piece, Audience]] = {}
         self.scope_notes: dict[str, RecallNote] = {}  # per scope: its owner's /memory-health
         # the next turn's section, retrieved once this turn's writes land (full_history)
         self.prepared = PreparedRecalls(state)
@@ -158,7 +160,7 @@ class Recall:
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
             self._note_recall(session_key, RecallNote(self.state.provider, "skipped (trivial)"),
-                              request.scope.key)
+                              request.scope.key, audience)
             return None
         scope = request.scope
         if channel == "cli":
@@ -167,7 +169,8 @@ class Recall:
         if not await self._ready_for(scope):
             entry = self._stale(previous, scope, query)
             self._note_recall(session_key, RecallNote(self.state.provider, "unavailable",
-                                                      detail="provider not ready"), scope.key)
+                                                      detail="provider not ready"),
+                              scope.key, audience)
         else:
             assert self.state.adapter is not None
             await self._delivery.wait_for_own_writes(
@@ -184,7 +187,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=prepared.items,
                     tokens=count_tokens_by_line(prepared.text) if prepared.text else 0,
-                    latency_ms=latency_ms, detail="prepared"), scope.key)
+                    latency_ms=latency_ms, detail="prepared"), scope.key, audience)
                 entry.in_system = who.shared
                 self._remember(session_key, entry)
                 return entry
@@ -203,7 +206,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "unavailable",
                     detail="timed out" if isinstance(exc, TimeoutError) else "failed"),
-                    scope.key)
+                    scope.key, audience)
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
                 self.state.health.retrieve_stats.add(latency_ms)
@@ -213,7 +216,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=len(result.shown),
                     tokens=count_tokens_by_line(text) if text else 0, latency_ms=latency_ms),
-                    scope.key)
+                    scope.key, audience)
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry
@@ -234,16 +237,19 @@ class Recall:
                   f"to '{self.state.provider}'; this answer's recall does not include them]",
                   flush=True)
 
-    def _note_recall(self, session_key: str, note: RecallNote,
-                     scope_key: str | None = None) -> None:
-        """What memory did for this turn: the per-turn line and ``/memory-health``."""
-        self.recall_notes[session_key] = note
+    def _note_recall(self, session_key: str, note: RecallNote, scope_key: str,
+                     audience: Audience) -> None:
+        """What memory did for this turn: the per-turn line and ``/memory-health``. A
+        recall's counts are the scope's (how much one person has stored), so that line goes
+        through the gate like any memory text: a reply is read by everyone in the chat."""
+        piece = (Piece.memory(note.line(), scope_key, withheld=note.withheld_line())
+                 if note.outcome == "recalled" else Piece.plain(note.line()))
+        self.recall_notes[session_key] = (piece, audience.in_history())
         while len(self.recall_notes) > CACHE_SESSIONS:
             self.recall_notes.pop(next(iter(self.recall_notes)))
-        if scope_key is not None:
-            self.scope_notes[scope_key] = note
-            while len(self.scope_notes) > CACHE_SESSIONS:
-                self.scope_notes.pop(next(iter(self.scope_notes)))
+        self.scope_notes[scope_key] = note
+        while len(self.scope_notes) > CACHE_SESSIONS:
+            self.scope_notes.pop(next(iter(self.scope_notes)))
 
     def last_recall_for(self, ctx: Any) -> Piece | None:
         """The asker's own last recall (``/memory-health``), as a piece of their scope."""
@@ -264,8 +270,10 @@ class Recall:
             return None
         if plugin.turn_line_channels and channel not in plugin.turn_line_channels:
             return None
-        note = self.recall_notes.pop(session_key, None)
-        return note.line() if note is not None else None
+        noted = self.recall_notes.pop(session_key, None)
+        if noted is None:
+            return None
+        return release([noted[0]], noted[1]) or None
 
     def _remember(self, session_key: str, entry: CacheEntry) -> None:
         self.state.cache[session_key] = entry

@@ -32,7 +32,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams, skill
-from nanobot_memory_adapters.nanobot.audience import Audience
+from nanobot_memory_adapters.nanobot.audience import Audience, Piece
 from nanobot_memory_adapters.nanobot.backfill_chat import Backfill, BackfillProgress
 from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
@@ -72,6 +72,25 @@ _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictiona
 def plugin_for(loop: Any) -> MemoryPlugin | None:
     """The plugin attached to an AgentLoop (tests, the SDK, diagnostics)."""
     return _plugins.get(loop)
+
+
+class SwitchFailed(Exception):
+    """A ``/memory-mode NAME`` whose provider could not be built. The build's error is a
+    backend's text (its body can quote a stored turn), so the reply carries it as operator
+    text: a chat reads that the switch failed, nanobot's terminal reads why."""
+
+    def __init__(self, name: str, cause: BaseException, still: str | None) -> None:
+        super().__init__(f"cannot switch to '{name}': {cause}")
+        self.name, self.cause, self.still = name, cause, still or "nanobot memory"
+
+    def pieces(self) -> list[Piece]:
+        return [Piece.plain(f"cannot switch to '{self.name}': the provider could not be "
+                            "built."),
+                Piece.operator(str(self.cause), withheld="(the gateway's log has the error)"),
+                Piece.plain(f"Still using '{self.still}' (it reconnects on next use)")]
+
+    def operator_text(self) -> str:
+        return f"{self}. Still using '{self.still}' (it reconnects on next use)"
 
 
 class MemoryPlugin:
@@ -520,7 +539,10 @@ class MemoryPlugin:
 
     async def _switch_later(self, name: str, kind: str, raw: dict[str, Any],
                             candidate: LoadedSettings, host_native: bool) -> None:
-        text = await self._switch(name, kind, raw, candidate, host_native)
+        try:
+            text = await self._switch(name, kind, raw, candidate, host_native)
+        except SwitchFailed as failed:
+            text = failed.operator_text()
         logger.info("{}: /memory-mode {}: {}", LOG, name, text)
 
     async def _switch(self, name: str, kind: str, raw: dict[str, Any],
@@ -541,9 +563,7 @@ class MemoryPlugin:
                     self.state.data_dir = old_data_dir
                     self.state.adapter = None
                     self.state.health.note_error("switch", exc, retryable=False)
-                    return (f"cannot switch to '{name}': {exc}. Still using "
-                            f"'{self.state.provider or 'nanobot memory'}' (it reconnects on "
-                            "next use)")
+                    raise SwitchFailed(name, exc, self.state.provider) from exc
             else:
                 await self._close_adapter()
             # the file as it is now: a switch that waited for a write must not put back

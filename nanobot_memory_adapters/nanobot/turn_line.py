@@ -51,5 +51,10 @@ class RecallNote:
         extra = f" ({self.detail})" if self.detail else ""
         return f"memory: {self.provider} — {self.outcome}{extra}"
 
+    def withheld_line(self) -> str:
+        """The line in a chat that may not see the speaker's counts (a shared chat's
+        personal recall): which memory answered, not how much one person has stored."""
+        return f"memory: {self.provider} — personal recall (counts in direct chats only)"
+
     def health_line(self) -> str:
         return f"last recall ({ago(self.at)}): {self.line().removeprefix('memory: ')}"

@@ -19,7 +19,14 @@ from nanobot_memory_adapters.nanobot import plugin_for
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME
 from tests.nanobot.conftest import VENV_BIN, agent_request, long_term_memory
 from tests.nanobot.test_cli import reply_of
-from tests.nanobot.test_scopes import _cron_job, _CronRecords, _memory, _plugin, channel_turn
+from tests.nanobot.test_scopes import (
+    _cron_job,
+    _CronRecords,
+    _memory,
+    _plugin,
+    channel_turn,
+    talk,
+)
 
 ECHO = "[llm-double:echo]"
 PIN = "PIN-4471-KESTREL"
@@ -435,3 +442,47 @@ async def test_personal_recall_never_reaches_a_groups_command_replies(home, llm_
     assert len([m for m in loop.sessions.get_or_create("whatsapp:team@g.us").messages
                 if m.get("_command") and m.get("role") == "assistant"]) >= 3
     assert not shown and not saved, (shown, saved)
+
+
+async def test_a_groups_turn_line_shows_no_personal_recall_counts(home, llm_double):
+    """The opt-in per-turn line is sent with the reply to everyone in the chat. Under
+    ``group_recall: personal`` it said how many of the speaker's memories were recalled
+    (and their size) to the whole group; in the speaker's direct chat it still does."""
+    home.write_memory(_memory("full_history", group_recall="personal", turn_line=True,
+                              prepare_recall=False))
+    loop = home.loop()
+    ann = "4915123456789@s.whatsapp.net"
+    await channel_turn(loop, "whatsapp", ann, ann, f"Remember: my PIN is {PIN}.", WHATSAPP_DM)
+    assert await _plugin(loop).flush(timeout_s=60) == 0
+    direct = await channel_turn(loop, "whatsapp", ann, ann, "Which PIN is mine?", WHATSAPP_DM)
+    assert "[memory: full_history — 1 item" in direct  # the person's own chat: counts shown
+    group = await channel_turn(loop, "whatsapp", "team@g.us", ann, "Which PIN is mine?",
+                               WHATSAPP_GROUP)
+    assert PIN in agent_request(llm_double, "Which PIN is mine?").all_text  # still recalled
+    line = group[group.rindex("[memory: "):]
+    assert "item" not in line and "token" not in line, line
+    assert line.startswith("[memory: full_history"), line
+
+
+async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
+        home, llm_double, monkeypatch):
+    """``/memory-mode NAME`` quoted the provider's build error to the chat it was sent
+    in. A backend's error body can quote a stored turn (a person's PIN); it is operator
+    text now: nanobot's own terminal reads it, a group reads that the switch failed."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+
+    def failing_build(memory: Any) -> Any:
+        raise AdapterError(f"500: {{'detail': 'cannot index: My bank PIN is {PIN}'}}",
+                           backend_name="no_memory", operation="build", retryable=False)
+
+    monkeypatch.setattr(plugin, "_build", failing_build)
+    group = await channel_turn(loop, "whatsapp", "team@g.us", "ann", "/memory-mode no_memory",
+                               WHATSAPP_GROUP)
+    assert "cannot switch to 'no_memory'" in group and "gateway's log" in group, group
+    assert PIN not in group and "Still using 'full_history'" in group, group
+    assert await plugin.flush() == 0
+    terminal = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory")
+    assert PIN in terminal and "cannot switch to 'no_memory'" in terminal, terminal
+    assert plugin.provider == "full_history"
