@@ -165,8 +165,9 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
         if key == HEARTBEAT_SESSION:
             # nobody's turns (live, never recorded); its key has no ``:``, so it would
             # otherwise read as a CLI session and be filed as the terminal's user
-            plan.nobodys += sum(1 for _ in session_turns(stored.messages,
-                                                         include_tools=include_tools))
+            plan.nobodys += sum(1 for index, turn in session_turns(
+                stored.messages, include_tools=include_tools) if _in_window(
+                    memory, turn, key, index, since))
             continue
         channel, chat_id, sender_id, known = _identity(outbox, key)
         senders = outbox.turn_senders(key)
@@ -180,15 +181,14 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
         # ...or it was never seen live and nothing shows it is one person's: unknown
         # means shared, and its turns are never filed under a guessed person
         several = several or (not known and not _one_persons_by_id(channel, chat_id))
-        # ...or live turns showed it shared (a group flag, a second person), or it is not
-        # the chat's own session (nanobot's unified session, an API client's): a sender
-        # seen there once is not the sender of the turns the plugin did not see
+        # ...or live turns never showed it one person's (a group flag, a second person, or
+        # no direct flag: a Matrix room not declared in direct_chats; live, a turn there
+        # without a person is nobody's, so is it here), or it is not the chat's own
+        # session (nanobot's unified session, an API client's): a sender seen there once
+        # is not the sender of the turns the plugin did not see
         facts = book.recorded(key)
-        several = several or (facts is not None and facts.shared) or (
+        several = several or (facts is not None and facts.one_person is None) or (
             known and not session_is_the_chats(key, channel, chat_id))
-        # ...or live turns never showed it one person's (a Matrix room not declared in
-        # direct_chats): live, a turn there without a person is nobody's, so is it here
-        several = several or (facts is not None and facts.one_person is None)
         delivered = outbox.delivered_turns(provider, key)
         queued = outbox.queued_turns(provider, key)
         plan.sessions += 1
@@ -226,6 +226,15 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
                 plan.already_queued += 1
                 continue
             plan.events.append((key, event))
+
+
+def _in_window(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,
+               since: datetime | None) -> bool:
+    """Whether a turn counts under ``--since`` (its time as its event would carry it)."""
+    if since is None:
+        return True
+    event = _turn_event(memory, turn, key, index, "window", ("cli", "direct", None))
+    return event is not None and event.timestamp >= since
 
 
 def _turn_event(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,

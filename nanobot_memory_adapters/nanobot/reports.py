@@ -29,6 +29,7 @@ HELD_STORE_MEANS = (
     "store is held), and its turns wait in the shared outbox for whichever process can open "
     "the store; /memory-forget works in that process (or stop it)")
 
+
 class Reports:
     """The replies of ``/memory-mode`` and ``/memory-health``, from the state and from what
     recall and backfill last did; owns the bounded live health check. Replies are

@@ -89,3 +89,19 @@ def test_heartbeat_turns_are_nobodys(tmp_path):
     assert plan.events == [] and plan.nobodys == 1, plan
     assert any("heartbeat" in line for line in plan.notes(name_scopes=False))
     outbox.close()
+
+
+def test_heartbeat_turns_before_since_are_not_counted(tmp_path):
+    """``backfill --since`` counts what it skipped within its window only: a heartbeat
+    turn before it is not one the plan passed over."""
+    outbox = Outbox(tmp_path / "outbox.sqlite3")
+    messages = [
+        {"role": "user", "content": "Heartbeat task: water the plants", "timestamp": _at(0)},
+        {"role": "assistant", "content": "done", "timestamp": _at(0.1)},
+        {"role": "user", "content": "Heartbeat task: feed the cat", "timestamp": _at(60)},
+        {"role": "assistant", "content": "done", "timestamp": _at(60.1)}]
+    since = dt.datetime.fromisoformat(_at(30)).astimezone(dt.UTC)
+    plan = plan_backfill(_Manager(_Session("heartbeat", messages)), MEMORY, outbox,
+                         "full_history", since=since)
+    assert plan.events == [] and plan.nobodys == 1, plan
+    outbox.close()
