@@ -16,7 +16,10 @@ double receives and every reply is checked: a canary may appear only where every
 reads that chat already knew it (its owner, for a canary said in a direct chat; the
 members, for one said in a group). The double repeats every memory section it is shown in
 its answer (``[llm-double:echo]``), as a small model does, so a leak through a reply and
-the saved history is seen too.
+the saved history is seen too. Every reply is also checked for identifiers: it may name a
+person (a phone number, an address, a scope or session key made of one) only in that
+person's own direct chat (and, under ``group_recall: personal``, the speaker's recall in
+their turn's answer); other people's ids are the operator's.
 
 An interleaving is one episode: canaries seeded, then 4-12 random operations, all checked.
 The world (stores, sessions, the chat book) persists across the episodes of a segment, so
@@ -47,6 +50,14 @@ from pathlib import Path
 from typing import Any
 
 CANARY = re.compile(r"CANARY(\d+)X(\d+)Z")
+# a person's identifiers as the world gives them (``sender_id``, ``_dm``), in the forms a
+# scope key, a session key or a sender id renders them; each alternative captures the
+# person's number (telegram: its id, 7000 + the number)
+PERSON_ID = re.compile(
+    r"(?<!\d)4915(\d{4})(?!\d)|(?<!\d)4916(\d{4})(?!\d)|(?<![\w@])user(\d+)@example\.org"
+    r"|@user(\d+):example\.org|(?<!\w)uuid-(\d+)(?!\d)|(?<!\d)70(\d\d)\|user"
+    r"|telegram[-:/]70(\d\d)(?!\d)"
+    r"|(?<![\w-])(?:oc_p2p|single|dmchan|webui-|private:|dm|sdk:s|api:s)(\d+)(?!\d)")
 WHOLE_SECTION = re.compile(r"<memory-context .*?</memory-context>", re.S)
 ECHO = "[llm-double:echo]"
 OP_TAG = re.compile(r"\[op:(\w+)-(\d+)\]")
@@ -194,7 +205,7 @@ class World:
 class Leak:
     episode: int
     op: int
-    what: str  # request | reply
+    what: str  # request | reply | reply names a person
     canary: str
     knowers: list[int]
     chat: str
@@ -211,6 +222,7 @@ class Tally:
     replies_checked: int = 0
     canaries: int = 0
     recalled_own: int = 0  # requests in a one-person chat that carried its owner's canary
+    own_ids_shown: int = 0  # replies that named their one reader's own identifiers
     untagged: int = 0  # requests no operation's message is in (not checked)
     ops_by_kind: dict[str, int] = field(default_factory=dict)
     leaks: list[Leak] = field(default_factory=list)
@@ -241,6 +253,27 @@ class Oracle:
                                         sorted(chat.members),
                                         text[max(0, at - 300):at + 100]))
                 return False
+        return True
+
+
+    def check_ids(self, text: str, chat: Chat, *, tally: Tally, episode: int, op: int,
+                  speaker: int | None = None) -> bool:
+        """False (and a Leak) when a reply names a person who is not its chat's one
+        reader: other people's ids are the operator's (a scope key, a session key, a
+        phone number). ``speaker`` as in ``check``: in a shared chat under
+        ``group_recall: personal`` the model may repeat the speaker's own recall, which
+        names its scope."""
+        for match in PERSON_ID.finditer(text):
+            number = next(g for g in match.groups() if g is not None)
+            person = int(number)
+            if chat.members == {person} or person == speaker:
+                tally.own_ids_shown += chat.members == {person}
+                continue
+            at = match.start()
+            tally.leaks.append(Leak(episode, op, "reply names a person", match.group(0),
+                                    [person], chat.name, sorted(chat.members),
+                                    text[max(0, at - 300):at + 100]))
+            return False
         return True
 
 
@@ -614,6 +647,8 @@ class Fuzzer:
         # the reply after its requests: what the speaker's own recall showed the chat
         self.oracle.check(reply, chat, tally=tally, episode=episode, op=op, what="reply",
                           speaker=speaker)
+        self.oracle.check_ids(reply, chat, tally=tally, episode=episode, op=op,
+                              speaker=speaker)
 
     def _attributed(self) -> Iterator[tuple[Any, list[Chat]]]:
         """Each new request with the chats of the operations whose messages it carries
@@ -670,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--provider", default="full_history")
-    parser.add_argument("--group-recall", default="none", choices=["none", "group"])
+    parser.add_argument("--group-recall", default="none", choices=["none", "group", "personal"])
     parser.add_argument("--segment", type=int, default=60)
     parser.add_argument("--no-second-process", action="store_true")
     parser.add_argument("--out", type=Path, default=None,
@@ -696,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
             "requests_checked": tally.requests_checked,
             "requests_with_canaries": tally.requests_with_canaries,
             "requests_untagged": tally.untagged, "recalled_own": tally.recalled_own,
+            "own_ids_shown": tally.own_ids_shown,
             "replies_checked": tally.replies_checked, "canaries": tally.canaries,
             "leaks": [leak.__dict__ for leak in tally.leaks],
         }

@@ -1,7 +1,8 @@
 """The canary leak fuzzer at CI size (``fuzz.py`` says what it drives and checks): seeded,
 so a failure is reproduced by its seed; it must find no canary where someone who reads the
-chat did not already know it — and must see canaries where they belong (a fuzzer that never
-recalls anything would pass by construction)."""
+chat did not already know it, and no reply naming a person other than its chat's one
+reader — and must see canaries and ids where they belong (a fuzzer that never recalls
+anything would pass by construction)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ async def test_no_canary_reaches_a_request_or_reply_of_another_audience(
     assert tally.requests_checked > tally.episodes  # every episode's requests were seen
     # memory works where it may: owners' canaries reach their own direct chats
     assert tally.recalled_own > episodes // 10, tally
+    # ...and the identifier check sees ids where they belong (a person's own direct chat)
+    assert tally.own_ids_shown > 0, tally
     print(f"\n{provider}/{group_recall}: {tally.episodes} interleavings, {tally.ops} ops, "
           f"{tally.requests_checked} requests and {tally.replies_checked} replies checked, "
           f"{tally.requests_with_canaries} requests carried canaries")
