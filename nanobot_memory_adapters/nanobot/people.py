@@ -138,6 +138,17 @@ def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
 UNIFIED_SESSION_KEY = "unified:default"  # nanobot 0.3.5's one session for every chat
 
 
+def operators_terminal(channel: str, session_key: str) -> bool:
+    """The reader is the machine's operator: nanobot's own terminal (the ``cli`` channel)
+    on one of its own sessions (``cli:*`` or a name without a channel, ``-s work``). Not an
+    app's SDK session (``sdk:*``, read by the app's user), nor another channel's chat
+    opened from the terminal (``-s websocket:xyz``: nanobot saves a command's reply in that
+    session, which the chat's own readers see)."""
+    if channel != "cli" or session_key.startswith(SDK_SESSION_PREFIX):
+        return False
+    return ":" not in session_key or session_key.startswith("cli:")
+
+
 def session_is_the_chats(session_key: str, channel: str, chat_id: str) -> bool:
     """The session holds this chat alone (``channel:chat_id``, or a thread of it), so only
     the chat's people read its history. nanobot's unified session (every chat in one

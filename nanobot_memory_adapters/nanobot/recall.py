@@ -53,7 +53,7 @@ class Recall:
         self._delivery = delivery  # read-your-writes: this session's turns land first
         # per session, for the per-turn line: the note as a piece of its scope, and the
         # audience of the reply it rides on (everyone who reads the chat)
-        self.recall_notes: dict[str, tuple[Piece, Audience]] = {}
+        self.recall_notes: dict[str, tuple[str | None, Piece, Audience]] = {}
         self.scope_notes: dict[str, RecallNote] = {}  # per scope: its owner's /memory-health
         # the next turn's section, retrieved once this turn's writes land (full_history)
         self.prepared = PreparedRecalls(state)
@@ -127,6 +127,7 @@ class Recall:
             return None
         # nobody's memory until this turn's audience is known (a failure below leaves it so)
         self.state.audiences.note(session_key, turn_id, Audience.nobody())
+        self.recall_notes.pop(session_key, None)  # an earlier turn's, never this one's
         if not seams.session_persists(self.state.sessions, session_key):
             return None  # nanobot shows no long-term memory to ephemeral sessions
         who = await self.state.audiences.attribute(
@@ -160,7 +161,7 @@ class Recall:
                                            "", in_system=who.shared)
             self._remember(session_key, entry)
             self._note_recall(session_key, RecallNote(self.state.provider, "skipped (trivial)"),
-                              request.scope.key, audience)
+                              request.scope.key, audience, turn_id)
             return None
         scope = request.scope
         if channel == "cli":
@@ -170,7 +171,7 @@ class Recall:
             entry = self._stale(previous, scope, query)
             self._note_recall(session_key, RecallNote(self.state.provider, "unavailable",
                                                       detail="provider not ready"),
-                              scope.key, audience)
+                              scope.key, audience, turn_id)
         else:
             assert self.state.adapter is not None
             await self._delivery.wait_for_own_writes(
@@ -187,7 +188,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=prepared.items,
                     tokens=count_tokens_by_line(prepared.text) if prepared.text else 0,
-                    latency_ms=latency_ms, detail="prepared"), scope.key, audience)
+                    latency_ms=latency_ms, detail="prepared"), scope.key, audience, turn_id)
                 entry.in_system = who.shared
                 self._remember(session_key, entry)
                 return entry
@@ -206,7 +207,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "unavailable",
                     detail="timed out" if isinstance(exc, TimeoutError) else "failed"),
-                    scope.key, audience)
+                    scope.key, audience, turn_id)
             else:
                 latency_ms = (time.perf_counter() - started) * 1000
                 self.state.health.retrieve_stats.add(latency_ms)
@@ -216,7 +217,7 @@ class Recall:
                 self._note_recall(session_key, RecallNote(
                     self.state.provider, "recalled", items=len(result.shown),
                     tokens=count_tokens_by_line(text) if text else 0, latency_ms=latency_ms),
-                    scope.key, audience)
+                    scope.key, audience, turn_id)
         entry.in_system = who.shared  # a shared chat's recall never rides on the message
         self._remember(session_key, entry)
         return entry
@@ -238,13 +239,13 @@ class Recall:
                   flush=True)
 
     def _note_recall(self, session_key: str, note: RecallNote, scope_key: str,
-                     audience: Audience) -> None:
+                     audience: Audience, turn_id: str | None) -> None:
         """What memory did for this turn: the per-turn line and ``/memory-health``. A
         recall's counts are the scope's (how much one person has stored), so that line goes
         through the gate like any memory text: a reply is read by everyone in the chat."""
         piece = (Piece.memory(note.line(), scope_key, withheld=note.withheld_line())
                  if note.outcome == "recalled" else Piece.plain(note.line()))
-        self.recall_notes[session_key] = (piece, audience.in_history())
+        self.recall_notes[session_key] = (turn_id, piece, audience.in_history())
         while len(self.recall_notes) > CACHE_SESSIONS:
             self.recall_notes.pop(next(iter(self.recall_notes)))
         self.scope_notes[scope_key] = note
@@ -263,17 +264,19 @@ class Recall:
         note = self.scope_notes.get(scope_key)
         return None if note is None else Piece.memory(note.health_line(), scope_key)
 
-    def turn_line_for(self, channel: str, session_key: str) -> str | None:
-        """The opt-in per-turn line for a reply (taken once: one turn, one line)."""
+    def turn_line_for(self, channel: str, session_key: str, turn_id: str) -> str | None:
+        """The opt-in per-turn line for a turn's reply (taken once: one turn, one line):
+        this very turn's note only, never one an earlier turn left (a reply nanobot
+        never assembled: the model answered with its ``message`` tool, a /stop)."""
         plugin = self.state.settings.plugin
         if not plugin.turn_line or self.state.status != "active":
             return None
         if plugin.turn_line_channels and channel not in plugin.turn_line_channels:
             return None
         noted = self.recall_notes.pop(session_key, None)
-        if noted is None:
+        if noted is None or noted[0] != turn_id:
             return None
-        return release([noted[0]], noted[1]) or None
+        return release([noted[1]], noted[2]) or None
 
     def _remember(self, session_key: str, entry: CacheEntry) -> None:
         self.state.cache[session_key] = entry

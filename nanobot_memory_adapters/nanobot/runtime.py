@@ -38,7 +38,7 @@ from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
 from nanobot_memory_adapters.nanobot.guide_tool import MemoryGuideTool
 from nanobot_memory_adapters.nanobot.outbox import OUTBOX_ERRORS, Outbox, describe_failure
-from nanobot_memory_adapters.nanobot.people import SDK_SESSION_PREFIX
+from nanobot_memory_adapters.nanobot.people import operators_terminal
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.prepared import PreparedRecalls
 from nanobot_memory_adapters.nanobot.recall import Recall
@@ -422,10 +422,9 @@ class MemoryPlugin:
     async def command_audience(self, ctx: Any) -> Audience:
         """Whose memory a command's reply may show: the chat it is sent to (its reply is
         saved in that session), as for a turn; the error text also on nanobot's own
-        terminal (the ``cli`` channel: the machine's operator; not an app's SDK session,
-        ``sdk:*``, whose reader is the app's user)."""
+        terminal (``people.operators_terminal``)."""
         msg = ctx.msg
-        operator = msg.channel == "cli" and not str(ctx.key).startswith(SDK_SESSION_PREFIX)
+        operator = operators_terminal(msg.channel, str(ctx.key))
         if self.state.status != "active" or self.state.settings.memory is None:
             return Audience(frozenset(), False, operator=operator)
         try:

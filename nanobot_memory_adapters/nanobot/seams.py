@@ -28,6 +28,7 @@ silently wrong memory. When upstream lands an official memory seam (open PR #557
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 import weakref
@@ -182,23 +183,43 @@ def on_loop_close(loop: Any, closing: Callable[[], None]) -> None:
     loop.aclose = aclose
 
 
-def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None:
-    """Append ``line_for(channel, session_key)`` (when not None) to the reply of an LLM
-    turn, after nanobot has saved the session: the user sees it, the session history and
-    memory never do. Private seam: wraps the instance's ``_assemble_outbound`` (0.3.5;
-    commands build their replies elsewhere and get no line). A reply nanobot already
-    streamed to its own terminal (the ``cli`` channel: ``nanobot agent``) is on screen and
-    its final message is not printed again, so the line is printed after it there."""
+#: the turn whose reply is being assembled: (its session key, its turn id)
+_REPLYING: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "nanobot_memory_replying", default=None)
+
+
+def amend_replies(loop: Any, line_for: Callable[[str, str, str], str | None]) -> None:
+    """Append ``line_for(channel, session_key, turn_id)`` (when not None) to the reply of
+    an LLM turn, after nanobot has saved the session: the user sees it, the session
+    history and memory never do. Private seams: wraps the instance's ``_prepare_outbound``
+    (its ``TurnContext`` names the turn: its real session key and turn id; the message it
+    assembles from carries ``channel:chat_id``, which is not the session of an API or SDK
+    turn) and ``_assemble_outbound`` (0.3.5; commands build their replies elsewhere and
+    get no line). A reply nanobot already streamed to its own terminal (the ``cli``
+    channel: ``nanobot agent``) is on screen and its final message is not printed again,
+    so the line is printed after it there."""
+    prepare = getattr(loop, "_prepare_outbound", None)
     original = getattr(loop, "_assemble_outbound", None)
-    if original is None:
-        logger.warning("{}: this nanobot has no _assemble_outbound; the per-turn memory line "
-                       "is not shown", LOG_PREFIX)
+    if original is None or prepare is None:
+        logger.warning("{}: this nanobot has no _prepare_outbound/_assemble_outbound; the "
+                       "per-turn memory line is not shown", LOG_PREFIX)
         return
+
+    async def prepare_outbound(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        key, turn_id = getattr(ctx, "session_key", None), getattr(ctx, "turn_id", None)
+        token = _REPLYING.set((str(key), str(turn_id)) if key and turn_id else None)
+        try:
+            return await prepare(ctx, *args, **kwargs)
+        finally:
+            _REPLYING.reset(token)
 
     def assemble(msg: Any, *args: Any, **kwargs: Any) -> Any:
         outbound = original(msg, *args, **kwargs)
+        turn = _REPLYING.get()
+        if turn is None:  # not a turn nanobot prepared: no line (fails closed)
+            return outbound
         try:
-            line = line_for(msg.channel, msg.session_key)
+            line = line_for(msg.channel, *turn)
             if outbound is not None and line:
                 content = outbound.content or ""
                 outbound.content = f"{content}\n\n[{line}]" if content else f"[{line}]"
@@ -209,6 +230,7 @@ def amend_replies(loop: Any, line_for: Callable[[str, str], str | None]) -> None
             logger.exception("{}: the per-turn memory line failed", LOG_PREFIX)
         return outbound
 
+    loop._prepare_outbound = prepare_outbound
     loop._assemble_outbound = assemble
 
 

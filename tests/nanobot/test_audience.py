@@ -486,3 +486,51 @@ async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
     terminal = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory")
     assert PIN in terminal and "cannot switch to 'no_memory'" in terminal, terminal
     assert plugin.provider == "full_history"
+
+
+async def test_a_chat_opened_from_the_terminal_keeps_no_operator_text(
+        home, llm_double, monkeypatch):
+    """``nanobot agent -s websocket:team -m "/memory-mode …"`` arrives on the ``cli``
+    channel, but nanobot saves the reply in the WebUI chat's session, which its readers
+    see (history hydration, nanobot's session tools): operator text stays out of it."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+
+    def failing_build(memory: Any) -> Any:
+        raise AdapterError(f"500: {{'detail': 'cannot index: My bank PIN is {PIN}'}}",
+                           backend_name="no_memory", operation="build", retryable=False)
+
+    monkeypatch.setattr(plugin, "_build", failing_build)
+    opened = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory",
+                        session_key="websocket:team")
+    assert "cannot switch to 'no_memory'" in opened and PIN not in opened, opened
+    saved = loop.sessions.get_or_create("websocket:team").messages
+    assert saved and not [m for m in saved if PIN in str(m.get("content"))], saved
+    assert await plugin.flush() == 0
+    named = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory",
+                       session_key="work")  # the terminal's own named session
+    assert PIN in named, named
+
+
+async def test_the_turn_line_is_its_own_turns(home, llm_double):
+    """The line was looked up under the reply message's ``channel:chat_id``, which is not
+    the session of an API (or SDK) turn: every API session's reply took the note the
+    default session's last recall left (its scope's counts), and its own was never
+    shown. A note a turn left without a reply is never another turn's line."""
+    home.write_memory(_memory("full_history", group_recall="group", turn_line=True,
+                              prepare_recall=False))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    for n in range(3):
+        await talk(loop, "api", "default", "user", f"Remember: note {n} is {PIN}.",
+                   session_key="api:default")
+    assert await plugin.flush(timeout_s=60) == 0
+    # the default session's next turn recalls; the API timeout cancels it before its reply
+    await plugin.recall(session_key="api:default", query="Which PIN is mine?",
+                        channel="api", chat_id="default", sender_id="user",
+                        turn_id="api:default:cancelled")
+    alice = await talk(loop, "api", "default", "user", "What do you know about me?",
+                       session_key="api:alice")
+    line = alice[alice.rfind("[memory: "):]
+    assert "[memory: full_history — 0 items" in line, alice  # her own scope's: nothing yet
