@@ -28,9 +28,11 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import mentions_lock_contention
 from nanobot_memory_adapters.events import MemoryEvent
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.nanobot.outbox import Outbox
 from nanobot_memory_adapters.nanobot.plugin_state import EnsureAdapter, PluginState
+from nanobot_memory_adapters.nanobot.seams import LOG_PREFIX as LOG
 from nanobot_memory_adapters.nanobot.store_lock import holder_text
 from nanobot_memory_adapters.nanobot.turns import command_scope
 
@@ -107,10 +109,15 @@ class Forget:
                 held_reply(self.state.provider, self.state.data_dir, scope),
                 withheld="cannot forget here: another process holds the memory store; "
                 "nothing was deleted (the gateway's operator can run the forget)")]
-        report = outcome.report(self.state.provider)
-        return [Piece.memory(report, scope.key, withheld=outcome.headline()
-                             + " (the details are shown only in a chat known to be yours "
-                             "alone)")]
+        report = outcome.report(self.state.provider, errors=False)
+        pieces = [Piece.memory(report, scope.key, withheld=outcome.headline()
+                               + " (the details are shown only in a chat known to be yours "
+                               "alone)")]
+        if errors := outcome.errors():  # a backend's text can quote a stored turn
+            logger.warning("{}: /memory-forget: {}", LOG, errors)
+            pieces.append(Piece.operator(errors, withheld="(the backend's error is in the "
+                                                          "gateway's log)"))
+        return pieces
 
     def _nanobot_config(self) -> Path | None:
         from nanobot_memory_adapters.nanobot import seams
@@ -138,19 +145,21 @@ class ProviderForget:
     detail: str | None = None
     left: int = 0  # items of the scope a search still returns
     store_locked: bool = False
+    error: str | None = None  # the backend's text (operator text: it can quote a turn)
 
     @property
     def done(self) -> bool:
         return self.status in ("reset", "stores_nothing", "nothing_to_reset") \
             and self.left == 0
 
-    def line(self) -> str:
+    def line(self, *, errors: bool = True) -> str:
         if self.status == "stores_nothing":
             return (f"'{self.name}' stores nothing from conversations: nothing of this scope "
                     "was ever kept there, so nothing was deleted; what it shows is its "
                     "configuration (memory.json), which forgetting does not change")
         if self.status == "error":
-            return f"'{self.name}' still holds it: {self.detail}"
+            why = f" ({self.error})" if errors and self.error else ""
+            return f"'{self.name}' still holds it: {self.detail}{why}"
         if self.status not in ("reset", "nothing_to_reset"):
             return f"'{self.name}' still holds it: it answered {self.status}"
         check = (f"a search still returned {self.left} item(s) of this scope" if self.left
@@ -196,7 +205,13 @@ class ForgetOutcome:
             return "nothing stored for you; nothing was deleted"
         return "forgotten" if self.done else "NOT fully forgotten"
 
-    def report(self, provider: str, *, list_known: bool = False) -> str:
+    def errors(self) -> str:
+        """The backends' own error text, one line each (operator text)."""
+        return "\n".join(f"'{r.name}': {r.error}" for r in self.results if r.error)
+
+    def report(self, provider: str, *, list_known: bool = False, errors: bool = True) -> str:
+        """The whole outcome; ``errors=False`` leaves the backends' error text out (a
+        chat's reply: it goes to the operator, ``errors()``)."""
         if self.busy:
             return ("not forgotten yet: another nanobot process is delivering turns to the "
                     "memory right now (one of this chat's could land after the deletion); "
@@ -206,7 +221,7 @@ class ForgetOutcome:
                 f"no provider the outbox knows holds a turn of it and '{provider}' returns "
                 "nothing for it; ")
             line = f"nothing stored for this scope ({self.scope.key}): {why}nothing was deleted"
-            line += "".join(f"\n{r.line()}" for r in self.results)
+            line += "".join(f"\n{r.line(errors=errors)}" for r in self.results)
             if list_known:
                 line += ("\nknown scopes: " + (", ".join(self.known) if self.known else
                                                "none (the outbox knows no turn yet)"))
@@ -219,7 +234,7 @@ class ForgetOutcome:
                  f"{self.outbox_rows} outbox row(s) of it removed. What stays: nanobot's "
                  "own session history of the chat (its next replies still see this "
                  "conversation; /new starts a fresh one)."]
-        lines += [r.line() for r in self.results]
+        lines += [r.line(errors=errors) for r in self.results]
         for r in self.results:
             if r.detail and r.status in ("reset", "nothing_to_reset"):
                 lines.append(f"what '{r.name}' did: {r.detail}")
@@ -253,7 +268,8 @@ async def forget_scope(adapter: MemoryAdapter, outbox: Outbox, scope: MemoryScop
                 # another process holds the store: nothing is touched, not even the
                 # outbox (its rows are that process's to deliver or to forget)
                 return ForgetOutcome(scope, 0, [ProviderForget(
-                    name, "error", f"its store is held ({_short(exc)})", store_locked=True)])
+                    name, "error", "its store is held", store_locked=True,
+                    error=_short(exc))])
             holds = True  # cannot tell: go on and let the deletion say what happened
         events = await asyncio.to_thread(outbox.forget_scope, scope.key)
         if not events and not holders and not holds:
@@ -292,8 +308,8 @@ async def _forget_other(name: str, build: Builder | None, scope: MemoryScope,
     try:
         adapter = await build(name)
     except Exception as exc:  # its block is missing or its store cannot be opened here
-        return ProviderForget(name, "error", f"it cannot be opened here ({_short(exc)})",
-                              store_locked=mentions_lock_contention(exc))
+        return ProviderForget(name, "error", "it cannot be opened here",
+                              store_locked=mentions_lock_contention(exc), error=_short(exc))
     try:
         return await _forget_in(name, adapter, scope, events)
     finally:
@@ -308,8 +324,8 @@ async def _forget_in(name: str, adapter: MemoryAdapter, scope: MemoryScope,
     try:
         receipt = await adapter.reset_scope(scope)
     except AdapterError as exc:
-        return ProviderForget(name, "error", f"its deletion failed ({_short(exc)})",
-                              store_locked=mentions_lock_contention(exc))
+        return ProviderForget(name, "error", "its deletion failed",
+                              store_locked=mentions_lock_contention(exc), error=_short(exc))
     left = 0
     if receipt.status == "reset":
         queries = [m.content for e in events[-PROBE_QUERIES:] for m in e.messages

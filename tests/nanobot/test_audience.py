@@ -534,3 +534,34 @@ async def test_the_turn_line_is_its_own_turns(home, llm_double):
                        session_key="api:alice")
     line = alice[alice.rfind("[memory: "):]
     assert "[memory: full_history — 0 items" in line, alice  # her own scope's: nothing yet
+
+
+async def test_a_forget_that_fails_quotes_no_backend_text_to_a_chat(
+        home, llm_double, monkeypatch):
+    """``/memory-forget confirm`` said the backend's error in the asker's chat; a backend's
+    body can quote any stored turn (here another person's). The chat reads that the
+    deletion failed, the terminal's ``nanobot-memory forget`` and the log read why."""
+    from nanobot_memory_adapters.contract import MemoryScope
+    from nanobot_memory_adapters.nanobot.forget import ForgetOutcome, ProviderForget
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await _seed_pin(loop, "whatsapp", "ann@s.whatsapp.net", "ann", WHATSAPP_DM)
+    adapter = plugin.adapter
+    assert adapter is not None
+
+    async def failing_reset(scope: Any) -> Any:
+        raise AdapterError("409: {'detail': 'locked by request: Ben said my PIN is BEN-9981'}",
+                           backend_name="full_history", operation="reset_scope",
+                           retryable=False)
+
+    monkeypatch.setattr(adapter, "reset_scope", failing_reset)
+    reply = await channel_turn(loop, "whatsapp", "ann@s.whatsapp.net", "ann",
+                               "/memory-forget confirm", WHATSAPP_DM)
+    assert "NOT fully forgotten" in reply and "its deletion failed" in reply, reply
+    assert "BEN-9981" not in reply and "gateway's log" in reply, reply
+    # the operator's report (nanobot-memory forget) keeps the backend's words
+    failed = ProviderForget("full_history", "error", "its deletion failed", error="409: x")
+    scope = MemoryScope(run_id="default", persona_id="p")
+    assert "(409: x)" in ForgetOutcome(scope, 0, [failed]).report("x")
