@@ -143,8 +143,9 @@ class Delivery:
         memory = self.state.settings.memory
         assert memory is not None
         # a turn from no person (cron, a subagent...) is the session's person's, or nobody's
+        channel, chat_id = seams.routed_chat(ctx.channel, ctx.chat_id)
         who = await self.state.audiences.attribute(
-            session_key=key, channel=ctx.channel, chat_id=ctx.chat_id,
+            session_key=key, channel=channel, chat_id=chat_id,
             sender_id=event.sender_id, metadata=ctx.metadata)
         if who.person is None:
             logger.debug("{}: turn {} belongs to no person; not recorded", LOG, event.turn_id)
@@ -152,7 +153,7 @@ class Delivery:
         try:
             memory_event = build_event(
                 memory=memory, messages=list(session.messages), turn_id=event.turn_id,
-                channel=ctx.channel, chat_id=ctx.chat_id, sender_id=who.person,
+                channel=channel, chat_id=chat_id, sender_id=who.person,
                 session_key=key, attributes=ctx.attributes,
                 include_tools=self.state.settings.plugin.include_tool_messages,
             )
@@ -164,7 +165,7 @@ class Delivery:
             return False  # a slash command or nothing the user said
         self._unsettled[key] = self._unsettled.get(key, 0) + 1
         self._queue(Write(self.state.provider, memory_event, key,
-                          (ctx.channel, ctx.chat_id, who.person)))
+                          (channel, chat_id, who.person)))
         return True
 
     def _queue(self, write: Write) -> None:

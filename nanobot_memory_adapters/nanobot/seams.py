@@ -183,6 +183,17 @@ def on_loop_close(loop: Any, closing: Callable[[], None]) -> None:
     loop.aclose = aclose
 
 
+def routed_chat(channel: str, chat_id: str) -> tuple[str, str]:
+    """The chat a turn is delivered to, as nanobot routes it (0.3.5's
+    ``TurnDeliveryFactory._default_route``): a ``system`` message (a session message from
+    another session, a session timeout) names its target as ``channel:chat_id``; the
+    turn's recall sees that route, and its record must file under the same chat."""
+    if channel != "system":
+        return channel, chat_id
+    head, sep, tail = chat_id.partition(":")
+    return (head, tail) if sep else ("cli", chat_id)
+
+
 #: the turn whose reply is being assembled: (its session key, its turn id)
 _REPLYING: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
     "nanobot_memory_replying", default=None)

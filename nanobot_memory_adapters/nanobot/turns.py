@@ -136,6 +136,15 @@ def turn_messages(
                 break
             picked.append(message)
         picked.reverse()
+        # the turn starts at its user message: what comes before it in the window is
+        # another turn's (nanobot's restore of an interrupted turn's checkpoint stamps
+        # that turn's assistant message and tool results with the time it restores them)
+        if picked:
+            first = next((i for i, m in enumerate(picked) if m.get("role") == "user"
+                          and not seams.is_internal_message(m)), None)
+            if first is None:
+                return []  # nothing this turn's person said is in its window
+            picked = picked[first:]
     if not picked:  # unknown turn-id shape: walk back to the turn's user message
         for message in reversed(messages):
             picked.append(message)

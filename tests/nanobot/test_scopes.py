@@ -664,3 +664,24 @@ async def test_a_reset_shared_run_stopped_part_way_is_finished_by_the_next_run(
     assert (last.resumed, last.reset, last.refiled, last.moved) == ([], [], 0, 0)
     assert adapter.resets == ["default/discord-jos"]  # never emptied twice
     box.close()
+
+
+async def test_a_session_message_is_filed_under_the_chats_person(home, llm_double):
+    """nanobot's ``send_session_message`` tool (and a session timeout) sends a turn as
+    channel ``system`` with the target session as its chat id. Its recall saw the routed
+    chat (``telegram``/``1001``); its record used ``system``/``telegram:1001`` and filed
+    the turn under a ``system-…`` scope, overwriting its arrival row: Ann's recall never
+    saw it and her /memory-forget never reached it."""
+    from nanobot.bus.events import InboundMessage
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await channel_turn(loop, "telegram", "1001", "1001|ann", "hi", {"is_group": False})
+    await loop._process_message(InboundMessage(
+        channel="system", sender_id="session", chat_id="telegram:1001",
+        content="Ben: the meeting moved to FRIDAY-9AM", session_key_override="telegram:1001",
+        input_role="user"))
+    assert await plugin.flush() == 0
+    scopes = {e["user_id"] for e in _events(plugin) if "FRIDAY-9AM" in json.dumps(e)}
+    assert scopes == {"telegram-1001"}, scopes

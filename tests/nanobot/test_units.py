@@ -339,6 +339,39 @@ def test_nanobot_placeholders_are_never_recorded():
                                            _PERSISTED_MODEL_ERROR_PLACEHOLDER})
 
 
+def test_a_restored_checkpoint_is_not_the_next_speakers_turn():
+    """A gateway restarted during Bob's tool-using turn: the next turn's restore puts that
+    turn's assistant message and tool results back into the session, stamped with the
+    current time (after the new turn began). They were recorded as Alice's turn: Bob's
+    payslip in her scope, recalled in her direct chat."""
+    from nanobot.session.manager import Session
+    from nanobot.session.recovery import RUNTIME_CHECKPOINT_KEY, restore_runtime_checkpoint
+
+    session = Session(key="telegram:-500")
+    session.messages.append({"role": "user", "content": "Bob: read my payslip.pdf",
+                             "timestamp": _ts(-60)})
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{}"}}
+    session.metadata[RUNTIME_CHECKPOINT_KEY] = {
+        "phase": "tools_completed",
+        "assistant_message": {"role": "assistant", "content": "Reading Bob's payslip.",
+                              "tool_calls": [call]},
+        "completed_tool_results": [{"role": "tool", "tool_call_id": "c1",
+                                    "name": "read_file", "content": "NET-5400 IBAN DE89"}],
+        "pending_tool_calls": []}
+    turn_id = f"telegram:-500:{time.time_ns() - 1_000_000_000}"  # Alice's turn began
+    assert restore_runtime_checkpoint(session)  # what her turn's restore stage does
+    session.messages += [
+        {"role": "user", "content": "Alice: what's the weather?", "timestamp": _ts(2)},
+        {"role": "assistant", "content": "Sunny.", "timestamp": _ts(3)}]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    ev = build_event(memory=memory, messages=session.messages, turn_id=turn_id,
+                     channel="telegram", chat_id="-500", sender_id="111|alice",
+                     session_key="telegram:-500", include_tools=True)
+    assert [(m.role, m.content) for m in ev.messages] == [
+        ("user", "Alice: what's the weather?"), ("assistant", "Sunny.")]
+
+
 def test_a_whole_turn_arriving_while_its_user_half_is_written_is_kept():
     """The writer takes the list's head (a turn's user half) and awaits the outbox; a whole
     turn arriving meanwhile supersedes that half in the list. Marking the half written must
