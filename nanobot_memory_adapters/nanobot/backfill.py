@@ -230,11 +230,11 @@ def _plan_sessions(plan: BackfillPlan, manager: Any, memory: MemoryConfig, outbo
 
 def _in_window(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,
                since: datetime | None) -> bool:
-    """Whether a turn counts under ``--since`` (its time as its event would carry it)."""
-    if since is None:
-        return True
+    """Whether a turn would be a backfill's (something said, not before ``--since``; its
+    time as its event would carry it): the skipped count counts what the plan would
+    otherwise have filed."""
     event = _turn_event(memory, turn, key, index, "window", ("cli", "direct", None))
-    return event is not None and event.timestamp >= since
+    return event is not None and (since is None or event.timestamp >= since)
 
 
 def _turn_event(memory: MemoryConfig, turn: list[Mapping[str, Any]], key: str, index: int,

@@ -19,6 +19,7 @@ from nanobot_memory_adapters.nanobot import backfill
 from nanobot_memory_adapters.nanobot.audience import Piece
 from nanobot_memory_adapters.nanobot.plugin_state import PluginState
 from nanobot_memory_adapters.nanobot.state import LOG, ago
+from nanobot_memory_adapters.nanobot.switching import SwitchFailed
 
 if TYPE_CHECKING:
     from nanobot_memory_adapters.nanobot.delivery import Delivery
@@ -42,7 +43,8 @@ class BackfillNotStarted(Exception):
     """The state changed while the backfill waited for the delivery in progress."""
 
 
-#: The plugin's provider switch (``/memory-mode NAME``): its reply.
+#: The plugin's provider switch (``/memory-mode NAME``): its reply (raises
+#: ``SwitchFailed`` when the provider cannot be built).
 Switch = Callable[[str], Awaitable[str]]
 
 #: How long the command waits for a delivery in progress before replying that the turns
@@ -61,7 +63,11 @@ class Backfill:
         self._task: asyncio.Task[Any] | None = None
 
     async def switch_with_backfill(self, name: str, *, include_forgotten: bool = False) -> str:
-        switched = await self._switch(name)
+        try:
+            switched = await self._switch(name)
+        except SwitchFailed as failed:
+            failed.then.append("backfill: not started (the switch failed)")
+            raise
         if switched.startswith("switching to"):  # deferred behind a write in progress
             return switched + ("\nbackfill: not started (it follows the switch: send "
                                f"/memory-mode {name} --backfill again once it is done)")

@@ -7,7 +7,8 @@ from typing import Any
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.audience import Piece, release
-from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin, SwitchFailed
+from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
+from nanobot_memory_adapters.nanobot.switching import SwitchFailed
 from nanobot_memory_adapters.redaction import redact_text
 
 HELP_SPECS: list[dict[str, Any]] = [

@@ -32,7 +32,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams, skill
-from nanobot_memory_adapters.nanobot.audience import Audience, Piece
+from nanobot_memory_adapters.nanobot.audience import Audience
 from nanobot_memory_adapters.nanobot.backfill_chat import Backfill, BackfillProgress
 from nanobot_memory_adapters.nanobot.delivery import Delivery
 from nanobot_memory_adapters.nanobot.forget import Forget
@@ -63,6 +63,7 @@ from nanobot_memory_adapters.nanobot.state import (
     LastError,
     LatencyStats,
 )
+from nanobot_memory_adapters.nanobot.switching import SwitchFailed
 from nanobot_memory_adapters.nanobot.unqueued import UnqueuedTurns
 from nanobot_memory_adapters.nanobot_llm import resolve_nanobot_llm
 
@@ -72,25 +73,6 @@ _plugins: weakref.WeakKeyDictionary[Any, MemoryPlugin] = weakref.WeakKeyDictiona
 def plugin_for(loop: Any) -> MemoryPlugin | None:
     """The plugin attached to an AgentLoop (tests, the SDK, diagnostics)."""
     return _plugins.get(loop)
-
-
-class SwitchFailed(Exception):
-    """A ``/memory-mode NAME`` whose provider could not be built. The build's error is a
-    backend's text (its body can quote a stored turn), so the reply carries it as operator
-    text: a chat reads that the switch failed, nanobot's terminal reads why."""
-
-    def __init__(self, name: str, cause: BaseException, still: str | None) -> None:
-        super().__init__(f"cannot switch to '{name}': {cause}")
-        self.name, self.cause, self.still = name, cause, still or "nanobot memory"
-
-    def pieces(self) -> list[Piece]:
-        return [Piece.plain(f"cannot switch to '{self.name}': the provider could not be "
-                            "built."),
-                Piece.operator(str(self.cause), withheld="(the gateway's log has the error)"),
-                Piece.plain(f"Still using '{self.still}' (it reconnects on next use)")]
-
-    def operator_text(self) -> str:
-        return f"{self}. Still using '{self.still}' (it reconnects on next use)"
 
 
 class MemoryPlugin:
@@ -562,6 +544,8 @@ class MemoryPlugin:
                     self.state.data_dir = old_data_dir
                     self.state.adapter = None
                     self.state.health.note_error("switch", exc, retryable=False)
+                    logger.warning("{}: /memory-mode {}: the provider could not be built: {}",
+                                   LOG, name, exc)
                     raise SwitchFailed(name, exc, self.state.provider) from exc
             else:
                 await self._close_adapter()

@@ -478,10 +478,22 @@ async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
                            backend_name="no_memory", operation="build", retryable=False)
 
     monkeypatch.setattr(plugin, "_build", failing_build)
-    group = await channel_turn(loop, "whatsapp", "team@g.us", "ann", "/memory-mode no_memory",
-                               WHATSAPP_GROUP)
+    from nanobot_memory_adapters.logs import logger
+
+    logged: list[str] = []
+    sink = logger.add(lambda message: logged.append(str(message)), level="WARNING")
+    try:
+        group = await channel_turn(loop, "whatsapp", "team@g.us", "ann",
+                                   "/memory-mode no_memory", WHATSAPP_GROUP)
+    finally:
+        logger.remove(sink)
     assert "cannot switch to 'no_memory'" in group and "gateway's log" in group, group
     assert PIN not in group and "Still using 'full_history'" in group, group
+    assert any(PIN in line for line in logged), logged  # where the chat is told to look
+    assert await plugin.flush() == 0
+    backfill = await channel_turn(loop, "whatsapp", "team@g.us", "ann",
+                                  "/memory-mode no_memory --backfill", WHATSAPP_GROUP)
+    assert "backfill: not started" in backfill and PIN not in backfill, backfill
     assert await plugin.flush() == 0
     terminal = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory")
     assert PIN in terminal and "cannot switch to 'no_memory'" in terminal, terminal

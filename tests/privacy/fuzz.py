@@ -52,12 +52,15 @@ from typing import Any
 CANARY = re.compile(r"CANARY(\d+)X(\d+)Z")
 # a person's identifiers as the world gives them (``sender_id``, ``_dm``), in the forms a
 # scope key, a session key or a sender id renders them; each alternative captures the
-# person's number (telegram: its id, 7000 + the number)
+# person's number (telegram: its id, 7000 + the number). A phone number is not matched
+# inside a longer token (a digest after ``~``); canaries and op tags are removed first.
 PERSON_ID = re.compile(
-    r"(?<!\d)4915(\d{4})(?!\d)|(?<!\d)4916(\d{4})(?!\d)|(?<![\w@])user(\d+)@example\.org"
-    r"|@user(\d+):example\.org|(?<!\w)uuid-(\d+)(?!\d)|(?<!\d)70(\d\d)\|user"
-    r"|telegram[-:/]70(\d\d)(?!\d)"
-    r"|(?<![\w-])(?:oc_p2p|single|dmchan|webui-|private:|dm|sdk:s|api:s)(\d+)(?!\d)")
+    r"(?<![0-9A-Za-z~])4915(\d{4})(?!\d)|(?<![0-9A-Za-z~])4916(\d{4})(?!\d)"
+    r"|(?<![\w@])user(\d+)@example\.org|@user(\d+):example\.org"
+    r"|(?<![0-9A-Za-z])uuid-(\d+)(?!\d)|(?<!\d)70(\d\d)\|user|telegram[-:/]70(\d\d)(?!\d)"
+    r"|(?<![0-9A-Za-z])uid(\d+)x"
+    r"|(?<![\w-])(?:oc_p2p|single|dmchan|webui-|private:|dm|sdk:s|api:s|D|session-|a:)(\d+)"
+    r"(?!\d)")
 WHOLE_SECTION = re.compile(r"<memory-context .*?</memory-context>", re.S)
 ECHO = "[llm-double:echo]"
 OP_TAG = re.compile(r"\[op:(\w+)-(\d+)\]")
@@ -104,7 +107,7 @@ def sender_id(channel: str, user: int) -> str:
         "matrix": f"@user{user}:example.org",
         "cli": "user",  # nanobot's placeholder: the CLI, the SDK (Nanobot.run) and
         "api": "user",  # the API server give no person's id
-    }.get(channel, f"u{user}")
+    }.get(channel, f"uid{user}x")  # distinctive: the identifier check finds it
 
 
 def _dm(channel: str, user: int) -> Chat:
@@ -263,6 +266,7 @@ class Oracle:
         phone number). ``speaker`` as in ``check``: in a shared chat under
         ``group_recall: personal`` the model may repeat the speaker's own recall, which
         names its scope."""
+        text = OP_TAG.sub("", CANARY.sub("", text))  # ids of their own, nobody's
         for match in PERSON_ID.finditer(text):
             number = next(g for g in match.groups() if g is not None)
             person = int(number)
