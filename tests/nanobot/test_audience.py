@@ -464,11 +464,9 @@ async def test_a_groups_turn_line_shows_no_personal_recall_counts(home, llm_doub
     assert line.startswith("[memory: full_history"), line
 
 
-async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
-        home, llm_double, monkeypatch):
-    """``/memory-mode NAME`` quoted the provider's build error to the chat it was sent
-    in. A backend's error body can quote a stored turn (a person's PIN); it is operator
-    text now: nanobot's own terminal reads it, a group reads that the switch failed."""
+def _gateway_whose_next_build_fails(home: Any, monkeypatch: Any) -> tuple[Any, Any]:
+    """A gateway on full_history whose next provider build fails with a backend's body
+    that quotes a person's PIN."""
     home.write_memory(_memory("full_history"))
     loop = home.loop()
     plugin = _plugin(loop)
@@ -478,6 +476,15 @@ async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
                            backend_name="no_memory", operation="build", retryable=False)
 
     monkeypatch.setattr(plugin, "_build", failing_build)
+    return loop, plugin
+
+
+async def test_a_switch_that_fails_tells_a_chat_nothing_of_the_backends_error(
+        home, llm_double, monkeypatch):
+    """``/memory-mode NAME`` quoted the provider's build error to the chat it was sent
+    in. A backend's error body can quote a stored turn (a person's PIN); it is operator
+    text now: nanobot's own terminal reads it, a group reads that the switch failed."""
+    loop, plugin = _gateway_whose_next_build_fails(home, monkeypatch)
     from nanobot_memory_adapters.logs import logger
 
     logged: list[str] = []
@@ -505,15 +512,7 @@ async def test_a_chat_opened_from_the_terminal_keeps_no_operator_text(
     """``nanobot agent -s websocket:team -m "/memory-mode …"`` arrives on the ``cli``
     channel, but nanobot saves the reply in the WebUI chat's session, which its readers
     see (history hydration, nanobot's session tools): operator text stays out of it."""
-    home.write_memory(_memory("full_history"))
-    loop = home.loop()
-    plugin = _plugin(loop)
-
-    def failing_build(memory: Any) -> Any:
-        raise AdapterError(f"500: {{'detail': 'cannot index: My bank PIN is {PIN}'}}",
-                           backend_name="no_memory", operation="build", retryable=False)
-
-    monkeypatch.setattr(plugin, "_build", failing_build)
+    loop, plugin = _gateway_whose_next_build_fails(home, monkeypatch)
     opened = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory",
                         session_key="websocket:team")
     assert "cannot switch to 'no_memory'" in opened and PIN not in opened, opened
