@@ -1013,7 +1013,7 @@ async def test_personamem_through_nanobot_is_recognition_only(tmp_path, llm_doub
 async def test_a_turn_nanobot_could_not_answer_is_a_failed_test(tmp_path, llm_double):
     """When the model call fails, nanobot replies with its own placeholder ("Sorry, I
     encountered an error ..."): that test failed (counted, exit 4), it did not "act on
-    nothing" in the behaviour score."""
+    nothing" in the behaviour score, nor "show nothing" in the exposure score."""
     from tests.llm_double.server import FAIL_MARKER
 
     scenario = generate(1, 0)
@@ -1028,6 +1028,9 @@ async def test_a_turn_nanobot_could_not_answer_is_a_failed_test(tmp_path, llm_do
     assert m["failures"]["agent"] == 1
     overall = m["scores"]["overall"]
     assert overall["behaviour_tests"] == len(persona.tests) - 1
+    # ...and it is out of exposure too: its empty context is the model's failure, not a
+    # memory that showed nothing
+    assert overall["ci"]["current_exposure"]["n"] == len(persona.tests) - 1
     lines = {r["test_id"]: r for r in read_traces(tmp_path / "fail" / "traces.jsonl")
              if r.get("kind") == "preference_test"}
     assert "nanobot gave no answer" in lines[broken.test_id]["error"]

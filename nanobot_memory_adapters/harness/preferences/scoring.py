@@ -144,8 +144,8 @@ SCORES: dict[str, Any] = {
     # recognition: the multiple-choice task (options shown after recall)
     "recognition": lambda r: (r.get("outcome") or {}).get("correct")
     if r.get("outcome") else None,
-    "current_exposure": lambda r: r["exposure"]["current"],
-    "stale_exposure": lambda r: r["exposure"]["stale"],
+    "current_exposure": lambda r: _exposure(r, "current"),
+    "stale_exposure": lambda r: _exposure(r, "stale"),
     "judged_behaviour": lambda r: None if not r.get("verdict") or r["verdict"].get("score")
     is None else r["verdict"]["score"] >= 0.5,
     # across tests (``consistency.annotate``), over opportunities only (lower is better):
@@ -156,10 +156,19 @@ SCORES: dict[str, Any] = {
 }
 
 
+def _exposure(record: dict[str, Any], key: str) -> bool | None:
+    """A failed test (its record has an ``error``) is out of exposure as it is out of
+    behaviour: its context is what a failed recall or agent left (often nothing), not what
+    the memory shows, and counting it would read a model's failure as a memory's miss."""
+    if record.get("error"):
+        return None
+    return record["exposure"][key]
+
+
 def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
     options = [r for r in records if r.get("outcome")]
     behaved = [r for r in records if r.get("behaviour")]
-    stale = [r["exposure"]["stale"] for r in records if r["exposure"]["stale"] is not None]
+    stale = [v for r in records if (v := _exposure(r, "stale")) is not None]
     errors: dict[str, int] = defaultdict(int)
     for r in options:
         if r["outcome"]["error"]:
