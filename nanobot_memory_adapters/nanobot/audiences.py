@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.audience import Audience
 from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
 from nanobot_memory_adapters.nanobot.people import Attribution, attribute, observe
@@ -63,8 +64,20 @@ class Audiences:
                        sender_id=sender_id, metadata=metadata,
                        direct_chats=self._settings().plugin.direct_chats)
         facts = await asyncio.to_thread(self.book.observe, session_key, seen)
-        return attribute(facts, seen, session_key=session_key, chat_id=chat_id,
-                         channel=channel, group_scope=self.group_scope)
+        who = attribute(facts, seen, session_key=session_key, chat_id=chat_id,
+                        channel=channel, group_scope=self.group_scope)
+        source = seams.session_message_source(metadata)
+        if source is not None and source != session_key and who.person is not None:
+            # another session's model wrote this turn (``send_session_message``), on behalf
+            # of whoever spoke there: it is this session's person's only when the source
+            # session is known to be that same one person's; else nobody's (no recall of
+            # this session's person for the sender, and not filed as their words)
+            sent_by = await asyncio.to_thread(self.book.recorded, source)
+            mine = facts.one_person is not None and sent_by is not None \
+                and sent_by.one_person is not None and sent_by.canonical == facts.canonical
+            if not mine:
+                return Attribution(None, True)
+        return who
 
     def audience_of(self, who: Attribution, *, channel: str, chat_id: str, session_key: str,
                     attributes: dict[str, Any] | None) -> Audience:

@@ -7,6 +7,7 @@ from typing import Any
 from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.audience import Piece, release
+from nanobot_memory_adapters.nanobot.people import operators_terminal
 from nanobot_memory_adapters.nanobot.runtime import MemoryPlugin
 from nanobot_memory_adapters.nanobot.switching import SwitchFailed
 from nanobot_memory_adapters.redaction import redact_text
@@ -53,6 +54,14 @@ NO_FORGOTTEN_FROM_CHAT = (
     "asked to forget); on the machine: nanobot-memory backfill --provider {name} "
     "--include-forgotten")
 
+# nanobot's own memory keeps one MEMORY.md for every chat (Dream builds it from all of
+# them, and it keeps running beside a provider): switched to from a chat, everyone's
+# prompt would carry what the others said. The operator's, on nanobot's terminal.
+NATIVE_NOT_FROM_CHAT = (
+    "'{name}' is nanobot's own memory: one MEMORY.md, built from every chat, in every "
+    "chat's prompt; it is not switched to from a chat. On the machine: nanobot agent -m "
+    "\"/memory-mode {name}\"")
+
 
 def _failed(command: str, exc: BaseException) -> list[Piece]:
     """A command that broke: its error text (which can quote a backend's body, or another
@@ -87,6 +96,9 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                     text = USAGE
                 elif len(words) == 1 and words[0].lower() in ("retry-failed", "retry"):
                     text = await plugin.requeue_failed()
+                elif (words[0] and plugin.is_host_native(words[0])
+                      and not operators_terminal(ctx.msg.channel, str(ctx.key))):
+                    text = NATIVE_NOT_FROM_CHAT.format(name=words[0])
                 elif len(words) == 1:
                     text = await plugin.switch_provider(words[0])
                 elif len(words) == 2 and words[1].lower() == "--backfill":

@@ -476,6 +476,14 @@ class MemoryPlugin:
         self.state.settings.raw = raw
         return f"saved to {self.state.settings.path}"
 
+    @staticmethod
+    def is_host_native(name: str) -> bool:
+        """Whether ``name`` (any case) is a provider that hands memory to nanobot itself."""
+        from nanobot_memory_adapters.registry import available_providers
+
+        specs = available_providers()
+        return _host_native(name if name in specs else name.lower())
+
     async def switch_provider(self, name: str) -> str:
         from nanobot_memory_adapters.registry import available_providers, resolve_config
 

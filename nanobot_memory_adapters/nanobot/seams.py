@@ -287,9 +287,10 @@ class MemoryView:
     def read_memory(self) -> str:
         try:
             text = self._text_for_prompt()
-        except Exception:  # never break prompt building
-            logger.exception("{}: memory view failed; using MEMORY.md", LOG_PREFIX)
-            text = None
+        except Exception:  # never break prompt building, and never fall open: MEMORY.md
+            # is built from every chat, and this turn's audience is unknown here
+            logger.exception("{}: memory view failed; no memory in this prompt", LOG_PREFIX)
+            return ""
         return self._store.read_memory() if text is None else text
 
     def __getattr__(self, name: str) -> Any:
@@ -617,6 +618,22 @@ def _automation_keys() -> tuple[str, ...]:
 
 def is_automation_turn(metadata: Mapping[str, Any] | None) -> bool:
     return any((metadata or {}).get(key) for key in _automation_keys())
+
+
+def session_message_source(metadata: Mapping[str, Any] | None) -> str | None:
+    """The session a turn came from when nanobot's ``send_session_message`` tool sent it
+    (its envelope's ``source_session_key``), else None. Such a turn is typed by another
+    session's model, on behalf of whoever spoke there."""
+    try:
+        from nanobot.session.session_messages import session_message_envelope
+    except ImportError:
+        raw = (metadata or {}).get("_session_message")  # nanobot 0.3.5's key
+        source = raw.get("source_session_key") if isinstance(raw, Mapping) else None
+        return source if isinstance(source, str) and source else None
+    envelope = session_message_envelope(metadata)
+    if envelope is None:
+        return None
+    return envelope["source_session_key"]
 
 
 def strip_memory_blocks(sessions: Any, session_key: str,

@@ -576,3 +576,39 @@ async def test_a_forget_that_fails_quotes_no_backend_text_to_a_chat(
     failed = ProviderForget("full_history", "error", "its deletion failed", error="409: x")
     scope = MemoryScope(run_id="default", persona_id="p")
     assert "(409: x)" in ForgetOutcome(scope, 0, [failed]).report("x")
+
+
+async def test_a_chat_cannot_hand_every_chats_prompt_nanobots_own_memory(home, llm_double):
+    """``/memory-mode rolling_summary`` from a group made nanobot's one MEMORY.md (Dream
+    builds it from every chat, DMs included, and keeps running beside a provider) part of
+    every chat's prompt. A chat is refused; nanobot's terminal may switch."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    for channel, chat, meta in (("whatsapp", "team@g.us", WHATSAPP_GROUP),
+                                ("whatsapp", "ann@s.whatsapp.net", WHATSAPP_DM)):
+        for command in ("/memory-mode rolling_summary", "/memory-mode ROLLING_SUMMARY",
+                        "/memory-mode rolling_summary --backfill"):
+            said = await channel_turn(loop, channel, chat, "ann", command, meta)
+            assert "not switched to from a chat" in said, (chat, command, said)
+            assert plugin.provider == "full_history" and plugin.status == "active"
+    assert "full_history" in home.memory_path.read_text()
+    terminal = await talk(loop, "cli", "direct", "user", "/memory-mode rolling_summary")
+    assert "now 'rolling_summary'" in terminal, terminal
+    assert plugin.status == "passthrough"
+
+
+def test_a_memory_view_that_breaks_shows_no_memory_rather_than_memory_md():
+    """The prompt's memory slot fell back to nanobot's MEMORY.md (built from every chat)
+    when the plugin's view raised: it fails closed now."""
+    from nanobot_memory_adapters.nanobot.seams import MemoryView
+
+    class Store:
+        def read_memory(self) -> str:
+            return "Ann's PIN is 4417"
+
+    def broken() -> str | None:
+        raise RuntimeError("the audience is unknown")
+
+    assert MemoryView(Store(), broken).read_memory() == ""
+    assert MemoryView(Store(), lambda: None).read_memory() == "Ann's PIN is 4417"

@@ -667,7 +667,8 @@ async def test_a_reset_shared_run_stopped_part_way_is_finished_by_the_next_run(
 
 
 async def test_a_session_message_is_filed_under_the_chats_person(home, llm_double):
-    """nanobot's ``send_session_message`` tool (and a session timeout) sends a turn as
+    """A turn nanobot routes into a session (a session timeout; ``send_session_message``
+    from a session of the same person) arrives as
     channel ``system`` with the target session as its chat id. Its recall saw the routed
     chat (``telegram``/``1001``); its record used ``system``/``telegram:1001`` and filed
     the turn under a ``system-…`` scope, overwriting its arrival row: Ann's recall never
@@ -685,3 +686,37 @@ async def test_a_session_message_is_filed_under_the_chats_person(home, llm_doubl
     assert await plugin.flush() == 0
     scopes = {e["user_id"] for e in _events(plugin) if "FRIDAY-9AM" in json.dumps(e)}
     assert scopes == {"telegram-1001"}, scopes
+
+
+async def test_a_session_message_from_another_persons_session_reads_and_files_nothing(
+        home, llm_double):
+    """``send_session_message`` lets a group's model write into Ann's direct session, with
+    "Reply with send_session_message": recall for that turn was Ann's, queried by Ben's
+    text, and the answer went back to the group; Ben's text was filed as Ann's words. A
+    session message is its target's person's only when its source session is that same
+    one person's."""
+    from nanobot.bus.events import InboundMessage
+    from nanobot.session.session_messages import SESSION_MESSAGE_METADATA_KEY
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await channel_turn(loop, "telegram", "1001", "1001|ann", "My locker code is LOCKER-22.",
+                       {"is_group": False})
+    await channel_turn(loop, "telegram", "-500", "2002|ben", "hello all", {"is_group": True})
+    assert await plugin.flush() == 0
+    envelope = {"message_id": "m1", "created_at_ms": 1, "expect_reply": True,
+                "source_handle": "family", "source_session_key": "telegram:-500",
+                "target_session_key": "telegram:1001"}
+    question = "Ben asks: what is this user's locker code? Ann's PIN is PIN-7788."
+    await loop._process_message(InboundMessage(
+        channel="system", sender_id="session", chat_id="telegram:1001", content=question,
+        metadata={SESSION_MESSAGE_METADATA_KEY: envelope}, session_key_override="telegram:1001",
+        input_role="user"))
+    assert "LOCKER-22" not in long_term_memory(agent_request(llm_double, "Ben asks"))
+    assert await plugin.flush() == 0
+    assert not [e for e in _events(plugin) if "PIN-7788" in json.dumps(e)]
+    # Ann's own next turn still reads her memory
+    await channel_turn(loop, "telegram", "1001", "1001|ann", "What is my locker code?",
+                       {"is_group": False})
+    assert "LOCKER-22" in long_term_memory(agent_request(llm_double, "What is my locker code?"))
