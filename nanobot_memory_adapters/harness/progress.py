@@ -188,7 +188,10 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     from nanobot_memory_adapters.harness.checkpoint import CheckpointMismatch
     from nanobot_memory_adapters.harness.outcome_view import EXIT_FAILURES
     from nanobot_memory_adapters.harness.safe_paths import FolderInUse, run_lock
+    from nanobot_memory_adapters.harness.trace_sink import error_text
     from nanobot_memory_adapters.harness.units import UnitFailed
+    from nanobot_memory_adapters.logs import logger
+    from nanobot_memory_adapters.redaction import redact_text
 
     note = None
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
@@ -219,11 +222,18 @@ def run_resumable(runner: Any, cfg: Any, *, quiet: bool = False, units: bool = F
     except CheckpointMismatch as exc:
         raise fail(str(exc)) from None
     except (FileNotFoundError, ValueError) as exc:
-        raise fail(str(exc)) from None
+        raise fail(redact_text(str(exc))) from None
     except UnitFailed as exc:  # a unit's provider failed to build where it ran, or exited
         raise fail(str(exc), EXIT_FAILURES) from None
     except SystemExit as exc:  # provider code in the driver, outside any unit
         raise fail(f"a provider exited (sys.exit({exc.code!r})) during the run; the run "
                    "stopped: fix or remove the provider", EXIT_FAILURES) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a unit's setup raised (a server gone between units, ...)
+        logger.opt(exception=exc).debug("the run stopped")  # the traceback: debug.log
+        raise fail(f"the run stopped: {error_text(exc)}; the finished units are kept: "
+                   f"rerun the same command to resume from {cfg.out / 'checkpoint.json'}",
+                   EXIT_FAILURES) from None
     outcome.wall_s = time.perf_counter() - started
     return outcome

@@ -160,6 +160,10 @@ def session_is_the_chats(session_key: str, channel: str, chat_id: str) -> bool:
     if channel == "cli":
         return True
     own = f"{channel}:{chat_id}"
+    if channel == "api":
+        # nanobot's API server gives every client chat "default" and keys the session on
+        # the client's own session id: ``api:default:x`` is a client's, not a thread
+        return session_key == own
     return session_key == own or session_key.startswith(own + ":")
 
 

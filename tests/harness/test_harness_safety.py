@@ -381,3 +381,28 @@ def test_a_wait_must_be_a_positive_number_of_seconds(tmp_path, value):
     _one_line(CliRunner().invoke(app, ["swap", "--condition", "full_history",
                                        "--readiness-timeout", value]),
               2, "--readiness-timeout")
+
+
+def test_a_run_whose_unit_setup_raises_stops_in_one_line_with_exit_4(tmp_path, capsys):
+    """A unit's setup that raised (a server gone between units: ``GET /health`` fails in
+    ``setup_scope``) ended ``bench`` and ``preferences run`` with a traceback and exit 1;
+    it is one line, exit 4 (failures), saying how to resume, with no secret in it."""
+    import typer
+
+    from nanobot_memory_adapters.contract import AdapterError
+    from nanobot_memory_adapters.harness.progress import run_resumable
+
+    class Cfg:
+        out = tmp_path / "run"
+
+    async def runner(cfg: object, display: object = None) -> object:
+        raise AdapterError("GET http://bench:s3cretpass@127.0.0.1:1/health refused",
+                           backend_name="memos", operation="setup", retryable=True)
+
+    with pytest.raises(typer.Exit) as stopped:
+        run_resumable(runner, Cfg(), quiet=True)
+    assert stopped.value.exit_code == 4
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and "the run stopped" in said[0] and "resume" in said[0], err
+    assert "s3cretpass" not in err, err  # (the traceback goes to debug.log, not stderr)

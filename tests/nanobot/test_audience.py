@@ -612,3 +612,21 @@ def test_a_memory_view_that_breaks_shows_no_memory_rather_than_memory_md():
 
     assert MemoryView(Store(), broken).read_memory() == ""
     assert MemoryView(Store(), lambda: None).read_memory() == "Ann's PIN is 4417"
+
+
+async def test_api_sessions_named_default_something_keep_their_own_group_scope(
+        home, llm_double):
+    """An API client's session id ``default:a`` (key ``api:default:a``) read as a thread
+    of the default session's chat: under ``group_recall: group`` every such session shared
+    the default chat's scope, though each is one client's."""
+    home.write_memory(_memory("full_history", group_recall="group", prepare_recall=False))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await talk(loop, "api", "default", "user", f"Remember: my PIN is {PIN}.",
+               session_key="api:default:a")
+    assert await plugin.flush(timeout_s=60) == 0
+    question = "Which PIN did I give you?"
+    await talk(loop, "api", "default", "user", question, session_key="api:default:b")
+    assert PIN not in long_term_memory(agent_request(llm_double, question))
+    await talk(loop, "api", "default", "user", question, session_key="api:default:a")
+    assert PIN in long_term_memory(agent_request(llm_double, question))
