@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.harness.outcome_view import failure_counts
 from nanobot_memory_adapters.harness.preferences.driver import PARTIAL, RESULTS_SCHEMA
 from nanobot_memory_adapters.harness.preferences.report import headline_ci, headline_pair
 from nanobot_memory_adapters.redaction import redact_text
@@ -33,8 +34,6 @@ from _provenance import ci, commit, machine, portable
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "nanobot-memory-preferences-result/1"
-# the failures a reader of the table needs: a test that could not be run or answered
-FAILURE_KINDS = ("record", "retrieve", "agent", "set_mode", "reset", "judge")
 
 
 class NotARun(ValueError):
@@ -101,8 +100,8 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
             "acts": overall.get("acts"),  # current / other / both / none
             **named_shares(overall.get("acts") or {}),
             "current_exposure": ci(headline_ci(overall, "current_exposure")),
-            "failures": {k: v for k, v in (p.get("failures") or {}).items()
-                         if k in FAILURE_KINDS and v},
+            # every kind the run's exit code counts (one place: ``failure_counts``)
+            "failures": failure_counts({"providers": {name: p}}).get(name, {}),
         }
     pairs = results.get("pairwise") or {}
     caps = {k: v for k, v in (settings.get("persona_caps") or {}).items() if k not in skipped}

@@ -382,7 +382,10 @@ PREFS_INTRO = (
     "reads what the model names by default, so no_memory's row is its floor, not 0); "
     "**current exposure** is the "
     "share of tests whose memory section showed the current value; **failed** counts "
-    "tests that could not be run or answered, by kind. Under each table, what that run "
+    "what failed, by kind, as the run's exit code counts it (`record`: a session's write, "
+    "`retrieve`/`agent`: a test's recall or reply, `gate_violations`: a test turn the "
+    "read-only gate let into memory, `reset`: a unit's emptying, `readiness_pending`: a "
+    "wait that timed out). Under each table, what that run "
     "can and cannot separate, read from its own pairwise verdicts.")
 
 

@@ -167,12 +167,17 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     # a stopped run's partial results read the same way, marked partial
     (run / "results.json").rename(run / "results.partial.json")
     partial = json.loads((run / "results.partial.json").read_text())
+    # every failure kind the exit code counts shows in the table (a gate that leaked too)
+    partial["providers"]["no_memory"]["failures"]["gate_violations"] = 2
     (run / "results.partial.json").write_text(json.dumps({**partial, "complete": False}))
     assert summarize.main(["--run", str(run), "--command", "x", "--results-dir",
                            str(results)]) == 0
     assert json.loads((results / "preferences_real.json").read_text())["complete"] is False
     _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
     assert "**Partial**: the run was stopped" in md.read_text()
+    row = next(line for line in md.read_text().splitlines()
+               if line.startswith("| `no_memory`"))
+    assert row.endswith("| gate_violations 2 |"), row
 
 
 def test_the_preference_table_says_what_its_run_could_not_separate():
