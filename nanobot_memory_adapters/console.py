@@ -10,8 +10,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["console", "err_console", "existing_file", "fail", "memory_config_source",
-           "wide_console"]
+__all__ = ["EXIT_FAILURES", "EXIT_PENDING", "console", "err_console", "existing_file", "fail",
+           "memory_config_source", "wide_console"]
+
+# Exit codes every command that stores or measures shares (0 ok, 1 not done, 2 bad input)
+EXIT_PENDING = 3  # a readiness wait timed out (results measured on pending memory)
+EXIT_FAILURES = 4  # a record, retrieve, mode switch or reset failed, a gate leaked, or a
+# provider asked for was skipped (its results are missing)
 
 # No markup unless a call asks for it (``markup=True``, its dynamic parts escaped): text
 # the package prints holds install commands (``pip install '...[graphiti]'``), ids and

@@ -9,7 +9,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from nanobot_memory_adapters.console import console, err_console
+from nanobot_memory_adapters.console import EXIT_FAILURES, EXIT_PENDING, console, err_console
 from nanobot_memory_adapters.harness.estimates import ci_cell
 from nanobot_memory_adapters.harness.pair_table import pair_table, verdict_word
 
@@ -85,11 +85,6 @@ def cost_table(results: dict[str, Any]) -> Table:
                       f"{f(r['retrieve_p50'], 1)}/{f(r['retrieve_p95'], 1)}",
                       f(r["record_p50"], 1), f(r["ingest_s"], 1), str(r["failures"]))
     return table
-
-
-EXIT_PENDING = 3  # a readiness wait timed out (results measured on pending memory)
-EXIT_FAILURES = 4  # a record, retrieve, mode switch or reset failed, a gate leaked, or a
-# provider asked for was skipped (its results are missing)
 
 
 def failure_counts(results: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -33,6 +33,7 @@ from nanobot_memory_adapters.contract import (
     MemoryScope,
     supports,
 )
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.chat_book import CHATS_FILE, ChatBook
 from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -42,6 +43,7 @@ from nanobot_memory_adapters.nanobot.people import (
     session_is_the_chats,
 )
 from nanobot_memory_adapters.nanobot.turns import event_from_messages, is_recorded
+from nanobot_memory_adapters.redaction import redact_text
 
 IN_FLIGHT = "backfill: in flight"
 BATCH = 50
@@ -301,13 +303,30 @@ async def deliver(
     return delivered, failed, list(scopes.values())
 
 
+NOTHING_TO_WAIT_FOR = "readiness: the provider stores synchronously (nothing to wait for)"
+
+
 async def wait_ready(adapter: MemoryAdapter, scopes: Sequence[MemoryScope],
-                     timeout_s: float) -> list[str]:
-    """The readiness wait at the end, one line per scope (what the provider says)."""
+                     timeout_s: float, *, detail: bool = True) -> list[str]:
+    """The readiness wait at the end, one line per scope (what the provider says). A wait
+    that raised is that scope's line (``failed``), after every turn was delivered: not a
+    stopped delivery. Its error text (a backend's) only where ``detail`` (the terminal)."""
     if not supports(adapter, "readiness"):
-        return ["readiness: the provider stores synchronously (nothing to wait for)"]
+        return [NOTHING_TO_WAIT_FOR]
     lines = []
     for scope in scopes:
-        state = await adapter.wait_until_ready(scope, timeout_s)
+        try:
+            state = await adapter.wait_until_ready(scope, timeout_s)
+        except Exception as exc:
+            said = redact_text(str(exc))
+            logger.warning("readiness wait for {} failed: {}", scope.key, said)
+            why = f" ({said})" if detail else " (the log has why)"
+            lines.append(f"readiness {scope.key}: failed{why}")
+            continue
         lines.append(f"readiness {scope.key}: {state.status}")
     return lines
+
+
+def all_ready(lines: Sequence[str]) -> bool:
+    """Whether ``wait_ready``'s lines say every scope can be read (or nothing waits)."""
+    return all(line == NOTHING_TO_WAIT_FOR or line.endswith(": ready") for line in lines)

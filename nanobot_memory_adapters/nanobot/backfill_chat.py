@@ -125,7 +125,7 @@ class Backfill:
             if self.state.adapter is not None:
                 progress.readiness = await backfill.wait_ready(
                     self.state.adapter, progress.scopes,
-                    self.state.settings.plugin.startup_timeout_s)
+                    self.state.settings.plugin.startup_timeout_s, detail=False)
             progress.done = True
         except BackfillNotStarted as exc:
             progress.stopped = f"not started ({exc})"

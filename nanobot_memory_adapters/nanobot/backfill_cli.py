@@ -20,7 +20,7 @@ import typer
 from rich.progress import Progress
 
 from nanobot_memory_adapters.config import ConfigError
-from nanobot_memory_adapters.console import console, existing_file, fail
+from nanobot_memory_adapters.console import EXIT_PENDING, console, existing_file, fail
 from nanobot_memory_adapters.contract import AdapterError
 from nanobot_memory_adapters.nanobot import backfill as backfill_steps
 from nanobot_memory_adapters.nanobot import seams
@@ -129,6 +129,8 @@ def backfill(
         console.print(line, highlight=False)
     if failed or left:
         raise typer.Exit(1)
+    if not backfill_steps.all_ready(readiness):  # stored, but not all readable yet
+        raise typer.Exit(EXIT_PENDING)
 
 
 async def _deliver(settings: LoadedSettings, outbox: Outbox, name: str, pending: int,
@@ -156,11 +158,12 @@ async def _deliver(settings: LoadedSettings, outbox: Outbox, name: str, pending:
                 delivered, failed, scopes = await backfill_steps.deliver(
                     adapter, outbox, name, batch=batch,
                     progress=lambda n: bar.update(task, completed=n))
-            readiness = (await backfill_steps.wait_ready(adapter, scopes, wait_s)
-                         if scopes else [])
-            return delivered, failed, readiness
         except AdapterError as exc:
             raise fail(f"backfill into '{name}' stopped: {exc} (the rest stays queued; run "
                        "the same command again)") from None
+        try:  # every turn is delivered: a failed wait is the readiness line's, not a stop
+            readiness = (await backfill_steps.wait_ready(adapter, scopes, wait_s)
+                         if scopes else [])
+            return delivered, failed, readiness
         finally:
             await adapter.aclose()

@@ -369,3 +369,41 @@ async def test_terminal_sessions_from_while_the_plugin_was_off_are_backfilled_as
     req = agent_request(llm_double, "What is my cat called")
     assert "PEPPER-TIGER" in long_term_memory(req) and "LOCKER-7781" in long_term_memory(req)
     assert reply is not None
+
+
+async def test_a_readiness_wait_that_fails_is_its_scopes_line_not_a_stopped_delivery():
+    """A readiness wait that raised (rolling_summary's Dream, a server gone) after every
+    turn was delivered was reported as "stopped ... the rest stays queued" (nothing was
+    queued; the rerun printed "delivered 0" and exited 0). It is that scope's line now,
+    and the backfill does not end as if everything were readable (``all_ready``); a
+    chat's line carries no backend text."""
+    from nanobot_memory_adapters.contract import AdapterError, MemoryScope, Readiness
+    from nanobot_memory_adapters.nanobot import backfill
+
+    class Waits:
+        """Declares nothing: offers what its methods show (readiness)."""
+
+        def __init__(self, outcome: Any) -> None:
+            self.outcome = outcome
+
+        async def wait_until_ready(self, scope: MemoryScope, timeout_s: float) -> Readiness:
+            if isinstance(self.outcome, Exception):
+                raise self.outcome
+            return Readiness(status=self.outcome)
+
+        async def readiness(self, scope: MemoryScope) -> Readiness:
+            return await self.wait_until_ready(scope, 0)
+
+    scope = MemoryScope(run_id="default", persona_id="telegram-1001")
+    broken = Waits(AdapterError("Dream failed on 'My PIN is 4417'", backend_name="x",
+                                operation="wait_until_ready", retryable=False))
+    [line] = await backfill.wait_ready(broken, [scope], 1.0)  # type: ignore[arg-type]
+    assert line.startswith(f"readiness {scope.key}: failed (") and "Dream failed" in line
+    assert not backfill.all_ready([line])
+    [chat_line] = await backfill.wait_ready(broken, [scope], 1.0,  # type: ignore[arg-type]
+                                            detail=False)
+    assert "4417" not in chat_line and chat_line.endswith("failed (the log has why)")
+    pending = await backfill.wait_ready(Waits("pending"), [scope], 1.0)  # type: ignore[arg-type]
+    ready = await backfill.wait_ready(Waits("ready"), [scope], 1.0)  # type: ignore[arg-type]
+    assert not backfill.all_ready(pending) and backfill.all_ready(ready)
+    assert backfill.all_ready([backfill.NOTHING_TO_WAIT_FOR])
