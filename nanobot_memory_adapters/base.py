@@ -38,6 +38,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.formatting import RenderedContext, render_context
+from nanobot_memory_adapters.redaction import redact_text
 from nanobot_memory_adapters.tracing import TraceSink, new_trace_id, redact
 
 T = TypeVar("T")
@@ -175,7 +176,8 @@ class BaseAdapter:
             return exc
         raw, found = native_diagnostics(exc)
         return AdapterError(
-            f"{type(exc).__name__}: {str(exc)[:500]}",
+            # redacted before it is cut: a key cut short no longer looks like one
+            f"{type(exc).__name__}: {redact_text(str(exc))[:500]}",
             backend_name=self.backend_name,
             operation=operation,
             raw=raw,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -431,8 +430,7 @@ def main() -> None:  # pragma: no cover
     try:
         app()
     except ConfigError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}", markup=True)
-        sys.exit(2)
+        sys.exit(fail(str(exc)).exit_code)  # one line, keys redacted, as every error
 
 
 if __name__ == "__main__":  # python -m nanobot_memory_adapters.cli

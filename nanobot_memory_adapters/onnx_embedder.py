@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from loguru import logger
-
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.sdk_output import quiet_progress
 
 __all__ = [

@@ -126,6 +126,20 @@ def test_only_the_plugin_imports_the_seams():
             assert _in(module, PLUGIN), f"{module} imports {SEAMS} (nanobot's private parts)"
 
 
+def test_every_module_logs_through_the_scrubbing_logger():
+    """``logs.logger`` scrubs credentials from every record; a module that imports loguru
+    itself logs around it (four did: a raw exception from an ONNX load, mem0's errors)."""
+    for module, path in modules().items():
+        if module == f"{ROOT}.logs":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        raw = [n.lineno for n in ast.walk(tree)
+               if (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "loguru")
+               or (isinstance(n, ast.Import) and any(a.name.split(".")[0] == "loguru"
+                                                      for a in n.names))]
+        assert not raw, f"{module} imports loguru itself (line {raw}); use logs.logger"
+
+
 def test_the_contract_depends_on_nothing_but_its_own_types():
     allowed = {f"{ROOT}.events", f"{ROOT}.scope", f"{ROOT}.redaction"}
     for name in ("contract", "events", "scope"):

@@ -323,3 +323,14 @@ def test_a_server_commands_credentials_stay_out_of_a_manifest():
     # names that merely end like a key, in lower case, stay (a scope key is no secret)
     kept = {"scope_key": "default/telegram-1", "api_key_env": "OPENAI_API_KEY"}
     assert redact(kept) == kept
+
+
+def test_a_native_error_is_redacted_before_it_is_cut():
+    """``_as_error`` cut the text at 500 characters, then redacted: a key cut short no
+    longer looks like a key and kept up to 15 of its characters."""
+    from nanobot_memory_adapters.testing.echo import EchoAdapter
+
+    key = "sk-proj" + "A1b2C3d4E5" * 4
+    text = "x" * 481 + " " + key  # the old cut at 500 kept "sk-" and 15 characters
+    error = EchoAdapter()._as_error(RuntimeError(text), "retrieve")
+    assert key[:12] not in str(error), str(error)[-40:]

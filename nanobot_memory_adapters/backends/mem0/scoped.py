@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from loguru import logger
+from nanobot_memory_adapters.logs import logger
 
 #: Points copied per batch when a shared collection is moved.
 MOVE_BATCH = 256

@@ -60,7 +60,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loguru import logger
 from pydantic import BaseModel
 
 from nanobot_memory_adapters.backends.mem0 import purge
@@ -122,6 +121,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.diagnostics import native_diagnostics
 from nanobot_memory_adapters.llm_endpoint import probe_models
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.onnx_embedder import ONNX_RUNTIMES
 from nanobot_memory_adapters.provider import ProviderEnv
 from nanobot_memory_adapters.sdk_output import quiet_progress, route_sdk_output

@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
 from nanobot_memory_adapters.contract import (
     MemoryScope,
     supports,
@@ -63,6 +61,7 @@ from nanobot_memory_adapters.harness.safe_paths import remove_file
 from nanobot_memory_adapters.harness.seeded_ids import SeededIds
 from nanobot_memory_adapters.harness.trace_sink import error_text
 from nanobot_memory_adapters.json_files import write_json_atomic
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.tracing import JsonlTraceWriter
 
 RESULTS_SCHEMA = "nanobot-memory-preference-results/1"
