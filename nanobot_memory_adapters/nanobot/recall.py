@@ -86,6 +86,16 @@ class Recall:
         audience = self.state.audiences.now(key, getattr(request, "turn_id", None))
         return release([told, Piece.memory(entry.text, entry.scope_key)], audience, "\n\n")
 
+    def prompt_memory_unsaved(self) -> bool:
+        """Whether the current turn's prompt carries memory its session may not keep (a
+        shared chat's personal recall, ``group_recall: personal``): nanobot's in-turn
+        compaction must not summarise that prompt into the session."""
+        request = seams.current_request()
+        key = getattr(request, "session_key", None)
+        if not key:
+            return False
+        return self.state.audiences.now(key, getattr(request, "turn_id", None)).prompt_only
+
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.
 

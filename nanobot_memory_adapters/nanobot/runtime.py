@@ -297,6 +297,7 @@ class MemoryPlugin:
         seams.on_loop_close(self.loop, delivery.loop_closing)
         seams.amend_replies(self.loop, recall.turn_line_for)
         seams.before_session_archive(self.loop, delivery.before_archive)
+        seams.summaries_without_system_prompt(self.loop, recall.prompt_memory_unsaved)
         seams.on_loop_start(self.loop, self._start)
 
     def _start(self) -> None:

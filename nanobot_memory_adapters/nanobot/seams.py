@@ -267,6 +267,36 @@ def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) ->
     consolidator.archive_session = archive_session
 
 
+def summaries_without_system_prompt(loop: Any, when: Callable[[], bool]) -> None:
+    """While ``when()`` (the current turn's prompt carries memory its session may not
+    keep), nanobot's in-turn compaction summarises without the system prompt: 0.3.5's
+    archiver sends the whole accepted history, system prompt included, to the model whose
+    summary is saved in the session (and ``history.jsonl``). Only the transcript is
+    summarised either way; what is lost is the cached prefix. Private seam: wraps the
+    instance's ``loop.consolidator.summarize_transcript`` (provider compaction goes
+    through it too)."""
+    consolidator = getattr(loop, "consolidator", None)
+    original = getattr(consolidator, "summarize_transcript", None)
+    if consolidator is None or original is None:
+        logger.warning("{}: this nanobot has no Consolidator.summarize_transcript; a turn's "
+                       "compaction may summarise its prompt-only memory", LOG_PREFIX)
+        return
+
+    async def summarize_transcript(accepted_messages: list[dict[str, Any]], *args: Any,
+                                   **kwargs: Any) -> Any:
+        try:
+            strip = when()
+        except Exception:  # unknown: fail closed
+            logger.exception("{}: compaction check failed", LOG_PREFIX)
+            strip = True
+        if strip:
+            accepted_messages = [m for m in accepted_messages
+                                 if m.get("role") not in ("system", "developer")]
+        return await original(accepted_messages, *args, **kwargs)
+
+    consolidator.summarize_transcript = summarize_transcript
+
+
 # -- system-prompt memory -------------------------------------------------------------------
 class MemoryView:
     """Stands in for ``loop.context.memory``: ``read_memory()`` asks the plugin first.

@@ -630,3 +630,49 @@ async def test_api_sessions_named_default_something_keep_their_own_group_scope(
     assert PIN not in long_term_memory(agent_request(llm_double, question))
     await talk(loop, "api", "default", "user", question, session_key="api:default:a")
     assert PIN in long_term_memory(agent_request(llm_double, question))
+
+
+async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall(
+        home, llm_double, monkeypatch):
+    """Under ``group_recall: personal`` the speaker's recall is in that turn's system
+    prompt only. nanobot's in-turn compaction sent the whole accepted history, system
+    prompt included, to the model whose summary is saved in the group's session: the
+    summariser does not see the system prompt of such a turn now (a direct chat's turn
+    keeps nanobot's behaviour)."""
+    from types import SimpleNamespace
+
+    from nanobot.agent.tools.context import (
+        RequestContext,
+        bind_request_context,
+        reset_request_context,
+    )
+
+    home.write_memory(_memory("full_history", group_recall="personal"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    seen: list[list[dict[str, Any]]] = []
+
+    async def archive(source: Any, **kw: Any) -> str:
+        seen.append(kw["history"])
+        return "summary"
+
+    monkeypatch.setattr(loop.consolidator.archiver, "archive", archive)
+    runtime = SimpleNamespace(context_window_tokens=8000,
+                              generation=SimpleNamespace(max_tokens=500))
+    for chat, meta, turn in (("team@g.us", WHATSAPP_GROUP, "g1"),
+                             ("ann@s.whatsapp.net", WHATSAPP_DM, "d1")):
+        key = f"whatsapp:{chat}"
+        await plugin.recall(session_key=key, query="my PIN?", channel="whatsapp",
+                            chat_id=chat, sender_id="ann", metadata=meta, turn_id=turn)
+        token = bind_request_context(RequestContext(channel="whatsapp", chat_id=chat,
+                                                    session_key=key, turn_id=turn))
+        try:
+            await loop.consolidator.summarize_transcript(
+                [{"role": "system", "content": f"## Long-term Memory\nPIN {PIN}"},
+                 {"role": "user", "content": "hello"}], None,
+                runtime=runtime, session_key=key, tools=[])
+        finally:
+            reset_request_context(token)
+    group, direct = seen
+    assert [m["role"] for m in group] == ["user"], group
+    assert [m["role"] for m in direct] == ["system", "user"], direct
