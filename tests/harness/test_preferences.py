@@ -721,6 +721,22 @@ async def test_ideal_reader_ranks_the_controls_with_intervals(tmp_path, echo_pro
                                                                      "contamination"))
     assert rates == 4 and score["no_memory"]["reversion"] is None
     assert html.count("<span class='note'>[") == 7 * 4 + rates
+    import re  # ...and its own n (a persona-capped provider's beside a full one's)
+
+    assert len(re.findall(r"<span class='note'>\[[^<]*\] n \d+</span>", html)) == 7 * 4 + rates
+    from rich.console import Console
+
+    from nanobot_memory_adapters.harness.preferences.cli import results_table
+    from nanobot_memory_adapters.harness.preferences.narrow import narrow_results_table
+    from nanobot_memory_adapters.harness.preferences.report import headline_ci
+
+    for table in (results_table(results), narrow_results_table(results)):
+        shown = Console(width=400, record=True)
+        shown.print(table)
+        text = shown.export_text()
+        for m in results["providers"].values():  # every score says its own n
+            n = headline_ci(m["scores"]["overall"], "behaviour")["n"]
+            assert f"n {n}" in text, text
     assert "<td>&lt;0.001</td>" in html
     # persona-major: a run stopped midway has every provider on the same personas
     ran = [(r["conversation"], r["provider"]) for r in read_traces(out / "traces.jsonl")

@@ -228,21 +228,22 @@ def results_table(results: dict[str, Any]) -> Table:
     from nanobot_memory_adapters.harness.preferences.report import headline_ci
 
     table = Table(title=f"Preference sessions at {results['budget_tokens']} tokens")
-    for col in ("provider", "group", "behaviour [95% CI]", *DIMENSIONS, "resolved",
-                "recognition", "current exp. [95% CI]", "stale exp.",
+    for col in ("provider", "group", "behaviour [95% CI] n", *DIMENSIONS, "resolved",
+                "recognition", "current exp. [95% CI] n", "stale exp.",
                 "reversion [95% CI] n", "contamination [95% CI] n", "leaks", "failures"):
         table.add_column(col, justify="left" if col in ("provider", "group") else "right")
 
     def f(v: Any) -> str:
         return "–" if v is None else f"{v:.3f}"
 
-    def ci(block: dict[str, Any], key: str) -> str:
+    def ci(block: dict[str, Any], key: str) -> str:  # every score with its own n
         c = headline_ci(block, key)
         return "–" if c is None else (f"{format_number(c['value'], 3)} "
-                                      f"{format_bounds(c['low'], c['high'])}")
+                                      f"{format_bounds(c['low'], c['high'])} n {c['n']}")
 
     def rate(block: dict[str, Any], key: str) -> str:  # over opportunities: n says how many
-        return f"{ci(block, key)} {block.get(f'{key}_opportunities', 0)}"
+        return ci(block, key) if headline_ci(block, key) else (
+            f"– n {block.get(f'{key}_opportunities', 0)}")
 
     for name, m in results["providers"].items():
         s = m["scores"]

@@ -19,7 +19,7 @@ HEADLINE = (("behaviour", "behaviour"), ("current_exposure", "current exp."))
 def _cell(c: dict[str, Any] | None, value_key: str = "value", signed: bool = False) -> str:
     if c is None:
         return "–"
-    return (f"{format_number(c[value_key], 3, signed=signed)}\n"
+    return (f"{format_number(c[value_key], 3, signed=signed)} n {c['n']}\n"
             f"{format_bounds(c['low'], c['high'], signed=signed)}")
 
 
@@ -35,8 +35,9 @@ def narrow_results_table(results: dict[str, Any]) -> Table:
         table.add_row(name, *(_cell(headline_ci(o, key)) for key, _ in HEADLINE),
                       "–" if stale is None else f"{stale:.3f}", str(o["query_leaks"]),
                       str(sum(m["failures"].values())))
-    table.caption = ("\\[low, high] = 95 % interval (by attribute); every dimension, "
-                     "recognition and resolved rate: results.json, report.html")
+    table.caption = ("n tests scored; \\[low, high] = 95 % interval (clustered by attribute "
+                     "from 5 attributes, else by test); every dimension, recognition and "
+                     "resolved rate: results.json, report.html")
     return table
 
 

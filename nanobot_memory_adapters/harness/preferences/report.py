@@ -40,7 +40,15 @@ def _ci(block: dict[str, Any], key: str) -> str:
     c = headline_ci(block, key)
     if c is None:
         return "–"
-    return f"{fmt(c['value'])} <span class='note'>{format_bounds(c['low'], c['high'])}</span>"
+    return (f"{fmt(c['value'])} <span class='note'>{format_bounds(c['low'], c['high'])} "
+            f"n {c['n']}</span>")
+
+
+def _rate(block: dict[str, Any], key: str) -> str:
+    """A score over its opportunities: its n is theirs (none: "–", n 0)."""
+    if headline_ci(block, key) is not None:
+        return _ci(block, key)
+    return f"– <span class='note'>n {block.get(f'{key}_opportunities', 0)}</span>"
 
 
 def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
@@ -58,10 +66,8 @@ def _row(name: str, m: dict[str, Any], colors: dict[str, str]) -> list[str]:
         _ci(o, "recognition"),
         _ci(o, "current_exposure"),
         fmt(o["stale_exposure"]),
-        f"{_ci(o, 'reversion')} <span class='note'>n {o.get('reversion_opportunities', 0)}"
-        "</span>",
-        f"{_ci(o, 'contamination')} <span class='note'>n "
-        f"{o.get('contamination_opportunities', 0)}</span>",
+        _rate(o, "reversion"),
+        _rate(o, "contamination"),
         str(o["query_leaks"]),
         f"{fmt(o['judged_behaviour'])} / {fmt(o['judge_agreement'])}",
         f'<span class="bad">{fails}</span>' if fails else "0",
@@ -86,7 +92,7 @@ def _pairs(results: dict[str, Any], score: str) -> str:
                      str(h["n"]), escape(format_p(h["mcnemar_p"])), verdict(h),
                      f"{format_bounds(r['low'], r['high'], signed=True)} {verdict(r)}"])
     return table(["a − b", "paired difference [95% CI]", "n", "McNemar p", "verdict",
-                  "by persona"], body)
+                  "by persona (clustered from 5 personas)"], body)
 
 
 def render_report(manifest: dict[str, Any], results: dict[str, Any]) -> str:
