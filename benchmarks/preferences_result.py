@@ -95,8 +95,9 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
             "personas": len(p.get("personas") or []),
             "tests": overall["tests"],
             # the interval's own n: the tests with a behaviour score
-            "behaviour": (ci(behaviour) or {}) | {
-                k: (behaviour or {}).get(k) for k in ("method", "n_clusters")},
+            # None when no test has a behaviour score (an options-only run, all failed)
+            "behaviour": None if behaviour is None else (ci(behaviour) or {}) | {
+                k: behaviour.get(k) for k in ("method", "n_clusters")},
             "acts": overall.get("acts"),  # current / other / both / none
             **named_shares(overall.get("acts") or {}),
             "current_exposure": ci(headline_ci(overall, "current_exposure")),

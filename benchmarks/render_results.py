@@ -428,7 +428,7 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         acts = " / ".join(str(a.get(k, 0)) for k in ("current", "other", "both", "none"))
         failed = ", ".join(f"{k} {v}" for k, v in (p.get("failures") or {}).items()) or "0"
         lines.append(f"| `{name}` | {p.get('memory_form') or '–'} | {p['personas']} "
-                     f"| {(p['behaviour'] or {}).get('n', p['tests'])} | {_ci(p['behaviour'])} "
+                     f"| {(p['behaviour'] or {}).get('n', '–')} | {_ci(p['behaviour'])} "
                      f"| {acts} | {_cell(p.get('current_when_named'), None, False)} "
                      f"| {_ci(p['current_exposure'])} | {failed} |")
     pairs = doc.get("pairwise") or []

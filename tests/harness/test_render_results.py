@@ -169,6 +169,9 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     partial = json.loads((run / "results.partial.json").read_text())
     # every failure kind the exit code counts shows in the table (a gate that leaked too)
     partial["providers"]["no_memory"]["failures"]["gate_violations"] = 2
+    # a provider with no behaviour score (every test failed): its n is "–", not its tests
+    overall = partial["providers"]["no_memory"]["scores"]["overall"]
+    overall["ci"]["behaviour"] = overall["ci_by_attribute"]["behaviour"] = None
     (run / "results.partial.json").write_text(json.dumps({**partial, "complete": False}))
     assert summarize.main(["--run", str(run), "--command", "x", "--results-dir",
                            str(results)]) == 0
@@ -178,6 +181,7 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     row = next(line for line in md.read_text().splitlines()
                if line.startswith("| `no_memory`"))
     assert row.endswith("| gate_violations 2 |"), row
+    assert "| 2 | – | – |" in row, row  # personas 2, n –, behaviour –
 
 
 def test_the_preference_table_says_what_its_run_could_not_separate():
