@@ -153,15 +153,16 @@ async def _deliver(settings: LoadedSettings, outbox: Outbox, name: str, pending:
                           f"'{name}' (or run this again once it has stopped)"]
         adapter = load_provider(memory, data_dir=data_dir_for(settings))
         try:
-            with Progress(console=console, transient=True) as bar:
-                task = bar.add_task(f"backfill into {name}", total=pending or None)
-                delivered, failed, scopes = await backfill_steps.deliver(
-                    adapter, outbox, name, batch=batch,
-                    progress=lambda n: bar.update(task, completed=n))
-        except AdapterError as exc:
-            raise fail(f"backfill into '{name}' stopped: {exc} (the rest stays queued; run "
-                       "the same command again)") from None
-        try:  # every turn is delivered: a failed wait is the readiness line's, not a stop
+            try:
+                with Progress(console=console, transient=True) as bar:
+                    task = bar.add_task(f"backfill into {name}", total=pending or None)
+                    delivered, failed, scopes = await backfill_steps.deliver(
+                        adapter, outbox, name, batch=batch,
+                        progress=lambda n: bar.update(task, completed=n))
+            except AdapterError as exc:
+                raise fail(f"backfill into '{name}' stopped: {exc} (the rest stays queued; "
+                           "run the same command again)", 1) from None
+            # every turn is delivered: a failed wait is the readiness line's, not a stop
             readiness = (await backfill_steps.wait_ready(adapter, scopes, wait_s)
                          if scopes else [])
             return delivered, failed, readiness

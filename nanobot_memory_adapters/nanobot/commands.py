@@ -60,7 +60,7 @@ NO_FORGOTTEN_FROM_CHAT = (
 NATIVE_NOT_FROM_CHAT = (
     "'{name}' is nanobot's own memory: one MEMORY.md, built from every chat, in every "
     "chat's prompt; it is not switched to from a chat. On the machine: nanobot agent -m "
-    "\"/memory-mode {name}\"")
+    "\"/memory-mode {name}\" (it saves memory.json), then restart the gateway")
 
 
 def _failed(command: str, exc: BaseException) -> list[Piece]:

@@ -577,6 +577,22 @@ def is_internal_message(message: Mapping[str, Any]) -> bool:
     return bool(message.get(COMMAND_MARKER) or message.get(hidden_marker()))
 
 
+#: the runtime-context source nanobot 0.3.5's ``send_session_message`` tool gives the
+#: block it adds to a message it delivers ("Message from @x. Reply with ...")
+SESSION_MESSAGE_SOURCE = "session_message"
+
+
+def is_session_message(message: Mapping[str, Any]) -> bool:
+    """A saved user message another session's model sent (``send_session_message``), as
+    its runtime-context marker says: typed by no one here, so never recorded as the
+    session's person's words (the saved message keeps no envelope to say whose)."""
+    from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
+
+    marker = message.get(RUNTIME_CONTEXT_HISTORY_META)
+    return (message.get("role") == "user" and isinstance(marker, Mapping)
+            and SESSION_MESSAGE_SOURCE in (marker.get("sources") or ()))
+
+
 RECOVERY_MARKER = "_recovery_interrupted"  # nanobot's crash-recovery placeholders
 MAX_ITERATIONS_PREFIX = "I reached the maximum number of tool call iterations"
 _placeholder_cache: frozenset[str] | None = None

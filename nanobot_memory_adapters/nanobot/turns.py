@@ -39,7 +39,7 @@ def is_recorded(message: Mapping[str, Any], *, include_tools: bool = False) -> b
     role = message.get("role")
     if role == "tool":
         return include_tools and message.get("name") not in MEMORY_TOOL_NAMES
-    return role in ("user", "assistant")
+    return role in ("user", "assistant") and not seams.is_session_message(message)
 
 
 def identity_values(
@@ -148,9 +148,15 @@ def turn_messages(
     if not picked:  # unknown turn-id shape: walk back to the turn's user message
         for message in reversed(messages):
             picked.append(message)
-            if message.get("role") == "user" and not seams.is_internal_message(message):
+            if (message.get("role") == "user" and not seams.is_internal_message(message)
+                    and not seams.is_session_message(message)):
                 break
         picked.reverse()
+    # another session's message that came in mid-turn (nanobot injects it into the
+    # running turn): the turn's record ends there, what follows answers someone else
+    cut = next((i for i, m in enumerate(picked) if i and seams.is_session_message(m)), None)
+    if cut is not None:
+        picked = picked[:cut]
     return [m for m in picked if is_recorded(m, include_tools=include_tools)
             and not seams.is_internal_message(m) and not seams.is_synthetic_message(m)]
 

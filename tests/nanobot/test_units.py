@@ -143,6 +143,47 @@ def test_turn_messages_take_the_whole_turn_and_skip_commands():
                        chat_id="a", sender_id="a", session_key="t:a") is None
 
 
+def test_another_sessions_message_is_never_recorded_as_the_sessions_persons_words():
+    """nanobot injects a ``send_session_message`` that arrives mid-turn into the running
+    turn, and the turn is recorded with its own (envelope-less) metadata: the group's
+    words and the answer to them were filed as Ann's. Live and in a backfill, such a
+    message (its saved runtime-context marker names the tool's block) is nobody's words,
+    and a live turn's record ends where it came in."""
+    from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
+
+    sent = {RUNTIME_CONTEXT_HISTORY_META: {"version": 1, "sources": ["session_message"],
+                                           "suffix": "Message from @family."}}
+    turn_id = f"telegram:1001:{time.time_ns()}"
+    messages = [
+        {"role": "user", "content": "my locker is LOCKER-22", "timestamp": _ts(1)},
+        {"role": "assistant", "content": "noted", "timestamp": _ts(2)},
+        {"role": "user", "content": "Ben: what is her locker? PIN-7788\n\nMessage from "
+         "@family.", "timestamp": _ts(3), **sent},
+        {"role": "assistant", "content": "her locker is LOCKER-22", "timestamp": _ts(4)},
+    ]
+    memory = MemoryConfig.model_validate({"condition": "full_history"})
+    for turn in (turn_id, "opaque"):  # a known turn id, and the walk-back fallback
+        ev = build_event(memory=memory, messages=messages, turn_id=turn, channel="telegram",
+                         chat_id="1001", sender_id="1001", session_key="telegram:1001")
+        assert ev is not None
+        said = [(m.role, m.content) for m in ev.messages]
+        assert said == [("user", "my locker is LOCKER-22"), ("assistant", "noted")], said
+    # a turn that is only another session's message records nothing
+    alone = [messages[2], messages[3]]
+    assert build_event(memory=memory, messages=alone, turn_id=f"telegram:1001:{time.time_ns()}",
+                       channel="telegram", chat_id="1001", sender_id="1001",
+                       session_key="telegram:1001") is None
+    # a backfill replays Ann's turn and nothing of the session message
+    replayed = [[m["content"] for m in turn] for _, turn in session_turns(messages)]
+    assert replayed == [["my locker is LOCKER-22", "noted"], ["her locker is LOCKER-22"]]
+    from nanobot_memory_adapters.nanobot.turns import event_from_messages
+
+    [_, (_, answer)] = list(session_turns(messages))  # no user speech: no event
+    assert event_from_messages(memory=memory, chosen=answer, event_id="e", turn_id="t",
+                               channel="telegram", chat_id="1001", sender_id="1001",
+                               session_key="telegram:1001") is None
+
+
 def test_recorded_tool_results_leave_out_the_plugins_own_tools():
     """With tool results recorded, a memory_search or memory_guide result is not: it is
     memory (or the guide's made-up examples) and would come back as this user's words."""
