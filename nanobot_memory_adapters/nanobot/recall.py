@@ -71,6 +71,10 @@ class Recall:
         goes here so it is never saved in the group's history."""
         if self.state.status != "active":
             return None
+        if seams.archiving():
+            # a session's archive (``/compact`` in a group, ``/new``, idle compaction):
+            # its summary is saved in that session; MEMORY.md is built from every chat
+            return ""
         request = seams.current_request()
         key = getattr(request, "session_key", None)
         if not key or key.startswith("dream:"):

@@ -262,9 +262,25 @@ def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) ->
             await hook(session.key)
         except Exception:
             logger.exception("{}: delivering before the archive failed", LOG_PREFIX)
-        return await original(session, *args, **kwargs)
+        token = _ARCHIVING.set(True)
+        try:
+            return await original(session, *args, **kwargs)
+        finally:
+            _ARCHIVING.reset(token)
 
     consolidator.archive_session = archive_session
+
+
+#: set while nanobot archives a session (``/new``, ``/compact``, idle compaction): its
+#: summariser's prompt is built outside any turn, where the memory slot would be MEMORY.md
+_ARCHIVING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nanobot_memory_archiving", default=False)
+
+
+def archiving() -> bool:
+    """Whether this task is inside nanobot's archive of a session (``before_session_archive``
+    installed the wrapper that says so)."""
+    return _ARCHIVING.get()
 
 
 def summaries_without_system_prompt(loop: Any, when: Callable[[], bool]) -> None:

@@ -8,6 +8,7 @@ history) is seen as well as one through the request."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from typing import Any
@@ -676,3 +677,30 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
     group, direct = seen
     assert [m["role"] for m in group] == ["user"], group
     assert [m["role"] for m in direct] == ["system", "user"], direct
+
+
+async def test_a_groups_compact_never_shows_the_summariser_nanobots_memory_file(
+        home, llm_double):
+    """``/compact`` (and ``/new``, idle compaction) archives a session with a prompt built
+    outside any turn, where the memory slot fell back to nanobot's MEMORY.md: Dream keeps
+    writing it from every chat beside a provider, and the summary is saved in the group's
+    session. While nanobot archives a session the slot holds no memory."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    memory_md = home.workspace / "memory" / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True, exist_ok=True)
+    memory_md.write_text(f"- Ann's bank PIN is {PIN}\n")
+    for n in range(2):
+        await channel_turn(loop, "whatsapp", "team@g.us", "ben", f"group note {n}",
+                           WHATSAPP_GROUP)
+    assert await plugin.flush() == 0
+    before = len(llm_double.requests)
+    await channel_turn(loop, "whatsapp", "team@g.us", "ben", "/compact", WHATSAPP_GROUP)
+    for _ in range(50):  # /compact runs as its own task
+        if any("group note" in json.dumps(r["body"]) for r in llm_double.requests[before:]):
+            break
+        await asyncio.sleep(0.1)
+    asked = [r for r in llm_double.requests[before:] if "group note" in json.dumps(r["body"])]
+    assert asked, "the archive never asked the model"
+    assert not [r for r in asked if PIN in json.dumps(r["body"])]
