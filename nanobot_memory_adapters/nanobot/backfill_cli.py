@@ -22,6 +22,7 @@ from rich.progress import Progress
 from nanobot_memory_adapters.config import ConfigError
 from nanobot_memory_adapters.console import EXIT_PENDING, console, existing_file, fail
 from nanobot_memory_adapters.contract import AdapterError
+from nanobot_memory_adapters.logs import logger
 from nanobot_memory_adapters.nanobot import backfill as backfill_steps
 from nanobot_memory_adapters.nanobot import seams
 from nanobot_memory_adapters.nanobot.outbox import Outbox
@@ -35,6 +36,7 @@ from nanobot_memory_adapters.nanobot.settings import (
 )
 from nanobot_memory_adapters.nanobot.state import OUTBOX_FILE
 from nanobot_memory_adapters.nanobot_llm import load_nanobot_config, resolve_nanobot_llm
+from nanobot_memory_adapters.redaction import redact_text
 
 
 def _settings_for(memory_json: Path, provider: str | None) -> LoadedSettings:
@@ -167,4 +169,7 @@ async def _deliver(settings: LoadedSettings, outbox: Outbox, name: str, pending:
                          if scopes else [])
             return delivered, failed, readiness
         finally:
-            await adapter.aclose()
+            try:
+                await adapter.aclose()
+            except Exception as exc:  # never in place of the outcome (or its exit code)
+                logger.warning("closing '{}' failed: {}", name, redact_text(str(exc)))

@@ -106,6 +106,8 @@ class Delivery:
         if (not self._recording(key) or not isinstance(text, str) or not text.strip()
                 or not turn_id or not seams.session_persists(self.state.sessions, key)):
             return
+        if seams.session_message_source(getattr(request, "metadata", None)) is not None:
+            return  # another session's model typed it: nobody's words (``turns.is_recorded``)
         memory = self.state.settings.memory
         assert memory is not None
         # the same attribution as the finished turn's (cron turns: the session's person)

@@ -254,7 +254,8 @@ def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) ->
     original = getattr(consolidator, "archive_session", None)
     if consolidator is None or original is None:
         logger.warning("{}: this nanobot has no Consolidator.archive_session; queued turns "
-                       "are not delivered before it archives a session", LOG_PREFIX)
+                       "are not delivered before it archives a session, and an archive's "
+                       "prompt may carry MEMORY.md", LOG_PREFIX)
         return
 
     async def archive_session(session: Any, *args: Any, **kwargs: Any) -> Any:

@@ -720,3 +720,33 @@ async def test_a_session_message_from_another_persons_session_reads_and_files_no
     await channel_turn(loop, "telegram", "1001", "1001|ann", "What is my locker code?",
                        {"is_group": False})
     assert "LOCKER-22" in long_term_memory(agent_request(llm_double, "What is my locker code?"))
+
+
+async def test_a_session_message_from_the_same_persons_session_recalls_but_files_nothing(
+        home, llm_double):
+    """From a session of the same one person (a topic of Ann's own chat) a session message
+    reads Ann's memory, but its text is another model's, not Ann's words: neither its
+    arrival row (which a restart would have promoted) nor its turn is queued."""
+    from nanobot.bus.events import InboundMessage
+    from nanobot.session.session_messages import SESSION_MESSAGE_METADATA_KEY
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await channel_turn(loop, "telegram", "1001", "1001|ann", "My locker code is LOCKER-22.",
+                       {"is_group": False})
+    await loop._process_message(InboundMessage(
+        channel="telegram", sender_id="1001|ann", chat_id="1001", content="topic chat",
+        media=[], metadata={"is_group": False}), session_key="telegram:1001:topic")
+    assert await plugin.flush() == 0
+    envelope = {"message_id": "m2", "created_at_ms": 1, "expect_reply": False,
+                "source_handle": "topic", "source_session_key": "telegram:1001:topic",
+                "target_session_key": "telegram:1001"}
+    relayed = "Relayed: what is my locker code? RELAY-5511"
+    await loop._process_message(InboundMessage(
+        channel="system", sender_id="session", chat_id="telegram:1001", content=relayed,
+        metadata={SESSION_MESSAGE_METADATA_KEY: envelope}, session_key_override="telegram:1001",
+        input_role="user"))
+    assert "LOCKER-22" in long_term_memory(agent_request(llm_double, "Relayed:"))
+    assert await plugin.flush() == 0
+    assert not [r for r in plugin.outbox.rows() if "RELAY-5511" in r["payload"]]
