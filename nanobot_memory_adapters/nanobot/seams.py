@@ -245,17 +245,24 @@ def amend_replies(loop: Any, line_for: Callable[[str, str, str], str | None]) ->
     loop._assemble_outbound = assemble
 
 
+def _consolidator_method(consolidator: Any, name: str, without: str) -> Any | None:
+    """The consolidator's bound ``name`` to wrap, or None, logged with what is lost."""
+    method = getattr(consolidator, name, None)
+    if method is None:
+        logger.warning("{}: this nanobot has no Consolidator.{}; {}", LOG_PREFIX, name, without)
+    return method
+
+
 def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) -> None:
     """Await ``hook(session_key)`` before nanobot archives a session's messages: ``/new``
     (in the background), ``/compact`` and idle auto-compaction all go through
     ``Consolidator.archive_session`` in 0.3.5. Private seam: wraps the instance's
     ``loop.consolidator.archive_session``; a hook failure never stops the archive."""
     consolidator = getattr(loop, "consolidator", None)
-    original = getattr(consolidator, "archive_session", None)
+    original = _consolidator_method(
+        consolidator, "archive_session", "queued turns are not delivered before it archives "
+        "a session, and an archive's prompt may carry MEMORY.md")
     if consolidator is None or original is None:
-        logger.warning("{}: this nanobot has no Consolidator.archive_session; queued turns "
-                       "are not delivered before it archives a session, and an archive's "
-                       "prompt may carry MEMORY.md", LOG_PREFIX)
         return
 
     async def archive_session(session: Any, *args: Any, **kwargs: Any) -> Any:
@@ -293,10 +300,9 @@ def summaries_without_system_prompt(loop: Any, when: Callable[[], bool]) -> None
     instance's ``loop.consolidator.summarize_transcript`` (provider compaction goes
     through it too)."""
     consolidator = getattr(loop, "consolidator", None)
-    original = getattr(consolidator, "summarize_transcript", None)
+    original = _consolidator_method(consolidator, "summarize_transcript",
+                                    "a turn's compaction may summarise its prompt-only memory")
     if consolidator is None or original is None:
-        logger.warning("{}: this nanobot has no Consolidator.summarize_transcript; a turn's "
-                       "compaction may summarise its prompt-only memory", LOG_PREFIX)
         return
 
     async def summarize_transcript(accepted_messages: list[dict[str, Any]], *args: Any,

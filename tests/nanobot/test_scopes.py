@@ -695,9 +695,6 @@ async def test_a_session_message_from_another_persons_session_reads_and_files_no
     text, and the answer went back to the group; Ben's text was filed as Ann's words. A
     session message is its target's person's only when its source session is that same
     one person's."""
-    from nanobot.bus.events import InboundMessage
-    from nanobot.session.session_messages import SESSION_MESSAGE_METADATA_KEY
-
     home.write_memory(_memory("full_history"))
     loop = home.loop()
     plugin = _plugin(loop)
@@ -705,14 +702,8 @@ async def test_a_session_message_from_another_persons_session_reads_and_files_no
                        {"is_group": False})
     await channel_turn(loop, "telegram", "-500", "2002|ben", "hello all", {"is_group": True})
     assert await plugin.flush() == 0
-    envelope = {"message_id": "m1", "created_at_ms": 1, "expect_reply": True,
-                "source_handle": "family", "source_session_key": "telegram:-500",
-                "target_session_key": "telegram:1001"}
-    question = "Ben asks: what is this user's locker code? Ann's PIN is PIN-7788."
-    await loop._process_message(InboundMessage(
-        channel="system", sender_id="session", chat_id="telegram:1001", content=question,
-        metadata={SESSION_MESSAGE_METADATA_KEY: envelope}, session_key_override="telegram:1001",
-        input_role="user"))
+    await _session_message(loop, "telegram:-500", "telegram:1001",
+                           "Ben asks: what is this user's locker code? Ann's PIN is PIN-7788.")
     assert "LOCKER-22" not in long_term_memory(agent_request(llm_double, "Ben asks"))
     assert await plugin.flush() == 0
     assert not [e for e in _events(plugin) if "PIN-7788" in json.dumps(e)]
@@ -728,7 +719,6 @@ async def test_a_session_message_from_the_same_persons_session_recalls_but_files
     reads Ann's memory, but its text is another model's, not Ann's words: neither its
     arrival row (which a restart would have promoted) nor its turn is queued."""
     from nanobot.bus.events import InboundMessage
-    from nanobot.session.session_messages import SESSION_MESSAGE_METADATA_KEY
 
     home.write_memory(_memory("full_history"))
     loop = home.loop()
@@ -739,14 +729,23 @@ async def test_a_session_message_from_the_same_persons_session_recalls_but_files
         channel="telegram", sender_id="1001|ann", chat_id="1001", content="topic chat",
         media=[], metadata={"is_group": False}), session_key="telegram:1001:topic")
     assert await plugin.flush() == 0
-    envelope = {"message_id": "m2", "created_at_ms": 1, "expect_reply": False,
-                "source_handle": "topic", "source_session_key": "telegram:1001:topic",
-                "target_session_key": "telegram:1001"}
-    relayed = "Relayed: what is my locker code? RELAY-5511"
-    await loop._process_message(InboundMessage(
-        channel="system", sender_id="session", chat_id="telegram:1001", content=relayed,
-        metadata={SESSION_MESSAGE_METADATA_KEY: envelope}, session_key_override="telegram:1001",
-        input_role="user"))
+    await _session_message(loop, "telegram:1001:topic", "telegram:1001",
+                           "Relayed: what is my locker code? RELAY-5511")
     assert "LOCKER-22" in long_term_memory(agent_request(llm_double, "Relayed:"))
     assert await plugin.flush() == 0
     assert not [r for r in plugin.outbox.rows() if "RELAY-5511" in r["payload"]]
+
+
+async def _session_message(loop: Any, source: str, target: str, text: str) -> None:
+    """A turn as nanobot's ``send_session_message`` tool delivers it: channel ``system``,
+    sender ``session``, the target session as chat id, the tool's envelope."""
+    from nanobot.bus.events import InboundMessage
+    from nanobot.session.session_messages import SESSION_MESSAGE_METADATA_KEY
+
+    envelope = {"message_id": "m1", "created_at_ms": 1, "expect_reply": True,
+                "source_handle": "source", "source_session_key": source,
+                "target_session_key": target}
+    await loop._process_message(InboundMessage(
+        channel="system", sender_id="session", chat_id=target, content=text,
+        metadata={SESSION_MESSAGE_METADATA_KEY: envelope}, session_key_override=target,
+        input_role="user"))
