@@ -34,8 +34,9 @@ class Audiences:
         self._settings = settings
         self._base_dir = base_dir
         self._book: ChatBook | None = None
-        # session key -> (turn id, audience) of its current turn
-        self._noted: OrderedDict[str, tuple[str | None, Audience]] = OrderedDict()
+        # session key -> (turn id, audience, whether any audience of that turn was
+        # prompt-only) of its current turn
+        self._noted: OrderedDict[str, tuple[str | None, Audience, bool]] = OrderedDict()
 
     @property
     def book(self) -> ChatBook:
@@ -101,8 +102,12 @@ class Audiences:
                         prompt_only=personal)
 
     def note(self, session_key: str, turn_id: str | None, audience: Audience) -> None:
-        """This turn's audience, for the same turn's synchronous prompt build."""
-        self._noted[session_key] = (turn_id, audience)
+        """This turn's audience, for the same turn's synchronous prompt build. A message
+        nanobot injects into a running turn notes its own audience under the same turn;
+        whether the turn's prompt already carried prompt-only memory is kept."""
+        earlier = self._noted.get(session_key)
+        carried = earlier is not None and earlier[0] == turn_id and earlier[2]
+        self._noted[session_key] = (turn_id, audience, carried or audience.prompt_only)
         self._noted.move_to_end(session_key)
         while len(self._noted) > NOTED_SESSIONS:
             self._noted.popitem(last=False)
@@ -114,3 +119,10 @@ class Audiences:
         if noted is None or noted[0] != turn_id:
             return Audience.nobody()
         return noted[1]
+
+    def carried_prompt_only(self, session_key: str, turn_id: str | None) -> bool:
+        """Whether any audience of this turn was prompt-only: nanobot builds a turn's
+        system prompt once, so memory that prompt carried stays in it after a message
+        injected mid-turn (another session's relay: nobody's) noted a later audience."""
+        noted = self._noted.get(session_key)
+        return noted is not None and noted[0] == turn_id and noted[2]

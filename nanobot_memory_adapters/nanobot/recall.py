@@ -98,7 +98,7 @@ class Recall:
         key = getattr(request, "session_key", None)
         if not key:
             return False
-        return self.state.audiences.now(key, getattr(request, "turn_id", None)).prompt_only
+        return self.state.audiences.carried_prompt_only(key, getattr(request, "turn_id", None))
 
     async def provide(self, request: Any) -> Any:
         """nanobot's per-turn runtime-context hook: retrieve now, serve from the cache.

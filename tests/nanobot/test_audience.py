@@ -639,7 +639,8 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
     prompt only. nanobot's in-turn compaction sent the whole accepted history, system
     prompt included, to the model whose summary is saved in the group's session: the
     summariser does not see the system prompt of such a turn now (a direct chat's turn
-    keeps nanobot's behaviour)."""
+    keeps nanobot's behaviour), also after a message injected mid-turn noted a later,
+    not prompt-only audience for the same turn."""
     from types import SimpleNamespace
 
     from nanobot.agent.tools.context import (
@@ -665,6 +666,11 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
         key = f"whatsapp:{chat}"
         await plugin.recall(session_key=key, query="my PIN?", channel="whatsapp",
                             chat_id=chat, sender_id="ann", metadata=meta, turn_id=turn)
+        if turn == "g1":  # another session's relay injected into the running turn: it
+            # is nobody's, and the prompt built with Ann's recall is still the turn's
+            await plugin.recall(session_key=key, query="No reply from @x", channel="system",
+                                chat_id=key, sender_id="session_timeout", metadata={},
+                                turn_id=turn)
         token = bind_request_context(RequestContext(channel="whatsapp", chat_id=chat,
                                                     session_key=key, turn_id=turn))
         try:
