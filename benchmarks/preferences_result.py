@@ -60,7 +60,27 @@ def _read(path: Path) -> dict[str, Any]:
     return doc
 
 
-def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
+def run_code(run: Path, stated: list[str] | None = None) -> dict[str, Any]:
+    """What the checkpoint recorded of the code, machines and times that finished the
+    units (``checkpoint.unit_provenance``); ``stated``: the revisions a run that predates
+    that record ran on, as whoever ran it states them (kept apart, marked as stated)."""
+    try:
+        data = json.loads((run / "checkpoint.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = {}
+    units = list(data.get("units") or {})
+    seen = [p for k, p in (data.get("provenance") or {}).items() if k in units]
+    times = sorted(str(p.get("finished_at")) for p in seen if p.get("finished_at"))
+    return {"units": len(units), "units_recorded": len(seen),
+            "revisions": sorted({str(p.get("code")) for p in seen}),
+            "machines": sorted({str(p.get("machine")) for p in seen}),
+            "first_finished": times[0] if times else None,
+            "last_finished": times[-1] if times else None,
+            "stated_revisions": stated or []}
+
+
+def summarize(run: Path, command: str, label: str, stated: list[str] | None = None
+              ) -> dict[str, Any]:
     found = results_file(run)
     if found is None or not (run / "manifest.json").is_file():
         raise NotARun(f"no preferences run results in {run} (results.json when every unit "
@@ -96,8 +116,15 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
             "tests": overall["tests"],
             # the interval's own n: the tests with a behaviour score
             # None when no test has a behaviour score (an options-only run, all failed)
-            "behaviour": None if behaviour is None else (ci(behaviour) or {}) | {
-                k: behaviour.get(k) for k in ("method", "n_clusters")},
+            "behaviour": _with_method(behaviour),
+            # the same score clustered by persona (the tests of one persona share one
+            # memory): from stats.MIN_CLUSTERS personas up, else unclustered (``method``)
+            "behaviour_by_persona": _with_method((overall.get("ci") or {}).get("behaviour")),
+            # failed tests are out of n (not scored 0); ``failures`` counts them by kind
+            "scored_tests": overall.get("scored_tests"),
+            # scored tests whose memory section was empty (a derived memory empty in all
+            # of them produced nothing: its row is the model without memory)
+            "empty_memory": overall.get("empty_memory"),
             "acts": overall.get("acts"),  # current / other / both / none
             **named_shares(overall.get("acts") or {}),
             "current_exposure": ci(headline_ci(overall, "current_exposure")),
@@ -126,6 +153,8 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
                      "persona_caps": caps,
                      "budget_tokens": (settings.get("budget") or {}).get("max_tokens")},
         "manifest_sha256": manifest["manifest_sha256"],
+        # the code that ran the units, where and when (a run resumes across commits)
+        "run_code": run_code(run, stated),
         "complete": complete,  # false: a stopped run, over the units it finished
         # what acting on each attribute's default scores (the scenario's share of tests
         # whose current value is the default): how to read a memory-less row's behaviour
@@ -138,13 +167,28 @@ def summarize(run: Path, command: str, label: str) -> dict[str, Any]:
     }
 
 
+def _with_method(c: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An interval with how it was clustered (``method``, ``n_clusters``)."""
+    return None if c is None else (ci(c) or {}) | {k: c.get(k) for k in ("method",
+                                                                          "n_clusters")}
+
+
 def _pairwise(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Each pair's difference clustered by attribute (the headline) and by persona; the
+    pair is apart only when both are (each clustering alone ignores the other's
+    correlation, so one verdict can be too sure), with McNemar's exact p."""
     out = []
     for r in rows or []:
         headline = headline_pair(r)  # by attribute when there is one: it generalises
+        apart = bool(headline.get("distinguishable", " > " in headline["verdict"])
+                     and r.get("distinguishable", " > " in r["verdict"]))
         out.append({"a": r["a"], "b": r["b"], "difference": headline["difference"],
                     "low": headline["low"], "high": headline["high"], "n": r["n"],
-                    "verdict": headline["verdict"]})
+                    "method": headline.get("method"), "n_clusters": headline.get("n_clusters"),
+                    "mcnemar_p": headline.get("mcnemar_p"),
+                    "by_persona": {k: r.get(k) for k in ("difference", "low", "high",
+                                                         "method", "n_clusters", "verdict")},
+                    "verdict": headline["verdict"] if apart else "not distinguishable"})
     return out
 
 
@@ -172,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="small-scale run on one model; not comparable "
                         "with published results")
     parser.add_argument("--name", default="preferences_real", help="results file name")
+    parser.add_argument("--run-revisions", default="", help="comma-separated commits the "
+                        "run's code was at, for units its checkpoint did not record "
+                        "(runs started before it recorded them); published as stated")
     parser.add_argument("--results-dir", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args(argv)
     try:
-        doc = summarize(args.run, args.command, args.label)
+        doc = summarize(args.run, args.command, args.label,
+                        [c.strip() for c in args.run_revisions.split(",") if c.strip()])
     except NotARun as exc:
         print(f"--run: {exc}", file=sys.stderr)
         return 2

@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.stats import format_p
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "nanobot-memory-side-by-side/1"
 REPRODUCE = """    python benchmarks/side_by_side.py run --llm-base-url URL --llm-model MODEL \\
@@ -372,8 +374,13 @@ PREFS_INTRO = (
     "(or, where the title says so, the ideal reader: a deterministic agent double) "
     "answers normal requests with each memory behind it. **behaviour** is the share of "
     "tests whose first reply acts on the user's current preference (judge-free, by the "
-    "test's value phrases), its n the tests scored, its 95 % interval clustered by the "
-    "tested attribute when there are enough attributes (`method` in the result file); "
+    "test's value phrases), its n the tests scored (a failed test is out of n, not scored "
+    "0; **failed** counts it), its 95 % interval clustered by the tested attribute when "
+    "there are enough attributes (`method` in the result file); **by persona** is the "
+    "same score clustered by persona (one persona's tests share one memory), \"not "
+    "estimable\" from fewer than 5 personas; **memory** is what the memory shows of "
+    "recorded turns (`none`: no recorded turn, e.g. no_memory, or oracle_ipas, which shows "
+    "the scenario's current preferences); "
     "**acts** counts what the first replies did (current value / another value / both / "
     "none of the values: a reply that names no value, e.g. a question back or a tool call "
     "printed as text); **current when named** is, of the first replies that named a "
@@ -381,7 +388,9 @@ PREFS_INTRO = (
     "when one was named; Wilson, not clustered, its own n; a memory that shows nothing "
     "reads what the model names by default, so no_memory's row is its floor, not 0); "
     "**current exposure** is the "
-    "share of tests whose memory section showed the current value; **failed** counts "
+    "share of tests whose memory section showed the current value (a whole-word match of "
+    "the value's cues: for a derived memory that paraphrases, a lower bound); **memory "
+    "empty** counts the scored tests whose memory section was empty; **failed** counts "
     "what failed, by kind, as the run's exit code counts it (`record`: a session's write, "
     "`retrieve`/`agent`: a test's recall or reply, `gate_violations`: a test turn the "
     "read-only gate let into memory, `reset`: a unit's emptying, `readiness_pending`: a "
@@ -417,36 +426,104 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         f"{' (edited checkout)' if doc.get('dirty') else ''}; manifest "
         f"`{doc['manifest_sha256'][:12]}` written {doc['date']} (when the run last started "
         f"or resumed); {m['cpus']} CPUs, {m['platform']}, Python {m['python']}",
+        *_run_code(doc.get("run_code")),
         "",
-        "| provider | memory | personas | n | behaviour [95 % CI] "
+        "| provider | memory | personas | n | behaviour [95 % CI] | by persona [95 % CI] "
         "| acts: current / other / both / none | current when named [95 % CI] "
-        "| current exposure [95 % CI] | failed |",
-        "|---|---|--:|--:|---|---|---|---|---|",
+        "| current exposure [95 % CI] | memory empty | failed |",
+        "|---|---|--:|--:|---|---|---|---|---|---|---|",
     ]
     for name, p in doc["providers"].items():
         a = p.get("acts") or {}
         acts = " / ".join(str(a.get(k, 0)) for k in ("current", "other", "both", "none"))
         failed = ", ".join(f"{k} {v}" for k, v in (p.get("failures") or {}).items()) or "0"
+        n = (p["behaviour"] or {}).get("n")
         lines.append(f"| `{name}` | {p.get('memory_form') or '–'} | {p['personas']} "
-                     f"| {(p['behaviour'] or {}).get('n', '–')} | {_ci(p['behaviour'])} "
+                     f"| {n if n is not None else '–'} | {_ci(p['behaviour'])} "
+                     f"| {_by_persona(p)} "
                      f"| {acts} | {_cell(p.get('current_when_named'), None, False)} "
-                     f"| {_ci(p['current_exposure'])} | {failed} |")
+                     f"| {_cell(p['current_exposure'], n, False)} | {_empty(p)} "
+                     f"| {failed} |")
+    lines += ["", *_empty_rows(doc)]
     pairs = doc.get("pairwise") or []
     if pairs:
-        lines += ["", "Pairwise verdicts on behaviour (over the tests both ran; the "
-                  "winner's score minus the loser's, or the first minus the second when not "
-                  "distinguishable):", ""]
+        lines += ["Pairwise verdicts on behaviour (over the tests both ran; the winner's "
+                  "score minus the loser's, or the first minus the second when not "
+                  "distinguishable; clustered by attribute, and apart only when the "
+                  "difference clustered by persona is apart too; McNemar's exact p):", ""]
         for r in pairs:
+            p_text = f"; p {format_p(r.get('mcnemar_p'))}" if "mcnemar_p" in r else ""
             if " > " in r["verdict"]:
-                lines.append(f"- {r['verdict']} ({_winner_minus_loser(r)}, n {r['n']})")
+                lines.append(f"- {r['verdict']} ({_winner_minus_loser(r)}, n {r['n']}"
+                             f"{p_text})")
             else:
                 lines.append(f"- {r['a']} vs {r['b']}: not distinguishable "
                              f"({_num(r['difference'], signed=True)} "
                              f"[{_num(r['low'], 2, True)}, {_num(r['high'], 2, True)}], "
-                             f"n {r['n']})")
+                             f"n {r['n']}{p_text}{_why_not_apart(r)})")
     for s in doc.get("skipped") or []:
         lines.append(f"- skipped `{s['name']}`: {s['reason']}")
     return [*lines, "", *_separates(doc)]
+
+
+def _run_code(rc: dict[str, Any] | None) -> list[str]:
+    """The code that ran the units: as the checkpoint recorded it, and what was stated for
+    units it did not record."""
+    if not rc:
+        return []
+    parts = []
+    if rc.get("units_recorded"):
+        parts.append(f"{rc['units_recorded']} of {rc['units']} units recorded their code: "
+                     + ", ".join(f"`{r}`" for r in rc["revisions"])
+                     + f" on {'; '.join(rc['machines'])}, finished "
+                     f"{rc['first_finished']} to {rc['last_finished']}")
+    rest = rc.get("units", 0) - rc.get("units_recorded", 0)
+    if rest:
+        stated = rc.get("stated_revisions") or []
+        parts.append(f"{rest} unit{'s' if rest != 1 else ''} ran before units recorded "
+                     "their code" + (", at commits (as stated when summarized) "
+                                     + ", ".join(f"`{c}`" for c in stated)
+                                     if stated else ": not recorded"))
+    return [f"- the run's code: {'; '.join(parts)}"] if parts else []
+
+
+def _by_persona(p: dict[str, Any]) -> str:
+    """Behaviour clustered by persona (the tests of one persona share one memory); from
+    fewer personas than the statistics module clusters from, the spread between personas
+    cannot be estimated and the cell says so rather than show an unclustered interval."""
+    c = p.get("behaviour_by_persona")
+    if c is None or c.get("value") is None:
+        return "–"
+    if not c.get("n_clusters"):
+        return f"not estimable ({p['personas']} personas)"
+    return _ci(c)
+
+
+def _empty(p: dict[str, Any]) -> str:
+    if p.get("empty_memory") is None or not p.get("scored_tests"):
+        return "–"
+    return f"{p['empty_memory']} of {p['scored_tests']}"
+
+
+def _empty_rows(doc: dict[str, Any]) -> list[str]:
+    """A memory whose section was empty in every scored test produced nothing on this
+    model: its row reads like a weak memory, and is the model without memory."""
+    out = [f"- `{name}`: its memory section was empty in all {p['scored_tests']} scored "
+           "tests: the memory produced nothing in this run, so its row measures the model "
+           "without memory, not how well that memory works."
+           for name, p in doc["providers"].items()
+           if p.get("memory_form") not in (None, "none") and p.get("scored_tests")
+           and p.get("empty_memory") == p["scored_tests"]]
+    return [*out, ""] if out else []
+
+
+def _why_not_apart(r: dict[str, Any]) -> str:
+    """Why a pair whose headline interval leaves out 0 still reads not distinguishable."""
+    if not (r["low"] > 0 or r["high"] < 0):
+        return ""
+    if r.get("mcnemar_p") is not None and r["mcnemar_p"] >= 0.05:
+        return ": the interval leaves out 0 but McNemar's p does not reach 0.05"
+    return ": apart by attribute, not by persona"
 
 
 def _apart(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:

@@ -17,12 +17,16 @@ The checkpoint belongs to one manifest: resuming with different settings is refu
 from __future__ import annotations
 
 import json
+import os
+import platform
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nanobot_memory_adapters.harness.safe_paths import remove_file
 from nanobot_memory_adapters.json_files import write_json_atomic
+from nanobot_memory_adapters.versions import source_revision
 
 CHECKPOINT_FILE = "checkpoint.json"
 
@@ -39,6 +43,9 @@ class Checkpoint:
     traces_bytes: int = 0  # runs that append to one traces file: its length at the last unit
     complete: bool = False
     attempts: dict[str, int] = field(default_factory=dict)  # units started, per unit
+    # per finished unit: the code that ran it, where and when (a run resumed across
+    # commits or machines says so in its result file)
+    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def start(self, provider: str, conversation: str) -> int:
         """Count a unit's start (saved at once) and return which attempt this is: a unit
@@ -56,7 +63,9 @@ class Checkpoint:
         return self.units.get(self.key(provider, conversation))
 
     def save_unit(self, unit: dict[str, Any], traces_bytes: int = 0) -> None:
-        self.units[self.key(unit["provider"], unit["conversation"])] = unit
+        key = self.key(unit["provider"], unit["conversation"])
+        self.units[key] = unit
+        self.provenance[key] = unit_provenance()
         self.traces_bytes = traces_bytes
         self.save()
 
@@ -66,9 +75,17 @@ class Checkpoint:
             "traces_bytes": self.traces_bytes,
             "complete": self.complete,
             "attempts": self.attempts,
+            "provenance": self.provenance,
             "units": self.units,
         }
         write_json_atomic(self.path, data)
+
+
+def unit_provenance() -> dict[str, Any]:
+    """The code, machine and time a unit finished with."""
+    return {"code": source_revision(), "machine": f"{os.cpu_count()} CPUs, "
+            f"{platform.platform()}", "finished_at": datetime.now(UTC).isoformat(
+                timespec="seconds")}
 
 
 def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None) -> Checkpoint:
@@ -95,6 +112,7 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None)
         traces_bytes=int(data.get("traces_bytes", 0)),
         complete=bool(data.get("complete", False)),
         attempts={str(k): int(v) for k, v in data.get("attempts", {}).items()},
+        provenance=data.get("provenance", {}),
     )
     if traces is None:
         return cp

@@ -139,6 +139,16 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     assert oracle["behaviour"]["n"] == 36 and oracle["behaviour"]["low"] is not None
     [pair] = doc["pairwise"]
     assert pair["n"] == 24 and pair["verdict"] == "oracle_ipas > no_memory"
+    assert pair["mcnemar_p"] < 0.05 and pair["by_persona"]["verdict"] == pair["verdict"]
+    # which code finished each unit, where and when (a run resumes across commits)
+    rc = doc["run_code"]
+    assert rc["units"] == rc["units_recorded"] == 5 and len(rc["revisions"]) == 1
+    assert rc["revisions"][0].startswith("0.") and rc["first_finished"] <= rc["last_finished"]
+    # no_memory's section is empty in every test; oracle's never (it shows the gold)
+    assert none["empty_memory"] == none["scored_tests"] == 24
+    assert oracle["empty_memory"] == 0 and oracle["scored_tests"] == 36
+    # by persona: 3 personas are too few to cluster (the cell says so)
+    assert oracle["behaviour_by_persona"]["n_clusters"] is None
     md = tmp_path / "results.md"
     _module("render_results").main(["--results-dir", str(results), "--out", str(md)])
     text = md.read_text()
@@ -149,7 +159,10 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
     assert 0 < doc["default_rate"] < 1
     row = next(line for line in text.splitlines() if line.startswith("| `oracle_ipas`"))
     assert "| 3 | 36 |" in row and "[" in row
-    assert "- oracle_ipas > no_memory (+" in text and "n 24)" in text
+    assert "| not estimable (3 personas) |" in row and "| 0 of 36 |" in row
+    assert "units recorded their code: `0." in text
+    assert "its memory section was empty" not in text  # no_memory stores nothing by design
+    assert "- oracle_ipas > no_memory (+" in text and "n 24; p " in text
     assert "**Partial**" not in text
     # what the run can separate, read from its own figures
     acts = oracle["acts"]
@@ -182,6 +195,24 @@ def test_a_preferences_run_becomes_a_result_file_and_a_table(tmp_path, capsys):
                if line.startswith("| `no_memory`"))
     assert row.endswith("| gate_violations 2 |"), row
     assert "| 2 | – | – |" in row, row  # personas 2, n –, behaviour –
+
+
+def test_a_derived_memory_empty_in_every_test_is_said_to_have_produced_nothing():
+    """nanobot's Dream on a small model wrote no MEMORY.md: rolling_summary's section was
+    empty in all its tests, and its row read like a weak memory. The page says its row is
+    the model without memory; a pair apart by attribute but not by persona, or whose
+    McNemar p does not reach 0.05, says why it is not distinguishable."""
+    render = _module("render_results")
+    doc = {"providers": {
+        "rolling_summary": {"memory_form": "derived", "scored_tests": 48, "empty_memory": 48},
+        "mem0": {"memory_form": "derived", "scored_tests": 24, "empty_memory": 3},
+        "no_memory": {"memory_form": "none", "scored_tests": 24, "empty_memory": 24}}}
+    [line, _] = render._empty_rows(doc)
+    assert line.startswith("- `rolling_summary`: its memory section was empty in all 48")
+    row = {"a": "x", "b": "y", "low": 0.002, "high": 0.45, "mcnemar_p": 0.125}
+    assert "McNemar's p does not reach 0.05" in render._why_not_apart(row)
+    assert "not by persona" in render._why_not_apart(row | {"mcnemar_p": 0.01})
+    assert render._why_not_apart(row | {"low": -0.1}) == ""
 
 
 def test_the_preference_table_says_what_its_run_could_not_separate():

@@ -203,6 +203,11 @@ def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
         "current_exposure": value("current_exposure"),
         "stale_exposure": value("stale_exposure"),
         "stale_tests": len(stale),
+        # scored tests (not failed) whose memory section was empty: a derived memory that
+        # is empty in every test produced nothing, and its row is the model without memory
+        "scored_tests": sum(1 for r in records if not r.get("error")),
+        "empty_memory": sum(1 for r in records
+                            if not r.get("error") and r.get("context_tokens") == 0),
         "query_leaks": sum(1 for r in records if r.get("query_leak")),
         "judged_behaviour": value("judged_behaviour"),
         "judge_agreement": value("judge_agreement"),
