@@ -86,7 +86,7 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
     """The channel says this chat is a group: ``is_group`` (Telegram, WhatsApp, Signal,
     NapCat, Mochat), ``chat_type`` (Feishu, WeCom), a Discord ``guild_id`` (None in a DM),
     Slack's or Mattermost's ``channel_type`` other than a DM (``im`` / ``dm``), or a
-    negative Telegram chat id (nanobot 0.3.5's inbound metadata)."""
+    negative Telegram chat id (nanobot 0.3.5's inbound metadata), or a WeChat room."""
     meta = metadata or {}
     if meta.get("is_group") is True:
         return True
@@ -102,7 +102,14 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
         kind = nested.get("channel_type") if isinstance(nested, Mapping) else None
         if channel == name and isinstance(kind, str) and kind and kind != direct:
             return True
+    if channel == "weixin" and chat_id.endswith(WEIXIN_ROOM_SUFFIX):
+        return True
     return channel == "telegram" and chat_id.startswith("-")
+
+
+# nanobot's WeChat channel gives a room's messages the room's id (``xxx@chatroom``) as
+# both chat and sender: a room, whoever spoke in it
+WEIXIN_ROOM_SUFFIX = "@chatroom"
 
 
 # chat types and DM markers channels give a one-person chat (Feishu ``p2p``, WeCom
@@ -192,6 +199,8 @@ def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | No
     own = session_is_the_chats(session_key, channel, chat_id)
     shared = flagged_shared(channel, chat_id, metadata) or (
         person is not None and not own and not declared_direct(session_key, direct_chats))
+    if shared and person is not None and canonical_sender(channel, person) == chat_id:
+        person = None  # the channel gave the shared chat as its sender: who spoke is unknown
     direct = False
     if person is not None and not shared:
         direct = (own and one_persons_chat(channel, chat_id, person, metadata)) \

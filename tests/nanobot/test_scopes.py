@@ -138,6 +138,28 @@ async def test_senders_whose_old_ids_collided_keep_separate_memories(home, llm_d
         assert f"LOCKER-{i}-ALPHA" in long_term_memory(agent_request(llm_double, question)), a
 
 
+async def test_a_wechat_room_that_gives_itself_as_the_sender_is_nobodys(home, llm_double):
+    """nanobot's WeChat channel gives a room's messages the room as both chat and sender
+    (``xxx@chatroom``): the room read as one person's chat, so every member's words were
+    filed in one scope that any member (or one who joined later) recalled and searched. A
+    room is shared and its speaker unknown: nothing filed, nothing recalled or searched. A
+    WeChat direct chat (the same shape, not a room) is its person's."""
+    home.write_memory(_memory("full_history", group_recall="personal"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    room = "team@chatroom"
+    await talk(loop, "weixin", room, room, "Ann here: my locker code is LOCKER-5-ROOM.")
+    assert await plugin.flush() == 0
+    assert _events(plugin) == []
+    reply = await talk(loop, "weixin", room, room,
+                       "Ben here. " + _ask(SEARCH_TOOL_NAME, query="locker code"))
+    assert "LOCKER-5-ROOM" not in reply and reply.startswith(
+        f"tool {SEARCH_TOOL_NAME} returned:"), reply
+    await talk(loop, "weixin", "ann@im.wechat", "ann@im.wechat", "My cat is PEPPER-5.")
+    assert await plugin.flush() == 0
+    assert {e["user_id"] for e in _events(plugin)} == {"weixin-ann@im.wechat"}
+
+
 async def test_a_telegram_user_who_changes_username_keeps_their_memory(home, llm_double):
     home.write_memory(_memory("full_history"))
     loop = home.loop()
