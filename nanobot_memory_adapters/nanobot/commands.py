@@ -97,7 +97,8 @@ def make_installer(plugin: MemoryPlugin, tool_name: str | None = None) -> Any:
                 elif len(words) == 1 and words[0].lower() in ("retry-failed", "retry"):
                     text = await plugin.requeue_failed()
                 elif (words[0] and plugin.is_host_native(words[0])
-                      and not operators_terminal(ctx.msg.channel, str(ctx.key))):
+                      and not operators_terminal(ctx.msg.channel, str(ctx.key),
+                                                  ctx.msg.sender_id)):
                     text = NATIVE_NOT_FROM_CHAT.format(name=words[0])
                 elif len(words) == 1:
                     text = await plugin.switch_provider(words[0])

@@ -145,13 +145,18 @@ def one_persons_chat(channel: str, chat_id: str, sender_id: str | None,
 UNIFIED_SESSION_KEY = "unified:default"  # nanobot 0.3.5's one session for every chat
 
 
-def operators_terminal(channel: str, session_key: str) -> bool:
-    """The reader is the machine's operator: nanobot's own terminal (the ``cli`` channel)
-    on one of its own sessions (``cli:*`` or a name without a channel, ``-s work``). Not an
-    app's SDK session (``sdk:*``, read by the app's user), nor another channel's chat
-    opened from the terminal (``-s websocket:xyz``: nanobot saves a command's reply in that
-    session, which the chat's own readers see)."""
-    if channel != "cli" or session_key.startswith(SDK_SESSION_PREFIX):
+CLI_SENDER = "user"  # the sender id nanobot's terminal gives every turn
+
+
+def operators_terminal(channel: str, session_key: str, sender_id: str | None) -> bool:
+    """The reader is the machine's operator: nanobot's own terminal (the ``cli`` channel,
+    sender ``user``) on one of its own sessions (``cli:*`` or a name without a channel,
+    ``-s work``). Not an app's SDK session (``sdk:*``, or any session whose app names its
+    user as the sender: read by that user), nor another channel's chat opened from the
+    terminal (``-s websocket:xyz``: nanobot saves a command's reply in that session, which
+    the chat's own readers see)."""
+    if (channel != "cli" or sender_id != CLI_SENDER
+            or session_key.startswith(SDK_SESSION_PREFIX)):
         return False
     return ":" not in session_key or session_key.startswith("cli:")
 

@@ -407,7 +407,7 @@ class MemoryPlugin:
         saved in that session), as for a turn; the error text also on nanobot's own
         terminal (``people.operators_terminal``)."""
         msg = ctx.msg
-        operator = operators_terminal(msg.channel, str(ctx.key))
+        operator = operators_terminal(msg.channel, str(ctx.key), msg.sender_id)
         if self.state.status != "active" or self.state.settings.memory is None:
             return Audience(frozenset(), False, operator=operator)
         try:

@@ -512,7 +512,8 @@ async def test_a_chat_opened_from_the_terminal_keeps_no_operator_text(
         home, llm_double, monkeypatch):
     """``nanobot agent -s websocket:team -m "/memory-mode …"`` arrives on the ``cli``
     channel, but nanobot saves the reply in the WebUI chat's session, which its readers
-    see (history hydration, nanobot's session tools): operator text stays out of it."""
+    see (history hydration, nanobot's session tools): operator text stays out of it, as
+    out of an SDK app's session whose sender is the app's user."""
     loop, plugin = _gateway_whose_next_build_fails(home, monkeypatch)
     opened = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory",
                         session_key="websocket:team")
@@ -523,6 +524,11 @@ async def test_a_chat_opened_from_the_terminal_keeps_no_operator_text(
     named = await talk(loop, "cli", "direct", "user", "/memory-mode no_memory",
                        session_key="work")  # the terminal's own named session
     assert PIN in named, named
+    # an app on nanobot's SDK names its session without a channel (channel "cli" by
+    # default) and its user as the sender: that user reads the reply, not the operator
+    app = await talk(loop, "cli", "direct", "alice", "/memory-mode no_memory",
+                     session_key="alice")
+    assert PIN not in app, app
 
 
 async def test_the_turn_line_is_its_own_turns(home, llm_double):

@@ -22,7 +22,7 @@ FILE = "nanobot-outbox.sqlite3"
 
 async def _health(loop) -> str:
     reply = await loop.process_direct("/memory-health", session_key="cli:ops", channel="cli",
-                                      chat_id="ops", sender_id="ops")
+                                      chat_id="ops", sender_id="user")
     return reply.content if reply is not None else ""
 
 
@@ -134,7 +134,7 @@ async def test_a_damaged_outbox_keeps_the_turn_and_names_the_remedy(home, caplog
     assert "1 turns not queued" in health, health
     assert f"outbox {damaged}: it is damaged" in health and f"mv {damaged}" in health, health
     retry = await loop.process_direct("/memory-mode retry-failed", session_key="cli:ops",
-                                      channel="cli", chat_id="ops", sender_id="ops")
+                                      channel="cli", chat_id="ops", sender_id="user")
     assert retry is not None and "nothing requeued" in retry.content
     assert f"mv {damaged}" in retry.content, retry.content
     damaged.rename(damaged.with_suffix(".damaged"))  # the remedy the line gives
