@@ -74,8 +74,10 @@ class Audiences:
             # session is known to be that same one person's; else nobody's (no recall of
             # this session's person for the sender, and not filed as their words)
             sent_by = await asyncio.to_thread(self.book.recorded, source)
+            # a sender id names a person on one channel only (two channels, two scopes)
             mine = facts.one_person is not None and sent_by is not None \
-                and sent_by.one_person is not None and sent_by.canonical == facts.canonical
+                and sent_by.one_person is not None and sent_by.canonical == facts.canonical \
+                and _channel_of(source) == _channel_of(session_key)
             if not mine:
                 return Attribution(None, True)
         return who
@@ -126,3 +128,9 @@ class Audiences:
         injected mid-turn (another session's relay: nobody's) noted a later audience."""
         noted = self._noted.get(session_key)
         return noted is not None and noted[0] == turn_id and noted[2]
+
+
+def _channel_of(session_key: str) -> str:
+    """The channel a session key names (``telegram:1001`` -> ``telegram``; a key without
+    one, nanobot's ``-s work``, is its own)."""
+    return session_key.split(":", 1)[0]

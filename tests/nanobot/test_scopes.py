@@ -758,6 +758,25 @@ async def test_a_session_message_from_the_same_persons_session_recalls_but_files
     assert not [r for r in plugin.outbox.rows() if "RELAY-5511" in r["payload"]]
 
 
+async def test_a_session_message_from_the_same_id_on_another_channel_reads_nothing(
+        home, llm_double):
+    """The relay rule compared the two sessions' people by sender id without their
+    channel: Ben's DingTalk DM (staff id 1001) relayed into Ann's Telegram chat (user id
+    1001) read Ann's memory. Ids on two channels are two people (two scopes)."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await channel_turn(loop, "telegram", "1001", "1001|ann", "My locker code is LOCKER-22.",
+                       {"is_group": False})
+    await channel_turn(loop, "dingtalk", "1001", "1001", "Hello from Ben.",
+                       {"conversation_type": "1"})
+    assert await plugin.flush() == 0
+    await _session_message(loop, "dingtalk:1001", "telegram:1001",
+                           "Relayed: what is the locker code?")
+    # (the target session's own history holds Ann's words: docs/gaps.md; not its memory)
+    assert "LOCKER-22" not in long_term_memory(agent_request(llm_double, "Relayed:"))
+
+
 async def _session_message(loop: Any, source: str, target: str, text: str) -> None:
     """A turn as nanobot's ``send_session_message`` tool delivers it: channel ``system``,
     sender ``session``, the target session as chat id, the tool's envelope."""
