@@ -450,7 +450,8 @@ def _prefs(doc: dict[str, Any]) -> list[str]:
         lines += ["Pairwise verdicts on behaviour (over the tests both ran; the winner's "
                   "score minus the loser's, or the first minus the second when not "
                   "distinguishable; clustered by attribute, and apart only when the "
-                  "difference clustered by persona is apart too; McNemar's exact p):", ""]
+                  "difference clustered by persona is apart too, unclustered under 5 "
+                  "personas; McNemar's exact p):", ""]
         for r in pairs:
             p_text = f"; p {format_p(r.get('mcnemar_p'))}" if "mcnemar_p" in r else ""
             if " > " in r["verdict"]:
@@ -523,7 +524,11 @@ def _why_not_apart(r: dict[str, Any]) -> str:
         return ""
     if r.get("mcnemar_p") is not None and r["mcnemar_p"] >= 0.05:
         return ": the interval leaves out 0 but McNemar's p does not reach 0.05"
-    return ": apart by attribute, not by persona"
+    persona = r.get("by_persona") or {}
+    if persona.get("verdict") == "not distinguishable":
+        return (": apart by attribute, not by persona" if persona.get("n_clusters")
+                else ": apart by attribute, not over the tests unclustered")
+    return ""
 
 
 def _apart(rows: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:

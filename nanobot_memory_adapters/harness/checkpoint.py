@@ -91,6 +91,7 @@ def unit_provenance() -> dict[str, Any]:
 def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None) -> Checkpoint:
     """Load the checkpoint in ``out`` (or start one). ``traces``: a run that appends every
     unit to one file (the preference sessions) has it cut back to the checkpoint."""
+    source_revision()  # read now: the code this process runs, not what a later edit made
     path = out / CHECKPOINT_FILE
     if not path.exists():
         if traces is not None:
@@ -112,7 +113,8 @@ def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None)
         traces_bytes=int(data.get("traces_bytes", 0)),
         complete=bool(data.get("complete", False)),
         attempts={str(k): int(v) for k, v in data.get("attempts", {}).items()},
-        provenance=data.get("provenance", {}),
+        provenance={str(k): v for k, v in (data.get("provenance") or {}).items()
+                    if isinstance(v, dict)},
     )
     if traces is None:
         return cp

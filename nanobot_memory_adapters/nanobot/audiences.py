@@ -108,7 +108,8 @@ class Audiences:
         nanobot injects into a running turn notes its own audience under the same turn;
         whether the turn's prompt already carried prompt-only memory is kept."""
         earlier = self._noted.get(session_key)
-        carried = earlier is not None and earlier[0] == turn_id and earlier[2]
+        carried = (earlier is not None and turn_id is not None and earlier[0] == turn_id
+                   and earlier[2])
         self._noted[session_key] = (turn_id, audience, carried or audience.prompt_only)
         self._noted.move_to_end(session_key)
         while len(self._noted) > NOTED_SESSIONS:
@@ -132,5 +133,6 @@ class Audiences:
 
 def _channel_of(session_key: str) -> str:
     """The channel a session key names (``telegram:1001`` -> ``telegram``; a key without
-    one, nanobot's ``-s work``, is its own)."""
-    return session_key.split(":", 1)[0]
+    one, nanobot's ``-s work`` or an SDK app's name, is nanobot's terminal's, ``cli``)."""
+    head, sep, _rest = session_key.partition(":")
+    return head if sep else "cli"

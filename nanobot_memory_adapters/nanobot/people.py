@@ -152,7 +152,9 @@ def operators_terminal(channel: str, session_key: str, sender_id: str | None) ->
     """The reader is the machine's operator: nanobot's own terminal (the ``cli`` channel,
     sender ``user``) on one of its own sessions (``cli:*`` or a name without a channel,
     ``-s work``). Not an app's SDK session (``sdk:*``, or any session whose app names its
-    user as the sender: read by that user), nor another channel's chat opened from the
+    user as a sender other than ``user``: read by that user; the SDK's default sender is
+    ``user``, so an app that passes none cannot be told from the terminal), nor another
+    channel's chat opened from the
     terminal (``-s websocket:xyz``: nanobot saves a command's reply in that session, which
     the chat's own readers see)."""
     if (channel != "cli" or sender_id != CLI_SENDER
@@ -204,8 +206,9 @@ def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | No
     own = session_is_the_chats(session_key, channel, chat_id)
     shared = flagged_shared(channel, chat_id, metadata) or (
         person is not None and not own and not declared_direct(session_key, direct_chats))
-    if shared and person is not None and canonical_sender(channel, person) == chat_id:
-        person = None  # the channel gave the shared chat as its sender: who spoke is unknown
+    if (person is not None and canonical_sender(channel, person) == chat_id
+            and flagged_shared(channel, chat_id, metadata)):
+        person = None  # the channel gave its group as the sender: who spoke is unknown
     direct = False
     if person is not None and not shared:
         direct = (own and one_persons_chat(channel, chat_id, person, metadata)) \

@@ -211,7 +211,13 @@ def test_a_derived_memory_empty_in_every_test_is_said_to_have_produced_nothing()
     assert line.startswith("- `rolling_summary`: its memory section was empty in all 48")
     row = {"a": "x", "b": "y", "low": 0.002, "high": 0.45, "mcnemar_p": 0.125}
     assert "McNemar's p does not reach 0.05" in render._why_not_apart(row)
-    assert "not by persona" in render._why_not_apart(row | {"mcnemar_p": 0.01})
+    by_persona = {"verdict": "not distinguishable", "n_clusters": 9}
+    assert "not by persona" in render._why_not_apart(
+        row | {"mcnemar_p": 0.01, "by_persona": by_persona})
+    assert "unclustered" in render._why_not_apart(
+        row | {"mcnemar_p": 0.01, "by_persona": by_persona | {"n_clusters": None}})
+    # a result file written before by-persona verdicts counted: no reason is made up
+    assert render._why_not_apart(row | {"mcnemar_p": None}) == ""
     assert render._why_not_apart(row | {"low": -0.1}) == ""
 
 

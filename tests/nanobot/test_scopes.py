@@ -446,6 +446,17 @@ def test_people_rules():
     seen = observe(session_key="unified:default", channel="cli", chat_id="direct",
                    sender_id="user", metadata={})
     assert ChatFacts().merged(seen).one_person is None
+    # in the unified session a direct chat whose id is its sender's keeps its person (a
+    # turn is still theirs, filed in their scope); a WeChat room, whose messages give the
+    # room as sender, names nobody
+    for channel, chat, sender in (("telegram", "7001", "7001|alice"),
+                                  ("email", "a@x.org", "a@x.org"), ("weixin", "w1", "w1")):
+        seen = observe(session_key="unified:default", channel=channel, chat_id=chat,
+                       sender_id=sender, metadata={})
+        assert seen.shared and seen.person == sender, (channel, seen)
+    seen = observe(session_key="weixin:r@chatroom", channel="weixin", chat_id="r@chatroom",
+                   sender_id="r@chatroom", metadata={})
+    assert seen.shared and seen.person is None
     # the operator's declaration (direct_chats) makes an unflagged chat one person's
     seen = observe(session_key="matrix:!dm", channel="matrix", chat_id="!dm",
                    sender_id="@ann:x", metadata={}, direct_chats=["matrix:!dm"])

@@ -206,8 +206,10 @@ def _block(records: list[dict[str, Any]]) -> dict[str, Any]:
         # scored tests (not failed) whose memory section was empty: a derived memory that
         # is empty in every test produced nothing, and its row is the model without memory
         "scored_tests": sum(1 for r in records if not r.get("error")),
-        "empty_memory": sum(1 for r in records
-                            if not r.get("error") and r.get("context_tokens") == 0),
+        # None when a record predates the count (no ``context_tokens``): unknown, not 0
+        "empty_memory": None if any("context_tokens" not in r for r in records
+                                    if not r.get("error"))
+        else sum(1 for r in records if not r.get("error") and r["context_tokens"] == 0),
         "query_leaks": sum(1 for r in records if r.get("query_leak")),
         "judged_behaviour": value("judged_behaviour"),
         "judge_agreement": value("judge_agreement"),
