@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -41,24 +40,46 @@ def installed_versions() -> dict[str, str]:
 @cache
 def source_revision() -> str:
     """This package's code as a run's unit records it: the version, and the git commit
-    (``+edited`` when the work tree differs) when it runs from a checkout, since the
-    version alone does not change between commits. Read once per process."""
+    checked out when it runs from a checkout (the version alone does not change between
+    commits). Read from the ``.git`` folder, no ``git`` process: edits to the work tree
+    are not seen. Read once per process."""
     try:
         found = version("nanobot-memory-adapters")
     except PackageNotFoundError:
         found = "unknown"
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return found
+    head = _checked_out_commit(Path(__file__).resolve().parents[1] / ".git")
+    return f"{found} {head[:12]}" if head else found
 
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                              text=True, timeout=10, check=False)
-        return done.stdout.strip() if done.returncode == 0 else ""
 
+def _checked_out_commit(git: Path) -> str | None:
+    """HEAD's commit from a ``.git`` folder (or a worktree's ``.git`` file), following a
+    branch through its ref file or ``packed-refs``; None when it cannot be read."""
     try:
-        head = git("rev-parse", "HEAD")
-        edited = bool(git("status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.SubprocessError):
-        return found
-    return f"{found} {head[:12]}{'+edited' if edited else ''}" if head else found
+        if git.is_file():  # a worktree: "gitdir: <path>"
+            git = Path(git.read_text(encoding="utf-8").partition("gitdir:")[2].strip())
+        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head.partition("ref:")[2].strip()
+        for folder in (git, _common_dir(git)):
+            if (folder / ref).is_file():
+                return (folder / ref).read_text(encoding="utf-8").strip() or None
+            packed = folder / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text(encoding="utf-8").splitlines():
+                    sha, _, name = line.partition(" ")
+                    if name.strip() == ref:
+                        return sha
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _common_dir(git: Path) -> Path:
+    """A worktree's shared git folder (``commondir``), else the folder itself."""
+    common = git / "commondir"
+    try:
+        return (git / common.read_text(encoding="utf-8").strip()).resolve() \
+            if common.is_file() else git
+    except OSError:
+        return git
