@@ -56,7 +56,8 @@ def _checked_out_commit(git: Path) -> str | None:
     branch through its ref file or ``packed-refs``; None when it cannot be read."""
     try:
         if git.is_file():  # a worktree: "gitdir: <path>"
-            git = Path(git.read_text(encoding="utf-8").partition("gitdir:")[2].strip())
+            pointed = Path(git.read_text(encoding="utf-8").partition("gitdir:")[2].strip())
+            git = pointed if pointed.is_absolute() else git.parent / pointed
         head = (git / "HEAD").read_text(encoding="utf-8").strip()
         if not head.startswith("ref:"):
             return head or None
