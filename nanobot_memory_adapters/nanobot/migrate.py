@@ -27,7 +27,7 @@ from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.contract import MemoryAdapter, MemoryScope
 from nanobot_memory_adapters.events import MemoryEvent
 from nanobot_memory_adapters.nanobot.outbox import Outbox
-from nanobot_memory_adapters.nanobot.people import is_person
+from nanobot_memory_adapters.nanobot.people import is_person, service_account
 from nanobot_memory_adapters.nanobot.turns import chat_scope
 
 
@@ -92,7 +92,8 @@ def plan(outbox: Outbox, memory: MemoryConfig, provider: str) -> Plan:
                 and isinstance(session_key, str)):
             result.unreadable += 1
             continue
-        if not isinstance(sender, str) or not is_person(sender, None, session_key):
+        if (not isinstance(sender, str) or not is_person(sender, None, session_key)
+                or service_account(channel, sender)):
             result.no_person += 1
             continue
         try:

@@ -107,6 +107,20 @@ def flagged_shared(channel: str, chat_id: str, metadata: Mapping[str, Any] | Non
     return channel == "telegram" and chat_id.startswith("-")
 
 
+# Telegram's service accounts: the sender of an anonymous group admin's message
+# (GroupAnonymousBot), of a post sent as a channel (Channel_Bot) and of a channel post
+# forwarded into its discussion group (Telegram, 777000). One id for everyone who speaks
+# so in every group: not a person.
+TELEGRAM_SERVICE_ACCOUNTS = frozenset({"1087968824", "136817688", "777000"})
+
+
+def service_account(channel: str, sender_id: str) -> bool:
+    """The sender id is a channel's stand-in for whoever spoke
+    (``TELEGRAM_SERVICE_ACCOUNTS``)."""
+    return (channel == "telegram"
+            and canonical_sender(channel, sender_id) in TELEGRAM_SERVICE_ACCOUNTS)
+
+
 # nanobot's WeChat channel gives a room's messages the room's id (``xxx@chatroom``) as
 # both chat and sender: a room, whoever spoke in it
 WEIXIN_ROOM_SUFFIX = "@chatroom"
@@ -209,6 +223,8 @@ def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | No
     if (person is not None and canonical_sender(channel, person) == chat_id
             and flagged_shared(channel, chat_id, metadata)):
         person = None  # the channel gave its group as the sender: who spoke is unknown
+    if person is not None and service_account(channel, person):
+        person = None  # a stand-in for anonymous admins or channels, the same in every group
     direct = False
     if person is not None and not shared:
         direct = (own and one_persons_chat(channel, chat_id, person, metadata)) \

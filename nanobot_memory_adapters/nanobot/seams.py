@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
+import re
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,6 +40,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from nanobot_memory_adapters.formatting import SECTION_TAG
 from nanobot_memory_adapters.logs import logger
 
 SUPPORTED_SERIES = "0.3."
@@ -272,7 +275,13 @@ def before_session_archive(loop: Any, hook: Callable[[str], Awaitable[None]]) ->
             logger.exception("{}: delivering before the archive failed", LOG_PREFIX)
         token = _ARCHIVING.set(True)
         try:
-            return await original(session, *args, **kwargs)
+            # nanobot's archive reads the session without changing it; its summary goes to
+            # the workspace-wide history.jsonl (Dream folds it into files every chat
+            # loads, /dream-log shows it in any chat): it reads a copy without recall
+            view = copy.copy(session)
+            view.messages, _ = without_memory(list(session.messages),
+                                              placeholder=SUMMARISED_TOOL_RESULT)
+            return await original(view, *args, **kwargs)
         finally:
             _ARCHIVING.reset(token)
 
@@ -296,9 +305,10 @@ def summaries_without_system_prompt(loop: Any, when: Callable[[], bool]) -> None
     keep), nanobot's in-turn compaction summarises without the system prompt: 0.3.5's
     archiver sends the whole accepted history, system prompt included, to the model whose
     summary is saved in the session (and ``history.jsonl``). Only the transcript is
-    summarised either way; what is lost is the cached prefix. Private seam: wraps the
-    instance's ``loop.consolidator.summarize_transcript`` (provider compaction goes
-    through it too)."""
+    summarised either way; what is lost is the cached prefix. Always, the transcript goes
+    without recalled memory (``transcript_without_memory``): ``history.jsonl`` is the
+    workspace's, not the chat's. Private seam: wraps the instance's
+    ``loop.consolidator.summarize_transcript`` (provider compaction goes through it too)."""
     consolidator = getattr(loop, "consolidator", None)
     original = _consolidator_method(consolidator, "summarize_transcript",
                                     "a turn's compaction may summarise its prompt-only memory")
@@ -315,7 +325,8 @@ def summaries_without_system_prompt(loop: Any, when: Callable[[], bool]) -> None
         if strip:
             accepted_messages = [m for m in accepted_messages
                                  if m.get("role") not in ("system", "developer")]
-        return await original(accepted_messages, *args, **kwargs)
+        # the summary is saved in the session and in the workspace-wide history.jsonl
+        return await original(transcript_without_memory(accepted_messages), *args, **kwargs)
 
     consolidator.summarize_transcript = summarize_transcript
 
@@ -705,31 +716,85 @@ def session_message_source(metadata: Mapping[str, Any] | None) -> str | None:
     return envelope["source_session_key"]
 
 
+def without_memory(messages: list[dict[str, Any]],
+                   tool_names: frozenset[str] = frozenset({"memory_search"}),
+                   placeholder: str = "") -> tuple[list[dict[str, Any]], int]:
+    """The messages with the plugin's runtime-context blocks (recalled memory) taken off
+    saved user messages and its memory tools' results withdrawn, one for one (indexes
+    keep their meaning); and how many changed. What nanobot keeps beyond one chat (its
+    workspace-wide ``history.jsonl``, which Dream folds into the files every chat loads)
+    and a chat that is not one person's are built from these."""
+    from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
+
+    out: list[dict[str, Any]] = []
+    changed = 0
+    for message in messages:
+        marker = message.get(RUNTIME_CONTEXT_HISTORY_META)
+        if isinstance(marker, Mapping) and LOG_PREFIX in (marker.get("sources") or ()):
+            out.append(public_message(message))
+            changed += 1
+        elif (message.get("role") == "tool" and message.get("name") in tool_names
+              and message.get("content") != (placeholder or WITHDRAWN_TOOL_RESULT)):
+            out.append({**message, "content": placeholder or WITHDRAWN_TOOL_RESULT})
+            changed += 1
+        else:
+            out.append(message)
+    return out, changed
+
+
+_SECTION = re.compile(rf"<{SECTION_TAG}[\s>].*?</{SECTION_TAG}>", re.S)
+
+
+def _without_sections(content: Any) -> Any:
+    if isinstance(content, str):
+        return _SECTION.sub("", content)
+    if isinstance(content, list):
+        return [{**part, "text": _SECTION.sub("", part["text"])}
+                if isinstance(part, dict) and isinstance(part.get("text"), str) else part
+                for part in content]
+    return content
+
+
+def transcript_without_memory(messages: list[dict[str, Any]],
+                              tool_names: frozenset[str] = frozenset({"memory_search"})
+                              ) -> list[dict[str, Any]]:
+    """A turn's transcript (as the model got it: history replayed without its markers)
+    with every ``<memory-context>`` section cut out of its text and the memory tools'
+    results withdrawn. The section's items are escaped when rendered, so a section ends
+    at its own closing tag."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "tool" and message.get("name") in tool_names:
+            out.append({**message, "content": SUMMARISED_TOOL_RESULT})
+        elif "content" in message:
+            out.append({**message, "content": _without_sections(message["content"])})
+        else:
+            out.append(message)
+    return out
+
+
 def strip_memory_blocks(sessions: Any, session_key: str,
                         tool_names: frozenset[str] = frozenset({"memory_search"})) -> int:
     """Remove the plugin's runtime-context blocks (recalled memory) from a session's saved
     user messages, and the results of its memory tools (``tool_names``), so a shared
-    chat's history never replays one person's memory to another. Returns how many messages
-    changed (the session is saved when any did)."""
-    from nanobot.runtime_context import RUNTIME_CONTEXT_HISTORY_META
-
+    chat's history never replays one person's memory to another. A provider's saved
+    conversation state (OpenAI's Responses API: the exact earlier input, blocks included,
+    which nanobot replays instead of the history) is dropped with them, so the next request
+    is built from the stripped history. Returns how many messages changed (the session is
+    saved when any did)."""
     session = session_of(sessions, session_key)
     if session is None:
         return 0
-    changed = 0
-    for index, message in enumerate(session.messages):
-        marker = message.get(RUNTIME_CONTEXT_HISTORY_META)
-        if isinstance(marker, Mapping) and LOG_PREFIX in (marker.get("sources") or ()):
-            session.messages[index] = public_message(message)
-            changed += 1
-        elif (message.get("role") == "tool" and message.get("name") in tool_names
-              and message.get("content") != WITHDRAWN_TOOL_RESULT):
-            session.messages[index] = {**message, "content": WITHDRAWN_TOOL_RESULT}
-            changed += 1
+    messages, changed = without_memory(session.messages, tool_names)
     if changed:
+        session.messages[:] = messages
+        if getattr(session, "provider_state", None) is not None:
+            session.provider_state = None
         sessions.save(session)
     return changed
 
 
+#: a memory tool's result as a summary's model sees it (kept out of the summary)
+SUMMARISED_TOOL_RESULT = "[memory result left out: memory is recalled afresh each turn]"
 WITHDRAWN_TOOL_RESULT = ("[memory result withdrawn: this chat is not known to be one "
                          "person's, so memory is not kept in its history]")

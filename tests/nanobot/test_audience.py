@@ -168,6 +168,38 @@ async def test_an_older_search_result_in_a_shared_history_is_withdrawn(home, llm
     assert PIN not in json.dumps(session.messages)
 
 
+def test_a_chat_seen_shared_drops_the_providers_saved_conversation(tmp_path):
+    """With OpenAI's Responses API nanobot saves the exact earlier input (recall blocks
+    and memory results included) as the session's provider state and replays it instead of
+    the history: stripping the history alone left the first person's recall in every later
+    request. The state goes with the blocks, on disk too."""
+    from nanobot.providers.base import ProviderConversationState
+    from nanobot.runtime_context import (
+        RUNTIME_CONTEXT_HISTORY_META,
+        RuntimeContextBlock,
+        append_runtime_context,
+    )
+    from nanobot.session.manager import SessionManager
+
+    from nanobot_memory_adapters.nanobot.seams import LOG_PREFIX, strip_memory_blocks
+
+    sessions = SessionManager(tmp_path)
+    session = sessions.get_or_create("sdk:room")
+    block = RuntimeContextBlock(source=LOG_PREFIX,
+                                content=f"<memory-context>PIN {PIN}</memory-context>")
+    text, marker = append_runtime_context("what is my PIN?", [block])
+    session.add_message("user", text, **{RUNTIME_CONTEXT_HISTORY_META: marker})
+    session.provider_state = ProviderConversationState(
+        kind="openai_responses", provider="openai", model="gpt", version=1,
+        payload={"items": [{"role": "user", "content": text}]})
+    sessions.save(session)
+    assert strip_memory_blocks(sessions, "sdk:room") == 1
+    reread = SessionManager(tmp_path).get_or_create("sdk:room")
+    assert reread.provider_state is None
+    assert PIN not in json.dumps(reread.messages)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and PIN in p.read_text()]
+
+
 # -- an unflagged room echoes nothing of a member's memory (through a real reply) -------------
 async def test_an_unflagged_room_gets_no_personal_recall_to_echo(home, llm_double):
     home.write_memory(_memory("full_history"))
@@ -689,6 +721,71 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
     group, direct = seen
     assert [m["role"] for m in group] == ["user"], group
     assert [m["role"] for m in direct] == ["system", "user"], direct
+
+
+async def test_a_summary_never_carries_recalled_memory_into_the_workspace_history(
+        home, llm_double, monkeypatch):
+    """A compaction's summary is saved in the session *and* in nanobot's workspace-wide
+    ``history.jsonl``, which Dream folds into the files every chat loads and ``/dream-log``
+    shows in any chat. The transcript it is made from now has every ``<memory-context>``
+    section cut (user message, system prompt, replayed history) and the memory tool's
+    results left out; the person's own words stay (nanobot's design)."""
+    from types import SimpleNamespace
+
+    from nanobot_memory_adapters.nanobot.seams import SUMMARISED_TOOL_RESULT
+
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    seen: list[list[dict[str, Any]]] = []
+
+    async def archive(source: Any, **kw: Any) -> str:
+        seen.append(kw["history"])
+        return "summary"
+
+    monkeypatch.setattr(loop.consolidator.archiver, "archive", archive)
+    runtime = SimpleNamespace(context_window_tokens=8000,
+                              generation=SimpleNamespace(max_tokens=500))
+    section = f'<memory-context scope="default/whatsapp-ann">PIN {PIN}</memory-context>'
+    await loop.consolidator.summarize_transcript(
+        [{"role": "system", "content": f"## Long-term Memory\n{section}\nguide"},
+         {"role": "user", "content": f"what is my PIN?\n\n{section}"},
+         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]},
+         {"role": "tool", "tool_call_id": "c1", "name": "memory_search",
+          "content": f"PIN {PIN}"},
+         {"role": "user", "content": [{"type": "text", "text": "hi"},
+                                      {"type": "text", "text": section}]}], None,
+        runtime=runtime, session_key="whatsapp:ann@s.whatsapp.net", tools=[])
+    (history,) = seen
+    assert PIN not in json.dumps(history), history
+    assert history[0]["content"] == "## Long-term Memory\n\nguide"
+    assert history[1]["content"] == "what is my PIN?\n\n"
+    assert history[3]["content"] == SUMMARISED_TOOL_RESULT
+
+
+async def test_a_compact_summarises_a_direct_chat_without_its_recall(home, llm_double):
+    """``/compact`` (``/new``, idle compaction) archives a session from its saved messages,
+    where the default placement keeps each turn's recall; the summary lands in the
+    workspace-wide ``history.jsonl``. nanobot's archive reads a copy without the recall
+    blocks; the session itself keeps them (it is the person's own chat)."""
+    home.write_memory(_memory("full_history"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    dm = "ann@s.whatsapp.net"
+    await channel_turn(loop, "whatsapp", dm, "ann", f"My bank PIN is {PIN}.", WHATSAPP_DM)
+    assert await plugin.flush() == 0
+    await channel_turn(loop, "whatsapp", dm, "ann", "note two: what is my bank PIN?",
+                       WHATSAPP_DM)
+    saved = json.dumps(plugin.state.sessions.get_or_create(f"whatsapp:{dm}").messages)
+    assert "<memory-context " in saved  # the person's own chat keeps its recall
+    before = len(llm_double.requests)
+    await channel_turn(loop, "whatsapp", dm, "ann", "/compact", WHATSAPP_DM)
+    for _ in range(50):  # /compact runs as its own task
+        if any("note two" in json.dumps(r["body"]) for r in llm_double.requests[before:]):
+            break
+        await asyncio.sleep(0.1)
+    asked = [r for r in llm_double.requests[before:] if "note two" in json.dumps(r["body"])]
+    assert asked, "the archive never asked the model"
+    assert not [r for r in asked if "<memory-context " in json.dumps(r["body"])]
 
 
 async def test_a_groups_compact_never_shows_the_summariser_nanobots_memory_file(

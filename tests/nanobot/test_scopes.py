@@ -160,6 +160,30 @@ async def test_a_wechat_room_that_gives_itself_as_the_sender_is_nobodys(home, ll
     assert {e["user_id"] for e in _events(plugin)} == {"weixin-ann@im.wechat"}
 
 
+@pytest.mark.parametrize("stand_in", ["1087968824|GroupAnonymousBot", "136817688|Channel_Bot",
+                                      "777000|Telegram"])
+async def test_a_telegram_service_account_is_nobody(home, llm_double, stand_in):
+    """Telegram sends an anonymous admin's message as GroupAnonymousBot, a post sent as a
+    channel as Channel_Bot and a channel post forwarded to its discussion group as
+    Telegram (777000): one id for whoever speaks so, in every group. Read as a person,
+    what one group's anonymous admin said was filed in one scope that another group's
+    anonymous admin recalled (``group_recall: personal``) and could forget. Nobody's:
+    nothing filed, nothing recalled or searched."""
+    home.write_memory(_memory("full_history", group_recall="personal"))
+    loop = home.loop()
+    plugin = _plugin(loop)
+    await talk(loop, "telegram", "-100700", stand_in, "Admin here: the vault code is VAULT-77.")
+    assert await plugin.flush() == 0
+    assert _events(plugin) == []
+    reply = await talk(loop, "telegram", "-100800", stand_in,
+                       "Other admin. " + _ask(SEARCH_TOOL_NAME, query="vault code"))
+    assert "VAULT-77" not in reply
+    assert "VAULT-77" not in json.dumps(agent_request(llm_double, "Other admin.").body)
+    await talk(loop, "telegram", "-100800", "1001|ann", "My cat is PEPPER-6.")
+    assert await plugin.flush() == 0
+    assert {e["user_id"] for e in _events(plugin)} == {"telegram-1001"}
+
+
 async def test_a_telegram_user_who_changes_username_keeps_their_memory(home, llm_double):
     home.write_memory(_memory("full_history"))
     loop = home.loop()

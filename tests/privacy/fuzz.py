@@ -83,6 +83,12 @@ class Chat:
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     session_key: str = ""  # default: channel:chat_id
     per_sender: bool = False  # DingTalk group_user_isolation: a session per sender
+    sender_as: str | None = None  # the sender id the channel gives every member's turn
+
+    def sender_for(self, user: int) -> str:
+        """The sender id a turn of ``user`` arrives with (nanobot's weixin channel gives a
+        room's messages the room itself as the sender, whoever wrote them)."""
+        return self.sender_as or sender_id(self.channel, user)
 
     def chat_for(self, sender: int | None) -> str:
         """The chat id a turn of ``sender`` arrives in (nanobot's unified session: each
@@ -93,7 +99,7 @@ class Chat:
 
     def key_for(self, sender: int | None) -> str:
         if self.per_sender and sender is not None:
-            return f"{self.channel}:{self.chat_id}:{sender_id(self.channel, sender)}"
+            return f"{self.channel}:{self.chat_id}:{self.sender_for(sender)}"
         return self.session_key or f"{self.channel}:{self.chat_id}"
 
 
@@ -188,6 +194,11 @@ class World:
         world.groups.append(Chat("unified session", "websocket", "uni-0",
                                  frozenset(range(users)), "unified", {},
                                  session_key="unified:default"))
+        # a WeChat room: nanobot's weixin channel gives the room as chat and as sender
+        room = "team-7@chatroom"
+        world.groups.append(Chat("weixin room", "weixin", room,
+                                 frozenset(rng.sample(range(users), 3)), "room", {},
+                                 sender_as=room))
         return world
 
     def dm(self, user: int, channel: str | None = None) -> Chat:
@@ -377,7 +388,7 @@ class Gateway:
     async def turn(self, chat: Chat, sender: int, text: str) -> str:
         from nanobot.bus.events import InboundMessage
 
-        msg = InboundMessage(channel=chat.channel, sender_id=sender_id(chat.channel, sender),
+        msg = InboundMessage(channel=chat.channel, sender_id=chat.sender_for(sender),
                              chat_id=chat.chat_for(sender), content=text, media=[],
                              metadata=dict(chat.meta))
         reply = await self.loop._process_message(msg, session_key=chat.key_for(sender))
@@ -613,7 +624,7 @@ class Fuzzer:
         if second:
             reply = await asyncio.to_thread(self.gateway.second().call, {  # type: ignore[union-attr]
                 "kind": "turn", "channel": chat.channel, "chat_id": chat.chat_for(user),
-                "sender": sender_id(chat.channel, user), "text": text, "meta": chat.meta,
+                "sender": chat.sender_for(user), "text": text, "meta": chat.meta,
                 "key": chat.key_for(user)})
         else:
             assert self.gateway is not None
