@@ -66,6 +66,8 @@ class NativeWrite:
     warnings: list[str] = field(default_factory=list)
     # A bulk hook that wrote this event in a call of its own sets that call's latency.
     latency_ms: float | None = None
+    # the backend processed the event and kept nothing new from it (``WriteReceipt``)
+    stored_nothing: bool = False
 
 
 @dataclass
@@ -251,6 +253,7 @@ class BaseAdapter:
             event_id=event.event_id,
             native_ids=native.native_ids,
             latency_ms=latency,
+            stored_nothing=native.stored_nothing,
             trace=trace,
         )
 

@@ -261,8 +261,11 @@ class WriteReceipt(BaseModel):
     """The outcome of one event's write.
 
     ``committed``: the backend took the turn and processed it; ``native_ids`` lists what it
-    keeps from it, and is empty when it kept nothing it can name (mem0's extraction found
-    no new fact: the trace warns; a turn of system messages only). ``queued``: accepted,
+    keeps from it. ``stored_nothing`` says the backend kept nothing new from it (mem0's
+    extraction found no new fact; a turn of system messages only): accepted, no retry, and
+    counted by the harness, so a run whose turns mostly stored nothing does not read like
+    a healthy one. Empty ``native_ids`` alone do not say so (an MCP server that returns no
+    id). ``queued``: accepted,
     processed later (``readiness`` says when). ``ignored``: the provider stores nothing by
     design (no_memory, static_profile, oracle). ``failed``: only in a bulk write's
     per-event receipts (``record_event`` raises ``AdapterError`` instead); ``error`` holds
@@ -276,6 +279,7 @@ class WriteReceipt(BaseModel):
     native_ids: list[str] = Field(default_factory=list)
     latency_ms: float | None = None
     error: RedactedData | None = None
+    stored_nothing: bool = False
     trace: Trace
 
     @property

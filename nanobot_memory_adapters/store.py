@@ -339,7 +339,8 @@ class StoreProvider(BaseAdapter):
             warnings=native.warnings)
         self._emit(trace)
         return WriteReceipt(status=native.status, native_ids=native.native_ids,
-                            latency_ms=latency, trace=trace)
+                            latency_ms=latency, stored_nothing=native.stored_nothing,
+                            trace=trace)
 
 
 def as_provider(obj: Any, *, trace_sink: TraceSink | None = None) -> Any:

@@ -82,10 +82,11 @@ class Checkpoint:
 
 
 def unit_provenance() -> dict[str, Any]:
-    """The code, machine and time a unit finished with."""
+    """The code, machine and time a unit finished with. The machine from ``os.uname``
+    (``platform.platform()`` asks ``uname -p`` in a child process)."""
     return {"code": source_revision(), "machine": f"{os.cpu_count()} CPUs, "
-            f"{platform.platform()}", "finished_at": datetime.now(UTC).isoformat(
-                timespec="seconds")}
+            f"{platform.system()}-{platform.release()}-{platform.machine()}",
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def open_checkpoint(out: Path, manifest_sha256: str, traces: Path | None = None) -> Checkpoint:

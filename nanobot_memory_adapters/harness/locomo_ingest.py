@@ -213,6 +213,8 @@ class LocomoIngest:
                 continue
             if receipt.status not in ACCEPTED_WRITE_STATUSES:
                 self.unit.record_failures += 1
+            elif receipt.stored_nothing and self.unit.stored_nothing is not None:
+                self.unit.stored_nothing += 1
             self._record_line(receipt.trace, turn, ev, receipt.status, copy)
             written.add(receipt.trace.trace_id)
         return written

@@ -57,6 +57,9 @@ class UnitState:
     # the process CPU (all threads) the unit took, for a unit run in one attempt in a
     # process of its own (a worker, or the driver with one worker): CPU-hours of a run
     cpu_s: float | None = None
+    # accepted writes whose backend kept nothing new (``WriteReceipt.stored_nothing``);
+    # None: a unit begun before it was counted
+    stored_nothing: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The unit's result as it is stored and aggregated."""
@@ -99,11 +102,11 @@ _ORDER = (
     "record_latency_ms", "record_latency_per_event_ms", "ingest_s", "readiness",
     "mode_failures", "gate_violations", "gate_probes", "asks", "judged", "behavioural",
     "reset_status", "ingest_tokens", "behavioural_writes", "resumed_after_sessions",
-    "replayed_cut_sessions", "wall_s", "lookahead_s", "cpu_s",
+    "replayed_cut_sessions", "wall_s", "lookahead_s", "cpu_s", "stored_nothing",
 )
 _OPTIONAL = frozenset(
     ("ingest_tokens", "behavioural_writes", "resumed_after_sessions", "replayed_cut_sessions",
-     "wall_s", "lookahead_s", "cpu_s")
+     "wall_s", "lookahead_s", "cpu_s", "stored_nothing")
 )
 _REQUIRED = tuple(k for k in _ORDER if k not in _OPTIONAL)
 _ADAPTER = TypeAdapter(UnitState)

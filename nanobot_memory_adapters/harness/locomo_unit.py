@@ -101,6 +101,7 @@ class UnitRunner:
             provider=p.name,
             conversation=conv.sample_id,
             ingest_mode="bulk" if supports(self.adapter, "bulk_ingest") else "single",
+            stored_nothing=0,
         )
 
     async def run(self) -> dict[str, Any]:

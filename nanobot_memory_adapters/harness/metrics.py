@@ -168,6 +168,15 @@ def _dist(values: list[float]) -> dict[str, Any]:
     }
 
 
+def stored_nothing_summary(units: list[dict[str, Any]]) -> dict[str, Any]:
+    """``events_stored_nothing``: accepted writes whose backend kept nothing new from the
+    event (mem0's extraction found no fact), beside ``events_recorded``; left out when a
+    unit predates the count (unknown, not 0)."""
+    if not units or any(u.get("stored_nothing") is None for u in units):
+        return {}
+    return {"events_stored_nothing": sum(u["stored_nothing"] for u in units)}
+
+
 def recall_block(asks: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(asks)
     items = sum(a.get("prov_items", 0) for a in asks)
@@ -260,6 +269,7 @@ def provider_metrics(
         "asks": len(asks),
         "questions": len({a["qid"] for a in asks}),
         "events_recorded": sum(u["events"] for u in units),
+        **stored_nothing_summary(units),
         "ingest_mode": sorted({u["ingest_mode"] for u in units}),
         "recall": recall_summary(asks),
         "provenance": provenance_summary(asks),

@@ -113,6 +113,14 @@ def report_failures(results: dict[str, Any]) -> int:
             + escape(", ".join(f"{k}={v}" for k, v in counts.items())),
             highlight=False, soft_wrap=True, markup=True,
         )
+    for name, m in (results.get("providers") or {}).items():
+        empty = m.get("events_stored_nothing") if isinstance(m, dict) else None
+        if empty:  # not a failure: the backend took the events and kept nothing from them
+            err_console.print(
+                f"[yellow]{escape(name)}[/yellow]: {empty} of {m.get('events_recorded')} "
+                "recorded events stored nothing new (the backend kept nothing from them, "
+                "e.g. mem0's extraction found no fact)",
+                highlight=False, soft_wrap=True, markup=True)
     skipped = [str(s.get("name")) for s in results.get("skipped") or []]
     if skipped:
         ran = len(results.get("providers") or {})

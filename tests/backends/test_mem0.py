@@ -657,14 +657,18 @@ async def test_cut_extraction_answer_is_a_failed_retryable_write(data_dir, llm_d
 
 async def test_an_extraction_that_finds_nothing_stays_committed(infer_adapter):
     """The double extracts nothing from a one-word user message: a true empty result is
-    committed with a warning, in record_event and in record_events."""
+    committed (no retry) with a warning and says it stored nothing, in record_event and in
+    record_events; a turn with a fact does not."""
     scope = _scope(_run())
     receipt = await infer_adapter.record_event(_event(scope, "Okay."))
     assert receipt.status == "committed" and not receipt.native_ids
+    assert receipt.stored_nothing and receipt.accepted
     assert "extracted no new memory" in " ".join(receipt.trace.warnings)
     [bulk] = await infer_adapter.record_events([_event(scope, "Sure.")])
-    assert bulk.status == "committed"
+    assert bulk.status == "committed" and bulk.stored_nothing
     assert "extracted no new memory" in " ".join(bulk.trace.warnings)
+    kept = await infer_adapter.record_event(_event(scope, "My cat is called PEPPER."))
+    assert kept.native_ids and not kept.stored_nothing
 
 
 async def test_one_failed_batch_does_not_fail_the_others(infer_adapter):

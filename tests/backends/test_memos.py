@@ -404,6 +404,33 @@ def _mock(handler) -> StoreProvider:
                                     transport=httpx.MockTransport(handler)))
 
 
+async def test_a_sync_add_that_derived_nothing_says_it_stored_nothing():
+    """MemOS's synchronous add answers with every memory it stored (``data: [{memory_id,
+    ...}]``): an empty answer is a write that kept nothing, accepted and counted as such; an
+    async add's ids are known later, never called nothing."""
+    answers = {"data": []}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"code": 200, **answers})
+
+    sync = StoreProvider(MemOSStore(MemOSConfig(base_url="http://memos.test", async_mode="sync"),
+                                    transport=httpx.MockTransport(handler)))
+    queued = _mock(handler)
+    try:
+        scope = _scope("r-empty")
+        empty = await sync.record_event(_event(scope, "Okay."))
+        assert empty.status == "committed" and empty.stored_nothing and empty.accepted
+        answers["data"] = [{"memory": "cat PEPPER", "memory_id": "m1", "memory_type": "x"}]
+        kept = await sync.record_event(_event(scope, "My cat is PEPPER.", 2))
+        assert kept.native_ids == ["m1"] and not kept.stored_nothing
+        answers["data"] = []
+        later = await queued.record_event(_event(scope, "Okay.", 3))
+        assert later.status == "queued" and not later.stored_nothing
+    finally:
+        await sync.aclose()
+        await queued.aclose()
+
+
 async def test_readiness_unknown_without_redis_queue():
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("task_queue_status"):

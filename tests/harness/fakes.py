@@ -105,6 +105,19 @@ class GateLeakAdapter(_Store):
             self._mode = saved
 
 
+class SelectiveAdapter(_Store):
+    """Keeps every other turn, as an extracting memory keeps only the turns with a fact:
+    the others are committed, stored nothing."""
+
+    NAME = "selective"
+
+    async def _record(self, event: MemoryEvent) -> NativeWrite:
+        self.turns = getattr(self, "turns", 0) + 1
+        if self.turns % 2:
+            return await super()._record(event)
+        return NativeWrite("committed", [], "list.append", stored_nothing=True)
+
+
 class NeedsLLMAdapter(_Store):
     NAME = "needs_llm"
     REQUIRES_LLM = True
@@ -250,6 +263,7 @@ FAKES = {
     "exits": ExitingAdapter,
     "with_feedback": FeedbackAdapter,
     "leaky": LeakyAdapter,
+    "selective": SelectiveAdapter,
     "down": DownAdapter,
     "gate_leak": GateLeakAdapter,
     "needs_llm": NeedsLLMAdapter,

@@ -128,6 +128,24 @@ async def test_gate_violations_are_counted(locomo_file, tmp_path, fake_providers
     assert m["failures"]["gate_violations"] == m["asks"] == 4
 
 
+async def test_events_that_stored_nothing_are_counted_not_failed(locomo_file, tmp_path,
+                                                                  fake_providers, capsys):
+    """A write the backend took and kept nothing from (an extraction that found no fact)
+    is accepted, not a failure, and counted beside the events recorded, so a memory that
+    kept little does not read like a healthy one; a store that keeps every turn counts 0."""
+    from nanobot_memory_adapters.harness.outcome_view import report_failures
+
+    outcome = await run_bench(config(locomo_file, tmp_path / "run",
+                                     ["selective", "full_history"], conversations=["syn-2"]))
+    sel = outcome.results["providers"]["selective"]
+    assert sel["failures"]["record"] == 0
+    assert 0 < sel["events_stored_nothing"] < sel["events_recorded"]
+    assert outcome.results["providers"]["full_history"]["events_stored_nothing"] == 0
+    assert report_failures(outcome.results) == 0
+    err = capsys.readouterr().err
+    assert f"{sel['events_stored_nothing']} of {sel['events_recorded']} recorded events" in err
+
+
 async def test_same_command_twice_same_manifest_and_metrics(locomo_file, tmp_path):
     runs = [
         await run_bench(config(locomo_file, tmp_path / f"r{i}", ["no_memory", "full_history"]))

@@ -64,6 +64,29 @@ def test_the_metrics_read_a_units_dict():
     assert m["timing"]["resumed_after_sessions"] == {"syn-1": [1]}
 
 
+def test_stored_nothing_is_a_figure_only_when_every_unit_counted_it():
+    """A unit begun before the count has none (unknown, not 0): the provider's figure is
+    left out rather than undercounted."""
+    from nanobot_memory_adapters.harness.preferences.state import PreferenceUnitState
+
+    counted = finished_state()
+    counted.stored_nothing = 3
+    data = counted.to_dict()
+    assert data["stored_nothing"] == 3 and UnitState.from_dict(data) == counted
+    zero = UnitState(provider="x", conversation="syn-2", ingest_mode="single",
+                     stored_nothing=0)
+    m = provider_metrics("simple_rag", [data, zero.to_dict()], 200)
+    assert m["events_stored_nothing"] == 3
+    old = UnitState(provider="x", conversation="syn-2", ingest_mode="single")
+    assert "stored_nothing" not in old.to_dict()
+    assert "events_stored_nothing" not in provider_metrics(
+        "simple_rag", [data, old.to_dict()], 200)
+    pref = PreferenceUnitState(provider="mem0", conversation="p1", group="g")
+    assert "stored_nothing" not in pref.to_dict()
+    pref.stored_nothing = 0
+    assert pref.to_dict()["stored_nothing"] == 0
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

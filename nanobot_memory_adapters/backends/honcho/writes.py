@@ -84,6 +84,7 @@ class HonchoWrites:
             native_request={"workspace": state.workspace, "session": session.id,
                             "messages": len(messages), "batches": -(-len(messages) // MAX_BATCH)},
             warnings=warnings,
+            stored_nothing=not ids,  # a turn of system messages only
         )
 
     @staticmethod
@@ -135,7 +136,8 @@ class HonchoWrites:
         return [
             NativeWrite("queued" if ids[e.event_id] else "committed", ids[e.event_id],
                         "session.add_messages(bulk)", request,
-                        skipped_by_event.get(e.event_id, []))
+                        skipped_by_event.get(e.event_id, []),
+                        stored_nothing=not ids[e.event_id])
             for e in batch
         ]
 

@@ -449,6 +449,7 @@ class Mem0Store:
             native_operation=f"AsyncMemory.add(infer={self.infer})",
             native_request=request,
             warnings=warnings,
+            stored_nothing=not ids,
         )
         self._remember([event], [write])
         return write
@@ -714,14 +715,15 @@ class Mem0Store:
             # the batch's event ids as its provenance.
             extra = [f"native ids belong to a batch of {len(batch)} events"] if len(batch) > 1 \
                 else []
-            return [NativeWrite("committed", ids, operation, request, [*warnings, *extra])
+            return [NativeWrite("committed", ids, operation, request, [*warnings, *extra],
+                                stored_nothing=not ids)
                     for _ in batch]
         # infer=False stores every non-system message, in order.
         out, cursor = [], 0
         for event in batch:
             n = sum(1 for m in event.messages if m.role != "system")
             out.append(NativeWrite("committed", ids[cursor:cursor + n], operation, request,
-                                   list(warnings)))
+                                   list(warnings), stored_nothing=not ids[cursor:cursor + n]))
             cursor += n
         return out
 

@@ -149,7 +149,8 @@ class MemOSStore:
             status="committed" if sync else "queued", native_ids=native_ids,
             native_operation="POST /product/feedback",
             native_request={k: v for k, v in body.items() if k not in ("history", "info")},
-            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"])
+            warnings=[] if native_ids or not sync else ["MemOS derived no memory change"],
+            stored_nothing=sync and not native_ids)
 
     # -- ids -------------------------------------------------------------------------
     def native_ids(self, scope: MemoryScope, operation: str = "scope") -> dict[str, str]:
@@ -295,6 +296,8 @@ class MemOSStore:
             native_operation=f"POST /product/add (async_mode={self.config.async_mode})",
             native_request=self._describe_add(body),
             warnings=warnings,
+            # a synchronous add answers with every memory it stored
+            stored_nothing=not asynchronous and not native_ids,
         )
 
     @staticmethod

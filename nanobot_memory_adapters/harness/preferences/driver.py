@@ -38,6 +38,7 @@ from nanobot_memory_adapters.contract import (
 )
 from nanobot_memory_adapters.harness import manifest as mf
 from nanobot_memory_adapters.harness.checkpoint import Checkpoint, open_checkpoint
+from nanobot_memory_adapters.harness.metrics import stored_nothing_summary
 from nanobot_memory_adapters.harness.outcome import PARTIAL_RESULTS, RunOutcome
 from nanobot_memory_adapters.harness.preferences.agent import AgentLLM
 from nanobot_memory_adapters.harness.preferences.config import (
@@ -384,6 +385,7 @@ def build_results(cfg: PreferenceBenchConfig, manifest: dict[str, Any],
             "experiment_group": group,
             "personas": [u["conversation"] for u in mine],
             "events_recorded": sum(u["events"] for u in mine),
+            **stored_nothing_summary(mine),
             "scores": provider_scores(records),
             "failures": {
                 "record": sum(u["record_failures"] for u in mine),

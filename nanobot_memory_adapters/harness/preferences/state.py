@@ -43,8 +43,11 @@ class PreferenceUnitState:
     retrieve_latency_ms: list[float] = field(default_factory=list[float])
     ingest_s: float = 0.0
     wall_s: float | None = None  # set when the unit ends (absent from the dict until then)
+    # accepted writes whose backend kept nothing new (``WriteReceipt.stored_nothing``);
+    # None (absent from the dict): a unit begun before it was counted
+    stored_nothing: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The unit's result as it is stored and aggregated."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "wall_s" or self.wall_s is not None}
+                if f.name not in ("wall_s", "stored_nothing") or getattr(self, f.name) is not None}

@@ -85,7 +85,7 @@ class PreferenceUnit:
                                  agent_id="nanobot")
         self.seen: set[str] = set()
         self.unit = PreferenceUnitState(
-            provider=p.name, conversation=persona.persona_id, group=group)
+            provider=p.name, conversation=persona.persona_id, group=group, stored_nothing=0)
 
     async def run(self) -> dict[str, Any]:
         """The unit's result, as the checkpoint stores it (``PreferenceUnitState.to_dict``)."""
@@ -185,6 +185,8 @@ class PreferenceUnit:
                 written.add(trace.trace_id)
                 if status not in ACCEPTED_WRITE_STATUSES:
                     self.unit.record_failures += 1
+                elif receipt.stored_nothing and self.unit.stored_nothing is not None:
+                    self.unit.stored_nothing += 1
             self.sink.write(trace, kind="record", phase="ingest", session=session.index,
                             event_id=event.event_id, turn_ids=event.metadata["turns"],
                             context=session.context, channel=session.channel,
