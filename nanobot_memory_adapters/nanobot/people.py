@@ -121,6 +121,20 @@ def service_account(channel: str, sender_id: str) -> bool:
             and canonical_sender(channel, sender_id) in TELEGRAM_SERVICE_ACCOUNTS)
 
 
+def stand_in_sender(channel: str, chat_id: str, sender_id: str,
+                    metadata: Mapping[str, Any] | None) -> str | None:
+    """Why the sender id names nobody (a reason to show), else None: the channel gave its
+    group as the sender (a WeChat room), or a Telegram service account (the same id for
+    every anonymous admin or channel, in every group)."""
+    if canonical_sender(channel, sender_id) == chat_id and flagged_shared(
+            channel, chat_id, metadata):
+        return "the channel gives this group as the sender, so who spoke is unknown"
+    if service_account(channel, sender_id):
+        return ("Telegram sends this for an anonymous admin or a channel: one id for "
+                "everyone who speaks so; ask from your own account")
+    return None
+
+
 # nanobot's WeChat channel gives a room's messages the room's id (``xxx@chatroom``) as
 # both chat and sender: a room, whoever spoke in it
 WEIXIN_ROOM_SUFFIX = "@chatroom"
@@ -220,11 +234,8 @@ def observe(*, session_key: str, channel: str, chat_id: str, sender_id: str | No
     own = session_is_the_chats(session_key, channel, chat_id)
     shared = flagged_shared(channel, chat_id, metadata) or (
         person is not None and not own and not declared_direct(session_key, direct_chats))
-    if (person is not None and canonical_sender(channel, person) == chat_id
-            and flagged_shared(channel, chat_id, metadata)):
-        person = None  # the channel gave its group as the sender: who spoke is unknown
-    if person is not None and service_account(channel, person):
-        person = None  # a stand-in for anonymous admins or channels, the same in every group
+    if person is not None and stand_in_sender(channel, chat_id, person, metadata):
+        person = None
     direct = False
     if person is not None and not shared:
         direct = (own and one_persons_chat(channel, chat_id, person, metadata)) \

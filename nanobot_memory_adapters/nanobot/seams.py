@@ -731,7 +731,11 @@ def without_memory(messages: list[dict[str, Any]],
     for message in messages:
         marker = message.get(RUNTIME_CONTEXT_HISTORY_META)
         if isinstance(marker, Mapping) and LOG_PREFIX in (marker.get("sources") or ()):
-            out.append(public_message(message))
+            public = public_message(message)
+            # nanobot drops the marker but keeps the text when the content no longer ends
+            # in the recorded blocks: the sections go by their tags then
+            public["content"] = _without_sections(public.get("content"))
+            out.append(public)
             changed += 1
         elif (message.get("role") == "tool" and message.get("name") in tool_names
               and message.get("content") != (placeholder or WITHDRAWN_TOOL_RESULT)):

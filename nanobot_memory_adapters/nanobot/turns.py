@@ -21,7 +21,7 @@ from typing import Any
 from nanobot_memory_adapters.config import MemoryConfig
 from nanobot_memory_adapters.events import MemoryEvent, Message
 from nanobot_memory_adapters.nanobot import seams
-from nanobot_memory_adapters.nanobot.people import person_id
+from nanobot_memory_adapters.nanobot.people import person_id, stand_in_sender
 from nanobot_memory_adapters.nanobot.search_tool import SEARCH_TOOL_NAME
 from nanobot_memory_adapters.nanobot.skill import GUIDE_TOOL_NAME
 from nanobot_memory_adapters.scope import MemoryScope
@@ -70,8 +70,13 @@ def chat_scope(memory: MemoryConfig, *, channel: str, chat_id: str, sender_id: s
 
 
 def command_scope(memory: MemoryConfig, ctx: Any) -> tuple[MemoryScope, str]:
-    """``chat_scope`` of the chat a slash command came from."""
+    """``chat_scope`` of the chat a slash command came from. Raises ValueError for a
+    sender that names nobody (``people.stand_in_sender``): its scope would be everyone's
+    who speaks so, for ``/memory-forget`` to delete."""
     msg = ctx.msg
+    why = stand_in_sender(msg.channel, msg.chat_id, msg.sender_id, msg.metadata)
+    if why is not None:
+        raise ValueError(why)
     return chat_scope(memory, channel=msg.channel, chat_id=msg.chat_id,
                       sender_id=msg.sender_id, session_key=ctx.key)
 

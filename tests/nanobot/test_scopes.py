@@ -182,6 +182,9 @@ async def test_a_telegram_service_account_is_nobody(home, llm_double, stand_in):
     await talk(loop, "telegram", "-100800", "1001|ann", "My cat is PEPPER-6.")
     assert await plugin.flush() == 0
     assert {e["user_id"] for e in _events(plugin)} == {"telegram-1001"}
+    # nor can one of them forget the scope an older version filed all of them under
+    reply = await talk(loop, "telegram", "-100700", stand_in, "/memory-forget confirm")
+    assert "anonymous admin" in reply and "deleted" not in reply.lower(), reply
 
 
 async def test_a_telegram_user_who_changes_username_keeps_their_memory(home, llm_double):
