@@ -671,6 +671,22 @@ async def test_api_sessions_named_default_something_keep_their_own_group_scope(
     assert PIN in long_term_memory(agent_request(llm_double, question))
 
 
+def _summariser_inputs(loop: Any, monkeypatch: Any) -> tuple[list[list[dict[str, Any]]], Any]:
+    """What nanobot's summariser is handed (each call's history, kept in the list) and a
+    runtime for ``summarize_transcript``; the summariser's model is not called."""
+    from types import SimpleNamespace
+
+    seen: list[list[dict[str, Any]]] = []
+
+    async def archive(source: Any, **kw: Any) -> str:
+        seen.append(kw["history"])
+        return "summary"
+
+    monkeypatch.setattr(loop.consolidator.archiver, "archive", archive)
+    return seen, SimpleNamespace(context_window_tokens=8000,
+                                 generation=SimpleNamespace(max_tokens=500))
+
+
 async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall(
         home, llm_double, monkeypatch):
     """Under ``group_recall: personal`` the speaker's recall is in that turn's system
@@ -679,7 +695,6 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
     summariser does not see the system prompt of such a turn now (a direct chat's turn
     keeps nanobot's behaviour), also after a message injected mid-turn noted a later,
     not prompt-only audience for the same turn."""
-    from types import SimpleNamespace
 
     from nanobot.agent.tools.context import (
         RequestContext,
@@ -690,15 +705,7 @@ async def test_a_groups_compaction_never_summarises_the_speakers_personal_recall
     home.write_memory(_memory("full_history", group_recall="personal"))
     loop = home.loop()
     plugin = _plugin(loop)
-    seen: list[list[dict[str, Any]]] = []
-
-    async def archive(source: Any, **kw: Any) -> str:
-        seen.append(kw["history"])
-        return "summary"
-
-    monkeypatch.setattr(loop.consolidator.archiver, "archive", archive)
-    runtime = SimpleNamespace(context_window_tokens=8000,
-                              generation=SimpleNamespace(max_tokens=500))
+    seen, runtime = _summariser_inputs(loop, monkeypatch)
     for chat, meta, turn in (("team@g.us", WHATSAPP_GROUP, "g1"),
                              ("ann@s.whatsapp.net", WHATSAPP_DM, "d1")):
         key = f"whatsapp:{chat}"
@@ -730,21 +737,11 @@ async def test_a_summary_never_carries_recalled_memory_into_the_workspace_histor
     shows in any chat. The transcript it is made from now has every ``<memory-context>``
     section cut (user message, system prompt, replayed history) and the memory tool's
     results left out; the person's own words stay (nanobot's design)."""
-    from types import SimpleNamespace
-
     from nanobot_memory_adapters.nanobot.seams import SUMMARISED_TOOL_RESULT
 
     home.write_memory(_memory("full_history"))
     loop = home.loop()
-    seen: list[list[dict[str, Any]]] = []
-
-    async def archive(source: Any, **kw: Any) -> str:
-        seen.append(kw["history"])
-        return "summary"
-
-    monkeypatch.setattr(loop.consolidator.archiver, "archive", archive)
-    runtime = SimpleNamespace(context_window_tokens=8000,
-                              generation=SimpleNamespace(max_tokens=500))
+    seen, runtime = _summariser_inputs(loop, monkeypatch)
     section = f'<memory-context scope="default/whatsapp-ann">PIN {PIN}</memory-context>'
     await loop.consolidator.summarize_transcript(
         [{"role": "system", "content": f"## Long-term Memory\n{section}\nguide"},
